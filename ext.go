@@ -1,0 +1,25 @@
+package symheap
+
+// peExt gathers the state of the layers built on the runtime core, each
+// defined in its own file: the symmetric heap and RMA (rma.go), the teams
+// (team.go), the local shared heap (shared.go) and messages (msg.go).
+type peExt struct {
+	rma    rmaState
+	teams  teamState
+	shared sharedState
+	msg    msgState
+}
+
+// initExt prepares the layers once the segment is mapped and the heaps are
+// formatted, before the barrier that ends Init.
+func (pe *PE) initExt() error {
+	if err := pe.initShared(); err != nil {
+		return err
+	}
+	return pe.initMsg()
+}
+
+// closeExt releases the layers' resources in Close, after its barrier.
+func (pe *PE) closeExt() {
+	pe.closeMsg()
+}

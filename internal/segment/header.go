@@ -1,0 +1,70 @@
+package segment
+
+import (
+	"sync/atomic"
+
+	"github.com/symheap/symheap/internal/shmsync"
+)
+
+// peSlot is one PE's entry in the header.
+type peSlot struct {
+	pid   atomic.Uint64 // written by the PE when it attaches
+	start atomic.Uint64 // its start time in clock ticks (with pid: unique)
+	state atomic.Uint32 // slotEmpty, slotAttached, slotClosed
+	_     [44]byte
+}
+
+// header is the segment's first HeaderSize bytes. The identity fields are
+// written by the creator before it publishes state=ready and never again;
+// the rest are atomics shared by every PE.
+type header struct {
+	magic      uint64
+	version    uint64
+	size       uint64 // total bytes of the file
+	uid        uint64 // owner
+	gen        uint64 // random, per creation
+	npes       uint64
+	heapSize   uint64
+	sharedSize uint64
+	cbOff      uint64
+	cbSize     uint64
+	partOff    uint64
+	partStride uint64
+	sharedOff  uint64
+	created    uint64 // unix nanoseconds
+	allocator  [32]byte
+	job        [128]byte
+	failMsg    [512]byte
+
+	state         atomic.Uint32 // stateInit → stateReady or stateFailed
+	stateWord     atomic.Uint32 // futex word bumped when state changes
+	stateSleepers atomic.Uint32
+	forceOffset   atomic.Uint32 // some PE insists on offset mode
+	mode          atomic.Uint32 // ModeSameAddress or ModeOffset, once decided
+	attached      atomic.Uint32 // PEs attached now
+	base          atomic.Uint64 // the agreed address in same-address mode
+	_             [32]byte
+
+	// Placement rounds (step 5 of Open).
+	proposal      [MaxRounds]atomic.Uint64 // 0: not yet proposed; noAddress: give up
+	arrived       [MaxRounds]atomic.Uint32
+	failed        [MaxRounds]atomic.Uint32
+	roundWord     atomic.Uint32 // futex word bumped on every proposal and arrival
+	roundSleepers atomic.Uint32
+	_             [56]byte
+
+	barrier shmsync.Barrier // the world barrier
+
+	pes [MaxPEs]peSlot
+}
+
+// noAddress as a proposal means the proposer found no free window.
+const noAddress = ^uint64(0)
+
+func (h *header) layout() Layout {
+	return Layout{
+		NPEs: int(h.npes), HeapSize: h.heapSize, SharedSize: h.sharedSize,
+		CBOff: h.cbOff, CBSize: h.cbSize, PartOff: h.partOff, PartStride: h.partStride,
+		SharedOff: h.sharedOff, Total: h.size,
+	}
+}

@@ -1,0 +1,701 @@
+// Package segment owns the one POSIX shared-memory segment of a job: its
+// creation or attachment, its header, its placement at the same address in
+// every PE, the per-PE partitions, liveness, and its removal.
+//
+// # Layout
+//
+//	offset 0          header (HeaderSize): identity, parameters, agreement
+//	                  words, the world barrier, one slot per PE
+//	CBOff             N control blocks of CBSize bytes (runtime-owned)
+//	PartOff           N partitions of PartStride bytes, each
+//	                    [0, HeapSize)                  symmetric heap
+//	                    [SharedOff, SharedOff+SharedSize) local shared heap
+//
+// PartOff, PartStride and SharedOff are multiples of alloc.MaxAlign and the
+// mapping's base is aligned to it in every PE, so an offset aligned to a
+// power of two up to MaxAlign is an address aligned to it as well. The gaps
+// that rounding leaves are never handed out and never touched; every byte
+// that is handed out has been reserved with fallocate by the creator, so a
+// store can never raise SIGBUS for want of space in /dev/shm.
+//
+// # Opening, step by step
+//
+//  1. Create the file with O_CREAT|O_EXCL, mode 0600, and take an exclusive
+//     flock at once. If it exists, open it, check owner and mode, and see
+//     whether it is stale (exclusive flock obtainable, no PE's liveness lock
+//     held, header complete): a stale segment is removed and step 1 retried.
+//  2. The creator checks free space, sizes and fallocates the file, writes
+//     the header, takes its liveness lock and publishes state=ready. It then
+//     drops the exclusive flock for a shared one.
+//  3. A joiner takes a shared flock (it cannot while the creator holds the
+//     exclusive one), waits a bounded time for state=ready, and validates
+//     the header against its own parameters.
+//  4. Every PE takes an OFD write lock on byte LiveLockBase+rank of the file
+//     (its liveness token: it vanishes with the process), and records its
+//     pid in its slot.
+//  5. Placement rounds: PE 0 proposes an address that is free in its
+//     /proc/self/maps, in a window away from the Go heap; every PE maps
+//     there with MAP_FIXED_NOREPLACE and reports success or failure; when
+//     all N have reported, all succeeded → same-address mode; else every
+//     PE unmaps and the next round starts, at most MaxRounds times, after
+//     which every PE maps anywhere (offset mode). A PE configured for
+//     offset mode fails every round at once, which ends the rounds.
+//
+// # Liveness
+//
+// Every attached PE holds a shared flock for as long as it is attached, so
+// "every PE is gone" is proved by taking the exclusive flock. Which PE is
+// gone is proved by its OFD byte lock: F_OFD_GETLK from any other open file
+// description sees it while, and only while, the PE's descriptor is open.
+// Neither can be fooled by pid reuse.
+//
+// # Leaving
+//
+// Close drops the liveness lock and the shared flock, then tries the
+// exclusive flock without blocking; whoever gets it is the last PE out and
+// unlinks the file (after checking that the path still names this file).
+package segment
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/symheap/symheap/alloc"
+	"github.com/symheap/symheap/internal/errs"
+	"github.com/symheap/symheap/internal/shmsync"
+	"github.com/symheap/symheap/internal/unix"
+)
+
+const (
+	// Magic opens every segment: "SYMHEAP" and a NUL, little-endian.
+	Magic = 0x0050414548_4d5953
+	// Version is the layout version; a segment of another version is refused.
+	Version = 1
+	// HeaderSize is the bytes reserved for the header at offset 0.
+	HeaderSize = 64 << 10
+	// MaxPEs is the largest job a segment can hold.
+	MaxPEs = 512
+	// MaxRounds bounds the placement rounds before offset mode.
+	MaxRounds = 8
+	// LiveLockBase is the file offset of PE 0's liveness byte lock. It lies
+	// beyond any real segment size: byte locks need no bytes.
+	LiveLockBase = 1 << 50
+	// Align is the alignment of partitions and of the mapping's base.
+	Align = alloc.MaxAlign
+)
+
+// States of the header's state word.
+const (
+	stateInit   = 0
+	stateReady  = 1
+	stateFailed = 2
+)
+
+// Placement modes, as recorded in the header.
+const (
+	ModeUndecided   = 0
+	ModeSameAddress = 1
+	ModeOffset      = 2
+)
+
+// PE slot states.
+const (
+	slotEmpty    = 0
+	slotAttached = 1
+	slotClosed   = 2
+)
+
+// Params describe the segment a PE wants. Every PE of a job passes the same
+// values (except Rank); a joiner whose values differ from the creator's is
+// refused with a message naming both.
+type Params struct {
+	Job         string
+	Rank, NPEs  int
+	HeapSize    uint64
+	SharedSize  uint64
+	CBSize      uint64 // bytes of control block per PE
+	Allocator   string // component name, recorded for the job
+	ForceOffset bool   // do not try the same address
+	InitTimeout time.Duration
+	// ReadOnly attaches for inspection only (symheap stat): no locks taken
+	// beyond a shared flock, no liveness token, mapped read-only.
+	ReadOnly bool
+}
+
+// Segment is one PE's attachment to the job's segment.
+type Segment struct {
+	p      Params
+	path   string
+	fd     int
+	hdrMap unix.Mapping // the header alone, mapped early
+	m      unix.Mapping // the whole segment
+	h      *header
+	lay    Layout
+	closed atomic.Bool
+}
+
+// Layout is where everything lies, computed from the parameters alone.
+type Layout struct {
+	NPEs                 int
+	HeapSize, SharedSize uint64
+	CBOff, CBSize        uint64
+	PartOff, PartStride  uint64
+	SharedOff            uint64
+	Total                uint64
+}
+
+func roundUp(x, a uint64) uint64 { return (x + a - 1) &^ (a - 1) }
+
+// ComputeLayout lays out a segment for these sizes.
+func ComputeLayout(npes int, heap, shared, cb uint64) (Layout, error) {
+	if npes < 1 || npes > MaxPEs {
+		return Layout{}, fmt.Errorf("segment: %d PEs: %w (1 to %d)", npes, errs.ErrBadConfig, MaxPEs)
+	}
+	const limit = 1 << 46 // 64 TiB: far beyond any node, far below overflow
+	if heap > limit || shared > limit || cb > 1<<30 {
+		return Layout{}, fmt.Errorf("segment: sizes heap=%d shared=%d too large: %w", heap, shared, errs.ErrBadConfig)
+	}
+	l := Layout{NPEs: npes, HeapSize: roundUp(heap, unix.PageSize), SharedSize: roundUp(shared, unix.PageSize)}
+	l.CBSize = roundUp(cb, unix.PageSize)
+	l.CBOff = HeaderSize
+	l.PartOff = roundUp(l.CBOff+uint64(npes)*l.CBSize, Align)
+	l.SharedOff = roundUp(l.HeapSize, Align)
+	l.PartStride = l.SharedOff + roundUp(l.SharedSize, Align)
+	if l.PartStride == 0 {
+		l.PartStride = Align
+	}
+	l.Total = l.PartOff + uint64(npes)*l.PartStride
+	if l.Total/uint64(npes) > 2*limit {
+		return Layout{}, fmt.Errorf("segment: layout overflows: %w", errs.ErrBadConfig)
+	}
+	return l, nil
+}
+
+// Backed is the list of byte ranges handed out (and so fallocated).
+func (l Layout) Backed() [][2]uint64 {
+	r := [][2]uint64{{0, l.CBOff + uint64(l.NPEs)*l.CBSize}}
+	for pe := 0; pe < l.NPEs; pe++ {
+		base := l.PartOff + uint64(pe)*l.PartStride
+		if l.HeapSize > 0 {
+			r = append(r, [2]uint64{base, l.HeapSize})
+		}
+		if l.SharedSize > 0 {
+			r = append(r, [2]uint64{base + l.SharedOff, l.SharedSize})
+		}
+	}
+	return r
+}
+
+// BackedBytes is the total of Backed.
+func (l Layout) BackedBytes() uint64 {
+	var n uint64
+	for _, r := range l.Backed() {
+		n += r[1]
+	}
+	return n
+}
+
+func randomGen() uint64 {
+	var b [8]byte
+	rand.Read(b[:])
+	g := binary.LittleEndian.Uint64(b[:])
+	if g == 0 {
+		g = 1
+	}
+	return g
+}
+
+// Open creates or attaches to the job's segment and maps it. See the
+// package comment for the steps.
+func Open(p Params) (*Segment, error) {
+	if p.Job == "" {
+		return nil, fmt.Errorf("segment: empty job id: %w", errs.ErrBadConfig)
+	}
+	if p.Rank < 0 || p.Rank >= p.NPEs {
+		return nil, fmt.Errorf("segment: rank %d of %d PEs: %w", p.Rank, p.NPEs, errs.ErrBadConfig)
+	}
+	lay, err := ComputeLayout(p.NPEs, p.HeapSize, p.SharedSize, p.CBSize)
+	if err != nil {
+		return nil, err
+	}
+	if p.InitTimeout <= 0 {
+		p.InitTimeout = 30 * time.Second
+	}
+	s := &Segment{p: p, path: Path(unix.Getuid(), p.Job), fd: -1, lay: lay}
+	if err := s.openFile(); err != nil {
+		return nil, err
+	}
+	if err := s.place(); err != nil {
+		s.abandon()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openFile performs steps 1 to 4.
+func (s *Segment) openFile() error {
+	deadline := time.Now().Add(s.p.InitTimeout)
+	for attempt := 0; ; attempt++ {
+		fd, err := unix.Open(s.path, unix.OCreat|unix.OExcl|unix.ORdwr|unix.ONofollow, 0o600)
+		if err == nil {
+			// Step 1: we are the creator. Take the exclusive lock before
+			// anything else; a joiner that slips in between sees an empty
+			// file and waits (see join).
+			s.fd = fd
+			if err := unix.Flock(fd, unix.LockExclusive, false); err != nil {
+				s.fail(err)
+				return fmt.Errorf("segment: lock %s: %w", s.path, err)
+			}
+			return s.create()
+		}
+		if err != unix.EEXIST {
+			return fmt.Errorf("segment: create %s: %v: %w", s.path, err, errs.ErrSegment)
+		}
+		fd, err = unix.Open(s.path, unix.ORdwr|unix.ONofollow, 0)
+		if err == unix.ENOENT {
+			continue // removed between our two opens: try to create again
+		}
+		if err != nil {
+			return fmt.Errorf("segment: open %s: %v: %w (another user's file, or a symbolic link, squats on the name)", s.path, err, errs.ErrSegment)
+		}
+		s.fd = fd
+		stale, err := s.join(deadline)
+		if err == nil {
+			return nil
+		}
+		unix.Close(s.fd)
+		s.fd = -1
+		if !stale || attempt > 3 {
+			return err
+		}
+		// A stale segment was removed: create afresh.
+	}
+}
+
+// create is step 2.
+func (s *Segment) create() error {
+	l := s.lay
+	_, free, err := unix.FreeSpace(unix.ShmDir)
+	if err == nil && free < l.BackedBytes() {
+		e := fmt.Errorf("segment: job needs %s of shared memory (%d PEs × heap %s + shared heap %s + control) but %s has only %s free: %w (lower SHMEM_SYMMETRIC_SIZE or SYMHEAP_SHARED_SIZE, or enlarge %s)",
+			FormatSize(l.BackedBytes()), l.NPEs, FormatSize(l.HeapSize), FormatSize(l.SharedSize), unix.ShmDir, FormatSize(free), errs.ErrOutOfMemory, unix.ShmDir)
+		s.fail(e)
+		return e
+	}
+	if err := unix.Ftruncate(s.fd, int64(l.Total)); err != nil {
+		e := fmt.Errorf("segment: size %s to %s: %v: %w", s.path, FormatSize(l.Total), err, errs.ErrSegment)
+		s.fail(e)
+		return e
+	}
+	for _, r := range l.Backed() {
+		if err := unix.Fallocate(s.fd, int64(r[0]), int64(r[1])); err != nil {
+			_, free, _ := unix.FreeSpace(unix.ShmDir)
+			var e error
+			if err == unix.ENOSPC {
+				e = fmt.Errorf("segment: reserving %s of shared memory failed: %s has %s free: %w (lower SHMEM_SYMMETRIC_SIZE or SYMHEAP_SHARED_SIZE)",
+					FormatSize(l.BackedBytes()), unix.ShmDir, FormatSize(free), errs.ErrOutOfMemory)
+			} else {
+				e = fmt.Errorf("segment: fallocate %s: %v: %w", s.path, err, errs.ErrSegment)
+			}
+			s.fail(e)
+			return e
+		}
+	}
+	if err := s.mapHeader(); err != nil {
+		s.fail(err)
+		return err
+	}
+	h := s.h
+	h.magic = Magic
+	h.version = Version
+	h.size = l.Total
+	h.uid = uint64(unix.Getuid())
+	h.gen = randomGen()
+	h.npes = uint64(l.NPEs)
+	h.heapSize, h.sharedSize = l.HeapSize, l.SharedSize
+	h.cbOff, h.cbSize = l.CBOff, l.CBSize
+	h.partOff, h.partStride, h.sharedOff = l.PartOff, l.PartStride, l.SharedOff
+	h.created = uint64(time.Now().UnixNano())
+	putString(h.allocator[:], s.p.Allocator)
+	putString(h.job[:], s.p.Job)
+	if s.p.ForceOffset {
+		h.forceOffset.Store(1)
+	}
+	if err := s.takeLiveness(); err != nil {
+		s.fail(err)
+		return err
+	}
+	if dieBeforeReady() {
+		// Test hook: the creator dies holding the half-made segment.
+		unix.Kill(unix.Getpid(), 9)
+	}
+	// Publish: every header write above happens before this store; pairs
+	// with the joiners' load of state in join.
+	h.state.Store(stateReady)
+	shmsync.Wake(&h.stateWord, &h.stateSleepers)
+	// Keep the file locked against "stale" verdicts: the liveness lock is
+	// held, so dropping EX for SH cannot expose an unowned segment.
+	unix.Flock(s.fd, unix.LockUnlock, false)
+	if err := unix.Flock(s.fd, unix.LockShared, false); err != nil {
+		return fmt.Errorf("segment: lock %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// dieBeforeReady is a test hook (SYMHEAP_DEBUG_DIE_BEFORE_READY=1).
+func dieBeforeReady() bool { return os.Getenv("SYMHEAP_DEBUG_DIE_BEFORE_READY") == "1" }
+
+// fail records a creator's failure in the header (if mapped) so joiners
+// report it, and removes the file.
+func (s *Segment) fail(cause error) {
+	if s.h != nil {
+		putString(s.h.failMsg[:], cause.Error())
+		s.h.state.Store(stateFailed)
+		shmsync.Wake(&s.h.stateWord, &s.h.stateSleepers)
+	}
+	unix.Unlink(s.path)
+	s.unmapAll()
+	if s.fd >= 0 {
+		unix.Close(s.fd)
+		s.fd = -1
+	}
+}
+
+// join is step 3. stale reports that the file was found stale and removed.
+func (s *Segment) join(deadline time.Time) (stale bool, err error) {
+	uid, mode, _, err := unix.Fstat(s.fd)
+	if err != nil {
+		return false, fmt.Errorf("segment: stat %s: %v: %w", s.path, err, errs.ErrSegment)
+	}
+	if int(uid) != unix.Getuid() {
+		return false, fmt.Errorf("segment: %s belongs to uid %d, not to us (uid %d): %w (refusing to share memory with another user)", s.path, uid, unix.Getuid(), errs.ErrSegment)
+	}
+	if mode != 0o600 {
+		return false, fmt.Errorf("segment: %s has mode %#o, want 0600: %w (not made by symheap; remove it)", s.path, mode, errs.ErrSegment)
+	}
+	firstEmpty := time.Time{}
+	for {
+		if err := unix.Flock(s.fd, unix.LockShared, true); err == nil {
+			_, _, size, _ := unix.Fstat(s.fd)
+			if size >= HeaderSize {
+				if err := s.mapHeader(); err != nil {
+					return false, err
+				}
+				// Pairs with the creator's store of stateReady.
+				st := s.h.state.Load()
+				if st == stateReady {
+					break
+				}
+				if st == stateFailed {
+					return false, fmt.Errorf("segment: the PE that created %s failed: %s: %w", s.path, getString(s.h.failMsg[:]), errs.ErrSegment)
+				}
+				// Not ready, yet nobody holds the exclusive lock: the
+				// creator died between creating and publishing.
+				s.tryRemoveStale()
+				return false, fmt.Errorf("segment: the PE that created %s died before finishing it: %w (the job must be restarted; the segment was removed)", s.path, errs.ErrPeerLost)
+			}
+			// Empty file and no exclusive lock: the creator is between
+			// its open and its flock, or died there. Allow it a moment.
+			if firstEmpty.IsZero() {
+				firstEmpty = time.Now()
+			} else if time.Since(firstEmpty) > time.Second {
+				s.tryRemoveStale()
+				return false, fmt.Errorf("segment: %s was created but never initialised: its creator died: %w (the segment was removed; restart the job)", s.path, errs.ErrPeerLost)
+			}
+			unix.Flock(s.fd, unix.LockUnlock, false)
+		}
+		if time.Now().After(deadline) {
+			return false, fmt.Errorf("segment: timed out after %v waiting for %s to be initialised: %w", s.p.InitTimeout, s.path, errs.ErrSegment)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if err := s.validate(); err != nil {
+		// A complete header from another job or another version: if
+		// nobody is attached it is stale and can go.
+		if s.isStale() {
+			s.removeStale()
+			return true, err
+		}
+		return false, err
+	}
+	if s.isStale() {
+		// Ready, complete, and yet nobody is attached: a crashed job
+		// with our id left it behind.
+		s.removeStale()
+		return true, fmt.Errorf("segment: %s was left by a dead job: %w", s.path, errs.ErrSegment)
+	}
+	return false, s.takeLiveness()
+}
+
+// isStale reports whether no PE is attached: no liveness lock is held. The
+// caller holds a shared flock, so it cannot prove more than that.
+func (s *Segment) isStale() bool {
+	if s.h == nil {
+		return false
+	}
+	n := int(s.h.npes)
+	if n < 1 || n > MaxPEs {
+		n = MaxPEs
+	}
+	for pe := 0; pe < n; pe++ {
+		if held, err := unix.OFDLocked(s.fd, LiveLockBase+int64(pe)); err != nil || held {
+			return false
+		}
+	}
+	// The creator takes its liveness lock before publishing, so a ready
+	// segment with none held has no live PE.
+	return s.h.state.Load() == stateReady
+}
+
+// tryRemoveStale removes the file if the exclusive flock can be had.
+func (s *Segment) tryRemoveStale() {
+	unix.Flock(s.fd, unix.LockUnlock, false)
+	if unix.Flock(s.fd, unix.LockExclusive, true) == nil {
+		s.unlinkIfSame()
+	}
+	unix.Flock(s.fd, unix.LockUnlock, false)
+	s.unmapAll()
+}
+
+func (s *Segment) removeStale() { s.tryRemoveStale() }
+
+// validate checks the header against this PE's parameters.
+func (s *Segment) validate() error {
+	_, _, size, err := unix.Fstat(s.fd)
+	if err != nil {
+		return fmt.Errorf("segment: stat %s: %v: %w", s.path, err, errs.ErrSegment)
+	}
+	if err := ValidateHeader(s.hdrMap.Mem, uint64(size), uint64(unix.Getuid())); err != nil {
+		return fmt.Errorf("segment: %s: %w", s.path, err)
+	}
+	h, l := s.h, s.lay
+	if s.p.ReadOnly {
+		s.lay = h.layout()
+		return nil
+	}
+	var diff []string
+	if h.npes != uint64(l.NPEs) {
+		diff = append(diff, fmt.Sprintf("PEs: job has %d, this PE says %d", h.npes, l.NPEs))
+	}
+	if h.heapSize != l.HeapSize {
+		diff = append(diff, fmt.Sprintf("symmetric heap: job has %s, this PE asks %s (SHMEM_SYMMETRIC_SIZE)", FormatSize(h.heapSize), FormatSize(l.HeapSize)))
+	}
+	if h.sharedSize != l.SharedSize {
+		diff = append(diff, fmt.Sprintf("shared heap: job has %s, this PE asks %s (SYMHEAP_SHARED_SIZE)", FormatSize(h.sharedSize), FormatSize(l.SharedSize)))
+	}
+	if h.cbSize != l.CBSize {
+		diff = append(diff, fmt.Sprintf("control block: job has %d, this PE wants %d (different symheap versions?)", h.cbSize, l.CBSize))
+	}
+	if a := getString(h.allocator[:]); s.p.Allocator != "" && a != s.p.Allocator {
+		diff = append(diff, fmt.Sprintf("allocator: job uses %q, this PE asks %q (SYMHEAP_ALLOCATOR)", a, s.p.Allocator))
+	}
+	if len(diff) > 0 {
+		return fmt.Errorf("segment: PE %d disagrees with the job's segment: %s: %w", s.p.Rank, strings.Join(diff, "; "), errs.ErrBadConfig)
+	}
+	return nil
+}
+
+// ValidateHeader checks the identity fields of a header image against the
+// file size and the expected owner. It never panics, whatever the bytes.
+func ValidateHeader(b []byte, fileSize, uid uint64) error {
+	if len(b) < HeaderSize {
+		return fmt.Errorf("header of %d bytes, want %d: %w", len(b), HeaderSize, errs.ErrSegment)
+	}
+	h := headerOf(b)
+	if h.magic != Magic {
+		return fmt.Errorf("bad magic %#x (not a symheap segment): %w", h.magic, errs.ErrSegment)
+	}
+	if h.version != Version {
+		return fmt.Errorf("layout version %d, this symheap reads version %d: %w (all PEs must run the same symheap; remove the segment)", h.version, Version, errs.ErrSegment)
+	}
+	if h.uid != uid {
+		return fmt.Errorf("header says owner uid %d, we are %d: %w", h.uid, uid, errs.ErrSegment)
+	}
+	if h.gen == 0 {
+		return fmt.Errorf("zero generation: %w", errs.ErrSegment)
+	}
+	if h.npes < 1 || h.npes > MaxPEs {
+		return fmt.Errorf("header says %d PEs: %w", h.npes, errs.ErrSegment)
+	}
+	want, err := ComputeLayout(int(h.npes), h.heapSize, h.sharedSize, h.cbSize)
+	if err != nil {
+		return fmt.Errorf("header sizes: %v: %w", err, errs.ErrSegment)
+	}
+	if got := h.layout(); got != want {
+		return fmt.Errorf("header layout %+v does not follow from its sizes (%+v): %w", got, want, errs.ErrSegment)
+	}
+	if h.size != want.Total || fileSize != h.size {
+		return fmt.Errorf("header says %d bytes, layout %d, file %d: %w", h.size, want.Total, fileSize, errs.ErrSegment)
+	}
+	return nil
+}
+
+// takeLiveness is step 4.
+func (s *Segment) takeLiveness() error {
+	if s.p.ReadOnly {
+		return nil
+	}
+	if err := unix.OFDLock(s.fd, LiveLockBase+int64(s.p.Rank), true); err != nil {
+		if errors.Is(err, unix.EAGAIN) {
+			return fmt.Errorf("segment: another process is already PE %d of job %q: %w (two PEs with one rank: check SYMHEAP_PE / the launcher)", s.p.Rank, s.p.Job, errs.ErrBadConfig)
+		}
+		return fmt.Errorf("segment: liveness lock: %v: %w", err, errs.ErrSegment)
+	}
+	slot := &s.h.pes[s.p.Rank]
+	slot.pid.Store(uint64(unix.Getpid()))
+	st, _ := unix.ProcessStartTime(unix.Getpid())
+	slot.start.Store(st)
+	slot.state.Store(slotAttached)
+	s.h.attached.Add(1)
+	return nil
+}
+
+// Alive reports whether PE pe still holds its liveness token.
+func (s *Segment) Alive(pe int) bool {
+	if pe == s.p.Rank && !s.p.ReadOnly {
+		return true
+	}
+	held, err := unix.OFDLocked(s.fd, LiveLockBase+int64(pe))
+	return err == nil && held
+}
+
+// Closed reports whether PE pe left the job through Close.
+func (s *Segment) Closed(pe int) bool { return s.h.pes[pe].state.Load() == slotClosed }
+
+// Pid returns the process id PE pe recorded when it attached.
+func (s *Segment) Pid(pe int) int { return int(s.h.pes[pe].pid.Load()) }
+
+// CheckPeers returns ErrPeerLost naming the first PE of the list (all PEs
+// when pes is nil) that is gone without closing.
+func (s *Segment) CheckPeers(pes []int) error {
+	check := func(pe int) error {
+		if s.Alive(pe) {
+			return nil
+		}
+		how := "died"
+		if s.Closed(pe) {
+			how = "closed"
+		}
+		return fmt.Errorf("symheap: PE %d (pid %d) of job %q %s: %w", pe, s.Pid(pe), s.p.Job, how, errs.ErrPeerLost)
+	}
+	if pes == nil {
+		for pe := 0; pe < s.lay.NPEs; pe++ {
+			if err := check(pe); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, pe := range pes {
+		if err := check(pe); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Barrier synchronises all PEs of the job through the header's barrier.
+func (s *Segment) Barrier() error {
+	return s.h.barrier.Wait(s.lay.NPEs, func() error { return s.CheckPeers(nil) })
+}
+
+// Close leaves the job; the last PE out removes the segment. Idempotent.
+func (s *Segment) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	if !s.p.ReadOnly && s.h != nil {
+		s.h.pes[s.p.Rank].state.Store(slotClosed)
+		s.h.attached.Add(^uint32(0))
+		unix.OFDLock(s.fd, LiveLockBase+int64(s.p.Rank), false)
+	}
+	s.unmapAll()
+	unix.Flock(s.fd, unix.LockUnlock, false)
+	if !s.p.ReadOnly && unix.Flock(s.fd, unix.LockExclusive, true) == nil {
+		s.unlinkIfSame()
+	}
+	err := unix.Close(s.fd)
+	s.fd = -1
+	return err
+}
+
+// abandon undoes a failed Open after the file was joined.
+func (s *Segment) abandon() {
+	s.closed.Store(false)
+	s.Close()
+}
+
+func (s *Segment) unlinkIfSame() {
+	if unix.SameFile(s.fd, s.path) {
+		unix.Unlink(s.path)
+	}
+}
+
+// Path is the segment's file.
+func (s *Segment) Path() string { return s.path }
+
+// Layout returns the segment's layout.
+func (s *Segment) Layout() Layout { return s.lay }
+
+// Rank and NPEs identify this PE.
+func (s *Segment) Rank() int { return s.p.Rank }
+
+// NPEs is the number of PEs of the job.
+func (s *Segment) NPEs() int { return s.lay.NPEs }
+
+// Mode returns ModeSameAddress or ModeOffset.
+func (s *Segment) Mode() int { return int(s.h.mode.Load()) }
+
+// SameAddress reports whether every PE maps the segment at one address.
+func (s *Segment) SameAddress() bool { return s.Mode() == ModeSameAddress }
+
+// Allocator returns the allocator component recorded for the job.
+func (s *Segment) Allocator() string { return getString(s.h.allocator[:]) }
+
+// Generation returns the segment's random generation number.
+func (s *Segment) Generation() uint64 { return s.h.gen }
+
+// Job returns the job id recorded in the header.
+func (s *Segment) Job() string { return getString(s.h.job[:]) }
+
+// Created returns the creation time recorded in the header.
+func (s *Segment) Created() time.Time { return time.Unix(0, int64(s.h.created)) }
+
+// FormatSize prints a byte count with a binary unit.
+func FormatSize(n uint64) string {
+	switch {
+	case n >= 1<<40 && n%(1<<40) == 0:
+		return fmt.Sprintf("%dT", n>>40)
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dG", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dM", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dK", n>>10)
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1fG", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1fM", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+func putString(dst []byte, s string) {
+	clear(dst)
+	copy(dst[:len(dst)-1], s)
+}
+
+func getString(b []byte) string {
+	for i, c := range b {
+		if c == 0 {
+			return string(b[:i])
+		}
+	}
+	return string(b)
+}

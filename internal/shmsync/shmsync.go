@@ -1,0 +1,124 @@
+// Package shmsync holds the synchronisation objects that live in shared
+// memory and are used by several processes at once: a futex-backed wait with
+// liveness checks, and a counting barrier.
+//
+// Every object here is plain data (no Go pointers) laid out in the shared
+// segment; every access to its words goes through sync/atomic, whose
+// operations are sequentially consistent, and each access says which other
+// process it pairs with.
+//
+// Waiting follows one pattern everywhere: spin briefly while the machine has
+// a core for every waiter, then yield, then sleep on a non-private futex with
+// a short timeout, and on every timeout ask the caller's liveness check
+// whether the process we wait for is still there. A dead peer therefore
+// turns into an error within one timeout instead of a hang.
+package shmsync
+
+import (
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/symheap/symheap/internal/unix"
+)
+
+// SleepSlice is how long a waiter sleeps on a futex before it re-checks the
+// liveness of the peers it waits for.
+const SleepSlice = 50 * time.Millisecond
+
+// spinBudget returns how many busy iterations a waiter may spend before it
+// sleeps. With more waiters than cores spinning only steals the core of the
+// process being waited for, so the budget drops to a few yields.
+func spinBudget(waiters int) int {
+	if waiters > runtime.NumCPU() {
+		return 0
+	}
+	return 4000
+}
+
+// WaitWord waits until cond(atomic load of *word) is true. word is the futex
+// word that whoever changes the condition increments and wakes; sleepers is
+// a counter that lets wakers skip the wake-up syscall when nobody sleeps.
+// check is called on every sleep timeout; its error ends the wait.
+// waiters is the number of processes that may be waiting at once.
+func WaitWord(word *atomic.Uint32, sleepers *atomic.Uint32, waiters int, cond func() bool, check func() error) error {
+	if cond() {
+		return nil
+	}
+	for i, n := 0, spinBudget(waiters); i < n; i++ {
+		if cond() {
+			return nil
+		}
+		if i&63 == 63 {
+			runtime.Gosched()
+		}
+	}
+	for i := 0; i < 4; i++ {
+		unix.SchedYield()
+		if cond() {
+			return nil
+		}
+	}
+	// Announce the sleep before re-reading the condition; pairs with the
+	// waker's increment of word followed by its load of sleepers (Wake).
+	sleepers.Add(1)
+	defer sleepers.Add(^uint32(0))
+	for {
+		v := word.Load()
+		if cond() {
+			return nil
+		}
+		err := unix.FutexWait((*uint32)(addrOf(word)), v, SleepSlice)
+		if cond() {
+			return nil
+		}
+		if err == unix.ETIMEDOUT && check != nil {
+			if err := check(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// Wake publishes a change of condition: it increments word and wakes every
+// sleeper, making the syscall only when some process announced a sleep.
+func Wake(word *atomic.Uint32, sleepers *atomic.Uint32) {
+	// Seq-cst increment then load: a waiter that incremented sleepers
+	// before our load is woken; one that did so after sees the new word
+	// value in its FutexWait and does not sleep.
+	word.Add(1)
+	if sleepers.Load() != 0 {
+		unix.FutexWake((*uint32)(addrOf(word)), 1<<30)
+	}
+}
+
+// Barrier is a counting barrier in shared memory for a fixed group of n
+// processes. Its zero value is ready to use.
+type Barrier struct {
+	count    atomic.Uint32 // arrivals in the current episode
+	gen      atomic.Uint32 // episode number; the futex word
+	sleepers atomic.Uint32 // processes asleep on gen
+	_        [52]byte      // own cache line
+}
+
+// Wait blocks until n processes have called Wait in this episode. check is
+// called while asleep (see WaitWord).
+func (b *Barrier) Wait(n int, check func() error) error {
+	if n <= 1 {
+		return nil
+	}
+	// Read the episode before arriving: the last arrival increments gen
+	// only after every count.Add of this episode.
+	g := b.gen.Load()
+	if b.count.Add(1) == uint32(n) {
+		// Last arrival: reset for the next episode, then release.
+		// Nobody can arrive for the next episode before gen moves.
+		b.count.Store(0)
+		Wake(&b.gen, &b.sleepers)
+		return nil
+	}
+	return WaitWord(&b.gen, &b.sleepers, n, func() bool { return b.gen.Load() != g }, check)
+}
+
+// Generation returns the barrier's episode number.
+func (b *Barrier) Generation() uint32 { return b.gen.Load() }

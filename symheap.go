@@ -1,0 +1,285 @@
+// Package symheap gives the processes ("PEs") of a parallel job on one node
+// a shared, symmetric heap: one POSIX shared-memory segment mapped at the
+// same address in every PE, carved into one partition per PE, with
+// OpenSHMEM-style one-sided access, atomics and collectives, a local shared
+// heap whose blocks any PE may use and free, and single-copy message
+// passing on top of it.
+//
+// A program calls Init, which joins the job its launcher describes (shrun,
+// Open MPI, PMI or Slurm; a lone PE when none), allocates symmetric objects
+// collectively with Malloc, reads and writes other PEs' copies with Put, Get
+// and the atomics, and leaves with Close:
+//
+//	pe, err := symheap.Init(symheap.Config{})
+//	if err != nil { ... }
+//	defer pe.Close()
+//	x, _ := symheap.Malloc[int64](pe, 1)
+//	symheap.AtomicAdd(pe, &x[0], 1, 0) // add 1 to PE 0's x
+//	pe.Barrier()
+//
+// Shared memory holds no Go pointers, only offsets and plain data, so the
+// element types of symmetric and shared allocations must hold no pointers
+// (ErrPointerType). Correctness never depends on the same-address mapping:
+// every remote address is computed as the target's partition base plus an
+// offset; the same address only makes it possible to hand a pointer to
+// another PE as it is (SameAddress tells whether the job has it).
+package symheap
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/symheap/symheap/alloc"
+	_ "github.com/symheap/symheap/alloc/all" // the built-in allocator components
+	"github.com/symheap/symheap/internal/errs"
+	"github.com/symheap/symheap/internal/segment"
+	"github.com/symheap/symheap/internal/shmsync"
+	"github.com/symheap/symheap/internal/unix"
+)
+
+// Config configures Init. Its zero value takes every setting from the
+// environment, or the defaults.
+type Config struct {
+	HeapSize   int64  // symmetric heap bytes per PE; 0: env SHMEM_SYMMETRIC_SIZE, else 256 MiB
+	SharedSize int64  // local shared heap bytes per PE; 0: env SYMHEAP_SHARED_SIZE, else 64 MiB
+	Allocator  string // memheap component for the symmetric heap; "": env SYMHEAP_ALLOCATOR, else highest priority
+	OffsetMode bool   // do not try the same-address mapping (also env SYMHEAP_OFFSET_MODE=1)
+}
+
+// PE is this process's membership of a job.
+type PE struct {
+	seg        *segment.Segment
+	rank, npes int
+	set        settings
+	job        job
+	component  alloc.Component
+	reason     string // why the component was chosen
+
+	mu     sync.Mutex // serialises this PE's collective calls and its heap
+	closed atomic.Bool
+	heap   alloc.Allocator // this PE's symmetric heap
+	ctl    []*control      // every PE's control block
+	base   []byte          // the whole segment as mapped here
+	lay    segment.Layout
+
+	watchDone chan struct{}
+	world     *Team
+	ext       peExt // state of the API layers built on the core
+}
+
+var (
+	liveMu sync.Mutex
+	live   *PE // the process's PE, between Init and Close
+)
+
+// Init joins the job the environment describes, or starts a job of one PE.
+// It returns once every PE of the job has joined.
+func Init(cfg Config) (*PE, error) {
+	liveMu.Lock()
+	defer liveMu.Unlock()
+	if live != nil {
+		return nil, fmt.Errorf("symheap: Init called twice: this process is already PE %d of job %q: %w (Close it first)", live.rank, live.job.id, ErrBadArg)
+	}
+	set, err := resolve(cfg, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	j, err := jobFromEnv(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	comp, reason, err := alloc.Select(set.allocator, set.heap)
+	if err != nil {
+		return nil, fmt.Errorf("symheap: choosing the allocator: %w", err)
+	}
+	seg, err := segment.Open(segment.Params{
+		Job: j.id, Rank: j.rank, NPEs: j.npes,
+		HeapSize: set.heap, SharedSize: set.shared, CBSize: cbSize(j.npes),
+		Allocator: comp.Name, ForceOffset: set.offsetMode, InitTimeout: set.initTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if a := seg.Allocator(); a != comp.Name {
+		seg.Close()
+		return nil, fmt.Errorf("symheap: the job uses allocator %q, this PE would choose %q: %w (set SYMHEAP_ALLOCATOR alike on every PE)", a, comp.Name, ErrBadConfig)
+	}
+	pe := &PE{seg: seg, rank: j.rank, npes: j.npes, set: set, job: j, component: comp, reason: reason,
+		base: seg.Mem(), lay: seg.Layout(), watchDone: make(chan struct{})}
+	pe.ctl = make([]*control, j.npes)
+	for i := range pe.ctl {
+		pe.ctl[i] = controlOf(seg.CB(i))
+	}
+	if err := pe.formatHeaps(); err != nil {
+		seg.Close()
+		return nil, err
+	}
+	if err := pe.initExt(); err != nil {
+		seg.Close()
+		return nil, err
+	}
+	go pe.watchExit()
+	pe.world = newWorld(pe)
+	// Nobody touches another PE's heap before that PE formatted it.
+	if err := seg.Barrier(); err != nil {
+		pe.stopWatch()
+		seg.Close()
+		return nil, err
+	}
+	live = pe
+	return pe, nil
+}
+
+// formatHeaps writes fresh allocator metadata into this PE's heaps.
+func (pe *PE) formatHeaps() error {
+	var err error
+	if pe.lay.HeapSize > 0 {
+		if pe.heap, err = pe.component.Format(pe.seg.Heap(pe.rank)); err != nil {
+			return fmt.Errorf("symheap: format symmetric heap with %s: %w", pe.component.Name, err)
+		}
+	}
+	return pe.formatShared()
+}
+
+// Close leaves the job. It is collective: it waits for every PE to reach
+// Close, then releases this PE's share of the segment; the last PE out
+// removes it. A second call does nothing and returns nil.
+func (pe *PE) Close() error {
+	if pe == nil || !pe.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	pe.mu.Lock()
+	defer pe.mu.Unlock()
+	pe.quietAll()
+	err := pe.seg.Barrier()
+	pe.closeExt()
+	pe.stopWatch()
+	if cerr := pe.seg.Close(); err == nil {
+		err = cerr
+	}
+	liveMu.Lock()
+	if live == pe {
+		live = nil
+	}
+	liveMu.Unlock()
+	return err
+}
+
+// Rank returns this PE's number, 0 to Size()-1.
+func (pe *PE) Rank() int { return pe.rank }
+
+// Size returns the number of PEs in the job.
+func (pe *PE) Size() int { return pe.npes }
+
+// Barrier completes this PE's outstanding puts, then waits until every PE
+// has called Barrier. If a PE of the job dies it returns ErrPeerLost within
+// a second.
+func (pe *PE) Barrier() error {
+	if err := pe.check(); err != nil {
+		return err
+	}
+	pe.quietAll()
+	return pe.seg.Barrier()
+}
+
+// Accessible reports whether PE target exists and is alive, so that Put,
+// Get and the atomics can reach it.
+func (pe *PE) Accessible(target int) bool {
+	if pe.closed.Load() || target < 0 || target >= pe.npes {
+		return false
+	}
+	return pe.seg.Alive(target)
+}
+
+// SameAddress reports whether the segment is mapped at the same address in
+// every PE (pointers into shared memory can then be passed between PEs as
+// they are). When false the job runs by offset translation.
+func (pe *PE) SameAddress() bool { return pe.seg.SameAddress() }
+
+// Job returns the job id.
+func (pe *PE) Job() string { return pe.job.id }
+
+// AllocatorName returns the memheap component managing the heaps.
+func (pe *PE) AllocatorName() string { return pe.component.Name }
+
+// Params lists every setting with its value and source.
+func (pe *PE) Params() []Param { return append([]Param(nil), pe.set.params...) }
+
+// GlobalExit ends every PE of the job with status code: every other PE
+// exits with it as soon as it learns of the request (at once, from a
+// watcher that sleeps on a futex), and so does this one.
+func (pe *PE) GlobalExit(code int) {
+	if !pe.closed.Load() {
+		g := pe.ctl[0]
+		// First request wins; pairs with every PE's watcher load.
+		g.exitCode.CompareAndSwap(0, uint32(code)&0xff|exitSet)
+		for i := range pe.ctl {
+			shmsync.Wake(&pe.ctl[i].exitWord, &pe.ctl[i].exitSleepers)
+		}
+		pe.leaveNow()
+	}
+	os.Exit(code)
+}
+
+// leaveNow releases this PE's share of the segment without a barrier, as a
+// process about to exit must.
+func (pe *PE) leaveNow() {
+	if pe.closed.CompareAndSwap(false, true) {
+		pe.seg.Close()
+	}
+}
+
+const exitSet = 1 << 31
+
+// watchExit sleeps until some PE calls GlobalExit, then exits with its code.
+func (pe *PE) watchExit() {
+	defer close(pe.watchDone)
+	c := pe.ctl[pe.rank]
+	g := pe.ctl[0]
+	for {
+		v := c.exitWord.Load()
+		if code := g.exitCode.Load(); code&exitSet != 0 {
+			pe.leaveNow()
+			os.Exit(int(code &^ exitSet))
+		}
+		if c.watchStop.Load() != 0 {
+			return
+		}
+		unix.FutexWait((*uint32)(wordAddr(&c.exitWord)), v, -1)
+	}
+}
+
+func (pe *PE) stopWatch() {
+	c := pe.ctl[pe.rank]
+	c.watchStop.Store(1)
+	c.exitWord.Add(1)
+	unix.FutexWake((*uint32)(wordAddr(&c.exitWord)), 1<<30)
+	<-pe.watchDone
+	c.watchStop.Store(0)
+}
+
+// check returns ErrClosed after Close.
+func (pe *PE) check() error {
+	if pe == nil {
+		return fmt.Errorf("symheap: nil PE: %w (call Init)", ErrClosed)
+	}
+	if pe.closed.Load() {
+		return fmt.Errorf("symheap: PE %d: %w", pe.rank, ErrClosed)
+	}
+	return nil
+}
+
+// checkPE validates a PE number.
+func (pe *PE) checkPE(target int) error {
+	if target < 0 || target >= pe.npes {
+		return fmt.Errorf("symheap: PE %d does not exist (job has %d PEs, 0 to %d): %w", target, pe.npes, pe.npes-1, ErrBadPE)
+	}
+	return nil
+}
+
+// peerLost checks the liveness of every PE.
+func (pe *PE) peerLost() error { return pe.seg.CheckPeers(nil) }
+
+var _ = errs.ErrClosed
