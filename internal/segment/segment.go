@@ -269,6 +269,9 @@ func (s *Segment) openFile() error {
 		if err == nil {
 			return nil
 		}
+		// The header mapping holds the open file description, and with it
+		// our flock: unmap before closing.
+		s.unmapAll()
 		unix.Close(s.fd)
 		s.fd = -1
 		if !stale || attempt > 3 {
@@ -386,6 +389,11 @@ func (s *Segment) join(deadline time.Time) (stale bool, err error) {
 			if size >= HeaderSize {
 				if err := s.mapHeader(); err != nil {
 					return false, err
+				}
+				if s.h.magic != Magic || s.h.version != Version {
+					// Not a segment of ours, or of another layout: refuse,
+					// and leave the file alone.
+					return false, s.validate()
 				}
 				// Pairs with the creator's store of stateReady.
 				st := s.h.state.Load()
