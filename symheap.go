@@ -32,7 +32,7 @@ import (
 	"sync/atomic"
 
 	"github.com/symheap/symheap/alloc"
-	_ "github.com/symheap/symheap/alloc/all" // the built-in allocator components
+	_ "github.com/symheap/symheap/alloc/tlsf" // TEMP
 	"github.com/symheap/symheap/internal/errs"
 	"github.com/symheap/symheap/internal/segment"
 	"github.com/symheap/symheap/internal/shmsync"
