@@ -169,3 +169,5 @@ func resolve(cfg Config, getenv func(string) string) (settings, error) {
 	}
 	return s, nil
 }
+
+var getenv = os.Getenv

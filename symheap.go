@@ -82,7 +82,7 @@ func Init(cfg Config) (*PE, error) {
 	if live != nil {
 		return nil, fmt.Errorf("symheap: Init called twice: this process is already PE %d of job %q: %w (Close it first)", live.rank, live.job.id, ErrBadArg)
 	}
-	set, err := resolve(cfg, os.Getenv)
+	set, err := resolve(cfg, getenv)
 	if err != nil {
 		return nil, err
 	}

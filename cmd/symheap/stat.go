@@ -1,0 +1,207 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/symheap/symheap"
+)
+
+func runStat(args []string) error {
+	fs := flag.NewFlagSet("stat", flag.ExitOnError)
+	asJSON := fs.Bool("json", false, "print JSON")
+	watch := fs.Duration("watch", 0, "refresh every `interval` (e.g. 1s) until interrupted")
+	mapFile := fs.String("map", "", "write a PNG heap map of every PE's heaps to `file`")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: symheap stat [flags] [JOB]\n\nWithout JOB, lists this user's jobs. With JOB (a job id or segment name),\nattaches read-only and shows each PE's figures.")
+		fs.PrintDefaults()
+	}
+	fs.Parse(reorder(args))
+	if fs.NArg() == 0 {
+		return listJobs(*asJSON)
+	}
+	if fs.NArg() > 1 {
+		fs.Usage()
+		os.Exit(2)
+	}
+	v, err := symheap.InspectJob(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	for {
+		ji := v.Info()
+		if *asJSON {
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(ji); err != nil {
+				return err
+			}
+		} else {
+			if *watch > 0 {
+				fmt.Print("\033[H\033[2J")
+			}
+			printJob(ji)
+		}
+		if *mapFile != "" {
+			if err := writeHeapMap(v, ji, *mapFile); err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "heap map written to %s\n", *mapFile)
+		}
+		if *watch <= 0 {
+			return nil
+		}
+		time.Sleep(*watch)
+	}
+}
+
+// reorder moves flags before positional arguments, so that
+// "stat JOB --json" works as well as "stat --json JOB".
+func reorder(args []string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if strings.HasPrefix(a, "-") {
+			flags = append(flags, a)
+			if !strings.Contains(a, "=") && (a == "--watch" || a == "-watch" || a == "--map" || a == "-map") && i+1 < len(args) {
+				flags = append(flags, args[i+1])
+				i++
+			}
+			continue
+		}
+		pos = append(pos, a)
+	}
+	return append(flags, pos...)
+}
+
+func listJobs(asJSON bool) error {
+	list, err := symheap.ListJobs()
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(list)
+	}
+	if len(list) == 0 {
+		fmt.Println("no symheap jobs of this user")
+		return nil
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "JOB\tPEs\tALIVE\tSIZE\tCREATED\tSTATE")
+	for _, e := range list {
+		state := "live"
+		if e.Stale {
+			state = "stale (symheap clean removes it)"
+		} else if len(e.Alive) == 0 {
+			state = e.Reason
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%s\n", e.Job, e.NPEs, len(e.Alive), human(uint64(e.Size)),
+			e.Created.Format(time.DateTime), state)
+	}
+	return w.Flush()
+}
+
+func printJob(ji symheap.JobInfo) {
+	mode := "offset translation"
+	if ji.SameAddress {
+		mode = "same address"
+	}
+	fmt.Printf("job %s: %d PEs, allocator %s, %s, created %s\n", ji.Job, ji.NPEs, ji.Allocator, mode, ji.Created.Format(time.DateTime))
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "PE\tPID\tSTATE\tHEAP\tIN USE\tLARGEST FREE\tFRAG\tALLOCS\tFREES\tSHARED USE\tMSG EAGER\tSINGLE\tKERNEL\tBOUNCE\tRC HIT\tRC MISS\tRC INVAL\t")
+	for _, p := range ji.PEs {
+		fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%s\t%.1f%%\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n",
+			p.Rank, p.Pid, p.State, human(p.Heap.Size), human(p.Heap.InUse), human(p.Heap.LargestFree),
+			100*p.Heap.Fragmentation(), p.SymAllocs, p.SymFrees, human(p.Shared.InUse),
+			p.MsgEager, p.MsgSingleCopy, p.MsgKernel, p.MsgBounce,
+			p.RCache.Hits, p.RCache.Misses, p.RCache.Invalidations)
+	}
+	w.Flush()
+}
+
+func human(n uint64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1fG", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1fM", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1fK", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+// writeHeapMap draws one band per heap of every PE: used blocks in two
+// alternating blues (so neighbours can be told apart), free blocks in pale
+// green, metadata and gaps in grey. Dead PEs' bands are drawn in red
+// outline. Width is 1024 pixels per heap.
+func writeHeapMap(v *symheap.JobView, ji symheap.JobInfo, file string) error {
+	const width, band, gap = 1024, 20, 6
+	rows := 2 * ji.NPEs
+	img := image.NewRGBA(image.Rect(0, 0, width, rows*(band+gap)+gap))
+	bg := color.RGBA{255, 255, 255, 255}
+	for i := range img.Pix {
+		img.Pix[i] = 255
+	}
+	_ = bg
+	grey := color.RGBA{200, 200, 200, 255}
+	free := color.RGBA{190, 235, 190, 255}
+	used := [2]color.RGBA{{40, 90, 200, 255}, {80, 140, 230, 255}}
+	red := color.RGBA{220, 30, 30, 255}
+	for p := 0; p < ji.NPEs; p++ {
+		for k, shared := range []bool{false, true} {
+			y0 := gap + (2*p+k)*(band+gap)
+			blocks, size, err := v.HeapMap(p, shared)
+			for x := 0; x < width; x++ {
+				for y := y0; y < y0+band; y++ {
+					img.Set(x, y, grey)
+				}
+			}
+			if err != nil || size == 0 {
+				continue
+			}
+			for i, b := range blocks {
+				c := free
+				if b.Used {
+					c = used[i%2]
+				}
+				x0 := int(b.Off * width / size)
+				x1 := int((b.Off + b.Size) * width / size)
+				if x1 == x0 {
+					x1 = x0 + 1
+				}
+				for x := x0; x < x1 && x < width; x++ {
+					for y := y0; y < y0+band; y++ {
+						img.Set(x, y, c)
+					}
+				}
+			}
+			if !ji.PEs[p].Alive {
+				for x := 0; x < width; x++ {
+					img.Set(x, y0, red)
+					img.Set(x, y0+band-1, red)
+				}
+			}
+		}
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := png.Encode(f, img); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
