@@ -94,15 +94,21 @@ func resolve(cfg Config, getenv func(string) string) (settings, error) {
 		if field < 0 {
 			return 0, fmt.Errorf("symheap: Config.%s = %d: %w (must be >= 0; 0 means the default)", what, field, errs.ErrBadConfig)
 		}
+		v := getenv(env)
+		var n int64
+		if v != "" {
+			// A malformed variable is an error even where Config
+			// overrides it: it says the job is set up wrongly.
+			var err error
+			if n, err = config.ParseSize(v); err != nil {
+				return 0, fmt.Errorf("symheap: %s: %w", env, err)
+			}
+		}
 		if field > 0 {
 			s.params = append(s.params, Param{env, strconv.FormatInt(field, 10), "Config." + what})
 			return uint64(field), nil
 		}
-		if v := getenv(env); v != "" {
-			n, err := config.ParseSize(v)
-			if err != nil {
-				return 0, fmt.Errorf("symheap: %s: %w", env, err)
-			}
+		if v != "" {
 			s.params = append(s.params, Param{env, v, "environment"})
 			return uint64(n), nil
 		}

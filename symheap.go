@@ -30,6 +30,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/symheap/symheap/alloc"
 	_ "github.com/symheap/symheap/alloc/tlsf" // TEMP
@@ -218,6 +219,17 @@ func (pe *PE) GlobalExit(code int) {
 		for i := range pe.ctl {
 			shmsync.Wake(&pe.ctl[i].exitWord, &pe.ctl[i].exitSleepers)
 		}
+		// Give the others a moment to exit with the code themselves, so
+		// that a launcher sees the same status from every PE rather than
+		// stopping them with a signal when this one exits first.
+		deadline := time.Now().Add(time.Second)
+		for p := 0; p < pe.npes && time.Now().Before(deadline); {
+			if p == pe.rank || !pe.seg.Alive(p) {
+				p++
+				continue
+			}
+			time.Sleep(time.Millisecond)
+		}
 		pe.leaveNow()
 	}
 	os.Exit(code)
@@ -238,6 +250,9 @@ func (pe *PE) watchExit() {
 	defer close(pe.watchDone)
 	c := pe.ctl[pe.rank]
 	g := pe.ctl[0]
+	// The watcher is always asleep, as far as wakers are concerned: they
+	// must make the syscall. Pairs with the load in shmsync.Wake.
+	c.exitSleepers.Store(1)
 	for {
 		v := c.exitWord.Load()
 		if code := g.exitCode.Load(); code&exitSet != 0 {

@@ -582,6 +582,18 @@ func (s *Segment) Pid(pe int) int { return int(s.h.pes[pe].pid.Load()) }
 // CheckPeers returns ErrPeerLost naming the first PE of the list (all PEs
 // when pes is nil) that is gone without closing.
 func (s *Segment) CheckPeers(pes []int) error {
+	_, err := s.LostPeer(pes)
+	return err
+}
+
+// LostPeer is CheckPeers that also returns the PE found gone (-1 if none).
+func (s *Segment) LostPeer(pes []int) (int, error) {
+	var lost = -1
+	err := s.checkPeers(pes, &lost)
+	return lost, err
+}
+
+func (s *Segment) checkPeers(pes []int, lost *int) error {
 	check := func(pe int) error {
 		if s.Alive(pe) {
 			return nil
@@ -590,6 +602,7 @@ func (s *Segment) CheckPeers(pes []int) error {
 		if s.Closed(pe) {
 			how = "closed"
 		}
+		*lost = pe
 		return fmt.Errorf("symheap: PE %d (pid %d) of job %q %s: %w", pe, s.Pid(pe), s.p.Job, how, errs.ErrPeerLost)
 	}
 	if pes == nil {
@@ -609,9 +622,27 @@ func (s *Segment) CheckPeers(pes []int) error {
 }
 
 // Barrier synchronises all PEs of the job through the header's barrier.
+//
+// Once a PE is found gone the barrier is broken for good (see
+// shmsync.Barrier), and every later call, in every PE, returns ErrPeerLost
+// naming that PE.
 func (s *Segment) Barrier() error {
-	return s.h.barrier.Wait(s.lay.NPEs, func() error { return s.CheckPeers(nil) })
+	err := s.h.barrier.Wait(s.lay.NPEs, func() (int, error) { return s.LostPeer(nil) })
+	if errors.Is(err, shmsync.ErrBroken) {
+		m, _ := s.h.barrier.Broken()
+		return fmt.Errorf("symheap: PE %d (pid %d) of job %q is gone: %w", m, s.Pid(m), s.p.Job, errs.ErrPeerLost)
+	}
+	return err
 }
+
+// Broken reports whether the world barrier was broken by a lost PE.
+func (s *Segment) Broken() bool {
+	_, b := s.h.barrier.Broken()
+	return b
+}
+
+// BreakBarrier breaks the world barrier on behalf of lost PE pe.
+func (s *Segment) BreakBarrier(pe int) { s.h.barrier.Break(pe) }
 
 // Close leaves the job; the last PE out removes the segment. Idempotent.
 func (s *Segment) Close() error {

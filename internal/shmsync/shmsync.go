@@ -15,6 +15,8 @@
 package shmsync
 
 import (
+	"errors"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -94,18 +96,47 @@ func Wake(word *atomic.Uint32, sleepers *atomic.Uint32) {
 
 // Barrier is a counting barrier in shared memory for a fixed group of n
 // processes. Its zero value is ready to use.
+//
+// A barrier whose member died can never complete an episode correctly
+// again (the dead member's arrival may or may not have been counted), so
+// the first process that finds a member gone breaks it: from then on
+// every Wait, in every process, returns the breaker's error at once.
 type Barrier struct {
 	count    atomic.Uint32 // arrivals in the current episode
 	gen      atomic.Uint32 // episode number; the futex word
 	sleepers atomic.Uint32 // processes asleep on gen
-	_        [52]byte      // own cache line
+	broken   atomic.Uint32 // 1 + the member found gone, once broken
+	_        [48]byte      // own cache line
+}
+
+// ErrBroken is wrapped by Wait on a broken barrier.
+var ErrBroken = errors.New("barrier broken: a member is gone")
+
+// Break marks the barrier broken by the loss of member and wakes every
+// waiter.
+func (b *Barrier) Break(member int) {
+	// Pairs with the waiters' load of broken in their condition.
+	b.broken.CompareAndSwap(0, uint32(member)+1)
+	unix.FutexWake((*uint32)(addrOf(&b.gen)), 1<<30)
+}
+
+// Broken returns the member whose loss broke the barrier, if it is broken.
+func (b *Barrier) Broken() (member int, broken bool) {
+	v := b.broken.Load()
+	return int(v) - 1, v != 0
 }
 
 // Wait blocks until n processes have called Wait in this episode. check is
 // called while asleep (see WaitWord).
-func (b *Barrier) Wait(n int, check func() error) error {
+//
+// check returns the member found gone (or -1) with its error; Wait then
+// breaks the barrier.
+func (b *Barrier) Wait(n int, check func() (int, error)) error {
 	if n <= 1 {
 		return nil
+	}
+	if m, ok := b.Broken(); ok {
+		return fmt.Errorf("member %d: %w", m, ErrBroken)
 	}
 	// Read the episode before arriving: the last arrival increments gen
 	// only after every count.Add of this episode.
@@ -117,7 +148,21 @@ func (b *Barrier) Wait(n int, check func() error) error {
 		Wake(&b.gen, &b.sleepers)
 		return nil
 	}
-	return WaitWord(&b.gen, &b.sleepers, n, func() bool { return b.gen.Load() != g }, check)
+	err := WaitWord(&b.gen, &b.sleepers, n, func() bool { return b.gen.Load() != g || b.broken.Load() != 0 }, func() error {
+		m, err := check()
+		if err != nil {
+			b.Break(max(m, 0))
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if b.gen.Load() == g {
+		m, _ := b.Broken()
+		return fmt.Errorf("member %d: %w", m, ErrBroken)
+	}
+	return nil
 }
 
 // Generation returns the barrier's episode number.
