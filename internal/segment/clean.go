@@ -168,11 +168,11 @@ func Inspect(pathOrJob string) (*Segment, error) {
 	s.p.NPEs = s.lay.NPEs
 	s.p.Rank = -1
 	s.p.Job = getString(s.h.job[:])
-	m, err := unix.MapShared(fd, int(s.lay.Total), 0, unix.ProtRead)
+	m, err := mapAligned(fd, int(s.lay.Total), unix.ProtRead)
 	if err != nil {
 		s.unmapAll()
 		unix.Close(fd)
-		return nil, fmt.Errorf("segment: map %s: %v: %w", path, err, errs.ErrSegment)
+		return nil, err
 	}
 	s.m = m
 	return s, nil

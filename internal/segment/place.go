@@ -89,22 +89,30 @@ func (s *Segment) place() error {
 		}
 	}
 	// Offset mode: anywhere, but aligned, so offsets keep their alignment.
+	m, err := mapAligned(s.fd, total, 0)
+	if err != nil {
+		return err
+	}
+	s.m = m
+	h.mode.Store(ModeOffset)
+	return nil
+}
+
+// mapAligned maps total bytes of fd anywhere, at an Align-aligned address.
+func mapAligned(fd, total, prot int) (unix.Mapping, error) {
 	for try := 0; ; try++ {
 		a, err := unix.ReserveAligned(uintptr(total), Align)
 		if err != nil {
-			return fmt.Errorf("segment: no address space for %s: %v: %w", FormatSize(uint64(total)), err, errs.ErrSegment)
+			return unix.Mapping{}, fmt.Errorf("segment: no address space for %s: %v: %w", FormatSize(uint64(total)), err, errs.ErrSegment)
 		}
-		m, err := unix.MapShared(s.fd, total, a, 0)
+		m, err := unix.MapShared(fd, total, a, prot)
 		if err == nil {
-			s.m = m
-			break
+			return m, nil
 		}
 		if try > 16 {
-			return fmt.Errorf("segment: map %s: %v: %w", FormatSize(uint64(total)), err, errs.ErrSegment)
+			return unix.Mapping{}, fmt.Errorf("segment: map %s: %v: %w", FormatSize(uint64(total)), err, errs.ErrSegment)
 		}
 	}
-	h.mode.Store(ModeOffset)
-	return nil
 }
 
 // propose picks an Align-aligned address for size bytes that is free in
