@@ -8,11 +8,15 @@ type peExt struct {
 	teams  teamState
 	shared sharedState
 	msg    msgState
+	hooks  hookState
 }
 
 // initExt prepares the layers once the segment is mapped and the heaps are
 // formatted, before the barrier that ends Init.
 func (pe *PE) initExt() error {
+	if err := pe.initHooks(); err != nil {
+		return err
+	}
 	if err := pe.initShared(); err != nil {
 		return err
 	}
@@ -22,4 +26,5 @@ func (pe *PE) initExt() error {
 // closeExt releases the layers' resources in Close, after its barrier.
 func (pe *PE) closeExt() {
 	pe.closeMsg()
+	pe.closeHooks()
 }

@@ -1,4 +1,144 @@
 package symheap
 
-// memoryMonitorReport describes what the memory-release monitor can see.
-func memoryMonitorReport() string { return "not wired yet" }
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/symheap/symheap/memhook"
+	"github.com/symheap/symheap/rcache"
+	"github.com/symheap/symheap/rcache/pin"
+)
+
+// The runtime's use of the memory-release monitor and the registration
+// cache. symheap is the allocator of its heaps, so it publishes a release
+// event for every block it frees or shrinks (the role malloc hooks played
+// in C runtimes) and an Unmap event for the segment at Close; a
+// registration cache subscribed to the monitor can then never hand out a
+// registration whose memory was released.
+
+type hookState struct {
+	mon      *memhook.Monitor
+	decision memhook.Decision
+
+	rcOnce sync.Once
+	rc     *rcache.Cache
+	rcErr  error
+}
+
+// initHooks makes the monitor and takes the enable decision; with caching
+// on, it runs the self-test at once and warns if it cannot see frees or
+// unmaps.
+func (pe *PE) initHooks() error {
+	in, err := memhook.InputsFromEnv(memhook.Unset, memhook.Unset)
+	if err != nil {
+		return err
+	}
+	h := &pe.ext.hooks
+	h.mon = memhook.New()
+	h.decision = memhook.Decide(in)
+	if h.decision.Warning != "" {
+		fmt.Fprintln(os.Stderr, h.decision.Warning)
+	}
+	if h.decision.Enabled {
+		h.mon.SelfTest(nil)
+		h.mon.WarnUnsupported(os.Stderr, h.decision)
+	}
+	return nil
+}
+
+// closeHooks publishes the segment's unmapping and stops the monitor.
+func (pe *PE) closeHooks() {
+	h := &pe.ext.hooks
+	if h.mon == nil {
+		return
+	}
+	h.mon.Publish(memhook.Unmap, memhook.RangeOf(pe.base))
+	if h.rc != nil {
+		pe.syncCacheStats()
+		h.rc.Close()
+	}
+	h.mon.Close()
+}
+
+// Monitor returns this PE's memory-release monitor: subscribe to it to
+// hear of every block symheap releases (see package memhook for the rules
+// a callback must keep).
+func (pe *PE) Monitor() *memhook.Monitor { return pe.ext.hooks.mon }
+
+// CachingEnabled reports the registration-caching decision and its reason
+// (SYMHEAP_LEAVE_PINNED, SYMHEAP_LEAVE_PINNED_PIPELINE, the network found,
+// SYMHEAP_MEMHOOK_DISABLE).
+func (pe *PE) CachingEnabled() (bool, string) {
+	d := pe.ext.hooks.decision
+	return d.Enabled, d.Reason
+}
+
+// RegistrationCache returns this PE's registration cache, made on first
+// use with the pin registrar (mlock plus MADV_DONTFORK) and subscribed to
+// the PE's monitor. Its figures are copied into shared memory at every
+// barrier, where symheap stat reads them.
+func (pe *PE) RegistrationCache() (*rcache.Cache, error) {
+	if err := pe.check(); err != nil {
+		return nil, err
+	}
+	h := &pe.ext.hooks
+	h.rcOnce.Do(func() {
+		h.rc, h.rcErr = rcache.New(rcache.Config{Registrars: []rcache.Registrar{pin.New()}, Monitor: h.mon})
+	})
+	return h.rc, h.rcErr
+}
+
+// syncCacheStats copies the registration cache's figures into this PE's
+// control block.
+func (pe *PE) syncCacheStats() {
+	h := &pe.ext.hooks
+	if h.rc == nil {
+		return
+	}
+	s := h.rc.Stats()
+	st := &pe.ctl[pe.rank].stats
+	st.rcacheHits.Store(s.Hits)
+	st.rcacheMisses.Store(s.Misses)
+	st.rcacheRegs.Store(s.Registrations)
+	st.rcacheDeregs.Store(s.Deregistrations)
+	st.rcacheEvicts.Store(s.Evictions)
+	st.rcacheInv.Store(s.Invalidations)
+	st.rcacheBytes.Store(s.BytesRegistered)
+}
+
+// publishFree tells the monitor that size bytes at addr were released.
+func (pe *PE) publishFree(addr, size uintptr) {
+	if m := pe.ext.hooks.mon; m != nil {
+		m.PublishFree(addr, size)
+	}
+}
+
+// publishRealloc tells the monitor what a reallocation released.
+func (pe *PE) publishRealloc(oldAddr, oldSize, newAddr, newSize uintptr) {
+	if m := pe.ext.hooks.mon; m != nil {
+		m.PublishRealloc(oldAddr, oldSize, newAddr, newSize)
+	}
+}
+
+// memoryMonitorReport runs the monitor's self-test in this process and
+// describes what it can see, and the caching decision.
+func memoryMonitorReport() string {
+	m := memhook.New()
+	defer m.Close()
+	res := m.SelfTest(nil)
+	var b strings.Builder
+	b.WriteString(strings.TrimPrefix(strings.TrimSpace(res.String()), "memory monitor: "))
+	if in, err := memhook.InputsFromEnv(memhook.Unset, memhook.Unset); err != nil {
+		fmt.Fprintf(&b, "\n  caching: %v", err)
+	} else {
+		d := memhook.Decide(in)
+		state := "off"
+		if d.Enabled {
+			state = "on"
+		}
+		fmt.Fprintf(&b, "\n  registration caching: %s, %s", state, d.Reason)
+	}
+	return b.String()
+}

@@ -28,12 +28,14 @@ package symheap
 import (
 	"fmt"
 	"os"
+	ossignal "os/signal"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/symheap/symheap/alloc"
-	_ "github.com/symheap/symheap/alloc/tlsf" // TEMP
+	_ "github.com/symheap/symheap/alloc/all" // the built-in allocator components
 	"github.com/symheap/symheap/internal/errs"
 	"github.com/symheap/symheap/internal/segment"
 	"github.com/symheap/symheap/internal/shmsync"
@@ -182,6 +184,7 @@ func (pe *PE) Barrier() error {
 		return err
 	}
 	pe.quietAll()
+	pe.syncCacheStats()
 	return pe.seg.Barrier()
 }
 
@@ -212,6 +215,10 @@ func (pe *PE) Params() []Param { return append([]Param(nil), pe.set.params...) }
 // exits with it as soon as it learns of the request (at once, from a
 // watcher that sleeps on a futex), and so does this one.
 func (pe *PE) GlobalExit(code int) {
+	// From here the process ends with code whatever happens: a launcher
+	// that sees another PE exit first must not turn our status into a
+	// signal's.
+	ossignal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	if !pe.closed.Load() {
 		g := pe.ctl[0]
 		// First request wins; pairs with every PE's watcher load.
