@@ -21,7 +21,38 @@
 //     a mutex and across processes with a Lock in shared memory.
 //
 // Components register themselves from init, as database/sql drivers do; the
-// package alloc/all imports every built-in one.
+// package alloc/all imports every built-in one. Their priorities come from
+// the benchmarks in bench_test.go: tlsf (30, the default: fastest),
+// dlmalloc (20), buddy (10).
+//
+// # Frees from other processes: a robust lock, not a remote-free list
+//
+// Blocks of the local shared heap may be freed by any PE. Each region
+// reserves a lock word (offset 64 of its header), and Locked takes that
+// Lock around every call, whichever process makes it. The alternative,
+// a lock-free list on which other PEs push blocks for the owner to free
+// later (as mimalloc and snmalloc do between threads), was rejected:
+//
+//   - A remote free must be validated like a local one (double free,
+//     interior or foreign offset → ErrBadFree, and nothing changed). A
+//     deferred free cannot report an error to its caller, and pushing an
+//     unvalidated offset onto a list inside the heap lets one bad free
+//     corrupt the owner's metadata later, far from its cause.
+//   - Under the lock a free is O(1) (tlsf, dlmalloc) or O(log n) (buddy)
+//     with an uncontended CAS and an uncontended Swap: no syscall. The
+//     owner never has to poll a list, and the memory is reusable at once,
+//     which matters for a fixed-size heap that has no other memory source.
+//   - The lock is owner-tagged: a waiter sleeps in 50 ms futex waits and
+//     asks whether the holder is still alive between them, so a PE that
+//     dies holding it produces ErrPeerLost instead of a hang. The heap may
+//     then be inconsistent; the job is going down anyway.
+//
+// # Checking
+//
+// Every component has a full invariant checker (Check). Setting the
+// environment variable SYMHEAP_ALLOC_VERIFY to any non-empty value makes
+// every call that changes a region run it, and panic on a violation; the
+// conformance suite alloc/alloctest runs it after every operation.
 package alloc
 
 import (
@@ -87,7 +118,7 @@ type Stats struct {
 	LargestFree uint64 // the largest request that would succeed now with MinAlign
 	Live        uint64 // live blocks
 	Allocs      uint64 // successful Alloc calls, and Realloc calls that moved
-	Frees       uint64 // successful Free calls
+	Frees       uint64 // successful Free calls, and Realloc calls that moved (so Live == Allocs-Frees)
 	Reallocs    uint64 // successful Realloc calls
 	Failed      uint64 // calls that returned an error
 }
