@@ -1,0 +1,24 @@
+package config
+
+// Environment variables of the job contract. The launcher sets the first
+// three in every PE; the others carry settings from the launcher's flags
+// into Init.
+const (
+	// EnvJob is the job id: the same string in every PE of one job and
+	// different between jobs. The segment of a job is named after it
+	// (internal/segment.Name).
+	EnvJob = "SYMHEAP_JOB"
+	// EnvPE is the rank of the PE, 0 ≤ rank < npes, in decimal.
+	EnvPE = "SYMHEAP_PE"
+	// EnvNPES is the number of PEs of the job, in decimal.
+	EnvNPES = "SYMHEAP_NPES"
+	// EnvHeap is the symmetric heap size per PE, in ParseSize syntax.
+	EnvHeap = "SHMEM_SYMMETRIC_SIZE"
+	// EnvSharedHeap is the local shared heap size per PE, in ParseSize syntax.
+	EnvSharedHeap = "SYMHEAP_SHARED_SIZE"
+	// EnvAllocator names the memheap component of the symmetric heap.
+	EnvAllocator = "SYMHEAP_ALLOCATOR"
+	// EnvOffsetMode, when "1", asks the runtime not to try the same-address
+	// mapping and to translate offsets instead.
+	EnvOffsetMode = "SYMHEAP_OFFSET_MODE"
+)

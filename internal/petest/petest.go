@@ -1,0 +1,181 @@
+// Package petest runs a test function on real PEs: it re-executes the test
+// binary N times as one symheap job (through package launch, so with the
+// same environment contract as shrun) and each PE runs the function.
+//
+//	func TestBarrier(t *testing.T) {
+//		petest.Run(t, 4, func(t *testing.T) {
+//			pe, err := symheap.Init(symheap.Config{})
+//			...
+//		}, petest.Heap("64m"))
+//	}
+//
+// # How it works
+//
+//  1. In the test process (the parent), Run starts N copies of the test
+//     binary with -test.run selecting exactly the calling test (each level
+//     of a subtest name anchored and quoted), -test.v and -test.count=1, and
+//     with SYMHEAP_PETEST set to the test's name.
+//  2. In a copy (a child), the same test function runs up to the same Run
+//     call, which finds SYMHEAP_PETEST naming its test and calls fn(t). The
+//     child's own testing framework reports fn's failures and sets the
+//     child's exit status. When fn returns, Run ends the child's test with
+//     t.SkipNow, so that the code after Run executes in the parent only (a
+//     child test that passed is therefore reported as skipped in its own
+//     output); fn's failures still make the child fail.
+//  3. The parent waits for the job (Timeout, 60 s by default; on timeout it
+//     first sends SIGQUIT, so that every PE prints its goroutines' stacks),
+//     logs the PEs' output tagged "[pe N] " (shown on failure or with -v),
+//     and fails the test naming the first PE that failed and its status. If
+//     the PEs skip (fn called t.Skip), the parent skips too.
+//
+// Everything the test function does before Run happens in every child
+// too; so do subtests started before Run. Keep Run first, or alone. When
+// Run is called in a subtest, the enclosing test goes on in the child after
+// the subtest has ended there: guard what only the parent may do after
+// its subtests with IsChild.
+//
+// For tests that act on running PEs, Start returns a Job:
+//
+//	j := petest.Start(t, 3, func(t *testing.T) {
+//		fmt.Println("ready")
+//		time.Sleep(time.Hour)
+//	}, petest.ExpectFailure())
+//	j.WaitOutput("ready", 3)
+//	j.Kill(1, syscall.SIGKILL)
+//	res := j.Wait() // res.Status == 137, res.FirstFailed == 1
+//
+// Every job is stopped, if it still runs, and checked in t.Cleanup: no PE
+// may be left running and no file of the job left in /dev/shm.
+//
+// Children get none of the parent's test flags but -test.short and
+// -test.gocoverdir: a child that wrote -test.coverprofile, a CPU profile
+// or a trace would overwrite the parent's. Coverage counters of the
+// children go to the parent's -test.gocoverdir, where `go test -cover`
+// merges them with the parent's, so code that only PEs run is counted.
+// -race needs nothing: the children are the same binary. Children get
+// GORACE=atexit_sleep_ms=0 added, or each would wait a second before
+// exiting under -race.
+package petest
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/symheap/symheap/internal/config"
+)
+
+// EnvTest marks a child: it holds the name of the test the child runs.
+const EnvTest = "SYMHEAP_PETEST"
+
+// DefaultTimeout bounds a job unless the Timeout option says otherwise.
+const DefaultTimeout = 60 * time.Second
+
+// Option adjusts a job.
+type Option func(*settings)
+
+type settings struct {
+	env           []string
+	timeout       time.Duration
+	expectFailure bool
+}
+
+// Env adds "KEY=value" entries to every PE's environment. Empty strings
+// are ignored, so that an optional entry can be passed as a variable that
+// may be empty.
+func Env(kv ...string) Option {
+	return func(s *settings) {
+		for _, e := range kv {
+			if e != "" {
+				s.env = append(s.env, e)
+			}
+		}
+	}
+}
+
+// Heap sets the symmetric heap size of every PE (SHMEM_SYMMETRIC_SIZE).
+func Heap(size string) Option { return Env(config.EnvHeap + "=" + size) }
+
+// Allocator chooses the memheap component (SYMHEAP_ALLOCATOR).
+func Allocator(name string) Option { return Env(config.EnvAllocator + "=" + name) }
+
+// OffsetMode makes the PEs work without the same-address mapping
+// (SYMHEAP_OFFSET_MODE=1).
+func OffsetMode() Option { return Env(config.EnvOffsetMode + "=1") }
+
+// Timeout bounds the job; past it the test fails.
+func Timeout(d time.Duration) Option {
+	return func(s *settings) { s.timeout = d }
+}
+
+// ExpectFailure is for tests in which a PE is meant to fail or die: Run
+// returns the job's Result instead of failing the test, and the caller
+// checks it. A timeout still fails the test.
+func ExpectFailure() Option {
+	return func(s *settings) { s.expectFailure = true }
+}
+
+// IsChild reports whether this process is a PE started by petest.
+func IsChild() bool { return os.Getenv(EnvTest) != "" && os.Getenv(config.EnvPE) != "" }
+
+// Rank returns this PE's rank, or -1 outside a job.
+func Rank() int { return envInt(config.EnvPE) }
+
+// Size returns the number of PEs of the job, or -1 outside a job.
+func Size() int { return envInt(config.EnvNPES) }
+
+func envInt(key string) int {
+	n, err := strconv.Atoi(os.Getenv(key))
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// runPattern is the -test.run value that selects exactly the test called
+// name: -test.run matches each level of a test name (split at '/') with the
+// pattern's element at the same level.
+func runPattern(name string) string {
+	parts := strings.Split(name, "/")
+	for i, p := range parts {
+		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
+	}
+	return strings.Join(parts, "/")
+}
+
+// passedFlags are the test flags a child inherits from the parent. All
+// others stay behind: output files (-test.coverprofile, -test.cpuprofile,
+// -test.trace, ...) would be overwritten by every child, -test.paniconexit0
+// would turn a PE's os.Exit(0) into a panic, and -test.count, -test.cpu,
+// -test.shuffle, -test.failfast concern the parent's schedule.
+var passedFlags = []string{"test.short", "test.gocoverdir"}
+
+// childArgs returns the arguments of a child that runs test name.
+func childArgs(name string) []string {
+	args := []string{"-test.run=" + runPattern(name), "-test.v", "-test.count=1"}
+	for _, name := range passedFlags {
+		f := flag.Lookup(name)
+		if f == nil || f.Value.String() == f.DefValue {
+			continue
+		}
+		args = append(args, fmt.Sprintf("-%s=%s", name, f.Value.String()))
+	}
+	return args
+}
+
+// childEnv returns the environment entries petest adds for a child of test
+// name, after the caller's.
+func childEnv(s *settings, name string) []string {
+	race := os.Getenv("GORACE")
+	for _, kv := range s.env {
+		if v, ok := strings.CutPrefix(kv, "GORACE="); ok {
+			race = v
+		}
+	}
+	env := append([]string(nil), s.env...)
+	return append(env, EnvTest+"="+name, "GORACE="+strings.TrimSpace(race+" atexit_sleep_ms=0"))
+}

@@ -1,0 +1,34 @@
+package unix
+
+import (
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// WaitExitedNoReap blocks until child pid has ended and returns without
+// reaping it (waitid with WNOWAIT): the process stays a zombie, so its pid
+// and its process group id cannot be reused until the caller reaps it
+// (os.Process.Wait). Between the two calls a signal sent to pid or to
+// process group -pid can reach only that process and its group. It retries
+// EINTR.
+func WaitExitedNoReap(pid int) error {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// KillGroup sends sig to every process of process group pgid. ESRCH (the
+// group is empty) is returned as is.
+func KillGroup(pgid int, sig syscall.Signal) error {
+	if pgid <= 1 {
+		// kill(0) and kill(-1) mean "my group" and "everyone": never what
+		// a caller of KillGroup wants.
+		return EINVAL
+	}
+	return unix.Kill(-pgid, sig)
+}

@@ -1,0 +1,444 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/symheap/symheap/internal/unix"
+)
+
+// Run starts the job and waits for it: Start followed by Wait. The Result
+// is valid whenever the PEs were started, also when err is not nil.
+func Run(ctx context.Context, opts Options, prog string, args ...string) (Result, error) {
+	g, err := Start(ctx, opts, prog, args...)
+	if err != nil {
+		return Result{Job: opts.Job, FirstFailed: -1, Status: 1}, err
+	}
+	return g.Wait()
+}
+
+// Group is a running job: its PEs, supervised as one.
+type Group struct {
+	job   string
+	opts  Options
+	start time.Time
+	procs []*proc
+	fork  *forker
+
+	// mu guards proc.ended and proc.stopped, and is held while signals
+	// are sent, so that no signal goes to a PE already marked ended (see
+	// the package comment, Supervision, step 1).
+	mu sync.Mutex
+
+	exits    chan exit     // a PE has been reaped
+	stopReq  chan struct{} // closed by Stop
+	stopOnce sync.Once
+	done     chan struct{} // closed when res and err are final
+	cleanup  func()        // removes the build directory, or nil
+
+	res Result
+	err error
+}
+
+// proc is one PE.
+type proc struct {
+	rank           int
+	cmd            *exec.Cmd
+	pid            int
+	start          time.Time
+	stdout, stderr *lineWriter // nil when that output is discarded
+
+	ended   bool // guarded by Group.mu: the PE is a zombie or reaped
+	stopped bool // guarded by Group.mu: the supervisor sent it a stop signal
+}
+
+type exit struct {
+	rank  int
+	end   time.Time
+	state *os.ProcessState
+	err   error
+}
+
+// Start resolves prog (building it when it is a Go package), starts
+// opts.N PEs running it with args, and returns the group supervising them.
+// Cancelling ctx stops the job as a timeout does. If a PE cannot be
+// started, the PEs started before it are killed and reaped before Start
+// returns the error.
+func Start(ctx context.Context, opts Options, prog string, args ...string) (*Group, error) {
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("launch: %w", err)
+	}
+	if opts.Grace == 0 {
+		opts.Grace = DefaultGrace
+	}
+	if opts.Job == "" {
+		opts.Job = NewJobID()
+	}
+	exe, cleanup, err := resolve(ctx, opts.Dir, prog, opts.BuildFlags)
+	if err != nil {
+		return nil, err
+	}
+	g := &Group{
+		job:     opts.Job,
+		opts:    opts,
+		fork:    newForker(),
+		exits:   make(chan exit, opts.N),
+		stopReq: make(chan struct{}),
+		done:    make(chan struct{}),
+		cleanup: cleanup,
+	}
+	env := baseEnv(os.Environ(), &opts, g.job)
+	var outMu sync.Mutex
+	g.start = time.Now()
+	for rank := 0; rank < opts.N; rank++ {
+		p := &proc{rank: rank}
+		var prefix []byte
+		if opts.Tag {
+			prefix = []byte("[pe " + strconv.Itoa(rank) + "] ")
+		}
+		p.cmd = &exec.Cmd{
+			Path: exe,
+			Args: append([]string{exe}, args...),
+			Env:  peEnv(env, rank),
+			Dir:  opts.Dir,
+			SysProcAttr: &syscall.SysProcAttr{
+				Setpgid:   true,            // a process group per PE: see the package comment
+				Pdeathsig: syscall.SIGKILL, // fires when the fork thread ends: see forker
+			},
+			// Reaping waits for the output pipes to close; a process that
+			// escaped the PE's group and holds them open may delay it only
+			// this long.
+			WaitDelay: time.Second,
+		}
+		if opts.Stdout != nil {
+			p.stdout = &lineWriter{mu: &outMu, w: opts.Stdout, prefix: prefix}
+			p.cmd.Stdout = p.stdout
+		}
+		if opts.Stderr != nil {
+			p.stderr = &lineWriter{mu: &outMu, w: opts.Stderr, prefix: prefix}
+			p.cmd.Stderr = p.stderr
+		}
+		if err := g.fork.do(p.cmd.Start); err != nil {
+			err = fmt.Errorf("%w: start PE %d of job %s: %v", ErrProgram, rank, g.job, err)
+			g.abortStart()
+			return nil, err
+		}
+		p.pid, p.start = p.cmd.Process.Pid, time.Now()
+		g.procs = append(g.procs, p)
+		go g.reap(p)
+	}
+	go g.supervise(ctx)
+	return g, nil
+}
+
+// abortStart ends a group some of whose PEs failed to start: the others
+// are killed and reaped, and everything is cleaned up as after a job.
+func (g *Group) abortStart() {
+	g.signalAll(syscall.SIGKILL, true)
+	for range g.procs {
+		<-g.exits
+	}
+	g.finish()
+}
+
+// reap waits for p to end (Supervision, step 1) and reports it.
+func (g *Group) reap(p *proc) {
+	werr := unix.WaitExitedNoReap(p.pid)
+	end := time.Now()
+	g.mu.Lock()
+	p.ended = true
+	g.mu.Unlock()
+	if werr == nil {
+		// p is a zombie, so its group id is still its own: kill what is
+		// left in the group. ESRCH: nothing is.
+		unix.KillGroup(p.pid, syscall.SIGKILL)
+	}
+	err := p.cmd.Wait()
+	if p.stdout != nil {
+		p.stdout.flush()
+	}
+	if p.stderr != nil {
+		p.stderr.flush()
+	}
+	g.exits <- exit{rank: p.rank, end: end, state: p.cmd.ProcessState, err: err}
+}
+
+// stopReason records why the supervisor began stopping the job.
+type stopReason int
+
+const (
+	running stopReason = iota
+	byFailure
+	byTimeout
+	byContext
+	byRequest
+)
+
+// supervise collects the PEs' exits and stops the job when it must
+// (Supervision, step 2), then finishes it (step 3).
+func (g *Group) supervise(ctx context.Context) {
+	var timeout <-chan time.Time
+	if g.opts.Timeout > 0 {
+		t := time.NewTimer(g.opts.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var kill <-chan time.Time
+	reason := running
+	stop := func(r stopReason) {
+		if reason != running {
+			return
+		}
+		reason = r
+		g.signalAll(syscall.SIGTERM, true)
+		kill = time.After(g.opts.Grace)
+	}
+	res := Result{Job: g.job, PEs: make([]PEStatus, len(g.procs)), FirstFailed: -1}
+	done, stopReq := ctx.Done(), g.stopReq
+	for left := len(g.procs); left > 0; {
+		select {
+		case e := <-g.exits:
+			left--
+			st := g.status(e)
+			res.PEs[e.rank] = st
+			if st.Failed() && !st.Stopped && res.FirstFailed < 0 && reason == running {
+				res.FirstFailed = e.rank
+				stop(byFailure)
+			}
+		case <-timeout:
+			timeout = nil
+			stop(byTimeout)
+		case <-done:
+			done = nil
+			stop(byContext)
+		case <-stopReq:
+			stopReq = nil
+			stop(byRequest)
+		case <-kill:
+			kill = nil
+			g.signalAll(syscall.SIGKILL, true)
+		}
+	}
+	res.Elapsed = time.Since(g.start)
+
+	stopped := 0
+	for _, st := range res.PEs {
+		if st.Stopped {
+			stopped++
+		}
+	}
+	var err error
+	switch {
+	case res.FirstFailed >= 0:
+		st := res.PEs[res.FirstFailed]
+		res.Status = st.Status()
+		err = fmt.Errorf("%w: job %s: %v", ErrFailed, g.job, st)
+		if stopped > 0 {
+			err = fmt.Errorf("%w; stopped the %s still running", err, pes(stopped))
+		}
+	case reason == byTimeout:
+		res.Status, res.TimedOut = StatusTimeout, true
+		err = fmt.Errorf("%w: job %s: after %v, stopped the %s still running", ErrTimeout, g.job, g.opts.Timeout, pes(stopped))
+	case reason == byContext:
+		res.Status = StatusStopped
+		err = fmt.Errorf("launch: job %s: stopped %s: %w", g.job, pes(stopped), context.Cause(ctx))
+	case reason == byRequest:
+		res.Status = StatusStopped
+		err = fmt.Errorf("%w: job %s: stopped %s on request", ErrStopped, g.job, pes(stopped))
+	}
+	removed, rmErr := g.finish()
+	res.Removed = removed
+	if rmErr != nil {
+		err = errors.Join(err, fmt.Errorf("launch: job %s: clean up /dev/shm: %w", g.job, rmErr))
+	}
+	g.res, g.err = res, err
+	close(g.done)
+}
+
+func pes(n int) string {
+	if n == 1 {
+		return "1 PE"
+	}
+	return strconv.Itoa(n) + " PEs"
+}
+
+// status turns a reaped PE's state into its PEStatus.
+func (g *Group) status(e exit) PEStatus {
+	p := g.procs[e.rank]
+	g.mu.Lock()
+	stopped := p.stopped
+	g.mu.Unlock()
+	st := PEStatus{Rank: p.rank, Pid: p.pid, ExitCode: -1, Stopped: stopped,
+		Runtime: e.end.Sub(p.start), Ended: e.end.Sub(g.start)}
+	if e.state == nil {
+		// Wait failed without a state: only possible if the process was
+		// reaped elsewhere. Report it as killed, which it was for us.
+		st.Signal = syscall.SIGKILL
+		return st
+	}
+	ws, _ := e.state.Sys().(syscall.WaitStatus)
+	switch {
+	case ws.Signaled():
+		st.Signal = ws.Signal()
+	default:
+		st.ExitCode = e.state.ExitCode()
+	}
+	return st
+}
+
+// finish is Supervision, step 3: it runs once every PE has been reaped.
+func (g *Group) finish() ([]string, error) {
+	g.fork.close()
+	if g.cleanup != nil {
+		g.cleanup()
+	}
+	return RemoveSegmentFiles(g.job)
+}
+
+// signalAll sends sig to every PE not yet ended (to its process group);
+// with stop it marks them as stopped by the launcher.
+func (g *Group) signalAll(sig syscall.Signal, stop bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, p := range g.procs {
+		if !p.ended {
+			if stop {
+				p.stopped = true
+			}
+			g.signalLocked(p, sig)
+		}
+	}
+}
+
+// signalLocked sends sig to p's process group, or to p alone when p has
+// left its group. g.mu is held and p has not ended.
+func (g *Group) signalLocked(p *proc, sig syscall.Signal) error {
+	err := unix.KillGroup(p.pid, sig)
+	if err == unix.ESRCH {
+		err = p.cmd.Process.Signal(sig)
+	}
+	return err
+}
+
+// Job returns the job id.
+func (g *Group) Job() string { return g.job }
+
+// Pids returns the process ids of the PEs, by rank.
+func (g *Group) Pids() []int {
+	pids := make([]int, len(g.procs))
+	for i, p := range g.procs {
+		pids[i] = p.pid
+	}
+	return pids
+}
+
+// Signal sends sig to every PE still running (to each PE's process group).
+// It is how signals received by the launcher are passed on; the PEs'
+// reaction is theirs, and a PE killed by a forwarded signal counts as a
+// failure.
+func (g *Group) Signal(sig os.Signal) error {
+	s, ok := sig.(syscall.Signal)
+	if !ok {
+		return fmt.Errorf("launch: unsupported signal %v", sig)
+	}
+	g.signalAll(s, false)
+	return nil
+}
+
+// SignalPE sends sig to the PE of this rank (to its process group). It
+// returns os.ErrProcessDone if the PE has ended.
+func (g *Group) SignalPE(rank int, sig os.Signal) error {
+	s, ok := sig.(syscall.Signal)
+	if !ok {
+		return fmt.Errorf("launch: unsupported signal %v", sig)
+	}
+	if rank < 0 || rank >= len(g.procs) {
+		return fmt.Errorf("launch: job %s has no PE %d", g.job, rank)
+	}
+	p := g.procs[rank]
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if p.ended {
+		return os.ErrProcessDone
+	}
+	return g.signalLocked(p, s)
+}
+
+// Forward passes every signal received on c to all PEs (Signal) until the
+// job has ended. The caller owns c: it registers it with signal.Notify
+// before Start, so that no signal is lost in between, and calls
+// signal.Stop after Wait.
+func (g *Group) Forward(c <-chan os.Signal) {
+	go func() {
+		for {
+			select {
+			case s := <-c:
+				g.Signal(s)
+			case <-g.done:
+				return
+			}
+		}
+	}()
+}
+
+// Stop ends the job as a failure would: SIGTERM to every PE, SIGKILL after
+// the grace period. Wait then reports ErrStopped, unless a PE had failed
+// before.
+func (g *Group) Stop() {
+	g.stopOnce.Do(func() { close(g.stopReq) })
+}
+
+// Done is closed when the job has ended and been cleaned up.
+func (g *Group) Done() <-chan struct{} { return g.done }
+
+// Wait waits for the job to end and returns its result; err is nil only if
+// every PE exited 0 and clean-up succeeded. It may be called any number of
+// times, from any goroutine.
+func (g *Group) Wait() (Result, error) {
+	<-g.done
+	return g.res, g.err
+}
+
+// forker is the goroutine that forks every PE of a group (package comment,
+// Starting, step 2). It is locked to its OS thread from its first to its
+// last instruction, and it runs until close, which the group calls only
+// after its last PE has been reaped: the thread the PEs' Pdeathsig is tied
+// to outlives them.
+type forker struct{ calls chan func() }
+
+func newForker() *forker {
+	f := &forker{calls: make(chan func())}
+	go func() {
+		runtime.LockOSThread()
+		for fn := range f.calls {
+			fn()
+		}
+		// Unlocking hands the thread back to the runtime; no PE depends
+		// on it any more.
+		runtime.UnlockOSThread()
+	}()
+	return f
+}
+
+// do runs fn on the fork thread.
+func (f *forker) do(fn func() error) error {
+	errc := make(chan error, 1)
+	f.calls <- func() { errc <- fn() }
+	return <-errc
+}
+
+func (f *forker) close() { close(f.calls) }
+
+var _ io.Writer = (*lineWriter)(nil)
