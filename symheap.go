@@ -101,6 +101,7 @@ func Init(cfg Config) (*PE, error) {
 		Job: j.id, Rank: j.rank, NPEs: j.npes,
 		HeapSize: set.heap, SharedSize: set.shared, CBSize: cbSize(j.npes),
 		Allocator: comp.Name, ForceOffset: set.offsetMode, InitTimeout: set.initTimeout,
+		PeerTimeout: set.peerTimeout,
 	})
 	if err != nil {
 		return nil, err

@@ -178,9 +178,14 @@ func TestFirstFailure(t *testing.T) {
 	t.Parallel()
 	g, out := start(t, launch.Options{N: 4}, "0=after:10000:5,1=sleep,2=usr1exit:7,3=exit:0")
 	out.waitLines(t, "ready", 2)
-	pe3 := proc{pid: g.Pids()[3]}
-	pe3.start, _ = unix.ProcessStartTime(pe3.pid)
-	waitGone(t, 10*time.Second, pe3)
+	// Wait until the launcher has seen PE 3 end: a probe with signal 0
+	// fails with ErrProcessDone from then on.
+	for deadline := time.Now().Add(10 * time.Second); g.SignalPE(3, syscall.Signal(0)) == nil; {
+		if time.Now().After(deadline) {
+			t.Fatal("PE 3 did not end")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	if err := g.SignalPE(2, syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}

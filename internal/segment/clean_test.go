@@ -14,8 +14,7 @@ func TestListCleanInspect(t *testing.T) {
 	defer live[0].Close()
 	defer live[1].Close()
 	stale := openAll(t, staleJob, 1, nil)[0]
-	unix.Close(stale.fd) // dies without Close
-	stale.unmapAll()
+	die(stale)
 
 	list, err := List(unix.Getuid())
 	if err != nil {

@@ -11,7 +11,9 @@ type peSlot struct {
 	pid   atomic.Uint64 // written by the PE when it attaches
 	start atomic.Uint64 // its start time in clock ticks (with pid: unique)
 	state atomic.Uint32 // slotEmpty, slotAttached, slotClosed
-	_     [44]byte
+	_     [4]byte
+	beat  atomic.Uint64 // heartbeat: incremented by the PE every HeartbeatPeriod
+	_     [32]byte
 }
 
 // header is the segment's first HeaderSize bytes. The identity fields are

@@ -63,6 +63,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -123,6 +124,9 @@ type Params struct {
 	Allocator   string // component name, recorded for the job
 	ForceOffset bool   // do not try the same address
 	InitTimeout time.Duration
+	// PeerTimeout is how long a PE may go without a heartbeat (stopped,
+	// or starved of CPU) before the others declare it lost; 0: 10 s.
+	PeerTimeout time.Duration
 	// ReadOnly attaches for inspection only (symheap stat): no locks taken
 	// beyond a shared flock, no liveness token, mapped read-only.
 	ReadOnly bool
@@ -138,7 +142,22 @@ type Segment struct {
 	h      *header
 	lay    Layout
 	closed atomic.Bool
+
+	// Heartbeat: this PE's beater goroutine, and what this PE last saw of
+	// every other PE's beat (local memory, guarded by seenMu).
+	beatStop chan struct{}
+	beatDone chan struct{}
+	seenMu   sync.Mutex
+	seen     []beatSeen
 }
+
+type beatSeen struct {
+	beat uint64
+	at   time.Time
+}
+
+// HeartbeatPeriod is how often a PE bumps its heartbeat.
+const HeartbeatPeriod = 100 * time.Millisecond
 
 // Layout is where everything lies, computed from the parameters alone.
 type Layout struct {
@@ -235,7 +254,52 @@ func Open(p Params) (*Segment, error) {
 		s.abandon()
 		return nil, err
 	}
+	if s.p.PeerTimeout <= 0 {
+		s.p.PeerTimeout = 10 * time.Second
+	}
+	s.seen = make([]beatSeen, lay.NPEs)
+	s.beatStop, s.beatDone = make(chan struct{}), make(chan struct{})
+	go s.heartbeat()
 	return s, nil
+}
+
+// heartbeat bumps this PE's beat until Close. A PE that stops beating for
+// PeerTimeout while holding its liveness lock is stopped (SIGSTOP), or so
+// starved that the job cannot progress: the others report it lost.
+func (s *Segment) heartbeat() {
+	defer close(s.beatDone)
+	t := time.NewTicker(HeartbeatPeriod)
+	defer t.Stop()
+	slot := &s.h.pes[s.p.Rank]
+	for {
+		// Read by the other PEs' stall checks (relaxed: only progress
+		// matters).
+		slot.beat.Add(1)
+		select {
+		case <-s.beatStop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// stalled reports whether PE pe's heartbeat has not moved for PeerTimeout
+// as seen from here.
+func (s *Segment) stalled(pe int) (time.Duration, bool) {
+	if s.seen == nil || pe == s.p.Rank {
+		return 0, false
+	}
+	b := s.h.pes[pe].beat.Load()
+	now := time.Now()
+	s.seenMu.Lock()
+	defer s.seenMu.Unlock()
+	v := &s.seen[pe]
+	if v.at.IsZero() || v.beat != b {
+		v.beat, v.at = b, now
+		return 0, false
+	}
+	d := now.Sub(v.at)
+	return d, d > s.p.PeerTimeout
 }
 
 // openFile performs steps 1 to 4.
@@ -596,6 +660,15 @@ func (s *Segment) LostPeer(pes []int) (int, error) {
 func (s *Segment) checkPeers(pes []int, lost *int) error {
 	check := func(pe int) error {
 		if s.Alive(pe) {
+			if d, stuck := s.stalled(pe); stuck && !s.Closed(pe) {
+				*lost = pe
+				how := "has not been scheduled"
+				if st, err := unix.ProcessState(s.Pid(pe)); err == nil && st == 'T' {
+					how = "is stopped (SIGSTOP or a debugger) and has not run"
+				}
+				return fmt.Errorf("symheap: PE %d (pid %d) of job %q %s for %v: %w (SYMHEAP_PEER_TIMEOUT is %v)",
+					pe, s.Pid(pe), s.p.Job, how, d.Round(time.Millisecond), errs.ErrPeerLost, s.p.PeerTimeout)
+			}
 			return nil
 		}
 		how := "died"
@@ -648,6 +721,10 @@ func (s *Segment) BreakBarrier(pe int) { s.h.barrier.Break(pe) }
 func (s *Segment) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
+	}
+	if s.beatStop != nil {
+		close(s.beatStop)
+		<-s.beatDone
 	}
 	if !s.p.ReadOnly && s.h != nil {
 		s.h.pes[s.p.Rank].state.Store(slotClosed)

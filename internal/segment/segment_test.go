@@ -150,8 +150,7 @@ func TestPeerDeathSeenByBarrier(t *testing.T) {
 	segs := openAll(t, job, 2, nil)
 	// "Kill" rank 1: drop its descriptor, as the kernel does for a dead
 	// process, without the orderly Close.
-	unix.Close(segs[1].fd)
-	segs[1].unmapAll()
+	die(segs[1])
 	start := time.Now()
 	err := segs[0].Barrier()
 	if !errors.Is(err, errs.ErrPeerLost) {
@@ -255,8 +254,7 @@ func TestStaleSegmentReplaced(t *testing.T) {
 	old := openAll(t, job, 1, nil)[0]
 	gen := old.Generation()
 	// The job dies: its descriptor goes without Close.
-	unix.Close(old.fd)
-	old.unmapAll()
+	die(old)
 	s, err := Open(params(job, 0, 1))
 	if err != nil {
 		t.Fatalf("Open over a stale segment: %v", err)
@@ -367,4 +365,35 @@ func FuzzValidateHeader(f *testing.F) {
 			t.Fatalf("error does not wrap ErrSegment: %v", err)
 		}
 	})
+}
+
+// die ends a PE the way the kernel ends a dead process: its heartbeat
+// stops and its descriptor and mappings go, without the orderly Close.
+func die(s *Segment) {
+	close(s.beatStop)
+	<-s.beatDone
+	s.beatStop = nil
+	s.unmapAll()
+	unix.Close(s.fd)
+}
+
+// TestStalledPeerLost: a PE that keeps its locks but stops running (no
+// heartbeat) is reported lost after PeerTimeout.
+func TestStalledPeerLost(t *testing.T) {
+	job := testJob(t)
+	segs := openAll(t, job, 2, func(p *Params) { p.PeerTimeout = 300 * time.Millisecond })
+	close(segs[1].beatStop) // rank 1 stops running, its locks stay
+	<-segs[1].beatDone
+	segs[1].beatStop = nil
+	start := time.Now()
+	err := segs[0].Barrier()
+	if !errors.Is(err, errs.ErrPeerLost) || !strings.Contains(err.Error(), "SYMHEAP_PEER_TIMEOUT") {
+		t.Fatalf("barrier with a stalled peer: %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("stalled peer reported after %v", d)
+	}
+	t.Log(err)
+	segs[0].Close()
+	segs[1].Close()
 }

@@ -1,0 +1,117 @@
+package symheap_test
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/symheap/symheap"
+	"github.com/symheap/symheap/internal/petest"
+	"github.com/symheap/symheap/internal/segment"
+	"github.com/symheap/symheap/internal/unix"
+)
+
+// The ways a job can end, each of which must end it cleanly with the right
+// status and leave nothing behind.
+
+var small = []petest.Option{petest.Heap("2m"), petest.Env("SYMHEAP_SHARED_SIZE=1m")}
+
+func noSegment(t *testing.T, job string) {
+	t.Helper()
+	if _, err := os.Stat(segment.Path(unix.Getuid(), job)); !os.IsNotExist(err) {
+		t.Errorf("segment of job %s left behind: %v", job, err)
+	}
+}
+
+func TestExitPaths(t *testing.T) {
+	t.Run("close-without-barrier", func(t *testing.T) {
+		res := petest.Run(t, 3, func(t *testing.T) {
+			pe, err := symheap.Init(symheap.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pe.Rank() == 1 {
+				time.Sleep(50 * time.Millisecond) // the others reach Close first
+			}
+			if err := pe.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := pe.Close(); err != nil {
+				t.Fatalf("second Close: %v", err)
+			}
+		}, small...)
+		noSegment(t, res.Job)
+	})
+	t.Run("exit-without-close", func(t *testing.T) {
+		res := petest.Run(t, 3, func(t *testing.T) {
+			if _, err := symheap.Init(symheap.Config{}); err != nil {
+				t.Fatal(err)
+			}
+			os.Exit(0)
+		}, small...)
+		if res.Status != 0 {
+			t.Errorf("status %d", res.Status)
+		}
+		noSegment(t, res.Job)
+	})
+	t.Run("panic-in-one-pe", func(t *testing.T) {
+		res := petest.Run(t, 3, func(t *testing.T) {
+			pe, err := symheap.Init(symheap.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pe.Rank() == 2 {
+				panic("PE 2 gives up")
+			}
+			pe.Barrier() // the others wait here and are stopped
+			t.Error("barrier passed without PE 2")
+		}, append(small, petest.ExpectFailure())...)
+		if res.Status != 2 || res.FirstFailed != 2 {
+			t.Errorf("status %d from PE %d, want the panicking PE 2's status 2", res.Status, res.FirstFailed)
+		}
+		for _, p := range res.PEs {
+			if p.Rank != 2 && !p.Stopped && p.Status() == 0 {
+				t.Errorf("PE %d survived: %+v", p.Rank, p)
+			}
+		}
+		noSegment(t, res.Job)
+	})
+}
+
+// TestStoppedPeerLost: a PE stopped with SIGSTOP keeps its locks; the
+// others report ErrPeerLost after SYMHEAP_PEER_TIMEOUT instead of waiting
+// for ever.
+func TestStoppedPeerLost(t *testing.T) {
+	const timeout = time.Second
+	res := petest.Run(t, 3, func(t *testing.T) {
+		pe, err := symheap.Init(symheap.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pe.Barrier(); err != nil {
+			t.Fatal(err)
+		}
+		if pe.Rank() == 1 {
+			syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+			t.Error("continued after SIGSTOP")
+			return
+		}
+		start := time.Now()
+		err = pe.Barrier()
+		took := time.Since(start)
+		fmt.Printf("LOST after %v: %v\n", took.Round(time.Millisecond), err)
+		if took > timeout+2*time.Second {
+			fmt.Println("TOO SLOW")
+		}
+		os.Exit(3)
+	}, append(small, petest.Env("SYMHEAP_PEER_TIMEOUT="+timeout.String()), petest.ExpectFailure(), petest.Timeout(30*time.Second))...)
+	if res.Status != 3 {
+		t.Fatalf("status %d, want 3 from a PE that saw the stopped peer", res.Status)
+	}
+	if res.Elapsed > timeout+3*time.Second {
+		t.Errorf("job took %v with a %v peer timeout", res.Elapsed, timeout)
+	}
+	noSegment(t, res.Job)
+}
