@@ -9,7 +9,7 @@ PEERS_BIN   := $(CURDIR)/bench/peers/bin
 TEST_FLAGS  ?= -race -count=1 -timeout 30m
 export GOFLAGS ?=
 
-.PHONY: all build demo test check fmt vet staticcheck unit bench-smoke chaos chaos-short peers bench tools clean-shm
+.PHONY: all build demo test fmt vet staticcheck unit bench-smoke chaos fuzz peers tools clean-shm
 
 all: build
 
@@ -55,6 +55,21 @@ unit:
 # Every benchmark once, so that none can rot.
 bench-smoke:
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime=1x -timeout 20m ./...
+
+# The fault campaign: hundreds of jobs of 2-8 PEs, one PE killed (-9) or
+# stopped (-STOP) at a random moment in each. make test runs a short form.
+CHAOS_RUNS ?= 300
+chaos:
+	$(GO) run ./internal/chaos/cmd/chaos -runs $(CHAOS_RUNS)
+
+# Long fuzzing (not in CI): FUZZTIME per target.
+FUZZTIME ?= 2m
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzOps$$' -fuzztime $(FUZZTIME) ./alloc/tlsf
+	$(GO) test -run '^$$' -fuzz '^FuzzOps$$' -fuzztime $(FUZZTIME) ./alloc/buddy
+	$(GO) test -run '^$$' -fuzz '^FuzzOps$$' -fuzztime $(FUZZTIME) ./alloc/dlmalloc
+	$(GO) test -run '^$$' -fuzz '^FuzzParseSize$$' -fuzztime $(FUZZTIME) ./internal/config
+	$(GO) test -run '^$$' -fuzz '^FuzzValidateHeader$$' -fuzztime $(FUZZTIME) ./internal/segment
 
 clean-shm: build
 	$(BIN)/symheap clean
