@@ -70,6 +70,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzOps$$' -fuzztime $(FUZZTIME) ./alloc/dlmalloc
 	$(GO) test -run '^$$' -fuzz '^FuzzParseSize$$' -fuzztime $(FUZZTIME) ./internal/config
 	$(GO) test -run '^$$' -fuzz '^FuzzValidateHeader$$' -fuzztime $(FUZZTIME) ./internal/segment
+	$(GO) test -run '^$$' -fuzz '^FuzzCacheModel$$' -fuzztime $(FUZZTIME) ./rcache
 
 clean-shm: build
 	$(BIN)/symheap clean

@@ -103,14 +103,14 @@ func mapAligned(fd, total, prot int) (unix.Mapping, error) {
 	for try := 0; ; try++ {
 		a, err := unix.ReserveAligned(uintptr(total), Align)
 		if err != nil {
-			return unix.Mapping{}, fmt.Errorf("segment: no address space for %s: %v: %w", FormatSize(uint64(total)), err, errs.ErrSegment)
+			return unix.Mapping{}, mapError("reserve address space for "+FormatSize(uint64(total)), err)
 		}
 		m, err := unix.MapShared(fd, total, a, prot)
 		if err == nil {
 			return m, nil
 		}
-		if try > 16 {
-			return unix.Mapping{}, fmt.Errorf("segment: map %s: %v: %w", FormatSize(uint64(total)), err, errs.ErrSegment)
+		if try > 16 || err == unix.ENOMEM {
+			return unix.Mapping{}, mapError("map "+FormatSize(uint64(total)), err)
 		}
 	}
 }

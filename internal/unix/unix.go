@@ -193,6 +193,7 @@ func SetRlimit(resource int, cur, max uint64) error {
 const (
 	RlimitMemlock = unix.RLIMIT_MEMLOCK
 	RlimitNofile  = unix.RLIMIT_NOFILE
+	RlimitAS      = unix.RLIMIT_AS
 )
 
 // RlimInfinity is the "no limit" value of Rlimit.
