@@ -83,6 +83,7 @@ type settings struct {
 	heap, shared uint64
 	allocator    string
 	offsetMode   bool
+	protect      bool
 	initTimeout  time.Duration
 	peerTimeout  time.Duration
 	params       []Param
@@ -152,6 +153,9 @@ func resolve(cfg Config, getenv func(string) string) (settings, error) {
 		}
 	}
 	if s.offsetMode, err = b("SYMHEAP_OFFSET_MODE", cfg.OffsetMode, "OffsetMode"); err != nil {
+		return s, err
+	}
+	if s.protect, err = b("SYMHEAP_PROTECT", cfg.Protect, "Protect"); err != nil {
 		return s, err
 	}
 	dur := func(env string, def time.Duration) (time.Duration, error) {

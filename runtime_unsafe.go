@@ -69,8 +69,21 @@ func (pe *PE) sharedOffset(p unsafe.Pointer, n uint64) (off uint64, owner int, o
 	return off, owner, true
 }
 
-// heapAddr returns the address of offset off in PE target's symmetric heap.
+// heapAddr returns the address at which the runtime reads and writes
+// offset off of PE target's symmetric heap. In protected mode other PEs'
+// heaps are read-only in the main mapping, and the runtime goes through
+// the writable alias instead.
 func (pe *PE) heapAddr(target int, off uint64) unsafe.Pointer {
+	if target != pe.rank {
+		return unsafe.Add(unsafe.Pointer(unsafe.SliceData(pe.wbase)), pe.seg.HeapOff(target)+off)
+	}
+	return pe.segAddr(pe.seg.HeapOff(target) + off)
+}
+
+// viewAddr returns the address of offset off of PE target's symmetric heap
+// in the main mapping: what users see (Ptr), read-only for other PEs in
+// protected mode.
+func (pe *PE) viewAddr(target int, off uint64) unsafe.Pointer {
 	return pe.segAddr(pe.seg.HeapOff(target) + off)
 }
 

@@ -49,6 +49,10 @@ type Config struct {
 	SharedSize int64  // local shared heap bytes per PE; 0: env SYMHEAP_SHARED_SIZE, else 64 MiB
 	Allocator  string // memheap component for the symmetric heap; "": env SYMHEAP_ALLOCATOR, else highest priority
 	OffsetMode bool   // do not try the same-address mapping (also env SYMHEAP_OFFSET_MODE=1)
+	// Protect maps other PEs' symmetric heaps read-only, so that only the
+	// API (Put, atomics, collectives) writes to them and a stray store
+	// faults (also env SYMHEAP_PROTECT=1). Ptr then gives read-only views.
+	Protect bool
 }
 
 // PE is this process's membership of a job.
@@ -65,6 +69,7 @@ type PE struct {
 	heap   alloc.Allocator // this PE's symmetric heap
 	ctl    []*control      // every PE's control block
 	base   []byte          // the whole segment as mapped here
+	wbase  []byte          // where the API writes other PEs' heaps: base, or the alias in protected mode
 	lay    segment.Layout
 
 	watchDone chan struct{}
@@ -101,7 +106,7 @@ func Init(cfg Config) (*PE, error) {
 		Job: j.id, Rank: j.rank, NPEs: j.npes,
 		HeapSize: set.heap, SharedSize: set.shared, CBSize: cbSize(j.npes),
 		Allocator: comp.Name, ForceOffset: set.offsetMode, InitTimeout: set.initTimeout,
-		PeerTimeout: set.peerTimeout,
+		PeerTimeout: set.peerTimeout, Protect: set.protect,
 	})
 	if err != nil {
 		return nil, err
@@ -111,7 +116,7 @@ func Init(cfg Config) (*PE, error) {
 		return nil, fmt.Errorf("symheap: the job uses allocator %q, this PE would choose %q: %w (set SYMHEAP_ALLOCATOR alike on every PE)", a, comp.Name, ErrBadConfig)
 	}
 	pe := &PE{seg: seg, rank: j.rank, npes: j.npes, set: set, job: j, component: comp, reason: reason,
-		base: seg.Mem(), lay: seg.Layout(), watchDone: make(chan struct{})}
+		base: seg.Mem(), wbase: seg.Alias(), lay: seg.Layout(), watchDone: make(chan struct{})}
 	pe.ctl = make([]*control, j.npes)
 	for i := range pe.ctl {
 		pe.ctl[i] = controlOf(seg.CB(i))
@@ -197,6 +202,9 @@ func (pe *PE) Accessible(target int) bool {
 	}
 	return pe.seg.Alive(target)
 }
+
+// Protected reports whether the job runs in protected mode (Config.Protect).
+func (pe *PE) Protected() bool { return pe.seg.Protected() }
 
 // SameAddress reports whether the segment is mapped at the same address in
 // every PE (pointers into shared memory can then be passed between PEs as

@@ -1,6 +1,10 @@
 package segment
 
-import "github.com/symheap/symheap/internal/unix"
+import (
+	"fmt"
+
+	"github.com/symheap/symheap/internal/unix"
+)
 
 // Mem returns the whole segment as mapped in this PE.
 func (s *Segment) Mem() []byte { return s.m.Mem }
@@ -38,13 +42,40 @@ func (s *Segment) Shared(pe int) []byte {
 // Fd returns the segment's file descriptor (for liveness queries).
 func (s *Segment) Fd() int { return s.fd }
 
-// Protect maps PE pe's partition with the given protection (read-only for
-// protected mode).
-func (s *Segment) Protect(pe int, writable bool) error {
-	prot := unix.ProtRead
-	if writable {
-		prot |= unix.ProtWrite
+// protect sets up protected mode: every other PE's symmetric heap becomes
+// read-only in the main mapping, so a stray store through a pointer faults
+// instead of corrupting a neighbour, and a second, writable mapping of the
+// whole segment (the alias, at an address of its own) is what the
+// runtime's Put, atomics and collectives write through. Control blocks and
+// local shared heaps stay writable: they are shared by design.
+func (s *Segment) protect() error {
+	for pe := 0; pe < s.lay.NPEs; pe++ {
+		if pe == s.p.Rank || s.lay.HeapSize == 0 {
+			continue
+		}
+		off := s.HeapOff(pe)
+		if err := unix.Mprotect(s.m.Mem[off:off+s.lay.HeapSize], unix.ProtRead); err != nil {
+			return mapError("protect the heap of PE "+itoa(pe), err)
+		}
 	}
-	off := s.HeapOff(pe)
-	return unix.Mprotect(s.m.Mem[off:off+s.lay.PartStride], prot)
+	a, err := mapAligned(s.fd, len(s.m.Mem), 0)
+	if err != nil {
+		return err
+	}
+	s.alias = a
+	return nil
 }
+
+// Alias returns the writable mapping of the segment: the alias in
+// protected mode, else the main mapping itself.
+func (s *Segment) Alias() []byte {
+	if s.alias.Mem != nil {
+		return s.alias.Mem
+	}
+	return s.m.Mem
+}
+
+// Protected reports whether the job runs in protected mode in this PE.
+func (s *Segment) Protected() bool { return s.alias.Mem != nil }
+
+func itoa(n int) string { return fmt.Sprint(n) }

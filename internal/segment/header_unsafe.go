@@ -35,6 +35,8 @@ func (s *Segment) mapHeader() error {
 }
 
 func (s *Segment) unmapAll() {
+	unix.Unmap(s.alias)
+	s.alias = unix.Mapping{}
 	unix.Unmap(s.m)
 	s.m = unix.Mapping{}
 	unix.Unmap(s.hdrMap)

@@ -124,6 +124,10 @@ type Params struct {
 	Allocator   string // component name, recorded for the job
 	ForceOffset bool   // do not try the same address
 	InitTimeout time.Duration
+	// Protect maps the other PEs' symmetric heaps read-only in the main
+	// mapping, and maps the segment a second time, writable, as the alias
+	// through which the runtime's API writes (see Alias).
+	Protect bool
 	// PeerTimeout is how long a PE may go without a heartbeat (stopped,
 	// or starved of CPU) before the others declare it lost; 0: 10 s.
 	PeerTimeout time.Duration
@@ -139,6 +143,7 @@ type Segment struct {
 	fd     int
 	hdrMap unix.Mapping // the header alone, mapped early
 	m      unix.Mapping // the whole segment
+	alias  unix.Mapping // protected mode: the writable second mapping
 	h      *header
 	lay    Layout
 	closed atomic.Bool
@@ -253,6 +258,12 @@ func Open(p Params) (*Segment, error) {
 	if err := s.place(); err != nil {
 		s.abandon()
 		return nil, err
+	}
+	if s.p.Protect {
+		if err := s.protect(); err != nil {
+			s.abandon()
+			return nil, err
+		}
 	}
 	if s.p.PeerTimeout <= 0 {
 		s.p.PeerTimeout = 10 * time.Second
