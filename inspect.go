@@ -159,3 +159,25 @@ func ResolveParams(cfg Config) ([]Param, error) {
 
 // Version is symheap's version.
 const Version = "0.1.0"
+
+// CheckHeaps runs the allocator's full invariant check over this PE's
+// symmetric heap and local shared heap. It is meant for tests and
+// debugging: it walks every block.
+func (pe *PE) CheckHeaps() error {
+	if err := pe.check(); err != nil {
+		return err
+	}
+	pe.mu.Lock()
+	defer pe.mu.Unlock()
+	if pe.heap != nil {
+		if err := pe.heap.Check(); err != nil {
+			return fmt.Errorf("symheap: PE %d symmetric heap: %w", pe.rank, err)
+		}
+	}
+	if pools := pe.ext.shared.pools; pe.rank < len(pools) && pools[pe.rank] != nil {
+		if err := pools[pe.rank].Check(); err != nil {
+			return fmt.Errorf("symheap: PE %d shared heap: %w", pe.rank, err)
+		}
+	}
+	return nil
+}

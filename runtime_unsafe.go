@@ -117,3 +117,15 @@ func alignOf[T any]() uint64 {
 	var z T
 	return uint64(unsafe.Alignof(z))
 }
+
+// Reinterpret views the bytes of b as a slice of T (len(b)/sizeof(T)
+// elements), without copying. It is for plain-data types in symmetric or
+// shared memory, such as a byte buffer holding float64s; it does not check
+// alignment (the atomics and Put do).
+func Reinterpret[T any](b []byte) []T {
+	sz := sizeOf[T]()
+	if len(b) == 0 || sz == 0 {
+		return nil
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), uint64(len(b))/sz)
+}
