@@ -13,15 +13,14 @@
 //	memcpy     memcpy_bench        -         memcpy_bw memcpy_shm_bw
 //	cacheline  cacheline_pingpong  -         thread_lat proc_lat
 //
-// The C sources live beside this file and are embedded in the package, so
+// The C sources live in csrc/ (a Go package directory may not hold C files
+// unless it uses cgo: `go build` fails with "C source files not allowed
+// when not using cgo") and are embedded in the package with build.sh, so
 // [Build] works from any binary: it writes them to OUTDIR/src (only when
 // they changed) and runs build.sh, which installs Debian's openmpi-bin and
 // libopenmpi-dev when they are missing and compiles what is out of date.
 // bench/peers/build.sh can also be run by hand; it builds into
-// bench/peers/bin. Each C file starts with a "//go:build ignore" line, which
-// keeps the go command from taking the directory's C files for cgo sources
-// (without it `go build` fails with "C source files not allowed when not
-// using cgo"); every .c file added to this directory needs that line.
+// bench/peers/bin.
 //
 // # Output
 //

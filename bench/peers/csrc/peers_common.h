@@ -4,9 +4,11 @@
  * peers_common.h - helpers shared by the peer benchmark harnesses in this
  * directory (osh_bench.c, mpi_bench.c, memcpy_bench.c, cacheline_pingpong.c).
  *
- * (The "//go:build ignore" line above keeps the go command from treating this
- * directory's C files as cgo sources of package peers; it is a plain C99
- * comment to the C compiler.  Every .c/.h file in bench/peers needs it.)
+ * (The "//go:build ignore" line above is a plain C99 comment to the C
+ * compiler; it keeps the go command from taking these files for cgo sources
+ * should they ever sit beside Go files.  They live in csrc/, not in the
+ * directory of package peers, because a Go package may not hold C files
+ * unless it uses cgo.)
  *
  * Output format of every harness (parsed by bench/peers/parse.go):
  *
