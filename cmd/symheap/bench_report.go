@@ -1,0 +1,409 @@
+package main
+
+// Output of `symheap bench`: OSU-style tables, the targets table, JSON.
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+
+	"github.com/symheap/symheap/alloc"
+)
+
+// benchReport is everything one run measured (--json prints it).
+type benchReport struct {
+	Command  string         `json:"command"`
+	Machine  machineInfo    `json:"machine"`
+	Settings benchSettings  `json:"settings"`
+	Peers    []peerStatus   `json:"peers,omitempty"`
+	Sections []*section     `json:"sections"`
+	Targets  []targetResult `json:"targets"`
+	Charts   []string       `json:"charts,omitempty"`
+}
+
+type benchSettings struct {
+	PEs    int         `json:"pes"`
+	Rounds int         `json:"rounds"`
+	Quick  bool        `json:"quick"`
+	Params benchParams `json:"params"`
+}
+
+type peerStatus struct {
+	Name      string `json:"name"`
+	Available bool   `json:"available"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+func writeJSON(w io.Writer, rep *benchReport) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+func printHeader(w io.Writer, rep *benchReport) {
+	m := rep.Machine
+	fmt.Fprintf(w, "# symheap bench: %d PEs; %d round(s), median reported; each round the best of %d repetition(s) of about %v per point\n",
+		rep.Settings.PEs, rep.Settings.Rounds, rep.Settings.Params.Reps, rep.Settings.Params.Budget)
+	fmt.Fprintf(w, "# machine: %d CPUs, %s; %s; %s; load average %s\n", m.CPUs, m.CPUModel, m.Kernel, m.Go, m.LoadAvg)
+	if m.OpenMPI != "" {
+		fmt.Fprintf(w, "# peers: %s\n", m.OpenMPI)
+	}
+	for _, p := range rep.Peers {
+		if !p.Available {
+			fmt.Fprintf(w, "# peer %s unavailable: %s\n", p.Name, p.Reason)
+		}
+	}
+}
+
+// table prints rows with the first column left-aligned and the others
+// right-aligned; the header line starts with "# ".
+func table(w io.Writer, header []string, rows [][]string) {
+	widths := make([]int, len(header))
+	for i, h := range header {
+		widths[i] = len(h)
+	}
+	widths[0] += 2 // "# "
+	for _, r := range rows {
+		for i, c := range r {
+			widths[i] = max(widths[i], len(c))
+		}
+	}
+	line := func(cells []string, first string) {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%-*s", widths[0], first)
+		for i := 1; i < len(cells); i++ {
+			fmt.Fprintf(&b, "  %*s", widths[i], cells[i])
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
+	line(header, "# "+header[0])
+	for _, r := range rows {
+		line(r, r[0])
+	}
+}
+
+// fmtValue formats a figure in unit with three or more significant digits.
+func fmtValue(v float64, unit string) string {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return "-"
+	case unit == "msg/s" || v >= 10000:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 100:
+		return fmt.Sprintf("%.1f", v)
+	case v >= 1:
+		return fmt.Sprintf("%.2f", v)
+	default:
+		return fmt.Sprintf("%.3f", v)
+	}
+}
+
+func fmtRatio(v float64) string {
+	if v < 0.1 {
+		return fmt.Sprintf("%.3f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func keyHeader(s *section) string {
+	switch s.Key {
+	case "pes":
+		return "PEs"
+	case "class":
+		return "Allocator"
+	}
+	return "Size"
+}
+
+// ratioAt returns Series[num]/Series[den] in row k.
+func (s *section) ratioAt(num, den int, k int64) (float64, bool) {
+	a, b := s.find(num, k), s.find(den, k)
+	if a == nil || b == nil || b.Value == 0 {
+		return 0, false
+	}
+	return a.Value / b.Value, true
+}
+
+func printSection(w io.Writer, s *section) {
+	fmt.Fprintf(w, "\n# %s: %s", s.Title, s.What)
+	if s.PEs > 0 {
+		fmt.Fprintf(w, "; %d PEs", s.PEs)
+	}
+	fmt.Fprintln(w)
+	if len(s.Ratios) > 0 {
+		fmt.Fprintf(w, "# ratio = ours/theirs: %s is better\n", s.Better)
+	}
+	if s.transpose {
+		printTransposed(w, s)
+	} else {
+		header := []string{keyHeader(s)}
+		var cols []int
+		for i, sr := range s.Series {
+			if !sr.Floor {
+				header = append(header, sr.Column)
+				cols = append(cols, i)
+			}
+		}
+		for _, rc := range s.Ratios {
+			header = append(header, rc.Column)
+		}
+		var rows [][]string
+		for _, k := range s.rows() {
+			row := []string{itoa(k)}
+			for _, i := range cols {
+				if p := s.find(i, k); p != nil {
+					row = append(row, fmtValue(p.Value, s.Unit))
+				} else {
+					row = append(row, "-")
+				}
+			}
+			for _, rc := range s.Ratios {
+				if v, ok := s.ratioAt(rc.Num, rc.Den, k); ok {
+					row = append(row, fmtRatio(v))
+				} else {
+					row = append(row, "-")
+				}
+			}
+			rows = append(rows, row)
+		}
+		table(w, header, rows)
+	}
+	for _, sr := range s.Series {
+		if sr.Floor && len(sr.Points) > 0 {
+			fmt.Fprintf(w, "# floor: %s, half a round trip between two processes: %s %s\n", sr.Label, fmtValue(sr.Points[0].Value, s.Unit), s.Unit)
+		}
+		if sr.Unavailable != "" {
+			fmt.Fprintf(w, "# %s: unavailable: %s\n", sr.Label, oneLine(sr.Unavailable))
+		}
+	}
+	for _, n := range s.Notes {
+		fmt.Fprintf(w, "# %s\n", n)
+	}
+	for _, e := range s.Errors {
+		fmt.Fprintf(w, "# ERROR %s\n", e)
+	}
+}
+
+// printTransposed prints a row per series and, per class, the figure and
+// its ratio to the reference (the ratios' common denominator).
+func printTransposed(w io.Writer, s *section) {
+	keys := s.rows()
+	header := []string{keyHeader(s)}
+	ref := -1
+	if len(s.Ratios) > 0 {
+		ref = s.Ratios[0].Den
+	}
+	for _, k := range keys {
+		header = append(header, fmt.Sprintf("%s (%s)", className(k), s.Unit))
+		if ref >= 0 {
+			header = append(header, "x "+s.Series[ref].Harness)
+		}
+	}
+	var rows [][]string
+	for i, sr := range s.Series {
+		row := []string{sr.Label}
+		for _, k := range keys {
+			if p := s.find(i, k); p != nil {
+				row = append(row, fmtValue(p.Value, s.Unit))
+			} else {
+				row = append(row, "-")
+			}
+			if ref >= 0 {
+				if v, ok := s.ratioAt(i, ref, k); ok && i != ref {
+					row = append(row, fmtRatio(v))
+				} else {
+					row = append(row, "")
+				}
+			}
+		}
+		rows = append(rows, row)
+	}
+	table(w, header, rows)
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}
+
+// ---- targets ----
+
+// targetSpec is a goal of another issue, read off the figures: the ratio
+// of series Num to series Den (by harness:metric) in section Section,
+// over the rows that rows accepts (the worst of them counts).
+type targetSpec struct {
+	Name    string
+	Section string
+	Num     string // "harness:metric"
+	Den     string
+	Rows    func(k int64) bool
+	Op      string // "<=" or ">="
+	Limit   float64
+}
+
+type targetResult struct {
+	Name   string  `json:"name"`
+	Want   string  `json:"want"`
+	Ratio  float64 `json:"ratio,omitempty"`
+	At     string  `json:"at,omitempty"`
+	Ours   float64 `json:"ours,omitempty"`
+	Theirs float64 `json:"theirs,omitempty"`
+	Unit   string  `json:"unit,omitempty"`
+	// Status is "pass", "FAIL", or "n/a" (not measured: Reason says why).
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+}
+
+func is(v int64) func(int64) bool { return func(k int64) bool { return k == v } }
+
+func targetSpecs() []targetSpec {
+	def := "tlsf"
+	if names := alloc.Names(); len(names) > 0 {
+		def = names[0]
+	}
+	atLeast := func(v int64) func(int64) bool { return func(k int64) bool { return k >= v } }
+	return []targetSpec{
+		{"Put 8 B latency vs OpenSHMEM", "put_lat", "symheap:put_lat", "osh:put_lat", is(8), "<=", 0.25},
+		{"Get 8 B latency vs OpenSHMEM", "get_lat", "symheap:get_lat", "osh:get_lat", is(8), "<=", 0.25},
+		{"fetch-add latency vs OpenSHMEM", "fadd", "symheap:fadd_lat", "osh:fadd_lat", is(8), "<=", 1},
+		{"barrier, 2 PEs vs OpenSHMEM", "barrier", "symheap:barrier_lat", "osh:barrier_lat", is(2), "<=", 0.5},
+		{"barrier, 4 PEs vs OpenSHMEM", "barrier", "symheap:barrier_lat", "osh:barrier_lat", is(4), "<=", 0.5},
+		{"barrier, 8 PEs vs OpenSHMEM", "barrier", "symheap:barrier_lat", "osh:barrier_lat", is(8), "<=", 0.5},
+		{"collective malloc+free 64 B vs OpenSHMEM", "malloc", "symheap:malloc_lat", "osh:malloc_lat", is(64), "<=", 0.5},
+		{"collective malloc+free 1 MiB vs OpenSHMEM", "malloc", "symheap:malloc_lat", "osh:malloc_lat", is(1 << 20), "<=", 0.5},
+		{"Put bandwidth 4 MiB vs C memcpy", "put_bw", "symheap:put_bw", "memcpy:memcpy_shm_bw", is(4 << 20), ">=", 0.9},
+		{"send/recv 8 B half round trip vs Open MPI", "msg_lat", "symheap:msg_lat_heap", "mpi:pingpong_lat", is(8), "<=", 0.5},
+		{"send/recv bandwidth >= 1 MiB, shared-heap buffers, vs Open MPI", "msg_bw", "symheap:msg_bw_shm", "mpi:stream_bw", atLeast(1 << 20), ">=", 1.5},
+		{"send/recv bandwidth >= 1 MiB, ordinary buffers, vs Open MPI", "msg_bw", "symheap:msg_bw_heap", "mpi:stream_bw", atLeast(1 << 20), ">=", 1},
+		{def + " (default allocator) small alloc+free pair vs glibc malloc", "alloc", "symheap:pair_" + def, "glibc:pair", is(16), "<=", 1.5},
+	}
+}
+
+// seriesIndex finds the series "harness:metric" in s.
+func (s *section) seriesIndex(id string) int {
+	for i, sr := range s.Series {
+		if sr.Harness+":"+sr.Metric == id {
+			return i
+		}
+	}
+	return -1
+}
+
+func evalTargets(sections []*section) []targetResult {
+	var out []targetResult
+	for _, t := range targetSpecs() {
+		res := targetResult{Name: t.Name, Want: fmt.Sprintf("%s %g", t.Op, t.Limit), Status: "n/a"}
+		var s *section
+		for _, x := range sections {
+			if x.ID == t.Section {
+				s = x
+			}
+		}
+		num, den := -1, -1
+		if s != nil {
+			num, den = s.seriesIndex(t.Num), s.seriesIndex(t.Den)
+		}
+		switch {
+		case s == nil:
+			res.Reason = "test " + t.Section + " not run"
+		case num < 0:
+			res.Reason = "no figure of ours"
+		case den < 0:
+			res.Reason = "peer not run (use --peers)"
+		case s.Series[den].Unavailable != "":
+			res.Reason = "peer unavailable: " + oneLine(s.Series[den].Unavailable)
+		}
+		if res.Reason != "" {
+			out = append(out, res)
+			continue
+		}
+		found := false
+		for _, k := range s.rows() {
+			if !t.Rows(k) {
+				continue
+			}
+			v, ok := s.ratioAt(num, den, k)
+			if !ok {
+				continue
+			}
+			worse := !found || (t.Op == "<=" && v > res.Ratio) || (t.Op == ">=" && v < res.Ratio)
+			if worse {
+				found = true
+				res.Ratio = v
+				res.Ours, res.Theirs, res.Unit = s.find(num, k).Value, s.find(den, k).Value, s.Unit
+				res.At = rowName(s, k)
+			}
+		}
+		if !found {
+			res.Reason = "size not measured"
+			out = append(out, res)
+			continue
+		}
+		pass := (t.Op == "<=" && res.Ratio <= t.Limit) || (t.Op == ">=" && res.Ratio >= t.Limit)
+		res.Status = "FAIL"
+		if pass {
+			res.Status = "pass"
+		}
+		out = append(out, res)
+	}
+	return out
+}
+
+func rowName(s *section, k int64) string {
+	switch s.Key {
+	case "pes":
+		return fmt.Sprintf("%d PEs", k)
+	case "class":
+		return className(k)
+	}
+	return sizeName(k)
+}
+
+// sizeName writes a byte count as 8 B, 4 KiB, 1 MiB.
+func sizeName(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func printTargets(w io.Writer, rep *benchReport) {
+	fmt.Fprintf(w, "\n# Targets: ratio = ours/theirs (median of %d round(s)); for bandwidth over several sizes, the worst\n", rep.Settings.Rounds)
+	var rows [][]string
+	pass, fail := 0, 0
+	for _, t := range rep.Targets {
+		ratio, at, figs := "-", "", ""
+		if t.Status != "n/a" {
+			ratio, at = fmtRatio(t.Ratio), t.At
+			figs = fmt.Sprintf("%s vs %s %s", fmtValue(t.Ours, t.Unit), fmtValue(t.Theirs, t.Unit), t.Unit)
+		} else {
+			figs = t.Reason
+		}
+		switch t.Status {
+		case "pass":
+			pass++
+		case "FAIL":
+			fail++
+		}
+		rows = append(rows, []string{t.Name, t.Want, ratio, at, t.Status, figs})
+	}
+	widths := []int{len("# Target"), len("Want"), len("Ratio"), len("At"), len("Result")}
+	for _, r := range rows {
+		for i := range widths {
+			widths[i] = max(widths[i], len(r[i]))
+		}
+	}
+	fmt.Fprintf(w, "%-*s  %-*s  %*s  %-*s  %-*s  %s\n", widths[0], "# Target", widths[1], "Want", widths[2], "Ratio", widths[3], "At", widths[4], "Result", "Figures")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%-*s  %-*s  %*s  %-*s  %-*s  %s\n", widths[0], r[0], widths[1], r[1], widths[2], r[2], widths[3], r[3], widths[4], r[4], r[5])
+	}
+	fmt.Fprintf(w, "# %d pass, %d fail, %d not measured\n", pass, fail, len(rep.Targets)-pass-fail)
+}
