@@ -28,14 +28,17 @@ import (
 // liveness of the peers it waits for.
 const SleepSlice = 50 * time.Millisecond
 
-// spinBudget returns how many busy iterations a waiter may spend before it
-// sleeps. With more waiters than cores spinning only steals the core of the
-// process being waited for, so the budget drops to a few yields.
-func spinBudget(waiters int) int {
+// spinBudget returns how many busy checks a waiter may make before it
+// starts yielding its core, and how many yields it makes before it sleeps.
+// With more waiters than cores, spinning only steals the core of the
+// process being waited for, so the waiter goes straight to yielding: a
+// yield hands the core to a runnable process (likely the one we wait for)
+// and costs a fraction of a microsecond when nobody else wants it.
+func spinBudget(waiters int) (spins, yields int) {
 	if waiters > runtime.NumCPU() {
-		return 0
+		return 0, 16
 	}
-	return 4000
+	return 1000, 64
 }
 
 // WaitWord waits until cond(atomic load of *word) is true. word is the futex
@@ -47,15 +50,13 @@ func WaitWord(word *atomic.Uint32, sleepers *atomic.Uint32, waiters int, cond fu
 	if cond() {
 		return nil
 	}
-	for i, n := 0, spinBudget(waiters); i < n; i++ {
+	spins, yields := spinBudget(waiters)
+	for i := 0; i < spins; i++ {
 		if cond() {
 			return nil
 		}
-		if i&63 == 63 {
-			runtime.Gosched()
-		}
 	}
-	for i := 0; i < 4; i++ {
+	for i := 0; i < yields; i++ {
 		unix.SchedYield()
 		if cond() {
 			return nil
