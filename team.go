@@ -1,16 +1,524 @@
 package symheap
 
-// Team is a set of PEs that run collectives together.
-type Team struct {
-	pe *PE
+// Teams.
+//
+// A team is a set of the job's PEs that runs collectives together. Every
+// team that strided splits can make is strided in the world's numbering
+// (a strided subset of a strided set is strided), so a team is three
+// numbers: the world PE of its rank 0, the world stride between ranks
+// (negative for a reversed team, 0 for a team of one) and its size.
+//
+// # Shared state: team slots
+//
+// Each PE's control block holds a team area (teamAreaOff, teamAreaSize):
+//
+//	header   64 B                      PE 0's only: the job-wide bitmap of ids in use
+//	slot 0 .. MaxTeams-1, teamSlotSize each, one per team id; id 0 is the world team
+//
+// A team has a job-wide id, and each member uses the slot of that number in
+// its own control block. A slot holds
+//
+//	arrived   the member's arrivals at the team's synchronisation points:
+//	          monotonic, never reset; the futex word its waiters sleep on
+//	sleepers  processes asleep on arrived
+//	inline    two 24-byte buffers in arrived's cache line, and
+//	scratch   two 512-byte buffers, where the member leaves its
+//	          contribution to a small collective, chosen by the parity of
+//	          the call number (inline when it fits: the line transfer that
+//	          shows a waiter the arrival then brings the data along)
+//
+// # Synchronisation
+//
+// A member arrives by incrementing its own arrived word (waking sleepers
+// if any). A member that has made a arrivals on the team waits, for every
+// member j, until arrived_j reaches base_j + a (modulo 2^32), where base_j
+// is j's word when the team was made. Words are never reset, so that a slow
+// member of a destroyed team that still reads a word the slot's next team
+// advances can only see it grow. A member's arrival is a store to a cache
+// line of its own; its wait reads one line per member, so nobody contends
+// on a shared counter, and it remembers what it saw (seen), so that it
+// reads a line again only when it needs more than it saw.
+//
+// Waiting polls (a member on another core arrives within a few line
+// transfers), then polls between sched_yields (so that a member waiting
+// for the CPU we hold gets it), then sleeps on the futex and checks the
+// members' liveness on every sleep timeout (shmsync.WaitWord): a dead
+// member becomes ErrPeerLost well within a second.
+//
+// Every collective call makes the same number of arrivals on every member
+// (one or two), so a member knows, for every call, the count each member's
+// word reaches with each of its arrivals. That is how scratch buffers are
+// reused, by call parity: when a member writes its buffer k%2 in call k it
+// notes the arrival by which every reader will be done with it (readDone):
+// the end of the call for a small Broadcast, whose readers arrive after
+// reading; the first arrival of the next call for calls whose readers read
+// after a barrier. Before writing the buffer again it waits until every
+// member has made that arrival (scratchFree). Calls with a full barrier
+// find the wait over at once; a small Broadcast has no barrier: its root
+// writes and arrives without waiting, the others wait for the root alone,
+// read, then arrive, so a root runs up to two calls ahead of its slowest
+// reader. Calls that work in place on peers' arrays start with a full
+// barrier.
+//
+// # Making a team (Split), step by step
+//
+//  1. Every member of the parent checks the triplet; the check depends on
+//     the arguments alone, so every PE refuses alike and nobody waits.
+//  2. The new team's rank 0 (its leader) takes a free id from the bitmap in
+//     PE 0's team header with compare-and-swap, and leaves the id, or
+//     noTeam when all are taken, in its parent scratch buffer.
+//  3. Parent barrier. Every PE reads the id; noTeam is an error on all.
+//  4. Every member of the new team reads every member's arrived word of the
+//     id's slot: the bases. They are stable: the slot's previous team ended
+//     with a barrier (Destroy), and nobody arrives on the new team before
+//     step 5 is over on every PE.
+//  5. Parent barrier. Members return the new team, the others nil.
+//
+// Destroy is a team barrier, after which the leader clears the id's bit.
+
+import (
+	"fmt"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+
+	"github.com/symheap/symheap/internal/shmsync"
+	"github.com/symheap/symheap/internal/unix"
+)
+
+const (
+	// MaxTeams bounds the teams alive at once in a job, the world team
+	// included. Split fails with ErrOutOfMemory when all are in use.
+	MaxTeams = 64
+
+	inlineSize   = 24                            // bytes of one buffer in the arrived word's line
+	scratchSize  = 512                           // bytes of one scratch buffer
+	teamHdrSize  = 64                            // the team area's header
+	teamSlotSize = 64 + 2*scratchSize            // one slot
+	pollSpins    = 1024                          // polls before waitFor starts to yield the CPU
+	pollYields   = 64                            // sched_yields (and polls) before it sleeps
+	noTeam       = ^uint64(0)                    // "no id left" in Split's exchange
+	worldTeam    = 0                             // the world team's id
+	teamIDMask   = ^uint64(0) >> (64 - MaxTeams) // every id
+)
+
+// teamHeader opens the team area. Only PE 0's is used.
+type teamHeader struct {
+	used atomic.Uint64 // bit i: id i belongs to a live team; bit 0, the world, is never set
+	_    [56]byte
 }
 
-type teamState struct{}
+// teamSlot is one PE's share of one team. A contribution of up to
+// inlineSize bytes goes in the arrived word's own cache line, so that the
+// line transfer that shows a waiter the arrival brings the data along.
+type teamSlot struct {
+	arrived  atomic.Uint32 // this PE's arrivals on the team; futex word
+	sleepers atomic.Uint32 // processes asleep on arrived
+	inline   [2][inlineSize]byte
+	_        [8]byte
+	scratch  [2][scratchSize]byte // larger contributions to small collectives, by call parity
+}
 
-func newWorld(pe *PE) *Team { return &Team{pe: pe} }
+// teamState is the PE's team bookkeeping (the world team is PE.world).
+type teamState struct {
+	handles atomic.Int32 // this PE's handles of split teams not yet destroyed
+}
 
 // teamAreaSize is the bytes of each control block reserved for teams.
-func teamAreaSize(npes int) uint64 { return 0 }
+func teamAreaSize(npes int) uint64 { return teamHdrSize + MaxTeams*teamSlotSize }
 
-// World returns the team of every PE.
+// Team is a set of PEs that run collectives together: the world team of
+// every PE, or a team made by Split. A *Team is this PE's handle of its
+// membership; the collectives on one team must be called by every member
+// in the same order, and not concurrently from several goroutines of one
+// PE (they are then serialised).
+type Team struct {
+	pe                  *PE
+	id                  int // slot number, worldTeam for the world
+	start, stride, size int // world PE of rank i: start + stride*i
+	rank                int // this PE's rank in the team
+	members             []int
+	slots               []*teamSlot // every member's slot, by rank
+	bases               []uint32    // every member's arrived word when the team was made
+	live                func() error
+
+	mu        sync.Mutex
+	destroyed bool
+	calls     uint64     // collective calls made on the team; call k uses scratch k%2
+	arrivals  uint32     // this PE's arrivals on the team (the same count on every member)
+	curStart  uint32     // arrivals before the current call
+	readDone  [2]uint32  // per own scratch buffer: the arrival count by which its readers are done
+	seen      []uint32   // per member: arrivals it is known to have made (saves loads of its line)
+	memo      [2]offMemo // the last dst and src found in the symmetric heap
+}
+
+// newWorld makes the world team. Every PE's words of slot 0 are zero in a
+// fresh segment, so the bases are zero.
+func newWorld(pe *PE) *Team {
+	return newTeam(pe, worldTeam, 0, 1, pe.npes, pe.rank, false)
+}
+
+// newTeam makes this PE's handle of team id; readBases reads the members'
+// current arrived words, else they are taken as zero.
+func newTeam(pe *PE, id, start, stride, size, rank int, readBases bool) *Team {
+	t := &Team{pe: pe, id: id, start: start, stride: stride, size: size, rank: rank,
+		members: make([]int, size), slots: make([]*teamSlot, size), bases: make([]uint32, size), seen: make([]uint32, size)}
+	for i := range size {
+		p := start + stride*i
+		t.members[i] = p
+		t.slots[i] = pe.teamSlotOf(p, id)
+		if readBases {
+			// Seq-cst load of a word nobody changes now (step 4 of
+			// Split); the parent barrier of step 3 ordered the slot's
+			// last arrivals, on its previous team, before it.
+			t.bases[i] = t.slots[i].arrived.Load()
+		}
+	}
+	members := t.members
+	t.live = func() error { return pe.seg.CheckPeers(members) }
+	return t
+}
+
+// World returns the team of every PE of the job, in PE order.
 func (pe *PE) World() *Team { return pe.world }
+
+// Rank returns this PE's number in the team, 0 to Size()-1; -1 for a nil
+// team (a PE that is not a member).
+func (t *Team) Rank() int {
+	if t == nil {
+		return -1
+	}
+	return t.rank
+}
+
+// Size returns the number of PEs in the team; 0 for a nil team.
+func (t *Team) Size() int {
+	if t == nil {
+		return 0
+	}
+	return t.size
+}
+
+// WorldRank returns the world PE number of the team's rank r, or -1 if r
+// is not a rank of the team (shmem_team_translate_pe to the world team).
+func (t *Team) WorldRank(r int) int {
+	if t == nil || r < 0 || r >= t.size {
+		return -1
+	}
+	return t.start + t.stride*r
+}
+
+// TeamRank returns the rank in the team of world PE p, or -1 if p is not a
+// member.
+func (t *Team) TeamRank(p int) int {
+	if t == nil {
+		return -1
+	}
+	d := p - t.start
+	if t.stride == 0 {
+		if d == 0 {
+			return 0
+		}
+		return -1
+	}
+	if d%t.stride != 0 || d/t.stride < 0 || d/t.stride >= t.size {
+		return -1
+	}
+	return d / t.stride
+}
+
+// enter starts a call on the team: it checks the handle and takes t.mu,
+// which the caller releases.
+func (t *Team) enter(what string) error {
+	if t == nil {
+		return fmt.Errorf("symheap: %s on a nil team: %w (Split returns nil to the PEs that are not members; only members may use the team)", what, ErrBadArg)
+	}
+	if err := t.pe.check(); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	if t.destroyed {
+		t.mu.Unlock()
+		return fmt.Errorf("symheap: %s on team %d after Destroy: %w", what, t.id, ErrBadArg)
+	}
+	return nil
+}
+
+// arrive records this PE's arrival at the team's next synchronisation
+// point. Called with t.mu held.
+func (t *Team) arrive() {
+	if t.size == 1 {
+		return
+	}
+	t.arrivals++
+	s := t.slots[t.rank]
+	// Seq-cst increment after this PE's scratch and data writes; pairs with
+	// the loads of every member waiting in waitAll, which then read them.
+	shmsync.Wake(&s.arrived, &s.sleepers)
+}
+
+// begin starts a collective call and returns its number. Called with t.mu
+// held, by every call that synchronises.
+func (t *Team) begin() uint64 {
+	k := t.calls
+	t.calls++
+	t.curStart = t.arrivals
+	return k
+}
+
+// scratchFree waits until this PE may write its scratch buffer k%2 in call
+// k, that is until every reader of what it last wrote there is done, and
+// records that this call's readers are done once every member has made
+// done arrivals in this call. Called with t.mu held.
+func (t *Team) scratchFree(k uint64, done uint32) error {
+	if t.size == 1 {
+		return nil
+	}
+	b := &t.readDone[k&1]
+	for j := range t.slots {
+		if err := t.waitFor(j, *b); err != nil {
+			return err
+		}
+	}
+	*b = t.curStart + done
+	return nil
+}
+
+// waitAll waits until every member has arrived as often as this PE has.
+// Called with t.mu held.
+func (t *Team) waitAll() error {
+	if t.size == 1 {
+		return nil
+	}
+	for j := range t.slots {
+		if err := t.waitFor(j, t.arrivals); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitFor waits until member j has made a arrivals on the team.
+func (t *Team) waitFor(j int, a uint32) error {
+	if j == t.rank || reached(t.seen[j], a) {
+		return nil
+	}
+	s, base := t.slots[j], t.bases[j]
+	// Seq-cst loads; pair with member j's increment in arrive, after which
+	// its writes are visible here.
+	arrived := func() bool {
+		v := s.arrived.Load() - base
+		if reached(v, a) {
+			t.seen[j] = v
+			return true
+		}
+		return false
+	}
+	if arrived() {
+		return nil
+	}
+	// Spin: a member running on another core arrives within a few cache
+	// line transfers. Then poll between sched_yields, so that a member
+	// that waits for the CPU we hold gets it (on a loaded or oversubscribed
+	// node this keeps a synchronisation in microseconds instead of a futex
+	// round trip). Then sleep (shmsync.WaitWord spins briefly first).
+	for range pollSpins {
+		if arrived() {
+			return nil
+		}
+	}
+	for range pollYields {
+		unix.SchedYield()
+		if arrived() {
+			return nil
+		}
+	}
+	if err := shmsync.WaitWord(&s.arrived, &s.sleepers, t.size, arrived, t.live); err != nil {
+		return fmt.Errorf("symheap: team %d (%d PEs) waiting for rank %d (PE %d): %w", t.id, t.size, j, t.members[j], err)
+	}
+	return nil
+}
+
+// reached reports whether counter v has reached want, modulo 2^32.
+func reached(v, want uint32) bool { return int32(v-want) >= 0 }
+
+// barrier is arrive then waitAll. Called with t.mu held.
+func (t *Team) barrier() error {
+	t.arrive()
+	return t.waitAll()
+}
+
+// Sync waits until every member of the team has called Sync
+// (shmem_team_sync). It orders memory only as a barrier does; it does not
+// complete outstanding non-blocking puts (PE.Barrier and Quiet do).
+func (t *Team) Sync() error {
+	if err := t.enter("Sync"); err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	t.begin()
+	return t.barrier()
+}
+
+// Split makes a new team of the parent's ranks start, start+stride, ...,
+// size of them (shmem_team_split_strided). It is collective over the
+// parent: every member calls it with the same triplet. Members of the new
+// team get their handle, the other PEs of the parent a nil *Team and a nil
+// error. The new team's rank i is the parent's rank start+stride*i; a
+// negative stride makes a team in reverse order; a stride of 0 is allowed
+// for a team of one. A triplet that leaves the parent (or wraps around) is
+// ErrBadArg on every PE; when MaxTeams teams are alive it is
+// ErrOutOfMemory on every PE.
+func (t *Team) Split(start, stride, size int) (*Team, error) {
+	if err := t.enter("Split"); err != nil {
+		return nil, err
+	}
+	defer t.mu.Unlock()
+	if err := t.checkTriplet(start, stride, size); err != nil {
+		return nil, err
+	}
+	pe := t.pe
+	k := t.begin()
+	leader := start // parent rank of the new rank 0
+	newRank := -1
+	if d := t.rank - start; stride == 0 {
+		if d == 0 {
+			newRank = 0
+		}
+	} else if d%stride == 0 && d/stride >= 0 && d/stride < size {
+		newRank = d / stride
+	}
+
+	// Step 2.
+	if t.rank == leader {
+		// Read between the first and the second arrival.
+		if err := t.scratchFree(k, 2); err != nil {
+			return nil, err
+		}
+		id, ok := pe.takeTeamID()
+		rec := bufOf[uint64](t.slots[t.rank], k, 1)
+		rec[0] = noTeam
+		if ok {
+			rec[0] = uint64(id)
+		}
+	}
+	// Step 3.
+	if err := t.barrier(); err != nil {
+		return nil, err
+	}
+	id := bufOf[uint64](t.slots[leader], k, 1)[0]
+	if id == noTeam {
+		return nil, fmt.Errorf("symheap: Split(%d, %d, %d) of a team of %d: %w (all %d team ids are in use; Destroy the teams no longer needed)",
+			start, stride, size, t.size, ErrOutOfMemory, MaxTeams)
+	}
+	// Step 4.
+	var nt *Team
+	if newRank >= 0 {
+		nt = newTeam(pe, int(id), t.start+t.stride*start, t.stride*stride, size, newRank, true)
+		pe.ext.teams.handles.Add(1)
+	}
+	// Step 5.
+	if err := t.barrier(); err != nil {
+		return nil, err
+	}
+	return nt, nil
+}
+
+// checkTriplet validates a Split triplet against the team.
+func (t *Team) checkTriplet(start, stride, size int) error {
+	bad := func(why string) error {
+		return fmt.Errorf("symheap: Split(start %d, stride %d, size %d) of a team of %d PEs: %w (%s)", start, stride, size, t.size, ErrBadArg, why)
+	}
+	switch {
+	case size < 1:
+		return bad("size must be at least 1")
+	case start < 0 || start >= t.size:
+		return bad(fmt.Sprintf("start must be a rank of the parent, 0 to %d", t.size-1))
+	case stride == 0 && size != 1:
+		return bad("stride 0 makes a team of one only")
+	}
+	// The last rank, computed without overflow: |stride|*(size-1) must fit
+	// in the parent.
+	if stride != 0 {
+		span := uint64(size - 1)
+		step := uint64(stride)
+		if stride < 0 {
+			step = uint64(-stride)
+		}
+		hi, lo := bits.Mul64(span, step)
+		room := uint64(t.size - 1 - start)
+		if stride < 0 {
+			room = uint64(start)
+		}
+		if hi != 0 || lo > room {
+			return bad("the last rank start+stride*(size-1) falls outside the parent")
+		}
+	}
+	return nil
+}
+
+// Destroy ends the team (shmem_team_destroy). It is collective over the
+// team; afterwards its id can be reused and the handle is unusable. A nil
+// team (a PE that is not a member) does nothing. The world team cannot be
+// destroyed.
+func (t *Team) Destroy() error {
+	if t == nil {
+		return nil
+	}
+	if err := t.enter("Destroy"); err != nil {
+		return err
+	}
+	defer t.mu.Unlock()
+	if t.id == worldTeam {
+		return fmt.Errorf("symheap: Destroy of the world team: %w (it lives until Close)", ErrBadArg)
+	}
+	t.begin()
+	t.destroyed = true
+	t.pe.ext.teams.handles.Add(-1)
+	if err := t.barrier(); err != nil {
+		return err
+	}
+	if t.rank == 0 {
+		t.pe.freeTeamID(t.id)
+	}
+	return nil
+}
+
+// takeTeamID takes a free team id from the job-wide bitmap.
+func (pe *PE) takeTeamID() (int, bool) {
+	h := pe.teamHeader()
+	for {
+		// Seq-cst load and CAS; pair with other leaders' CAS and with
+		// freeTeamID's And on any PE.
+		u := h.used.Load()
+		free := ^u &^ (1 << worldTeam) & teamIDMask
+		if free == 0 {
+			return 0, false
+		}
+		id := bits.TrailingZeros64(free)
+		if h.used.CompareAndSwap(u, u|1<<id) {
+			return id, true
+		}
+	}
+}
+
+// freeTeamID returns id to the bitmap.
+func (pe *PE) freeTeamID(id int) {
+	// Seq-cst; pairs with takeTeamID's load and CAS on the leader of the
+	// next team to take the id.
+	pe.teamHeader().used.And(^(uint64(1) << id))
+}
+
+// TeamHandles reports how many teams made by Split this PE is a member
+// of and has not destroyed.
+func (pe *PE) TeamHandles() int { return int(pe.ext.teams.handles.Load()) }
+
+// TeamsInUse reports how many team ids are taken in the job, the world
+// team included.
+func (pe *PE) TeamsInUse() int {
+	if pe.check() != nil {
+		return 0
+	}
+	// Seq-cst load; pairs with takeTeamID and freeTeamID on any PE.
+	return 1 + bits.OnesCount64(pe.teamHeader().used.Load())
+}
