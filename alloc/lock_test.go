@@ -73,10 +73,15 @@ func TestLockSleepsAndWakes(t *testing.T) {
 	if err := la.Lock(1, nil); err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan time.Time)
+	got := make(chan time.Time, 1)
+	done := make(chan struct{})
+	// Cleanups run last-in first-out: this one, before the unmapping.
+	t.Cleanup(func() { <-done })
 	go func() {
+		defer close(done)
 		if err := lb.Lock(2, nil); err != nil {
 			t.Error(err)
+			return
 		}
 		got <- time.Now()
 		lb.Unlock(2)

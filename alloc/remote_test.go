@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -31,7 +30,7 @@ import (
 const (
 	remoteEnv     = "SYMHEAP_ALLOC_REMOTE_CHILD" // "path,component,id" in a child
 	remoteKids    = 3
-	remotePerKid  = 2500
+	remotePerKid  = 2000
 	ringSlots     = 256
 	ringBytes     = 64 * 1024
 	heapOff       = alloc.MaxAlign
@@ -163,7 +162,7 @@ func remoteOwner(t *testing.T, c alloc.Component) {
 				failKid(k, err)
 			default:
 			}
-			runtime.Gosched()
+			unix.SchedYield()
 		}
 		*rg.slot(head) = uint64(off)
 		atomic.StoreUint64(rg.head, head+1) // release: publishes the slot to the child
@@ -238,7 +237,7 @@ func remoteChild(t *testing.T, spec string) {
 			if atomic.LoadUint64(rg.stop) != 0 && tail == atomic.LoadUint64(rg.head) {
 				break
 			}
-			runtime.Gosched()
+			unix.SchedYield()
 			continue
 		}
 		off := alloc.Off(*rg.slot(tail))
@@ -249,7 +248,13 @@ func remoteChild(t *testing.T, spec string) {
 		if err := me.Free(off); err != nil {
 			t.Fatalf("free of %#x: %v", off, err)
 		}
-		freed++
+		if freed++; freed%250 == 0 {
+			// The whole heap, checked from this process while the owner
+			// keeps allocating.
+			if err := me.Check(); err != nil {
+				t.Fatalf("after %d frees: %v", freed, err)
+			}
+		}
 	}
 	if freed != remotePerKid {
 		t.Fatalf("freed %d blocks, want %d", freed, remotePerKid)

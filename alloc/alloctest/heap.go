@@ -48,6 +48,13 @@ func formatHeap(t testing.TB, c alloc.Component, mem []byte) *heap {
 	}
 	h := &heap{t: t, c: c, mem: mem, a: a, live: map[alloc.Off]*block{}, fullEvery: 64}
 	h.check("Format")
+	// The last word: the checker once more, before the region goes (the
+	// region's unmapping was registered first, so it runs after this).
+	t.Cleanup(func() {
+		if err := a.Check(); err != nil {
+			t.Errorf("%s: Check at cleanup: %v", c.Name, err)
+		}
+	})
 	return h
 }
 

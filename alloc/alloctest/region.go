@@ -13,16 +13,24 @@ import (
 // unmapped in t.Cleanup: allocators over it must not outlive the test.
 func NewRegion(t testing.TB, size uint64) []byte {
 	t.Helper()
-	m, err := unix.MapAnonAligned(uintptr(pageRound(size)), alloc.MaxAlign, true)
+	mem, err := mapRegion(t, size)
 	if err != nil {
 		t.Fatalf("alloctest: map %d bytes: %v", size, err)
+	}
+	return mem
+}
+
+func mapRegion(t testing.TB, size uint64) ([]byte, error) {
+	m, err := unix.MapAnonAligned(uintptr(pageRound(size)), alloc.MaxAlign, true)
+	if err != nil {
+		return nil, err
 	}
 	t.Cleanup(func() {
 		if err := unix.Unmap(m); err != nil {
 			t.Errorf("alloctest: unmap: %v", err)
 		}
 	})
-	return m.Mem[:size:size]
+	return m.Mem[:size:size], nil
 }
 
 // NewSharedRegion returns two mappings of the same size bytes of shared

@@ -11,7 +11,7 @@ import (
 
 // Stats returns the figures kept in the region header; O(1).
 func (a *Allocator) Stats() alloc.Stats {
-	return a.c.Stats(Overhead(a.c.Size), a.largest())
+	return a.c.Stats(a.end-a.data-a.c.C.InUse, Overhead(a.c.Size), a.largest())
 }
 
 // leaves calls fn for every leaf of the tree (node that is not split) that
@@ -130,7 +130,7 @@ func (a *Allocator) Check() error {
 	if h.nonEmpty>>(a.root+1) != 0 || h.nonEmpty&(1<<MinOrder-1) != 0 {
 		return fmt.Errorf("buddy: non-empty mask %#x has impossible orders", h.nonEmpty)
 	}
-	return a.c.CheckCounters(Name, live, inUse, free, blocks)
+	return a.c.CheckCounters(Name, live, inUse, free, blocks, a.end-a.data-a.c.C.InUse)
 }
 
 func errSmall(size uint64) error {

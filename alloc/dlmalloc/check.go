@@ -38,7 +38,13 @@ func (a *Allocator) largest() uint64 {
 
 // Stats returns the figures kept in the region header; O(1).
 func (a *Allocator) Stats() alloc.Stats {
-	return a.c.Stats(Overhead(a.c.Size), a.largest())
+	return a.c.Stats(a.free(), Overhead(a.c.Size), a.largest())
+}
+
+// free derives the free bytes from the counters: every byte between the
+// first chunk and the sentinel is a size word, in use, or free.
+func (a *Allocator) free() uint64 {
+	return a.end - a.first - a.c.C.InUse - hdrWord*a.c.C.Blocks
 }
 
 // Walk calls fn for every chunk in offset order; off is the chunk's size
@@ -168,7 +174,7 @@ func (a *Allocator) Check() error {
 	if n := a.starts.Count(a.m.Len() / bitsGran); n != live {
 		return fmt.Errorf("dlmalloc: start bitmap has %d bits for %d chunks in use", n, live)
 	}
-	return a.c.CheckCounters(Name, live, inUse, free, blocks)
+	return a.c.CheckCounters(Name, live, inUse, free, blocks, a.free())
 }
 
 func errSmall(size uint64) error {

@@ -74,8 +74,10 @@ import (
 // Name is the registered component name.
 const Name = "dlmalloc"
 
-// Priority is the component's selection priority: second to tlsf in the
-// measurements of alloc/bench_test.go.
+// Priority is the component's selection priority: second to tlsf, which
+// is faster on every workload of alloc/bench_test.go with the same memory
+// use; ahead of buddy, which is faster than dlmalloc but wastes about a
+// fifth of what it hands out.
 const Priority = 20
 
 // MinRegion is the smallest region the component accepts.
@@ -235,7 +237,6 @@ func largeIndex(s uint64) uint {
 // the top if it ends at the sentinel, else goes to its bin.
 func (a *Allocator) link(u, s uint64) {
 	h := a.h
-	a.c.C.Free += s - hdrWord
 	if u+s == a.end {
 		h.top = u
 		return
@@ -280,7 +281,6 @@ func (a *Allocator) link(u, s uint64) {
 // unlink takes free chunk u of size s out of its bin (or the top).
 func (a *Allocator) unlink(u, s uint64) {
 	h := a.h
-	a.c.C.Free -= s - hdrWord
 	if u == h.top {
 		h.top = 0
 		return
@@ -369,7 +369,6 @@ func (a *Allocator) use(u, nb uint64) {
 	*a.sw(u) = s | w&pFree
 	a.starts.Set(u / bitsGran)
 	a.c.C.InUse += s - hdrWord
-	a.c.C.Live++
 }
 
 func chunkSize(n uint64) uint64 {
@@ -382,10 +381,13 @@ func chunkSize(n uint64) uint64 {
 
 // Alloc returns a block of at least size bytes aligned to align.
 func (a *Allocator) Alloc(size, align uint64) (alloc.Off, error) {
-	al, err := alloc.CheckAlign(align)
-	if err != nil {
-		a.c.C.Failed++
-		return 0, err
+	al := uint64(alloc.MinAlign)
+	if align > alloc.MinAlign || align&(align-1) != 0 {
+		var err error
+		if al, err = alloc.CheckAlign(align); err != nil {
+			a.c.C.Failed++
+			return 0, err
+		}
 	}
 	if size > a.maxReq {
 		return 0, a.oom(size, al)
@@ -454,21 +456,30 @@ func (a *Allocator) lookup(op string, off alloc.Off) (uint64, error) {
 
 // Free releases the block at off.
 func (a *Allocator) Free(off alloc.Off) error {
-	w, err := a.lookup("free", off)
-	if err != nil {
-		a.c.C.Failed++
-		return err
-	}
+	// Step 1 inline; lookup repeats it to say what is wrong.
 	u := uint64(off)
+	if u-a.first >= a.end-a.first || u%alloc.MinAlign != 0 || !a.starts.Test(u/bitsGran) {
+		return a.badFree(off)
+	}
+	w := *a.sw(u)
+	if s := w &^ fMask; w&cFree != 0 || s < minChunk || s > a.end-u {
+		return a.badFree(off)
+	}
 	a.starts.Clear(u / bitsGran)
 	a.c.C.InUse -= w&^fMask - hdrWord
-	a.c.C.Live--
 	a.c.C.Frees++
 	a.release(u, w)
 	if region.Verify {
 		region.MustCheck(Name, "Free", a.Check)
 	}
 	return nil
+}
+
+// badFree returns lookup's verdict on an offset Free refused.
+func (a *Allocator) badFree(off alloc.Off) error {
+	_, err := a.lookup("free", off)
+	a.c.C.Failed++
+	return err
 }
 
 // release makes used chunk u (size word w, start bit cleared) free,
@@ -495,7 +506,10 @@ func (a *Allocator) release(u, w uint64) {
 	a.link(u, s)
 }
 
-// Realloc resizes the block at off, in place when it can.
+// Realloc resizes the block at off, in place when it can: shrinking splits
+// the tail off, growing takes the free chunk (or top) that follows if it is
+// big enough. Otherwise it allocates a new chunk (aligned to MinAlign only),
+// copies and frees the old one; on failure the old block is untouched.
 func (a *Allocator) Realloc(off alloc.Off, size uint64) (alloc.Off, error) {
 	w, err := a.lookup("realloc", off)
 	if err != nil {
@@ -525,7 +539,6 @@ func (a *Allocator) Realloc(off alloc.Off, size uint64) (alloc.Off, error) {
 		a.m.Move(uint64(nu), u, s-hdrWord)
 		a.starts.Clear(u / bitsGran)
 		a.c.C.InUse -= s - hdrWord
-		a.c.C.Live--
 		a.c.C.Frees++
 		a.release(u, *a.sw(u))
 		u = uint64(nu)

@@ -31,7 +31,13 @@ func (a *Allocator) largest() uint64 {
 // Stats returns the figures kept in the region header. It costs one scan
 // of the highest non-empty free list (for LargestFree).
 func (a *Allocator) Stats() alloc.Stats {
-	return a.c.Stats(Overhead(a.c.Size), a.largest())
+	return a.c.Stats(a.free(), Overhead(a.c.Size), a.largest())
+}
+
+// free derives the free bytes from the counters: every byte between the
+// first block and the sentinel is a size word, in use, or free.
+func (a *Allocator) free() uint64 {
+	return a.end - a.first - a.c.C.InUse - hdrWord*a.c.C.Blocks
 }
 
 // Walk calls fn for every block in offset order. off is the block's size
@@ -124,7 +130,7 @@ func (a *Allocator) Check() error {
 				if f, s := mapping(w &^ fMask); f != fl || s != sl {
 					return fmt.Errorf("tlsf: block %#x of size %d in class (%d,%d), belongs in (%d,%d)", x, w&^fMask, fl, sl, f, s)
 				}
-				if p := *a.m.U64(x + 8); p != prev {
+				if p := *a.m.U64(x + 8); prev != 0 && p != prev {
 					return fmt.Errorf("tlsf: block %#x: back link %#x, want %#x", x, p, prev)
 				}
 				prev = x
@@ -137,7 +143,7 @@ func (a *Allocator) Check() error {
 	if n := a.starts.Count(a.m.Len() / bitsGran); n != live {
 		return fmt.Errorf("tlsf: start bitmap has %d bits set for %d used blocks", n, live)
 	}
-	return a.c.CheckCounters(Name, live, inUse, free, blocks)
+	return a.c.CheckCounters(Name, live, inUse, free, blocks, a.free())
 }
 
 func errSmall(size uint64) error {

@@ -73,3 +73,13 @@ func Sizeof[T any]() uint64 {
 	var z T
 	return uint64(unsafe.Sizeof(z))
 }
+
+// OffsetOf returns the offset in the region of the word p points to, which
+// must lie in the region (a field of a header obtained with Ptr, say).
+func (m Mem) OffsetOf(p *uint64) uint64 {
+	off := uint64(uintptr(unsafe.Pointer(p)) - uintptr(m.p))
+	if off >= m.n {
+		panic("region: OffsetOf a word outside the region")
+	}
+	return off
+}

@@ -65,17 +65,18 @@ type Header struct {
 	C       Counters
 }
 
-// Counters are the statistics kept in the region. Invariant after every
-// call: Live == Allocs - Frees (a Realloc that moved counts as one of each).
+// Counters are the statistics kept in the region. Live blocks are Allocs -
+// Frees (a Realloc that moved counts as one of each) and free bytes follow
+// from InUse and Blocks, so neither is kept: the hot paths update as few
+// words as they can.
 type Counters struct {
 	InUse    uint64 // usable bytes of live blocks
-	Free     uint64 // bytes available to Alloc (component-defined, see Stats)
-	Live     uint64 // live blocks
 	Allocs   uint64 // successful Alloc, and Realloc that moved
 	Frees    uint64 // successful Free, and Realloc that moved
 	Reallocs uint64 // successful Realloc
 	Failed   uint64 // calls that returned an error
-	Blocks   uint64 // blocks of any kind (component-defined)
+	Blocks   uint64 // blocks of any kind, used and free (component-defined)
+	_        [2]uint64
 }
 
 // Verify, set from the environment variable SYMHEAP_ALLOC_VERIFY (any
@@ -149,31 +150,31 @@ func Open(name string, m Mem, comp, version uint32, min uint64) (*Header, error)
 	return h, nil
 }
 
-// Stats converts the counters to alloc.Stats.
-func (h *Header) Stats(overhead, largest uint64) alloc.Stats {
+// Stats converts the counters to alloc.Stats, given the figures the
+// component derives.
+func (h *Header) Stats(free, overhead, largest uint64) alloc.Stats {
 	c := &h.C
 	return alloc.Stats{
-		Size: h.Size, Overhead: overhead, InUse: c.InUse, Free: c.Free,
-		LargestFree: largest, Live: c.Live, Allocs: c.Allocs, Frees: c.Frees,
+		Size: h.Size, Overhead: overhead, InUse: c.InUse, Free: free,
+		LargestFree: largest, Live: c.Allocs - c.Frees, Allocs: c.Allocs, Frees: c.Frees,
 		Reallocs: c.Reallocs, Failed: c.Failed,
 	}
 }
 
-// CheckCounters verifies the invariants between the counters and the
-// figures a Check walk computed.
-func (h *Header) CheckCounters(name string, live, inUse, free, blocks uint64) error {
+// CheckCounters verifies the counters against the figures a Check walk
+// computed: live blocks, their usable bytes, free bytes (against free, the
+// component's derivation from the counters) and blocks.
+func (h *Header) CheckCounters(name string, live, inUse, walkFree, blocks, free uint64) error {
 	c := &h.C
 	switch {
-	case c.Live != live:
-		return fmt.Errorf("%s: header says %d live blocks, walk found %d", name, c.Live, live)
+	case c.Allocs-c.Frees != live:
+		return fmt.Errorf("%s: header says %d allocs - %d frees, walk found %d live blocks", name, c.Allocs, c.Frees, live)
 	case c.InUse != inUse:
 		return fmt.Errorf("%s: header says %d bytes in use, walk found %d", name, c.InUse, inUse)
-	case c.Free != free:
-		return fmt.Errorf("%s: header says %d bytes free, walk found %d", name, c.Free, free)
 	case c.Blocks != blocks:
 		return fmt.Errorf("%s: header says %d blocks, walk found %d", name, c.Blocks, blocks)
-	case c.Allocs-c.Frees != c.Live:
-		return fmt.Errorf("%s: %d allocs - %d frees != %d live", name, c.Allocs, c.Frees, c.Live)
+	case free != walkFree:
+		return fmt.Errorf("%s: counters give %d bytes free, walk found %d", name, free, walkFree)
 	}
 	return nil
 }
