@@ -16,14 +16,38 @@ type control struct {
 
 	_ [48]byte
 
-	// The records of this PE's latest collective allocations, compared by
-	// every PE at the allocation's barrier (divergence check). Call k
-	// writes record k%2: a PE can run at most one call ahead of the
-	// slowest reader, because every call contains a barrier.
-	allocRec [2]allocRecord
+	// This PE's wake-up channel for point-to-point synchronisation
+	// (wait.go), on a cache line of its own: writers load sig.sleepers
+	// after every Put and atomic, so the line must stay read-mostly.
+	sig signal
+
+	// Global: the number of processes asleep on any PE's signal (PE 0's
+	// block only), so that Quiet looks at every PE's sleepers only when
+	// someone sleeps.
+	sleeping atomic.Uint32
+	_        [124]byte // with the next line: CPUs prefetch lines in 128-byte pairs
+
+	// The records of this PE's latest collective allocation phases,
+	// exchanged and compared by every PE (symalloc.go): phase k writes
+	// slot k%2. Each record has a 128-byte pair of lines to itself, so
+	// that the other PEs' polling of a record (and the adjacent-line
+	// prefetcher) never pulls in a line this PE writes for another
+	// purpose.
+	allocRec [2]allocSlot
 
 	// Counters that symheap stat shows.
 	stats peStats
+}
+
+// signal is a futex word and the count of processes asleep on it. A
+// waiter on this PE's symmetric heap (WaitUntil, or SetLock on PE 0)
+// sleeps on word; any PE that changes this PE's heap through Put or an
+// atomic bumps word and wakes it when sleepers is non-zero (see wait.go
+// for the protocol and its proof).
+type signal struct {
+	word     atomic.Uint32 // futex word; bumped by writers to this heap
+	sleepers atomic.Uint32 // waiters between announcing a sleep and leaving
+	_        [56]byte      // own cache line
 }
 
 // peStats are per-PE counters in shared memory, written by their PE only.
@@ -53,13 +77,22 @@ func cbSize(npes int) uint64 {
 func teamAreaOff() uint64        { return controlSize }
 func msgAreaOff(npes int) uint64 { return controlSize + teamAreaSize(npes) }
 
+// allocSlot is an allocRecord alone in a 128-byte pair of cache lines.
+type allocSlot struct {
+	allocRecord
+	_ [64]byte
+}
+
 // allocRecord describes one collective allocation call on one PE.
+// Its owner writes the fields, then publishes them with the seq store;
+// the other PEs read them once they have seen seq (symalloc.go).
 type allocRecord struct {
-	seq   atomic.Uint64 // call number, from 1
+	seq   atomic.Uint64 // phase number, from 1 (a call has one or two phases)
+	call  atomic.Uint64 // call number, from 1
 	kind  atomic.Uint64 // callMalloc, callFree, ...
 	size  atomic.Uint64 // bytes asked for
-	align atomic.Uint64 // alignment or hints
+	align atomic.Uint64 // alignment | hints<<32
 	in    atomic.Uint64 // offset passed in (Free, Realloc), or noOff
-	out   atomic.Uint64 // resulting offset, or noOff on failure
-	_     [16]byte
+	out   atomic.Uint64 // resulting offset, or noOff on failure (or before the local part)
+	hints atomic.Uint64 // the hints in full (align holds only their low 32 bits)
 }

@@ -1,9 +1,509 @@
 package symheap
 
-// rmaState is the state of one-sided access: outstanding non-blocking puts.
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/symheap/symheap/internal/shmsync"
+	"github.com/symheap/symheap/internal/unix"
+)
+
+// One-sided access (RMA).
+//
+// Every PE maps every partition, so a put is a CPU copy from the caller's
+// memory into the target's copy of a symmetric object, and a get is the
+// reverse; there is no transport, no progress engine and no helper thread.
+// The symmetric side of a transfer is located by its offset in the
+// symmetric heap, and the other PE's copy is that offset in its partition
+// (rmaTarget): correct with or without the same-address mapping.
+//
+// # Completion: Put, NBI, Fence and Quiet
+//
+// A copy is done, as far as this PE goes, when the CPU has executed its
+// stores. Three things remain, and the routines divide them as OpenSHMEM
+// 1.5 does (a blocking put completes locally; quiet completes remotely):
+//
+//   - order among this PE's stores: on amd64 (TSO) other CPUs see them in
+//     program order anyway; on arm64 only a barrier orders them;
+//   - order between this PE's stores and its later loads, which the CPU
+//     may let pass the stores still in its store buffer: only a full fence
+//     (a locked instruction, 9 ns on the development machine) prevents it;
+//   - waking a PE asleep in WaitUntil on the data (wait.go).
+//
+// The routines:
+//
+//  1. Put, IPut: the copy, then the wake-up step: load the target's
+//     sleepers count and, only if it is non-zero, bump its signal word and
+//     FutexWake it. No fence: a waiter that goes to sleep makes every
+//     writer's stores visible to itself with an asymmetric fence
+//     (membarrier, wait.go), so the common path makes no syscall, executes
+//     no locked instruction and writes no shared cache line but the data.
+//     (Where membarrier is not available a put fences instead.) On return
+//     src may be reused, and the data reach the target by themselves
+//     within nanoseconds.
+//  2. PutNBI: the copy only; even the wake-up step waits for the next
+//     completion point. A sleeper still re-reads its condition every
+//     shmsync.SleepSlice, so an NBI put that is never quieted is seen.
+//  3. Get, IGet, GetNBI: the copy; dst holds the data on return. GetNBI is
+//     therefore complete at once, which OpenSHMEM allows.
+//  4. Quiet: completes every put, NBI put, atomic and Ptr store this PE
+//     made: they are visible to every PE, ordered before this PE's later
+//     stores and before its later loads made through the API, and PEs
+//     waiting for them are woken (the wake-up step for every PE with
+//     sleepers). Barrier and ClearLock begin with it; every collective
+//     allocation completes puts the same way.
+//  5. Fence: the same as Quiet. OpenSHMEM's fence only orders puts to
+//     each PE; with stores into one coherent memory, the cheapest ordering
+//     is completion itself.
+//
+// # Quiet's fence, owed to the next load
+//
+// On amd64 the first two points cost Quiet nothing but the store-to-load
+// order, and that order matters only to a load that comes after the Quiet.
+// So Quiet does not fence there: it records that a fence is owed
+// (rmaState.owed), and the next operation of this PE that loads shared
+// memory — Get, IGet, GetNBI, AtomicFetch, WaitUntil, Test — pays it
+// first (the other atomics, Barrier and the allocation calls are full
+// fences themselves). A put-heavy loop of Put and Quiet thus runs without
+// a single locked instruction, as Open MPI's shmem_quiet over UCX does on
+// x86 (UCX's CPU fences are compiler fences there), while a program that
+// puts, quiets and then reads through the API still reads after its puts
+// are visible everywhere, as OpenSHMEM requires (Dekker-style exchanges
+// included). The one thing left to the program: a plain load through a
+// slice (a local symmetric variable, a Ptr view) right after Quiet may
+// still pass the Quiet's puts on amd64; an algorithm that needs that
+// order reads with Test or AtomicFetch instead. Where this process could
+// not register for membarrier, and on every other architecture, Quiet
+// executes the fence itself.
+//
+// Atomics (atomic.go) are single sync/atomic operations on the target's
+// word, themselves full fences, followed by the wake-up step.
+//
+// # Arguments
+//
+// Put and Get copy len(src) elements. The symmetric side (dst of a put,
+// src of a get) must lie wholly in the symmetric heap (ErrNotSymmetric);
+// it may be this PE's copy, as Malloc returned it, or any PE's (from Ptr).
+// A destination shorter than src is ErrBadArg, a PE out of range ErrBadPE,
+// an element type holding Go pointers ErrPointerType. Zero elements do
+// nothing, after the PE and type checks. Strides of IPut and IGet count
+// elements and must be at least 1. Put and Get test the common case (a
+// basic element type, a transfer within this PE's own heap) in a few
+// compares and leave the rest, and every error message, to a slow path
+// (putSlow, getSlow) that repeats the checks in the order above.
+
+// rmaState is the state of one-sided access kept in this process.
 type rmaState struct {
-	seq uint64 // collective allocation calls made (pe.mu)
+	seq  uint64       // collective allocation phases made (pe.mu; symalloc.go)
+	call uint64       // collective allocation calls made (pe.mu)
+	mine [2]recValues // this PE's records of the last two phases (pe.mu)
+
+	// mb says whether this process is registered for asymmetric fences
+	// (membarrier): mbReady, puts need no fence; mbNone, they fence.
+	mb   atomic.Int32
+	mbMu sync.Mutex // serialises the registration
+
+	// owed: a Quiet has skipped its full fence, which the next loading
+	// operation of this PE must execute first (see "Quiet's fence" above).
+	// Process-local: only this PE's own loads need the fence.
+	owed atomic.Bool
 }
 
-// quietAll completes every outstanding put of this PE.
-func (pe *PE) quietAll() {}
+// lazyQuiet is whether Quiet may defer its fence (amd64's TSO keeps
+// stores in order without it; see above).
+const lazyQuiet = runtime.GOARCH == "amd64"
+
+// States of rmaState.mb.
+const (
+	mbUnknown = 0
+	mbReady   = 1
+	mbNone    = 2
+)
+
+// Operation names, for errors.
+const (
+	opPut    = "Put"
+	opGet    = "Get"
+	opPutNBI = "PutNBI"
+	opGetNBI = "GetNBI"
+	opIPut   = "IPut"
+	opIGet   = "IGet"
+)
+
+// Put copies src into PE target's copy of the symmetric object dst. On
+// return src may be reused; the data are visible to every PE at the next
+// Quiet at the latest (in practice at once), and a PE waiting for them in
+// WaitUntil has been woken.
+func Put[T any](pe *PE, dst, src []T, target int) error {
+	if !basic[T]() || pe == nil || pe.closed.Load() || len(src) == 0 || len(dst) < len(src) || uint(target) >= uint(pe.npes) {
+		return putSlow(pe, opPut, dst, src, target)
+	}
+	p, _ := sliceData(dst)
+	off, ok := pe.ownOff(p, uint64(len(src))*sizeOf[T]())
+	if !ok {
+		return putSlow(pe, opPut, dst, src, target)
+	}
+	sp, n := sliceData(src)
+	copyBytes(pe.peerAddr(target, off), sp, n)
+	// putDone, inlined by hand: this is the hot path.
+	bump(&pe.ctl[pe.rank].stats.puts)
+	if pe.ext.rma.mb.Load() != mbReady {
+		pe.putFence()
+	}
+	// Seq-cst load; pairs with a waiter's sleepers increment followed by
+	// its asymmetric fence (wait.go).
+	if s := &pe.ctl[target].sig; s.sleepers.Load() != 0 {
+		s.wake()
+	}
+	return nil
+}
+
+// PutNBI is Put without the wake-up of waiters on target, which happens
+// at this PE's next Quiet, Fence, Barrier or ClearLock.
+func PutNBI[T any](pe *PE, dst, src []T, target int) error {
+	if !basic[T]() || pe == nil || pe.closed.Load() || len(src) == 0 || len(dst) < len(src) || uint(target) >= uint(pe.npes) {
+		return putSlow(pe, opPutNBI, dst, src, target)
+	}
+	p, _ := sliceData(dst)
+	off, ok := pe.ownOff(p, uint64(len(src))*sizeOf[T]())
+	if !ok {
+		return putSlow(pe, opPutNBI, dst, src, target)
+	}
+	sp, n := sliceData(src)
+	copyBytes(pe.peerAddr(target, off), sp, n)
+	bump(&pe.ctl[pe.rank].stats.puts)
+	return nil
+}
+
+// Get copies PE source's copy of the symmetric object src into dst.
+func Get[T any](pe *PE, dst, src []T, source int) error {
+	if !basic[T]() || pe == nil || pe.closed.Load() || len(src) == 0 || len(dst) < len(src) || uint(source) >= uint(pe.npes) {
+		return getSlow(pe, opGet, dst, src, source)
+	}
+	p, _ := sliceData(src)
+	off, ok := pe.ownOff(p, uint64(len(src))*sizeOf[T]())
+	if !ok {
+		return getSlow(pe, opGet, dst, src, source)
+	}
+	pe.payFence()
+	d, _ := sliceData(dst)
+	copyBytes(d, pe.peerAddr(source, off), uint64(len(src))*sizeOf[T]())
+	bump(&pe.ctl[pe.rank].stats.gets)
+	return nil
+}
+
+// GetNBI is Get; the copy is made at once, so it is complete on return.
+func GetNBI[T any](pe *PE, dst, src []T, source int) error {
+	if !basic[T]() || pe == nil || pe.closed.Load() || len(src) == 0 || len(dst) < len(src) || uint(source) >= uint(pe.npes) {
+		return getSlow(pe, opGetNBI, dst, src, source)
+	}
+	p, _ := sliceData(src)
+	off, ok := pe.ownOff(p, uint64(len(src))*sizeOf[T]())
+	if !ok {
+		return getSlow(pe, opGetNBI, dst, src, source)
+	}
+	pe.payFence()
+	d, _ := sliceData(dst)
+	copyBytes(d, pe.peerAddr(source, off), uint64(len(src))*sizeOf[T]())
+	bump(&pe.ctl[pe.rank].stats.gets)
+	return nil
+}
+
+// IPut copies n elements, src[i*srcStride] to dst[i*dstStride] in PE
+// target's copy of the symmetric object dst. Strides count elements and
+// are at least 1.
+func IPut[T any](pe *PE, dst, src []T, dstStride, srcStride, n, target int) error {
+	r, err := stridedTarget(pe, opIPut, "dst", dst, src, dstStride, srcStride, n, target)
+	if err != nil || n == 0 {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		r[i*dstStride] = src[i*srcStride]
+	}
+	pe.putDone(target)
+	return nil
+}
+
+// IGet copies n elements, PE source's src[i*srcStride] to dst[i*dstStride],
+// where src is a symmetric object. Strides count elements and are at
+// least 1.
+func IGet[T any](pe *PE, dst, src []T, dstStride, srcStride, n, source int) error {
+	r, err := stridedTarget(pe, opIGet, "src", src, dst, srcStride, dstStride, n, source)
+	if err != nil || n == 0 {
+		return err
+	}
+	pe.payFence()
+	for i := 0; i < n; i++ {
+		dst[i*dstStride] = r[i*srcStride]
+	}
+	bump(&pe.ctl[pe.rank].stats.gets)
+	return nil
+}
+
+// Quiet completes every put, NBI put, atomic and store through a Ptr slice
+// that this PE has made: they are visible to every PE, ordered before this
+// PE's later stores and API loads, and PEs waiting on them are woken (see
+// the package's notes on completion in rma.go).
+func (pe *PE) Quiet() {
+	if pe == nil || pe.closed.Load() {
+		return
+	}
+	// quietAll, inlined by hand: this is the hot path.
+	if st := &pe.ext.rma; !lazyQuiet || st.mb.Load() != mbReady {
+		pe.putFence()
+	} else if !st.owed.Load() {
+		st.owed.Store(true)
+	}
+	// Seq-cst load; pairs with a waiter's increment of the job's count
+	// followed by its asymmetric fence (wait.go).
+	if pe.ctl[0].sleeping.Load() != 0 {
+		pe.wakeAll()
+	}
+}
+
+// Fence orders this PE's puts to each target: with puts made by stores
+// into one coherent memory it is the same as Quiet.
+func (pe *PE) Fence() {
+	if pe != nil && !pe.closed.Load() {
+		pe.quietAll()
+	}
+}
+
+// quietAll is Quiet without the closed check, for Barrier and Close.
+func (pe *PE) quietAll() {
+	st := &pe.ext.rma
+	switch {
+	case !lazyQuiet || st.mb.Load() != mbReady:
+		// Orders every store before it (puts, Ptr stores) before every
+		// access after it, the sleepers loads below included; pairs
+		// with a waiter's sleepers increment followed by its condition
+		// load (wait.go).
+		pe.putFence()
+	case !st.owed.Load():
+		// The fence is owed to the next load (payFence). The store is
+		// itself a locked instruction, made only when the debt is new:
+		// a loop of puts and Quiets pays it once. The sleepers loads
+		// below need no fence: waiters fence for them (wait.go).
+		st.owed.Store(true)
+	}
+	// Seq-cst load; pairs with a waiter's increment of the job's count.
+	if pe.ctl[0].sleeping.Load() != 0 {
+		pe.wakeAll()
+	}
+}
+
+// wakeAll takes the wake-up step for every PE.
+func (pe *PE) wakeAll() {
+	for _, c := range pe.ctl {
+		// As wake. Seq-cst load; pairs with a waiter's sleepers increment
+		// (wait.go).
+		if c.sig.sleepers.Load() != 0 {
+			c.sig.wake()
+		}
+	}
+}
+
+// payFence executes the full fence a Quiet owes, before an operation that
+// loads shared memory; see "Quiet's fence" above.
+func (pe *PE) payFence() {
+	if st := &pe.ext.rma; st.owed.Load() {
+		st.owed.Store(false) // a locked instruction: the full fence
+	}
+}
+
+// putDone finishes a blocking put to target: the wake-up step.
+func (pe *PE) putDone(target int) {
+	bump(&pe.ctl[pe.rank].stats.puts)
+	if pe.ext.rma.mb.Load() != mbReady {
+		pe.putFence()
+	}
+	// As wake, inlined by hand. Seq-cst load; pairs with a waiter's
+	// sleepers increment (wait.go).
+	if s := &pe.ctl[target].sig; s.sleepers.Load() != 0 {
+		s.wake()
+	}
+}
+
+// putFence is putDone's fence where there is no asymmetric one (or not
+// yet: the first put registers): a full fence must order the data stores
+// before the sleepers load in wake, as in Quiet.
+func (pe *PE) putFence() {
+	pe.membarrierReady()
+	fullFence()
+}
+
+// wake wakes the PEs asleep on target's signal word, if any. The caller
+// has made its stores, and either fenced or is covered by the waiters'
+// asymmetric fence (wait.go).
+func (pe *PE) wake(target int) {
+	// Seq-cst load; pairs with a waiter's increment before its
+	// asymmetric fence and condition check (wait.go). Zero: no waiter can
+	// be asleep on a state older than our stores.
+	if s := &pe.ctl[target].sig; s.sleepers.Load() != 0 {
+		s.wake()
+	}
+}
+
+// wake bumps the signal word and wakes its sleepers.
+func (s *signal) wake() { shmsync.Wake(&s.word, &s.sleepers) }
+
+// membarrierReady registers this process for asymmetric fences once, and
+// reports whether it is registered. Registration must come before the
+// first put that skips the fence; putDone fences until it has.
+func (pe *PE) membarrierReady() bool {
+	st := &pe.ext.rma
+	switch st.mb.Load() {
+	case mbReady:
+		return true
+	case mbNone:
+		return false
+	}
+	st.mbMu.Lock()
+	defer st.mbMu.Unlock()
+	if st.mb.Load() == mbUnknown {
+		if unix.MembarrierRegister() == nil {
+			st.mb.Store(mbReady)
+		} else {
+			st.mb.Store(mbNone)
+		}
+	}
+	return st.mb.Load() == mbReady
+}
+
+// rmaCheck makes the checks every transfer makes before looking at its
+// buffers: the PE is open, the element type is plain data, the peer
+// exists.
+func rmaCheck[T any](pe *PE, op string, target int) error {
+	if pe == nil || pe.closed.Load() {
+		return pe.check()
+	}
+	if err := plainData[T](); err != nil {
+		return fmt.Errorf("symheap: %s: %w", op, err)
+	}
+	if target < 0 || target >= pe.npes {
+		return fmt.Errorf("symheap: %s: %w", op, pe.checkPE(target))
+	}
+	return nil
+}
+
+// putSlow is the slow path of Put and PutNBI: element types other than
+// the basic ones, zero-length transfers, and every error. It repeats the
+// checks in order, returns the first that fails, and otherwise makes the
+// transfer.
+func putSlow[T any](pe *PE, op string, dst, src []T, target int) error {
+	if err := rmaCheck[T](pe, op, target); err != nil {
+		return err
+	}
+	if len(dst) < len(src) {
+		return fmt.Errorf("symheap: %s of %d elements into a dst of %d: %w (dst must hold len(src) elements)", op, len(src), len(dst), ErrBadArg)
+	}
+	if len(src) == 0 {
+		return nil
+	}
+	p, _ := sliceData(dst)
+	n := uint64(len(src)) * sizeOf[T]()
+	r, ok := pe.rmaTarget(p, n, target)
+	if !ok {
+		return pe.notSymmetric(op, "dst", p, n)
+	}
+	copy(sliceAt[T](r, len(src)), src)
+	if op == opPutNBI {
+		bump(&pe.ctl[pe.rank].stats.puts)
+	} else {
+		pe.putDone(target)
+	}
+	return nil
+}
+
+// getSlow is the slow path of Get and GetNBI (see putSlow).
+func getSlow[T any](pe *PE, op string, dst, src []T, source int) error {
+	if err := rmaCheck[T](pe, op, source); err != nil {
+		return err
+	}
+	if len(dst) < len(src) {
+		return fmt.Errorf("symheap: %s of %d elements into a dst of %d: %w (dst must hold len(src) elements)", op, len(src), len(dst), ErrBadArg)
+	}
+	if len(src) == 0 {
+		return nil
+	}
+	p, _ := sliceData(src)
+	n := uint64(len(src)) * sizeOf[T]()
+	r, ok := pe.rmaTarget(p, n, source)
+	if !ok {
+		return pe.notSymmetric(op, "src", p, n)
+	}
+	pe.payFence()
+	copy(dst, sliceAt[T](r, len(src)))
+	bump(&pe.ctl[pe.rank].stats.gets)
+	return nil
+}
+
+// stridedTarget checks an IPut or IGet and returns the target's copy of
+// the span of the symmetric side sym that the transfer touches.
+func stridedTarget[T any](pe *PE, op, what string, sym, local []T, symStride, localStride, n, target int) ([]T, error) {
+	if err := rmaCheck[T](pe, op, target); err != nil {
+		return nil, err
+	}
+	if err := strided(op, what, len(sym), len(local), symStride, localStride, n); err != nil || n == 0 {
+		return nil, err
+	}
+	span := (n-1)*symStride + 1
+	p, _ := sliceData(sym)
+	r, ok := pe.rmaTarget(p, uint64(span)*sizeOf[T](), target)
+	if !ok {
+		return nil, pe.notSymmetric(op, what, p, uint64(span)*sizeOf[T]())
+	}
+	return sliceAt[T](r, span), nil
+}
+
+// strided checks the counts and strides of IPut and IGet.
+func strided(op, what string, symLen, localLen, symStride, localStride, n int) error {
+	other := "src"
+	if what == "src" {
+		other = "dst"
+	}
+	switch {
+	case n < 0:
+		return fmt.Errorf("symheap: %s of %d elements: %w (must be >= 0)", op, n, ErrBadArg)
+	case symStride < 1 || localStride < 1:
+		return fmt.Errorf("symheap: %s with strides %s %d, %s %d: %w (strides count elements and must be >= 1)", op, what, symStride, other, localStride, ErrBadArg)
+	case n == 0:
+		return nil
+	case symLen == 0 || n-1 > (symLen-1)/symStride:
+		return fmt.Errorf("symheap: %s of %d elements at stride %d needs a %s of %d elements, have %d: %w", op, n, symStride, what, (n-1)*symStride+1, symLen, ErrBadArg)
+	case localLen == 0 || n-1 > (localLen-1)/localStride:
+		return fmt.Errorf("symheap: %s of %d elements at stride %d needs a %s of %d elements, have %d: %w", op, n, localStride, other, (n-1)*localStride+1, localLen, ErrBadArg)
+	}
+	return nil
+}
+
+// basic reports whether T is one of the basic plain-data types, which
+// the fast paths of Put and Get take without further checks: converting a
+// nil *T to an interface costs no allocation, the type switch a few
+// compares, and no call (so the caller keeps its arguments in registers).
+func basic[T any]() bool {
+	if alignOf[T]() < ptrSize {
+		// No room for a pointer (pointers are aligned to their size):
+		// decided at compile time for each instantiation.
+		return true
+	}
+	switch any((*T)(nil)).(type) {
+	case *int8, *int16, *int32, *int64, *int, *uint8, *uint16, *uint32, *uint64, *uint, *uintptr,
+		*float32, *float64, *complex64, *complex128, *bool:
+		return true
+	}
+	return false
+}
+
+// ptrSize is the size and alignment of a pointer.
+const ptrSize = 4 << (^uintptr(0) >> 63)
+
+// plainData is checkPointerFree with a fast path for the basic types.
+func plainData[T any]() error {
+	if basic[T]() {
+		return nil
+	}
+	return checkPointerFree[T]()
+}

@@ -1,0 +1,205 @@
+package symheap
+
+// Atomic memory operations (AMOs) on symmetric integers.
+//
+// An AMO on PE target is one sync/atomic operation on target's copy of the
+// variable, made by the calling PE's CPU: the memory is coherent across
+// processes, so there is no need for the target's participation, and an
+// AMO on the calling PE itself is the same operation on its own copy.
+// Every AMO is sequentially consistent with every other AMO, wherever it
+// runs. Every AMO that modifies the variable then takes the wake-up step
+// of a put (rma.go): a PE asleep in WaitUntil on the variable learns of
+// the change at once.
+//
+// The variable must be a symmetric int32, int64, uint32 or uint64 (or a
+// type defined on one) aligned to its size: ErrNotSymmetric, ErrBadAlign
+// and ErrBadPE otherwise. The checks and the operation allocate nothing.
+
+// Integer is the set of types the atomics, WaitUntil and Test work on.
+type Integer interface {
+	~int32 | ~int64 | ~uint32 | ~uint64
+}
+
+// Operation names, for errors.
+const (
+	opFetch    = "AtomicFetch"
+	opSet      = "AtomicSet"
+	opSwap     = "AtomicSwap"
+	opCSwap    = "AtomicCompareSwap"
+	opFetchAdd = "AtomicFetchAdd"
+	opAdd      = "AtomicAdd"
+	opFetchAnd = "AtomicFetchAnd"
+	opFetchOr  = "AtomicFetchOr"
+	opFetchXor = "AtomicFetchXor"
+	opAnd      = "AtomicAnd"
+	opOr       = "AtomicOr"
+	opXor      = "AtomicXor"
+)
+
+// amo validates an atomic on *p at target and returns target's copy.
+func amo[T Integer](pe *PE, p *T, target int, op string) (*T, error) {
+	if pe == nil || pe.closed.Load() {
+		return nil, pe.check()
+	}
+	return remoteWord(pe, p, target, op)
+}
+
+// amoDone finishes a modifying AMO on target: it counts it and wakes
+// target's sleepers. The AMO itself was the full fence the wake-up
+// protocol needs.
+func (pe *PE) amoDone(target int) {
+	bump(&pe.ctl[pe.rank].stats.atomics)
+	pe.wake(target)
+}
+
+// AtomicFetch returns PE target's value of the symmetric variable *p.
+func AtomicFetch[T Integer](pe *PE, p *T, target int) (T, error) {
+	w, err := amo(pe, p, target, opFetch)
+	if err != nil {
+		return 0, err
+	}
+	pe.payFence()
+	v := atomicLoad(w)
+	bump(&pe.ctl[pe.rank].stats.atomics)
+	return v, nil
+}
+
+// AtomicSet stores v into PE target's copy of *p.
+func AtomicSet[T Integer](pe *PE, p *T, v T, target int) error {
+	w, err := amo(pe, p, target, opSet)
+	if err != nil {
+		return err
+	}
+	atomicStore(w, v)
+	pe.amoDone(target)
+	return nil
+}
+
+// AtomicSwap stores v into PE target's copy of *p and returns the value it
+// replaced.
+func AtomicSwap[T Integer](pe *PE, p *T, v T, target int) (T, error) {
+	w, err := amo(pe, p, target, opSwap)
+	if err != nil {
+		return 0, err
+	}
+	old := atomicSwap(w, v)
+	pe.amoDone(target)
+	return old, nil
+}
+
+// AtomicCompareSwap stores new into PE target's copy of *p if it holds old,
+// and returns the value it held (equal to old when the swap happened).
+func AtomicCompareSwap[T Integer](pe *PE, p *T, old, new T, target int) (T, error) {
+	w, err := amo(pe, p, target, opCSwap)
+	if err != nil {
+		return 0, err
+	}
+	prev := atomicCAS(w, old, new)
+	if prev == old {
+		pe.amoDone(target)
+	}
+	return prev, nil
+}
+
+// AtomicFetchAdd adds v to PE target's copy of *p and returns the previous
+// value. Addition wraps, as Go's does.
+func AtomicFetchAdd[T Integer](pe *PE, p *T, v T, target int) (T, error) {
+	w, err := amo(pe, p, target, opFetchAdd)
+	if err != nil {
+		return 0, err
+	}
+	old := atomicFetchAdd(w, v)
+	pe.amoDone(target)
+	return old, nil
+}
+
+// AtomicAdd adds v to PE target's copy of *p.
+func AtomicAdd[T Integer](pe *PE, p *T, v T, target int) error {
+	w, err := amo(pe, p, target, opAdd)
+	if err != nil {
+		return err
+	}
+	atomicFetchAdd(w, v)
+	pe.amoDone(target)
+	return nil
+}
+
+// AtomicInc adds 1 to PE target's copy of *p.
+func AtomicInc[T Integer](pe *PE, p *T, target int) error {
+	return AtomicAdd(pe, p, 1, target)
+}
+
+// AtomicFetchInc adds 1 to PE target's copy of *p and returns the
+// previous value.
+func AtomicFetchInc[T Integer](pe *PE, p *T, target int) (T, error) {
+	return AtomicFetchAdd(pe, p, 1, target)
+}
+
+// AtomicFetchAnd stores the bitwise AND of PE target's copy of *p and v,
+// and returns the previous value.
+func AtomicFetchAnd[T Integer](pe *PE, p *T, v T, target int) (T, error) {
+	w, err := amo(pe, p, target, opFetchAnd)
+	if err != nil {
+		return 0, err
+	}
+	old := atomicFetchAnd(w, v)
+	pe.amoDone(target)
+	return old, nil
+}
+
+// AtomicFetchOr stores the bitwise OR of PE target's copy of *p and v, and
+// returns the previous value.
+func AtomicFetchOr[T Integer](pe *PE, p *T, v T, target int) (T, error) {
+	w, err := amo(pe, p, target, opFetchOr)
+	if err != nil {
+		return 0, err
+	}
+	old := atomicFetchOr(w, v)
+	pe.amoDone(target)
+	return old, nil
+}
+
+// AtomicFetchXor stores the bitwise XOR of PE target's copy of *p and v,
+// and returns the previous value.
+func AtomicFetchXor[T Integer](pe *PE, p *T, v T, target int) (T, error) {
+	w, err := amo(pe, p, target, opFetchXor)
+	if err != nil {
+		return 0, err
+	}
+	old := atomicFetchXor(w, v)
+	pe.amoDone(target)
+	return old, nil
+}
+
+// AtomicAnd is AtomicFetchAnd without the result.
+func AtomicAnd[T Integer](pe *PE, p *T, v T, target int) error {
+	w, err := amo(pe, p, target, opAnd)
+	if err != nil {
+		return err
+	}
+	atomicFetchAnd(w, v)
+	pe.amoDone(target)
+	return nil
+}
+
+// AtomicOr is AtomicFetchOr without the result.
+func AtomicOr[T Integer](pe *PE, p *T, v T, target int) error {
+	w, err := amo(pe, p, target, opOr)
+	if err != nil {
+		return err
+	}
+	atomicFetchOr(w, v)
+	pe.amoDone(target)
+	return nil
+}
+
+// AtomicXor is AtomicFetchXor without the result.
+func AtomicXor[T Integer](pe *PE, p *T, v T, target int) error {
+	w, err := amo(pe, p, target, opXor)
+	if err != nil {
+		return err
+	}
+	atomicFetchXor(w, v)
+	pe.amoDone(target)
+	return nil
+}

@@ -1,0 +1,152 @@
+package symheap
+
+import "fmt"
+
+// Distributed locks: SetLock, ClearLock and TestLock on a symmetric int64.
+//
+// As in OpenSHMEM implementations, a lock's state lives on one PE: PE 0's
+// copy of the symmetric int64 (the other copies are never touched). It is
+// a ticket lock, so PEs acquire it in the order they asked for it and
+// none starves however contended it is. The 64-bit word packs:
+//
+//	bits 48-63  next     the next ticket to hand out (mod 2^16)
+//	bits 32-47  holder   1 + the rank of the PE holding the lock; 0: none
+//	bits 16-31  zero
+//	bits  0-15  serving  the ticket whose owner may hold the lock
+//
+// The zero word is the unlocked lock with no history, as OpenSHMEM
+// requires, and a lock that nobody holds or waits for always returns to
+// zero. 16 bits suffice for tickets: at most one per PE is outstanding, and
+// a job has far fewer than 2^16 PEs (segment.MaxPEs).
+//
+//   - SetLock takes a ticket with one fetch-add of 1<<48 (a carry out of
+//     bit 63 is discarded: next wraps by itself), waits until serving
+//     equals it, then records itself as holder with an add of its tag into
+//     the holder field, which is zero then.
+//   - TestLock takes the lock only if it is free (next == serving): one
+//     compare-and-swap that takes a ticket and records the holder at once.
+//   - ClearLock completes this PE's puts (Quiet), then with a
+//     compare-and-swap clears the holder and advances serving; when no
+//     ticket is outstanding any more it stores zero instead. Then it wakes
+//     PE 0's sleepers.
+//
+// Waiting PEs sleep on PE 0's signal word (wait.go), which every ClearLock
+// wakes. On every sleep slice a waiter checks that the holder, and every
+// other PE, is alive: a PE that dies holding the lock, or dies with a
+// ticket before its turn, turns every waiter's SetLock into ErrPeerLost
+// instead of a hang.
+//
+// SetLock by the PE that already holds the lock, and ClearLock by one that
+// does not, return ErrBadArg (OpenSHMEM leaves both undefined; here the
+// first would deadlock). A lock belongs to a PE, not to a goroutine.
+
+const (
+	lockNextShift   = 48
+	lockHolderShift = 32
+	lockField       = 0xffff
+)
+
+func lockNext(w uint64) uint64    { return w >> lockNextShift }
+func lockHolder(w uint64) int     { return int(w>>lockHolderShift&lockField) - 1 }
+func lockServing(w uint64) uint64 { return w & lockField }
+
+// lockWord validates l and returns PE 0's copy of it, where the state lives.
+func (pe *PE) lockWord(l *int64, op string) (*int64, error) {
+	if err := pe.check(); err != nil {
+		return nil, err
+	}
+	return remoteWord(pe, l, 0, op)
+}
+
+// SetLock acquires the distributed lock l (a symmetric int64, zero when
+// first used), waiting for the PEs that asked for it earlier.
+func (pe *PE) SetLock(l *int64) error {
+	w, err := pe.lockWord(l, "SetLock")
+	if err != nil {
+		return err
+	}
+	tag := uint64(pe.rank + 1)
+	// Seq-cst load; only this PE writes its own tag into holder.
+	if cur := uint64(atomicLoad(w)); lockHolder(cur) == pe.rank {
+		return fmt.Errorf("symheap: SetLock at %p: PE %d already holds the lock: %w (call ClearLock first)", l, pe.rank, ErrBadArg)
+	}
+	// Take a ticket. Seq-cst RMW on PE 0's word; pairs with other
+	// SetLocks, TestLocks and ClearLocks on the same word.
+	old := uint64(atomicFetchAdd(w, int64(1)<<lockNextShift))
+	ticket := lockNext(old)
+	if lockServing(old) != ticket {
+		err := pe.waitSignal(0,
+			// Seq-cst load; pairs with the ClearLock that serves us.
+			func() bool { return lockServing(uint64(atomicLoad(w))) == ticket },
+			func() error { return pe.lockLiveness(w) })
+		if err != nil {
+			return fmt.Errorf("symheap: SetLock at %p on PE %d (ticket %d): %w", l, pe.rank, ticket, err)
+		}
+	}
+	// Our turn: holder is zero (ClearLock cleared it); only we write it
+	// now. Seq-cst RMW; pairs with waiters' liveness checks.
+	atomicFetchAdd(w, int64(tag<<lockHolderShift))
+	return nil
+}
+
+// lockLiveness is SetLock's check between sleep slices.
+func (pe *PE) lockLiveness(w *int64) error {
+	// Seq-cst load; pairs with the holder's tag add.
+	if h := lockHolder(uint64(atomicLoad(w))); h >= 0 && h < pe.npes && !pe.seg.Alive(h) {
+		return fmt.Errorf("the lock's holder, PE %d (pid %d), is gone: %w", h, pe.seg.Pid(h), ErrPeerLost)
+	}
+	return pe.peerLost()
+}
+
+// TestLock acquires the lock l if no PE holds it or waits for it, and
+// reports whether it did; it never waits.
+func (pe *PE) TestLock(l *int64) (acquired bool, err error) {
+	w, err := pe.lockWord(l, "TestLock")
+	if err != nil {
+		return false, err
+	}
+	tag := uint64(pe.rank + 1)
+	for {
+		old := uint64(atomicLoad(w)) // seq-cst load
+		if lockNext(old) != lockServing(old) {
+			return false, nil // held, or tickets outstanding
+		}
+		// Free: take ticket next (== serving) and record us as holder.
+		// Seq-cst CAS; pairs with SetLock's fetch-add and ClearLock.
+		nw := old + 1<<lockNextShift | tag<<lockHolderShift
+		if uint64(atomicCAS(w, int64(old), int64(nw))) == old {
+			return true, nil
+		}
+	}
+}
+
+// ClearLock releases the lock l, which this PE holds. It first completes
+// this PE's puts, so the next holder sees every store made under the lock.
+func (pe *PE) ClearLock(l *int64) error {
+	w, err := pe.lockWord(l, "ClearLock")
+	if err != nil {
+		return err
+	}
+	pe.quietAll()
+	for {
+		old := uint64(atomicLoad(w)) // seq-cst load
+		if h := lockHolder(old); h != pe.rank {
+			who := "no PE holds it"
+			if h >= 0 {
+				who = fmt.Sprintf("PE %d holds it", h)
+			}
+			return fmt.Errorf("symheap: ClearLock at %p by PE %d: %s: %w (only the holder may clear a lock)", l, pe.rank, who, ErrBadArg)
+		}
+		serving := (lockServing(old) + 1) & lockField
+		var nw uint64 // no ticket outstanding: back to the zero lock
+		if serving != lockNext(old) {
+			nw = lockNext(old)<<lockNextShift | serving
+		}
+		// Seq-cst CAS; a failure means a SetLock took a ticket meanwhile.
+		if uint64(atomicCAS(w, int64(old), int64(nw))) == old {
+			break
+		}
+	}
+	pe.amoDone(0)
+	return nil
+}

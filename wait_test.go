@@ -1,0 +1,280 @@
+package symheap
+
+import (
+	"os"
+	"sort"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/symheap/symheap/internal/petest"
+	"github.com/symheap/symheap/internal/shmsync"
+)
+
+// checkWaitRing passes a token around the ring of PEs, the writer using in
+// turn AtomicSet, Put, AtomicAdd and PutNBI+Quiet.
+func checkWaitRing(t *testing.T, pe *PE) {
+	me, r := pe.Rank(), right(pe)
+	flag := must(Calloc[int64](pe, 1))
+	pass := func(round int64) {
+		switch round % 4 {
+		case 0:
+			ok(t, AtomicSet(pe, &flag[0], round, r))
+		case 1:
+			ok(t, Put(pe, flag, []int64{round}, r))
+		case 2:
+			ok(t, AtomicAdd(pe, &flag[0], 1, r)) // flag was round-1
+		case 3:
+			ok(t, PutNBI(pe, flag, []int64{round}, r))
+			pe.Quiet()
+		}
+	}
+	for round := int64(1); round <= 40; round++ {
+		if me == 0 {
+			pass(round)
+		}
+		ok(t, WaitUntil(pe, &flag[0], CmpGE, round))
+		if me != 0 {
+			pass(round)
+		}
+	}
+	barrier(t, pe)
+	ok(t, Free(pe, flag))
+}
+
+// checkWaitPingPong: pairs of PEs bounce a counter with plain Puts (no
+// fence on the writer's side, wait.go) for many rounds, on machines with
+// fewer cores than PEs too, so that waiters often go to sleep just as the
+// put arrives. A lost wake-up would cost a whole sleep slice (50 ms); a
+// few slow rounds may come from the scheduler, many would be a bug.
+func checkWaitPingPong(t *testing.T, pe *PE) {
+	me, n := pe.Rank(), pe.Size()
+	flag := must(Calloc[int64](pe, 1))
+	partner := me ^ 1
+	if partner < n {
+		const rounds = 300
+		slow := 0
+		start := time.Now()
+		for round := int64(1); round <= rounds; round++ {
+			t0 := time.Now()
+			if me%2 == 0 {
+				ok(t, Put(pe, flag, []int64{round}, partner))
+				ok(t, WaitUntil(pe, &flag[0], CmpEQ, round))
+			} else {
+				ok(t, WaitUntil(pe, &flag[0], CmpEQ, round))
+				ok(t, Put(pe, flag, []int64{round}, partner))
+			}
+			if time.Since(t0) > 40*time.Millisecond {
+				slow++
+			}
+		}
+		t.Logf("%d round trips with PE %d in %v, %d slower than 40 ms", rounds, partner, time.Since(start).Round(time.Millisecond), slow)
+		if slow > 3 {
+			t.Errorf("%d of %d round trips took more than 40 ms: wake-ups are being lost", slow, rounds)
+		}
+	}
+	barrier(t, pe)
+	ok(t, Free(pe, flag))
+}
+
+// checkWaitCmp: Test evaluates every comparison, signed and unsigned, and
+// WaitUntil waits for each to become true by the left neighbour's write.
+func checkWaitCmp(t *testing.T, pe *PE) {
+	waitCmpRound[int32](t, pe)
+	waitCmpRound[uint32](t, pe)
+	waitCmpRound[int64](t, pe)
+	waitCmpRound[uint64](t, pe)
+	// Signedness matters.
+	x := must(Calloc[int64](pe, 1))
+	u := must(Calloc[uint64](pe, 1))
+	ok(t, AtomicSet(pe, &x[0], -1, pe.Rank()))
+	ok(t, AtomicSet(pe, &u[0], ^uint64(0), pe.Rank()))
+	if yes := must(Test(pe, &x[0], CmpLT, 0)); !yes {
+		t.Error("int64 -1 < 0 is false")
+	}
+	if yes := must(Test(pe, &u[0], CmpGT, 0)); !yes {
+		t.Error("uint64 max > 0 is false")
+	}
+	barrier(t, pe)
+	ok(t, Free(pe, u))
+	ok(t, Free(pe, x))
+}
+
+func waitCmpRound[T Integer](t *testing.T, pe *PE) {
+	me, r := pe.Rank(), right(pe)
+	x := must(Calloc[T](pe, 1))
+	tests := []struct {
+		x    T
+		cmp  Cmp
+		v    T
+		want bool
+	}{
+		{5, CmpEQ, 5, true}, {5, CmpEQ, 6, false},
+		{5, CmpNE, 6, true}, {5, CmpNE, 5, false},
+		{5, CmpGT, 4, true}, {5, CmpGT, 5, false},
+		{5, CmpGE, 5, true}, {5, CmpGE, 6, false},
+		{5, CmpLT, 6, true}, {5, CmpLT, 5, false},
+		{5, CmpLE, 5, true}, {5, CmpLE, 4, false},
+	}
+	for _, tc := range tests {
+		ok(t, AtomicSet(pe, &x[0], tc.x, me))
+		if got := must(Test(pe, &x[0], tc.cmp, tc.v)); got != tc.want {
+			t.Fatalf("%T: Test(%d %v %d) = %v", tc.x, tc.x, tc.cmp, tc.v, got)
+		}
+		if tc.want {
+			ok(t, WaitUntil(pe, &x[0], tc.cmp, tc.v))
+		}
+	}
+	ok(t, AtomicSet(pe, &x[0], 0, me))
+	barrier(t, pe)
+	// Each step's condition is false for the value before it.
+	steps := []struct {
+		cmp   Cmp
+		v, to T
+	}{{CmpEQ, 7, 7}, {CmpNE, 7, 8}, {CmpGT, 10, 11}, {CmpGE, 20, 20}, {CmpLT, 5, 3}, {CmpLE, 2, 2}}
+	for i, s := range steps {
+		if i%2 == 0 {
+			ok(t, AtomicSet(pe, &x[0], s.to, r))
+		} else {
+			ok(t, Put(pe, x, []T{s.to}, r))
+		}
+		ok(t, WaitUntil(pe, &x[0], s.cmp, s.v))
+		if x[0] != s.to {
+			t.Fatalf("%T: after waiting for %v %d: %d", x[0], s.cmp, s.v, x[0])
+		}
+		barrier(t, pe)
+	}
+	ok(t, Free(pe, x))
+}
+
+// checkWaitPut: a PE waits for the last element of a Put; the whole put is
+// there when it sees it.
+func checkWaitPut(t *testing.T, pe *PE) {
+	me, r, l := pe.Rank(), right(pe), left(pe)
+	const n = 1000
+	buf := must(Calloc[int64](pe, n))
+	src := make([]int64, n)
+	for round := int64(1); round <= 10; round++ {
+		for i := range src {
+			src[i] = round<<32 | int64(me)<<16 | int64(i)
+		}
+		ok(t, Put(pe, buf, src, r))
+		ok(t, WaitUntil(pe, &buf[n-1], CmpEQ, round<<32|int64(l)<<16|(n-1)))
+		for i, v := range buf {
+			if want := round<<32 | int64(l)<<16 | int64(i); v != want {
+				t.Fatalf("round %d: element %d is %#x, want %#x", round, i, v, want)
+			}
+		}
+		barrier(t, pe)
+	}
+	ok(t, Free(pe, buf))
+}
+
+// checkWaitSleep: a waiter that has gone to sleep is woken by the writer's
+// Put at once, not by its sleep slice running out; and while it sleeps it
+// uses next to no CPU.
+func checkWaitSleep(t *testing.T, pe *PE) {
+	r := right(pe)
+	msg := must(Calloc[int64](pe, 2)) // [send time, round]
+	var lat []time.Duration
+	for round := int64(1); round <= 6; round++ {
+		if round == 4 {
+			// The rest without asymmetric fences, as on a kernel without
+			// membarrier: puts fence, waiters sleep in short slices.
+			pe.ext.rma.mb.Store(mbNone)
+			defer pe.ext.rma.mb.Store(mbReady)
+		}
+		done := make(chan error, 1)
+		go func() { done <- WaitUntil(pe, &msg[1], CmpEQ, round) }()
+		waitSleeping(t, pe, r)
+		ok(t, Put(pe, msg, []int64{time.Now().UnixNano(), round}, r))
+		ok(t, <-done)
+		lat = append(lat, time.Duration(time.Now().UnixNano()-msg[0]))
+		barrier(t, pe)
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	t.Logf("wake-up latencies %v", lat)
+	if med := lat[len(lat)/2]; med >= shmsync.SleepSlice/2 {
+		t.Errorf("median wake-up latency %v: the put does not wake the sleeper (sleep slice %v)", med, shmsync.SleepSlice)
+	}
+	// CPU used while waiting 300 ms for PE 0's put.
+	barrier(t, pe)
+	if pe.Rank() == 0 {
+		time.Sleep(300 * time.Millisecond)
+		for p := 0; p < pe.Size(); p++ {
+			ok(t, AtomicSet(pe, &msg[1], -1, p))
+		}
+	} else {
+		before := cpuTime()
+		ok(t, WaitUntil(pe, &msg[1], CmpEQ, -1))
+		if used := cpuTime() - before; used > 100*time.Millisecond {
+			t.Errorf("waiting about 300 ms used %v of CPU", used)
+		} else {
+			t.Logf("waiting about 300 ms used %v of CPU", used)
+		}
+	}
+	barrier(t, pe)
+	ok(t, Free(pe, msg))
+}
+
+// cpuTime is the CPU time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// checkWaitErrors: the variable must be this PE's own symmetric, aligned
+// integer, and the comparison one of the six.
+func checkWaitErrors(t *testing.T, pe *PE) {
+	x := must(Calloc[int64](pe, 2))
+	var goVar int64
+	wantErr(t, "WaitUntil on a Go variable", WaitUntil(pe, &goVar, CmpEQ, 0), ErrNotSymmetric)
+	theirs := Ptr(pe, x, right(pe))
+	wantErr(t, "WaitUntil on another PE's copy", WaitUntil(pe, &theirs[0], CmpEQ, 0), ErrNotSymmetric, "own copy")
+	_, err := Test(pe, &theirs[0], CmpEQ, 0)
+	wantErr(t, "Test on another PE's copy", err, ErrNotSymmetric)
+	wantErr(t, "WaitUntil with Cmp(6)", WaitUntil(pe, &x[0], Cmp(6), 0), ErrBadArg, "Cmp(6)")
+	_, err = Test(pe, &x[0], Cmp(-1), 0)
+	wantErr(t, "Test with Cmp(-1)", err, ErrBadArg)
+	p, _ := sliceData(x)
+	off, _ := pe.symOff(p, 8)
+	mis := &sliceAt[int64](pe.heapAddr(pe.Rank(), off+4), 1)[0]
+	wantErr(t, "WaitUntil misaligned", WaitUntil(pe, mis, CmpEQ, 0), ErrBadAlign)
+	barrier(t, pe)
+	ok(t, Free(pe, x))
+}
+
+// TestPeerLost: a PE dies holding a lock while the others wait, one in
+// SetLock and one in WaitUntil for a put the dead PE will never make: both
+// get ErrPeerLost within a second or so instead of hanging.
+func TestPeerLost(t *testing.T) {
+	petest.Run(t, 3, func(t *testing.T) {
+		pe, err := Init(Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := must(Calloc[int64](pe, 2))
+		if pe.Rank() == 0 {
+			ok(t, pe.SetLock(&x[0]))
+		}
+		barrier(t, pe)
+		start := time.Now()
+		switch pe.Rank() {
+		case 0:
+			time.Sleep(200 * time.Millisecond)
+			os.Exit(0) // without Close, holding the lock
+		case 1:
+			err := pe.SetLock(&x[0])
+			wantErr(t, "SetLock of a dead holder's lock", err, ErrPeerLost, "holder, PE 0")
+		case 2:
+			err := WaitUntil(pe, &x[1], CmpEQ, 1)
+			wantErr(t, "WaitUntil for a dead PE", err, ErrPeerLost, "PE 0")
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("ErrPeerLost after %v", d)
+		}
+		t.Logf("PE %d: ErrPeerLost after %v", pe.Rank(), time.Since(start).Round(time.Millisecond))
+		pe.Close() // its barrier fails: PE 0 is gone
+	}, petest.Heap("8m"), petest.Env("SYMHEAP_SHARED_SIZE=1m"), petest.Timeout(60*time.Second))
+}
