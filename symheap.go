@@ -191,7 +191,10 @@ func (pe *PE) Barrier() error {
 	}
 	pe.quietAll()
 	pe.syncCacheStats()
-	return pe.seg.Barrier()
+	// The world team's sync: one arrival counter per PE on a line of its
+	// own, so arrivals do not contend for one word (see team.go). It turns
+	// a lost PE into ErrPeerLost as the segment's barrier does.
+	return pe.world.Sync()
 }
 
 // Accessible reports whether PE target exists and is alive, so that Put,
@@ -254,9 +257,8 @@ func (pe *PE) GlobalExit(code int) {
 // leaveNow releases this PE's share of the segment without a barrier, as a
 // process about to exit must.
 func (pe *PE) leaveNow() {
-	if pe.closed.CompareAndSwap(false, true) {
-		pe.seg.Close()
-	}
+	pe.closed.Store(true)
+	pe.seg.Leave()
 }
 
 const exitSet = 1 << 31

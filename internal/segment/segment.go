@@ -752,6 +752,30 @@ func (s *Segment) Close() error {
 	return err
 }
 
+// Leave is Close for a process about to exit (GlobalExit): it gives up
+// this PE's locks and, if it is the last PE out, removes the file, but it
+// leaves the mappings in place, since other goroutines of the process may
+// still be reading shared memory until the exit. Idempotent.
+func (s *Segment) Leave() {
+	if !s.closed.CompareAndSwap(false, true) {
+		return
+	}
+	if s.beatStop != nil {
+		close(s.beatStop)
+		<-s.beatDone
+	}
+	if s.h != nil && !s.p.ReadOnly {
+		s.h.pes[s.p.Rank].state.Store(slotClosed)
+		s.h.attached.Add(^uint32(0))
+		unix.OFDLock(s.fd, LiveLockBase+int64(s.p.Rank), false)
+	}
+	unix.Flock(s.fd, unix.LockUnlock, false)
+	if !s.p.ReadOnly && unix.Flock(s.fd, unix.LockExclusive, true) == nil {
+		s.unlinkIfSame()
+		unix.Flock(s.fd, unix.LockUnlock, false)
+	}
+}
+
 // abandon undoes a failed Open after the file was joined.
 func (s *Segment) abandon() {
 	s.closed.Store(false)
