@@ -134,7 +134,7 @@ func TestReallocReleased(t *testing.T) {
 
 func TestPrivateHeapPublishes(t *testing.T) {
 	m := newMonitor(t)
-	h, err := NewPrivateHeap(m, 1<<20, "firstfit-test")
+	h, err := NewPrivateHeap(m, 1<<20, "tlsf")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,7 +467,7 @@ func (s silentHeap) Realloc(a uintptr, n uint64) (uintptr, error) {
 
 func TestSelfTestSilentHeap(t *testing.T) {
 	m := newMonitor(t)
-	h, err := NewPrivateHeap(New(), 16<<20, "firstfit-test")
+	h, err := NewPrivateHeap(New(), 16<<20, "tlsf")
 	if err != nil {
 		t.Fatal(err)
 	}
