@@ -79,6 +79,7 @@ package symheap
 import (
 	"fmt"
 	"math/bits"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -91,15 +92,18 @@ const (
 	// included. Split fails with ErrOutOfMemory when all are in use.
 	MaxTeams = 64
 
-	inlineSize   = 24                            // bytes of one buffer in the arrived word's line
-	scratchSize  = 512                           // bytes of one scratch buffer
-	teamHdrSize  = 64                            // the team area's header
-	teamSlotSize = 64 + 2*scratchSize            // one slot
-	pollSpins    = 1024                          // polls before waitFor starts to yield the CPU
-	pollYields   = 64                            // sched_yields (and polls) before it sleeps
-	noTeam       = ^uint64(0)                    // "no id left" in Split's exchange
-	worldTeam    = 0                             // the world team's id
-	teamIDMask   = ^uint64(0) >> (64 - MaxTeams) // every id
+	inlineSize   = 24                 // bytes of one buffer in the arrived word's line
+	scratchSize  = 512                // bytes of one scratch buffer
+	teamHdrSize  = 64                 // the team area's header
+	teamSlotSize = 64 + 2*scratchSize // one slot
+	pollSpins    = 1024               // polls before waitFor starts to yield the CPU
+	pollYields   = 64                 // sched_yields (and polls) before it sleeps
+	// oversubscribedYields replaces pollSpins and pollYields when a team
+	// has more members than the machine has cores.
+	oversubscribedYields = 256
+	noTeam               = ^uint64(0)                    // "no id left" in Split's exchange
+	worldTeam            = 0                             // the world team's id
+	teamIDMask           = ^uint64(0) >> (64 - MaxTeams) // every id
 )
 
 // teamHeader opens the team area. Only PE 0's is used.
@@ -322,12 +326,19 @@ func (t *Team) waitFor(j int, a uint32) error {
 	// that waits for the CPU we hold gets it (on a loaded or oversubscribed
 	// node this keeps a synchronisation in microseconds instead of a futex
 	// round trip). Then sleep (shmsync.WaitWord spins briefly first).
-	for range pollSpins {
+	spins, yields := pollSpins, pollYields
+	if t.size > runtime.NumCPU() {
+		// More members than cores: spinning only keeps the member we wait
+		// for off the CPU. Yield at once, and for longer before sleeping:
+		// each yield hands the core to a runnable member.
+		spins, yields = 0, oversubscribedYields
+	}
+	for range spins {
 		if arrived() {
 			return nil
 		}
 	}
-	for range pollYields {
+	for range yields {
 		unix.SchedYield()
 		if arrived() {
 			return nil
