@@ -1,6 +1,257 @@
 package symheap
 
-type sharedState struct{}
+import (
+	"errors"
+	"fmt"
+	"sync"
 
-func (pe *PE) formatShared() error { return nil }
-func (pe *PE) initShared() error   { return nil }
+	"github.com/symheap/symheap/alloc"
+	"github.com/symheap/symheap/internal/segment"
+)
+
+// The local shared heap (HMPI's shared-memory heap).
+//
+// Each PE's partition ends with a local shared heap (segment.Layout:
+// [SharedOff, SharedOff+SharedSize)), managed by the job's allocator
+// component like the symmetric heap but used without any collective call:
+// a block belongs to the PE that allocated it, lies in that PE's pool, and
+// is visible to every PE of the node at the same address (in same-address
+// mode; by offset translation otherwise).
+//
+// # Pools and locks
+//
+//	PE p's pool   the allocator over segment.Shared(p), formatted by p in
+//	              Init (formatShared), wrapped in alloc.Locked: every call,
+//	              by whichever PE, takes the robust lock word of the region
+//	              header, tagged with the caller's rank
+//	pools[q]      this PE's handle on PE q's pool, attached on the first
+//	              free into it (Init's closing barrier guarantees q has
+//	              formatted it by then)
+//
+// # Paths
+//
+//	SharedAlloc   1. validate (pointer-free T, n >= 0, size overflow)
+//	              2. Alloc from this PE's own pool under its lock, aligned
+//	                 to T's alignment (at least alloc.MinAlign)
+//	              3. return the block as a []T at its address here
+//	SharedFree    1. locate the slice's first element: which PE's pool
+//	                 (sharedOffset), at which offset; anything outside every
+//	                 pool is ErrBadFree, naming what it is instead
+//	              2. Free into that pool under its lock; the allocator
+//	                 refuses double frees and interior offsets (ErrBadFree)
+//	                 without changing anything
+//
+// The allocator's lock is owner-tagged: a PE that dies holding it turns
+// the waiters' calls into ErrPeerLost (alloc.Lock), and the heap may then
+// be inconsistent, which is acceptable because the job is going down.
+
+// sharedState is this PE's view of the local shared heaps.
+type sharedState struct {
+	mu    sync.Mutex      // guards pools
+	pools []*alloc.Locked // by owner; pools[rank] is formatted in Init, others attached on use
+}
+
+// formatShared writes fresh allocator metadata into this PE's shared heap.
+// A job may run without one (SYMHEAP_SHARED_SIZE=0).
+func (pe *PE) formatShared() error {
+	pe.ext.shared.pools = make([]*alloc.Locked, pe.npes)
+	if pe.lay.SharedSize == 0 {
+		return nil
+	}
+	a, err := pe.component.Format(pe.seg.Shared(pe.rank))
+	if err != nil {
+		return fmt.Errorf("symheap: format the local shared heap (%s) with %s: %w (raise SYMHEAP_SHARED_SIZE or Config.SharedSize)",
+			segment.FormatSize(pe.lay.SharedSize), pe.component.Name, err)
+	}
+	l, err := alloc.NewLocked(a, uint32(pe.rank), pe.holderAlive)
+	if err != nil {
+		return fmt.Errorf("symheap: local shared heap: %w", err)
+	}
+	pe.ext.shared.pools[pe.rank] = l
+	return nil
+}
+
+// initShared has nothing left to do: other PEs' pools are attached on the
+// first free into them, when they are sure to be formatted.
+func (pe *PE) initShared() error { return nil }
+
+// holderAlive tells the shared heaps' locks whether a holder still lives.
+func (pe *PE) holderAlive(holder uint32) bool {
+	return int(holder) < pe.npes && pe.seg.Alive(int(holder))
+}
+
+// pool returns the allocator over PE owner's shared heap, attaching to it
+// on first use.
+func (pe *PE) pool(owner int) (*alloc.Locked, error) {
+	st := &pe.ext.shared
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if p := st.pools[owner]; p != nil {
+		return p, nil
+	}
+	if pe.lay.SharedSize == 0 {
+		return nil, fmt.Errorf("symheap: the local shared heap is empty: %w (SYMHEAP_SHARED_SIZE is 0; raise it or set Config.SharedSize)", ErrOutOfMemory)
+	}
+	a, err := pe.component.Attach(pe.seg.Shared(owner))
+	if err != nil {
+		return nil, fmt.Errorf("symheap: attach PE %d's local shared heap: %w", owner, err)
+	}
+	l, err := alloc.NewLocked(a, uint32(pe.rank), pe.holderAlive)
+	if err != nil {
+		return nil, fmt.Errorf("symheap: local shared heap of PE %d: %w", owner, err)
+	}
+	st.pools[owner] = l
+	return l, nil
+}
+
+// SharedAlloc allocates n elements of T in this PE's local shared heap. It
+// is not collective. The block is visible to every PE of the job at the
+// same address (SameAddress; else through SharedPtrOf and SharedAt) and
+// any PE may free it with SharedFree. T must hold no pointers
+// (ErrPointerType). n == 0 returns nil. When the heap is full the error
+// wraps ErrOutOfMemory and names SYMHEAP_SHARED_SIZE.
+func SharedAlloc[T any](pe *PE, n int) ([]T, error) {
+	if err := pe.check(); err != nil {
+		return nil, err
+	}
+	size, err := elemBytes[T](n)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	off, err := pe.sharedAlloc(size, alignOf[T]())
+	if err != nil {
+		return nil, err
+	}
+	return sliceAt[T](pe.sharedAddr(pe.rank, off), n), nil
+}
+
+// sharedAlloc takes size bytes aligned to align from this PE's pool and
+// returns the offset in its shared heap.
+func (pe *PE) sharedAlloc(size, align uint64) (uint64, error) {
+	p, err := pe.pool(pe.rank)
+	if err != nil {
+		return 0, fmt.Errorf("symheap: SharedAlloc of %d bytes: %w", size, err)
+	}
+	if align < alloc.MinAlign {
+		align = alloc.MinAlign
+	}
+	off, err := p.Alloc(size, align)
+	if err != nil {
+		if errors.Is(err, ErrOutOfMemory) {
+			st := p.Stats()
+			return 0, fmt.Errorf("symheap: SharedAlloc of %d bytes: %w (local shared heap %s per PE, %s free, largest free block %s; raise SYMHEAP_SHARED_SIZE or Config.SharedSize)",
+				size, ErrOutOfMemory, segment.FormatSize(pe.lay.SharedSize), segment.FormatSize(st.Free), segment.FormatSize(st.LargestFree))
+		}
+		return 0, fmt.Errorf("symheap: SharedAlloc of %d bytes: %w", size, err)
+	}
+	pe.ctl[pe.rank].stats.sharedAllocs.Add(1) // written by this PE only; symheap stat reads it
+	return uint64(off), nil
+}
+
+// SharedFree releases a block of any PE's local shared heap; any PE may
+// free any block. s must be the slice SharedAlloc returned (or a reslice
+// that starts at its first element). A nil s does nothing. A double free,
+// a slice that starts inside a block, and memory outside every shared
+// heap are ErrBadFree, and change nothing.
+func SharedFree[T any](pe *PE, s []T) error {
+	if err := pe.check(); err != nil {
+		return err
+	}
+	if s == nil {
+		return nil
+	}
+	p, _ := sliceData(s)
+	off, owner, ok := pe.sharedOffset(p, 0)
+	if !ok {
+		what := "ordinary Go memory"
+		if _, hOwner, in := pe.heapOffset(p, 0); in {
+			what = fmt.Sprintf("PE %d's symmetric heap (free it with Free, collectively)", hOwner)
+		} else if _, in := pe.segOffset(p); in {
+			what = "the segment, outside every heap"
+		}
+		return fmt.Errorf("symheap: SharedFree of %p: %w (it lies in %s, not in a local shared heap)", p, ErrBadFree, what)
+	}
+	return pe.sharedFree(owner, off)
+}
+
+// sharedFree frees the block at off in PE owner's shared heap.
+func (pe *PE) sharedFree(owner int, off uint64) error {
+	pool, err := pe.pool(owner)
+	if err != nil {
+		return fmt.Errorf("symheap: SharedFree: %w", err)
+	}
+	if err := pool.Free(alloc.Off(off)); err != nil {
+		return fmt.Errorf("symheap: SharedFree of offset %#x in PE %d's local shared heap: %w", off, owner, err)
+	}
+	c := &pe.ctl[pe.rank].stats // written by this PE only; symheap stat reads it
+	c.sharedFree.Add(1)
+	if owner != pe.rank {
+		c.remoteFrees.Add(1)
+	}
+	return nil
+}
+
+// SharedOwner reports whether s lies entirely in some PE's local shared
+// heap, and which PE's. It says nothing about whether s is a live block.
+func SharedOwner[T any](pe *PE, s []T) (owner int, ok bool) {
+	if pe.check() != nil || s == nil {
+		return 0, false
+	}
+	p, n := sliceData(s)
+	_, owner, ok = pe.sharedOffset(p, n)
+	return owner, ok
+}
+
+// SharedPtr names a place in the local shared heaps by a plain value that
+// means the same place in every PE of the job, so that PEs can pass
+// pointers to shared blocks to each other as data (in a message, in a
+// symmetric variable). With the same-address mapping (SameAddress) it is
+// the address itself, as uintptr(unsafe.Pointer(&s[0])) would give it in
+// any PE; otherwise it is an offset in the job's segment.
+type SharedPtr uint64
+
+// SharedPtrOf returns the SharedPtr of s's first element. s must lie in a
+// local shared heap (else ErrBadArg).
+func SharedPtrOf[T any](pe *PE, s []T) (SharedPtr, error) {
+	if err := pe.check(); err != nil {
+		return 0, err
+	}
+	p, n := sliceData(s)
+	if _, _, ok := pe.sharedOffset(p, n); !ok || s == nil {
+		return 0, fmt.Errorf("symheap: SharedPtrOf %p (%d bytes): %w (not in a local shared heap: allocate it with SharedAlloc)", p, n, ErrBadArg)
+	}
+	so, _ := pe.segOffset(p)
+	return SharedPtr(so + pe.seg.AgreedBase()), nil
+}
+
+// SharedAt returns the n elements of T at ptr, as this PE sees them. The
+// whole range must lie in one local shared heap and ptr must be aligned
+// for T (else ErrBadArg); T must hold no pointers (ErrPointerType).
+func SharedAt[T any](pe *PE, ptr SharedPtr, n int) ([]T, error) {
+	if err := pe.check(); err != nil {
+		return nil, err
+	}
+	size, err := elemBytes[T](n)
+	if err != nil {
+		return nil, err
+	}
+	base := pe.seg.AgreedBase()
+	so := uint64(ptr) - base
+	if uint64(ptr) < base || so >= uint64(len(pe.base)) {
+		return nil, fmt.Errorf("symheap: SharedAt(%#x): %w (not a SharedPtr of this job)", uint64(ptr), ErrBadArg)
+	}
+	p := pe.segAddr(so)
+	if _, _, ok := pe.sharedOffset(p, size); !ok {
+		return nil, fmt.Errorf("symheap: SharedAt(%#x, %d elements of %d bytes): %w (the range is not inside one local shared heap)", uint64(ptr), n, sizeOf[T](), ErrBadArg)
+	}
+	if a := alignOf[T](); so%a != 0 {
+		return nil, fmt.Errorf("symheap: SharedAt(%#x): %w (misaligned for a %d-byte aligned type)", uint64(ptr), ErrBadArg, a)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	return sliceAt[T](p, n), nil
+}

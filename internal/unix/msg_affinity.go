@@ -1,0 +1,47 @@
+package unix
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// PinProcess binds every thread of this process to one CPU: the n-th
+// (modulo their number) of the CPUs the process may run on. Threads the Go
+// runtime starts later inherit the binding from the thread that starts
+// them. It is for benchmarks, which compare with launchers that bind their
+// ranks to cores (mpirun does by default). It returns the CPU chosen.
+func PinProcess(n int) (int, error) {
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+		return -1, fmt.Errorf("sched_getaffinity: %w", err)
+	}
+	var cpus []int
+	for c := 0; c < len(allowed)*64; c++ {
+		if allowed.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	if len(cpus) == 0 {
+		return -1, fmt.Errorf("sched_getaffinity: no CPU allowed")
+	}
+	cpu := cpus[n%len(cpus)]
+	var one unix.CPUSet
+	one.Set(cpu)
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return -1, err
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := unix.SchedSetaffinity(tid, &one); err != nil && err != unix.ESRCH {
+			return -1, fmt.Errorf("sched_setaffinity(%d, CPU %d): %w", tid, cpu, err)
+		}
+	}
+	return cpu, nil
+}

@@ -1,0 +1,267 @@
+package symheap
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/symheap/symheap/internal/unix"
+)
+
+// Split copies: a large single-copy message copied by both PEs at once.
+//
+// A message of at least the split size (SYMHEAP_MSG_SPLIT, default
+// defaultSplitMin) on the segment or kernel path is copied in chunks of
+// splitChunk bytes that the receiver and the sender claim from a shared
+// cursor: the receiver reads from the sender's buffer (memcpy from the
+// segment, or process_vm_readv), the sender writes into the receiver's
+// buffer (memcpy into the segment through the writable mapping, or
+// process_vm_writev). A sender that waits for its send (Send, Wait) thus
+// lends its core to the copy; one that is busy elsewhere lends nothing, and
+// the receiver copies every chunk itself, as without a split.
+//
+// # The slot (receiver's message area, splitSlots of them, one line each)
+//
+//	claim   gen<<genShift | bytes claimed: the cursor, tagged with the
+//	        generation of the transfer that uses the slot
+//	done    bytes copied, by either side
+//	orphan  offset+1 of a chunk the sender claimed but could not write
+//	        (process_vm_writev refused), for the receiver to copy; 0: none
+//
+// # Steps
+//
+//  1. R matches an RTS and can split (size, a free slot, a destination the
+//     sender can write, not a message to itself): for the kernel path it
+//     first reads chunk 0 itself, so that a refused process_vm_readv still
+//     turns into the bounce path with nothing claimed. It takes a slot,
+//     bumps its generation, sets done and claim past what it copied, and
+//     posts CTS{id, slot, gen, where} to S.
+//  2. R claims and copies chunks until the cursor reaches the end.
+//  3. S, on CTS, claims and copies chunks the same way; a claim is a CAS
+//     that fails if the generation changed, so a late CTS (the transfer
+//     finished without S) claims nothing. S adds each chunk to done after
+//     copying it, and rings R.
+//  4. R, in progress, copies an orphan if there is one, and once done
+//     reaches the size posts ACK, completes the receive and frees the slot.
+//     Every claim S made in this generation is in done by then, so the
+//     slot's next generation cannot meet a stale writer.
+
+const (
+	splitSlots      = 16
+	splitChunk      = 256 << 10
+	defaultSplitMin = 512 << 10
+	genShift        = 40 // messages below 1 TiB
+	claimMask       = 1<<genShift - 1
+)
+
+// Destination kinds in a CTS (word 1).
+const (
+	dstSegment = 1 // a segment offset: S copies into it
+	dstAddress = 2 // an address in R: S writes with process_vm_writev
+)
+
+// splitArea is the bytes of the split slots in a message area.
+const splitArea = splitSlots * cellSize
+
+// splitSlot is one slot, in the receiver's message area.
+type splitSlot struct {
+	claim  atomic.Uint64 // gen<<genShift | bytes claimed; CAS by both sides
+	done   atomic.Uint64 // bytes copied; added to by both sides
+	orphan atomic.Uint64 // offset+1 of a chunk the sender could not write; 0: none
+	_      [40]byte
+}
+
+// trySplit starts a split copy of the matched message m into r (steps 1
+// and 2) and reports whether it did. Called with msgState.mu held.
+func (pe *PE) trySplit(r *Request, m *inMsg) bool {
+	st := &pe.ext.msg
+	if st.splitMin == 0 || m.size < st.splitMin || m.src == pe.rank {
+		return false
+	}
+	idx := -1
+	for i, busy := range st.slotBusy {
+		if !busy {
+			idx = i
+			break
+		}
+	}
+	if idx < 0 {
+		return false
+	}
+	kind, where := uint64(dstAddress), uint64(unix.AddrOf(r.buf))
+	p, _ := sliceData(r.buf)
+	if so, in := pe.segOffset(p); in {
+		kind, where = dstSegment, so
+	} else if st.noKernel {
+		return false
+	}
+	first := uint64(min(splitChunk, m.size))
+	if err := pe.copyIn(r, m, 0, first); err != nil {
+		if m.path == pathKernel && refused(err) {
+			return false // the caller takes the bounce path
+		}
+		pe.endRecv(r, m, err)
+		return true
+	}
+	sl := st.slots[idx]
+	gen := (st.slotGen[idx] + 1) & (1<<(64-genShift) - 1)
+	st.slotGen[idx], st.slotBusy[idx] = gen, true
+	sl.done.Store(first)                  // read by S only after the CTS below publishes the generation
+	sl.orphan.Store(0)                    // likewise
+	sl.claim.Store(gen<<genShift | first) // S's CAS pairs with it; the ring record below orders it before S sees the CTS
+	r.split, r.splitGen = idx+1, gen
+	m.recv, r.msg = r, m
+	pe.post(m.src, outRec{kind: recCTS, w1: kind, body: [4]uint64{m.id, uint64(idx), gen, where}})
+	pe.claimCopy(r, m)
+	pe.splitPoll(r)
+	if !r.over() {
+		st.splitting = append(st.splitting, r)
+	}
+	return true
+}
+
+// claimCopy is the receiver's side of step 2.
+func (pe *PE) claimCopy(r *Request, m *inMsg) {
+	sl := pe.ext.msg.slots[r.split-1]
+	size := uint64(m.size)
+	for {
+		v := sl.claim.Load() // pairs with S's CAS: we see its claims
+		off := v & claimMask
+		if off >= size {
+			return
+		}
+		n := min(splitChunk, size-off)
+		if !sl.claim.CompareAndSwap(v, v+n) { // the chunk is ours; S's CAS pairs with it
+			continue
+		}
+		if err := pe.copyIn(r, m, off, n); err != nil {
+			pe.endRecv(r, m, err)
+			return
+		}
+		sl.done.Add(n) // S never waits for it; our own splitPoll reads it
+	}
+}
+
+// splitPoll is step 4 for one receive. Called with msgState.mu held.
+func (pe *PE) splitPoll(r *Request) {
+	if r.over() || r.split == 0 {
+		return
+	}
+	st := &pe.ext.msg
+	m := r.msg
+	sl := st.slots[r.split-1]
+	if o := sl.orphan.Load(); o != 0 { // acquire: pairs with S's store after its failed write
+		off := o - 1
+		n := min(splitChunk, uint64(m.size)-off)
+		sl.orphan.Store(0)
+		st.orphans++
+		if err := pe.copyIn(r, m, off, n); err != nil {
+			pe.endRecv(r, m, err)
+			return
+		}
+		sl.done.Add(n)
+	}
+	if sl.done.Load() < uint64(m.size) { // acquire: pairs with S's Add after each chunk it copied
+		return
+	}
+	st.slotBusy[r.split-1] = false
+	r.split = 0
+	delete(st.xfers, xferKey{m.src, m.id})
+	pe.post(m.src, outRec{kind: recAck, body: [4]uint64{m.id, 0}})
+	r.complete(Status{m.src, m.tag, m.size}, nil)
+}
+
+// endRecv ends a receive of a large message with an error: it tells the
+// sender (ACK with failure) and, if the receive holds a split slot, keeps
+// the slot out of use (the sender may still write into its chunks).
+func (pe *PE) endRecv(r *Request, m *inMsg, err error) {
+	st := &pe.ext.msg
+	delete(st.xfers, xferKey{m.src, m.id})
+	r.split = 0
+	pe.post(m.src, outRec{kind: recAck, body: [4]uint64{m.id, 1}})
+	r.complete(Status{m.src, m.tag, m.size}, err)
+}
+
+// copyIn copies n bytes at offset off of message m into r's buffer, from
+// the sender's buffer: from the segment, or with process_vm_readv.
+func (pe *PE) copyIn(r *Request, m *inMsg, off, n uint64) error {
+	if m.path == pathSegment {
+		if m.where > uint64(len(pe.base)) || off+n > uint64(len(pe.base))-m.where {
+			return fmt.Errorf("symheap: PE %d sent a descriptor outside the segment (offset %#x, %d bytes): %w", m.src, m.where, m.size, ErrBadArg)
+		}
+		copy(r.buf[off:off+n], pe.base[m.where+off:])
+		return nil
+	}
+	err := readFrom(pe.seg.Pid(m.src), r.buf[off:off+n], uintptr(m.where+off))
+	switch {
+	case err == nil:
+		return nil
+	case refused(err):
+		return err
+	case errors.Is(err, unix.ESRCH):
+		return fmt.Errorf("symheap: receive from PE %d: its process is gone: %w", m.src, ErrPeerLost)
+	}
+	return fmt.Errorf("symheap: receive of %d bytes from PE %d: process_vm_readv: %w", m.size, m.src, err)
+}
+
+// refused reports whether a process_vm_readv/writev error means the
+// kernel will not let this process at the other's memory.
+func refused(err error) bool {
+	return errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.ENOSYS)
+}
+
+// helpCopy is the sender's side (step 3) for send r and the receiver's
+// CTS. Called with msgState.mu held.
+func (pe *PE) helpCopy(r *Request, dst int, kind, idx, gen, where uint64) {
+	if idx >= splitSlots {
+		return
+	}
+	sl := pe.ext.msg.peerSlots[dst][idx]
+	size := uint64(len(r.buf))
+	helped := false
+	for {
+		v := sl.claim.Load() // pairs with R's store of the generation and with its CASes
+		off := v & claimMask
+		if v>>genShift != gen || off >= size {
+			break
+		}
+		n := min(splitChunk, size-off)
+		if !sl.claim.CompareAndSwap(v, v+n) { // the chunk is ours; R's CAS pairs with it
+			continue
+		}
+		helped = true
+		if kind == dstSegment {
+			if where > uint64(len(pe.wbase)) || off+n > uint64(len(pe.wbase))-where {
+				sl.orphan.Store(off + 1) // release: R copies it (and fails the same way, reporting it)
+				break
+			}
+			copy(pe.wbase[where+off:where+off+n], r.buf[off:off+n])
+		} else if err := writeTo(pe.seg.Pid(dst), r.buf[off:off+n], uintptr(where+off)); err != nil {
+			sl.orphan.Store(off + 1) // release: R copies the chunk we could not write
+			break
+		}
+		sl.done.Add(n) // release: publishes our chunk to R's splitPoll
+		pe.ext.msg.helped += n
+	}
+	if helped {
+		pe.ring(dst)
+	}
+}
+
+// writeTo copies src to address dst of process pid (a variable so that
+// tests can make it refuse).
+var writeTo = writeToProcess
+
+func writeToProcess(pid int, src []byte, dst uintptr) error {
+	for len(src) > 0 {
+		n, err := unix.ProcessVMWrite(pid, src, dst)
+		if err != nil {
+			return err
+		}
+		if n <= 0 {
+			return fmt.Errorf("process_vm_writev copied nothing at %#x", dst)
+		}
+		src, dst = src[n:], dst+uintptr(n)
+	}
+	return nil
+}
