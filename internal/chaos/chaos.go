@@ -79,7 +79,6 @@ func Run(ctx context.Context, c Config) (Report, error) {
 		r.Bound = c.PeerTimeout + 2*time.Second
 	}
 	rng := rand.New(rand.NewPCG(c.Seed, 0x5eed))
-	before := segments()
 	for i := 0; i < c.Runs && ctx.Err() == nil; i++ {
 		n := 2 + rng.IntN(7)
 		delay := time.Duration(20+rng.IntN(400)) * time.Millisecond
@@ -91,23 +90,20 @@ func Run(ctx context.Context, c Config) (Report, error) {
 			fmt.Fprintf(c.Log, "run %3d: %s\n", i+1, line)
 		}
 	}
-	for s := range segments() {
-		if !before[s] {
-			r.SegmentsLeft++
-			r.FirstFailures = append(r.FirstFailures, "segment left: "+s)
-			os.Remove(filepath.Join(unix.ShmDir, s))
-		}
-	}
 	return r, nil
 }
 
-// segments lists this user's symheap files in /dev/shm.
-func segments() map[string]bool {
-	out := map[string]bool{}
+// jobSegments lists this user's files in /dev/shm that belong to jobs
+// started by the shrun process with this pid (shrun names its jobs
+// "j<pid>-<random>"). Other symheap jobs running at the same time (tests
+// of other packages) are not counted, and never touched.
+func jobSegments(shrunPid int) []string {
+	prefix := segment.Name(unix.Getuid(), fmt.Sprintf("j%d-", shrunPid))
+	var out []string
 	ents, _ := os.ReadDir(unix.ShmDir)
 	for _, e := range ents {
-		if uid, _, ok := segment.ParseName(e.Name()); ok && uid == unix.Getuid() {
-			out[e.Name()] = true
+		if strings.HasPrefix(e.Name(), prefix) {
+			out = append(out, e.Name())
 		}
 	}
 	return out
@@ -208,6 +204,11 @@ func runOne(ctx context.Context, c Config, r *Report, n, victim int, delay time.
 	if took > r.Bound {
 		r.TooSlow++
 		problem += " TOO-SLOW"
+	}
+	for _, name := range jobSegments(cmd.Process.Pid) {
+		r.SegmentsLeft++
+		problem += " SEGMENT-LEFT(" + name + ")"
+		os.Remove(filepath.Join(unix.ShmDir, name))
 	}
 	for _, p := range all {
 		if st, err := unix.ProcessState(p); err == nil && st != 'Z' {
