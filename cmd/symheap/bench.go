@@ -80,6 +80,8 @@ func runHidden(cmd string, args []string) (bool, error) {
 	switch cmd {
 	case hiddenBenchPE:
 		return true, runBenchPE(args)
+	case hiddenProbe:
+		return true, runProbePE()
 	}
 	return false, nil
 }

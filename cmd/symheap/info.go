@@ -15,6 +15,7 @@ func runInfo(args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	fs.Parse(args)
 	rep := symheap.Describe(symheap.Config{})
+	rep.SameAddress = probeSameAddress()
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")

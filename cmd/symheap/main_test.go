@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	for pkg, name := range map[string]string{".": "symheap", "./testdata/holdjob": "holdjob"} {
+	for pkg, name := range map[string]string{".": "symheap", "./testdata/holdjob": "holdjob", "../shrun": "shrun"} {
 		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg).CombinedOutput()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, out)
@@ -50,7 +50,7 @@ func symheapCmd(t *testing.T, args ...string) string {
 
 func TestInfo(t *testing.T) {
 	out := symheapCmd(t, "info")
-	for _, want := range []string{"tlsf", "SHMEM_SYMMETRIC_SIZE", "same-address mapping:", "/dev/shm:", "memlock limit:", "memory monitor:"} {
+	for _, want := range []string{"tlsf", "SHMEM_SYMMETRIC_SIZE", "same-address mapping: yes", "/dev/shm:", "memlock limit:", "memory monitor:", "FREE"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("info lacks %q:\n%s", want, out)
 		}
@@ -210,5 +210,53 @@ func TestUsage(t *testing.T) {
 	}
 	if out, err := exec.Command(filepath.Join(bin, "symheap"), "stat", "no-such-job").CombinedOutput(); err == nil || !strings.Contains(string(out), "no-such-job") {
 		t.Errorf("stat of a missing job: %v\n%s", err, out)
+	}
+}
+
+// TestStatOnShrunJob: stat sees a job that shrun started, and after one of
+// its PEs is killed, shrun ends the job and stat shows nothing left of it.
+func TestStatOnShrunJob(t *testing.T) {
+	cmd := exec.Command(filepath.Join(bin, "shrun"), "-n", "2", "--heap", "4m", filepath.Join(bin, "holdjob"))
+	cmd.Env = append(os.Environ(), "SYMHEAP_SHARED_SIZE=1m", "HOLDJOB_FOREVER=1")
+	pr, pw, _ := os.Pipe()
+	defer pw.Close()
+	cmd.Stdin = pr
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	sc := bufio.NewScanner(out)
+	job := ""
+	for i := 0; i < 2 && sc.Scan(); i++ {
+		f := strings.Fields(sc.Text())
+		if len(f) == 3 && f[0] == "ready" {
+			job = f[2]
+		}
+	}
+	if job == "" {
+		t.Fatal("shrun's PEs did not get ready")
+	}
+	var ji symheap.JobInfo
+	if err := json.Unmarshal([]byte(symheapCmd(t, "stat", "--json", job)), &ji); err != nil {
+		t.Fatal(err)
+	}
+	if ji.NPEs != 2 || !ji.PEs[0].Alive || !ji.PEs[1].Alive {
+		t.Fatalf("stat of the shrun job: %+v", ji)
+	}
+	syscall.Kill(ji.PEs[1].Pid, syscall.SIGKILL)
+	start := time.Now()
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 137 {
+		t.Errorf("shrun after kill -9 of a PE: %v, want status 137", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("shrun took %v to end the job", d)
+	}
+	if list := symheapCmd(t, "stat"); strings.Contains(list, job) {
+		t.Errorf("stat still lists the ended job:\n%s", list)
+	}
+	if _, err := os.Stat(segment.Path(unix.Getuid(), job)); !os.IsNotExist(err) {
+		t.Errorf("segment left after shrun ended the job: %v", err)
 	}
 }

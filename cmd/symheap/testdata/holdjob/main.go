@@ -1,6 +1,7 @@
 // Command holdjob is a PE program for the symheap command's tests: it
 // joins the job, allocates a little, says "ready", and sleeps until killed
-// or until its standard input closes.
+// or until its standard input closes (with HOLDJOB_FOREVER set, only
+// until killed).
 package main
 
 import (
@@ -28,6 +29,9 @@ func main() {
 	}
 	symheap.Free(pe, keep[2]) // leave a hole, for the heap map
 	fmt.Printf("ready %d %s\n", pe.Rank(), pe.Job())
+	if os.Getenv("HOLDJOB_FOREVER") != "" {
+		select {} // until killed (shrun gives PEs /dev/null for input)
+	}
 	io.Copy(io.Discard, os.Stdin)
 	os.Exit(0) // no Close: the others may be gone
 }
