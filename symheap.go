@@ -36,7 +36,6 @@ import (
 
 	"github.com/symheap/symheap/alloc"
 	_ "github.com/symheap/symheap/alloc/all" // the built-in allocator components
-	"github.com/symheap/symheap/internal/errs"
 	"github.com/symheap/symheap/internal/segment"
 	"github.com/symheap/symheap/internal/shmsync"
 	"github.com/symheap/symheap/internal/unix"
@@ -290,7 +289,6 @@ func (pe *PE) stopWatch() {
 	c.exitWord.Add(1)
 	unix.FutexWake((*uint32)(wordAddr(&c.exitWord)), 1<<30)
 	<-pe.watchDone
-	c.watchStop.Store(0)
 }
 
 // check returns ErrClosed after Close.
@@ -314,5 +312,3 @@ func (pe *PE) checkPE(target int) error {
 
 // peerLost checks the liveness of every PE.
 func (pe *PE) peerLost() error { return pe.seg.CheckPeers(nil) }
-
-var _ = errs.ErrClosed

@@ -94,7 +94,6 @@ func startJob(t *testing.T, n int) (job string, procs []*exec.Cmd) {
 		cmd := exec.Command(filepath.Join(bin, "holdjob"))
 		cmd.Env = append(os.Environ(), "SYMHEAP_JOB="+job, fmt.Sprintf("SYMHEAP_PE=%d", r), fmt.Sprintf("SYMHEAP_NPES=%d", n),
 			"SHMEM_SYMMETRIC_SIZE=4m", "SYMHEAP_SHARED_SIZE=1m")
-		cmd.Stdin, _ = os.Open(os.DevNull)
 		pr, pw, _ := os.Pipe()
 		cmd.Stdin = pr
 		out, _ := cmd.StdoutPipe()

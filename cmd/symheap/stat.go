@@ -150,11 +150,9 @@ func writeHeapMap(v *symheap.JobView, ji symheap.JobInfo, file string) error {
 	const width, band, gap = 1024, 20, 6
 	rows := 2 * ji.NPEs
 	img := image.NewRGBA(image.Rect(0, 0, width, rows*(band+gap)+gap))
-	bg := color.RGBA{255, 255, 255, 255}
 	for i := range img.Pix {
-		img.Pix[i] = 255
+		img.Pix[i] = 255 // white background
 	}
-	_ = bg
 	grey := color.RGBA{200, 200, 200, 255}
 	free := color.RGBA{190, 235, 190, 255}
 	used := [2]color.RGBA{{40, 90, 200, 255}, {80, 140, 230, 255}}

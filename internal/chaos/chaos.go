@@ -113,9 +113,9 @@ func runOne(ctx context.Context, c Config, r *Report, n, victim int, delay time.
 	r.Runs++
 	cmd := exec.CommandContext(ctx, filepath.Join(c.Bin, "shrun"), "-n", strconv.Itoa(n), "--heap", "4m", "--timeout", "60s",
 		filepath.Join(c.Bin, "chaospe"))
-	cmd.Env = append(os.Environ(), "SYMHEAP_SHARED_SIZE=1m", "SYMHEAP_PEER_TIMEOUT="+c.PeerTimeout.String())
-	if c.PeerTimeout <= 0 {
-		cmd.Env = append(os.Environ(), "SYMHEAP_SHARED_SIZE=1m")
+	cmd.Env = append(os.Environ(), "SYMHEAP_SHARED_SIZE=1m")
+	if c.PeerTimeout > 0 {
+		cmd.Env = append(cmd.Env, "SYMHEAP_PEER_TIMEOUT="+c.PeerTimeout.String())
 	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {

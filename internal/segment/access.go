@@ -1,7 +1,7 @@
 package segment
 
 import (
-	"fmt"
+	"strconv"
 
 	"github.com/symheap/symheap/internal/unix"
 )
@@ -39,9 +39,6 @@ func (s *Segment) Shared(pe int) []byte {
 	return s.m.Mem[off : off+s.lay.SharedSize : off+s.lay.SharedSize]
 }
 
-// Fd returns the segment's file descriptor (for liveness queries).
-func (s *Segment) Fd() int { return s.fd }
-
 // protect sets up protected mode: every other PE's symmetric heap becomes
 // read-only in the main mapping, so a stray store through a pointer faults
 // instead of corrupting a neighbour, and a second, writable mapping of the
@@ -78,4 +75,4 @@ func (s *Segment) Alias() []byte {
 // Protected reports whether the job runs in protected mode in this PE.
 func (s *Segment) Protected() bool { return s.alias.Mem != nil }
 
-func itoa(n int) string { return fmt.Sprint(n) }
+func itoa(n int) string { return strconv.Itoa(n) }

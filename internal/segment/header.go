@@ -9,7 +9,7 @@ import (
 // peSlot is one PE's entry in the header.
 type peSlot struct {
 	pid   atomic.Uint64 // written by the PE when it attaches
-	start atomic.Uint64 // its start time in clock ticks (with pid: unique)
+	_     [8]byte
 	state atomic.Uint32 // slotEmpty, slotAttached, slotClosed
 	_     [4]byte
 	beat  atomic.Uint64 // heartbeat: incremented by the PE every HeartbeatPeriod

@@ -502,7 +502,7 @@ func (s *Segment) join(deadline time.Time) (stale bool, err error) {
 		// A complete header from another job or another version: if
 		// nobody is attached it is stale and can go.
 		if s.isStale() {
-			s.removeStale()
+			s.tryRemoveStale()
 			return true, err
 		}
 		return false, err
@@ -510,7 +510,7 @@ func (s *Segment) join(deadline time.Time) (stale bool, err error) {
 	if s.isStale() {
 		// Ready, complete, and yet nobody is attached: a crashed job
 		// with our id left it behind.
-		s.removeStale()
+		s.tryRemoveStale()
 		return true, fmt.Errorf("segment: %s was left by a dead job: %w", s.path, errs.ErrSegment)
 	}
 	return false, s.takeLiveness()
@@ -545,8 +545,6 @@ func (s *Segment) tryRemoveStale() {
 	unix.Flock(s.fd, unix.LockUnlock, false)
 	s.unmapAll()
 }
-
-func (s *Segment) removeStale() { s.tryRemoveStale() }
 
 // validate checks the header against this PE's parameters.
 func (s *Segment) validate() error {
@@ -632,8 +630,6 @@ func (s *Segment) takeLiveness() error {
 	}
 	slot := &s.h.pes[s.p.Rank]
 	slot.pid.Store(uint64(unix.Getpid()))
-	st, _ := unix.ProcessStartTime(unix.Getpid())
-	slot.start.Store(st)
 	slot.state.Store(slotAttached)
 	s.h.attached.Add(1)
 	return nil
@@ -719,34 +715,13 @@ func (s *Segment) Barrier() error {
 	return err
 }
 
-// Broken reports whether the world barrier was broken by a lost PE.
-func (s *Segment) Broken() bool {
-	_, b := s.h.barrier.Broken()
-	return b
-}
-
-// BreakBarrier breaks the world barrier on behalf of lost PE pe.
-func (s *Segment) BreakBarrier(pe int) { s.h.barrier.Break(pe) }
-
 // Close leaves the job; the last PE out removes the segment. Idempotent.
 func (s *Segment) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	if s.beatStop != nil {
-		close(s.beatStop)
-		<-s.beatDone
-	}
-	if !s.p.ReadOnly && s.h != nil {
-		s.h.pes[s.p.Rank].state.Store(slotClosed)
-		s.h.attached.Add(^uint32(0))
-		unix.OFDLock(s.fd, LiveLockBase+int64(s.p.Rank), false)
-	}
+	s.release()
 	s.unmapAll()
-	unix.Flock(s.fd, unix.LockUnlock, false)
-	if !s.p.ReadOnly && unix.Flock(s.fd, unix.LockExclusive, true) == nil {
-		s.unlinkIfSame()
-	}
 	err := unix.Close(s.fd)
 	s.fd = -1
 	return err
@@ -757,14 +732,21 @@ func (s *Segment) Close() error {
 // leaves the mappings in place, since other goroutines of the process may
 // still be reading shared memory until the exit. Idempotent.
 func (s *Segment) Leave() {
-	if !s.closed.CompareAndSwap(false, true) {
-		return
+	if s.closed.CompareAndSwap(false, true) {
+		s.release()
 	}
+}
+
+// release is what Close and Leave share: stop the heartbeat, mark the slot
+// closed, drop the liveness lock and the shared flock (explicitly: a
+// mapping of the file keeps the open file description, and with it the
+// locks, alive), and unlink the file if the exclusive flock can be had.
+func (s *Segment) release() {
 	if s.beatStop != nil {
 		close(s.beatStop)
 		<-s.beatDone
 	}
-	if s.h != nil && !s.p.ReadOnly {
+	if !s.p.ReadOnly && s.h != nil {
 		s.h.pes[s.p.Rank].state.Store(slotClosed)
 		s.h.attached.Add(^uint32(0))
 		unix.OFDLock(s.fd, LiveLockBase+int64(s.p.Rank), false)

@@ -165,6 +165,3 @@ func (b *Barrier) Wait(n int, check func() (int, error)) error {
 	}
 	return nil
 }
-
-// Generation returns the barrier's episode number.
-func (b *Barrier) Generation() uint32 { return b.gen.Load() }

@@ -202,13 +202,6 @@ const RlimInfinity = unix.RLIM_INFINITY
 // SchedYield gives up the CPU to another runnable thread.
 func SchedYield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
-// Nanotime is a monotonic clock reading, cheaper than time.Now for spins.
-func Nanotime() int64 {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return ts.Nano()
-}
-
 func durationTimespec(d time.Duration) *unix.Timespec {
 	if d < 0 {
 		return nil
