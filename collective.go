@@ -96,7 +96,7 @@ func Broadcast[T any](t *Team, dst, src []T, root int) error {
 	if err := t.enter(what); err != nil {
 		return err
 	}
-	defer t.mu.Unlock()
+	defer t.leave()
 	if err := checkPointerFree[T](); err != nil {
 		return err
 	}
@@ -161,7 +161,7 @@ func Reduce[T Number](t *Team, dst, src []T, op Op) error {
 	if err := t.enter(what); err != nil {
 		return err
 	}
-	defer t.mu.Unlock()
+	defer t.leave()
 	if err := checkOp[T](op); err != nil {
 		return err
 	}
@@ -228,7 +228,7 @@ func FCollect[T any](t *Team, dst, src []T) error {
 	if err := t.enter(what); err != nil {
 		return err
 	}
-	defer t.mu.Unlock()
+	defer t.leave()
 	if err := checkPointerFree[T](); err != nil {
 		return err
 	}
@@ -286,7 +286,7 @@ func AllToAll[T any](t *Team, dst, src []T) error {
 	if err := t.enter(what); err != nil {
 		return err
 	}
-	defer t.mu.Unlock()
+	defer t.leave()
 	if err := checkPointerFree[T](); err != nil {
 		return err
 	}

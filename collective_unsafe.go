@@ -1,6 +1,10 @@
 package symheap
 
-import "unsafe"
+import (
+	"encoding/binary"
+	"sync/atomic"
+	"unsafe"
+)
 
 // This file holds the pointer arithmetic of teams and collectives: views of
 // the team area and its scratch buffers, and reinterpretation of integer
@@ -12,11 +16,30 @@ var (
 	_ [unsafe.Sizeof(teamSlot{}) - teamSlotSize]byte
 	_ [teamHdrSize - unsafe.Sizeof(teamHeader{})]byte
 	_ [unsafe.Sizeof(teamHeader{}) - teamHdrSize]byte
+	_ [teamCounterSize - unsafe.Sizeof(teamCounter{})]byte
+	_ [unsafe.Sizeof(teamCounter{}) - teamCounterSize]byte
 )
 
 // teamSlotOf views slot id of PE p's team area.
 func (pe *PE) teamSlotOf(p, id int) *teamSlot {
-	return (*teamSlot)(pe.cbAddr(p, teamAreaOff()+teamHdrSize+uint64(id)*teamSlotSize))
+	return (*teamSlot)(pe.cbAddr(p, teamAreaOff()+teamHdrSize+MaxTeams*teamCounterSize+uint64(id)*teamSlotSize))
+}
+
+// low32 views the low half of a 64-bit word, the futex word of a counter
+// whose every change moves it.
+func low32(w *atomic.Uint64) *atomic.Uint32 {
+	p := unsafe.Pointer(w)
+	if bigEndian {
+		p = unsafe.Add(p, 4)
+	}
+	return (*atomic.Uint32)(p)
+}
+
+var bigEndian = binary.NativeEndian.Uint16([]byte{0, 1}) == 1
+
+// teamCounterOf views the barrier counter of team id, in PE 0's block.
+func (pe *PE) teamCounterOf(id int) *teamCounter {
+	return (*teamCounter)(pe.cbAddr(0, teamAreaOff()+teamHdrSize+uint64(id)*teamCounterSize))
 }
 
 // teamHeader views PE 0's team header, which holds the job's id bitmap.

@@ -271,7 +271,8 @@ func (pe *PE) Fence() {
 	}
 }
 
-// quietAll is Quiet without the closed check, for Barrier and Close.
+// quietAll is Quiet without the closed check, for Fence, Close and the
+// barrier of a one-PE job.
 func (pe *PE) quietAll() {
 	st := &pe.ext.rma
 	switch {
@@ -288,6 +289,13 @@ func (pe *PE) quietAll() {
 		// below need no fence: waiters fence for them (wait.go).
 		st.owed.Store(true)
 	}
+	pe.wakeSleepers()
+}
+
+// wakeSleepers takes the wake-up step for every PE if anybody sleeps in
+// the job. The caller has fenced after its stores (or waiters fence for
+// it: wait.go).
+func (pe *PE) wakeSleepers() {
 	// Seq-cst load; pairs with a waiter's increment of the job's count.
 	if pe.ctl[0].sleeping.Load() != 0 {
 		pe.wakeAll()

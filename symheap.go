@@ -188,12 +188,22 @@ func (pe *PE) Barrier() error {
 	if err := pe.check(); err != nil {
 		return err
 	}
-	pe.quietAll()
 	pe.syncCacheStats()
-	// The world team's sync: one arrival counter per PE on a line of its
-	// own, so arrivals do not contend for one word (see team.go). It turns
-	// a lost PE into ErrPeerLost as the segment's barrier does.
-	return pe.world.Sync()
+	if pe.npes == 1 {
+		pe.quietAll()
+		return nil
+	}
+	// The world team's barrier (team.go), which turns a lost PE into
+	// ErrPeerLost as the segment's barrier does. Its arrival is a full
+	// fence, which completes this PE's puts as Quiet would; right after
+	// it, the barrier wakes whoever sleeps waiting for them.
+	w := pe.world
+	if err := w.inUse("Barrier"); err != nil {
+		return err
+	}
+	err := w.counterBarrier(true)
+	shmsync.StoreRelease32(&w.busy, 0) // release; pairs with the loads in enter and inUse
+	return err
 }
 
 // Accessible reports whether PE target exists and is alive, so that Put,

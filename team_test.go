@@ -121,6 +121,51 @@ func teamWorld(t *testing.T, pe *symheap.PE) {
 			t.Fatalf("Sync %d: %v", round, err)
 		}
 	}
+	// Sync and Barrier refuse to overlap another call of the PE on the
+	// team, without arriving: on PE 0 a goroutine waits in Sync, which
+	// the other PEs join only once PE 0's overlapping calls were refused.
+	flag, err := symheap.Calloc[int64](pe, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pe.Rank() == 0 {
+		in := make(chan error, 1)
+		go func() { in <- w.Sync() }()
+		time.Sleep(50 * time.Millisecond) // the goroutine is waiting in Sync by now
+		for _, call := range []func() error{w.Sync, pe.Barrier} {
+			if err := call(); !errors.Is(err, symheap.ErrBadArg) {
+				t.Fatalf("Sync or Barrier during another Sync: %v, want ErrBadArg", err)
+			}
+		}
+		for p := 1; p < pe.Size(); p++ {
+			symheap.AtomicSet(pe, &flag[0], 1, p)
+		}
+		if err := <-in; err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		if err := symheap.WaitUntil(pe, &flag[0], symheap.CmpEQ, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at0[pe.Rank()] = -1
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	for p, got := range at0 {
+		if got != -1 {
+			t.Fatalf("after the refused Syncs and a Barrier, PE %d's mark is %d", p, got)
+		}
+	}
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	if err := symheap.Free(pe, flag); err != nil {
+		t.Fatal(err)
+	}
 	if err := symheap.Free(pe, marks); err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import "sync/atomic"
 //
 // StoreRelease32 and StoreRelease64 are that store: a plain MOV on amd64
 // (in assembly, so that the compiler can neither drop nor move it), the
-// sequentially consistent store elsewhere. They give no store-to-load
+// sequentially consistent store elsewhere and under the race detector. They give no store-to-load
 // order: a writer that must read a word another process writes (a
 // sleepers count, before a futex wake) after its release store needs a
 // full fence between them, or the reader's side must fence for it

@@ -1,3 +1,5 @@
+//go:build !race
+
 package shmsync
 
 import "sync/atomic"

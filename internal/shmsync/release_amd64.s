@@ -1,3 +1,5 @@
+//go:build !race
+
 #include "textflag.h"
 
 // func storeRelease32(w *atomic.Uint32, v uint32)

@@ -1,11 +1,12 @@
-//go:build !amd64
+//go:build !amd64 || race
 
 package shmsync
 
 import "sync/atomic"
 
 // Without TSO a plain store has no release order: use the atomic store
-// (on arm64 an STLR, itself a release store).
+// (on arm64 an STLR, itself a release store). Under the race detector too,
+// which sees the ordering of sync/atomic operations only.
 
 func storeRelease32(w *atomic.Uint32, v uint32) { w.Store(v) }
 

@@ -91,8 +91,14 @@ func Wake(word *atomic.Uint32, sleepers *atomic.Uint32) {
 	// value in its FutexWait and does not sleep.
 	word.Add(1)
 	if sleepers.Load() != 0 {
-		unix.FutexWake((*uint32)(addrOf(word)), 1<<30)
+		WakeAll(word)
 	}
+}
+
+// WakeAll wakes every process asleep on word (in WaitWord). The caller
+// has published its change and seen a non-zero sleepers count after it.
+func WakeAll(word *atomic.Uint32) {
+	unix.FutexWake((*uint32)(addrOf(word)), 1<<30)
 }
 
 // Barrier is a counting barrier in shared memory for a fixed group of n
