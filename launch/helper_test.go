@@ -77,10 +77,14 @@ func helper(spec string) int {
 	case "ignoreterm":
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Println("ready")
-		select {}
+		for {
+			time.Sleep(time.Hour) // a goroutine blocked forever in select{} is a deadlock to the runtime
+		}
 	case "sleep":
 		fmt.Println("ready")
-		select {}
+		for {
+			time.Sleep(time.Hour) // a goroutine blocked forever in select{} is a deadlock to the runtime
+		}
 	case "usr1exit":
 		c := make(chan os.Signal, 1)
 		signal.Notify(c, syscall.SIGUSR1)
@@ -128,7 +132,9 @@ func helper(spec string) int {
 			return 1
 		}
 		fmt.Printf("pids %d %d\n", g.Pids()[0], g.Pids()[1])
-		select {}
+		for {
+			time.Sleep(time.Hour) // a goroutine blocked forever in select{} is a deadlock to the runtime
+		}
 	}
 	fmt.Fprintf(os.Stderr, "helper: no action for rank %s in %q\n", rank, spec)
 	return 99

@@ -64,7 +64,9 @@ func pe(spec string) int {
 		fallthrough
 	case "sleep":
 		fmt.Println("ready")
-		select {}
+		for {
+			time.Sleep(time.Hour) // a goroutine blocked forever in select{} is a deadlock to the runtime
+		}
 	case "waitterm":
 		c := make(chan os.Signal, 1)
 		signal.Notify(c, syscall.SIGTERM)
