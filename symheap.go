@@ -63,7 +63,7 @@ type PE struct {
 	component  alloc.Component
 	reason     string // why the component was chosen
 
-	mu     sync.Mutex // serialises this PE's collective calls and its heap
+	mu     callLock // serialises this PE's collective calls and its heap
 	closed atomic.Bool
 	heap   alloc.Allocator // this PE's symmetric heap
 	ctl    []*control      // every PE's control block

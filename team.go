@@ -128,7 +128,6 @@ import (
 	"fmt"
 	"math/bits"
 	"runtime"
-	"sync"
 	"sync/atomic"
 
 	"github.com/symheap/symheap/internal/shmsync"
@@ -210,7 +209,7 @@ type Team struct {
 	counterBase         uint64 // the counter's value when the team was made
 	live                func() error
 
-	mu        sync.Mutex
+	mu        callLock
 	busy      atomic.Uint32 // 1 while a goroutine of this PE is in a call (best effort: see "Full barriers")
 	destroyed atomic.Bool   // set by Destroy, under mu; read by Sync without it
 	calls     uint64        // collective calls made on the team; call k uses scratch k%2
