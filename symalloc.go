@@ -11,7 +11,6 @@ import (
 
 	"github.com/symheap/symheap/alloc"
 	"github.com/symheap/symheap/internal/segment"
-	"github.com/symheap/symheap/internal/shmsync"
 )
 
 // Symmetric allocation.
@@ -44,15 +43,14 @@ import (
 //
 // Each PE has two record slots in its control block (allocRecord), and
 // phase k of its calls writes slot k%2: the owner stores the fields, then
-// publishes them with a release store of seq = k; a reader
+// publishes them with a sequentially consistent store of seq = k; a reader
 // waits until it sees seq >= k, then reads the fields. A PE can be at most
 // one phase ahead of any other (it cannot finish phase k+1 without every
 // PE's record of k+1, which each writes after finishing phase k), so slot
 // k%2 holds k or k-2 while anyone still waits for or reads phase k, and
 // is overwritten (by phase k+2) only after every PE has finished with k.
 // Waiting sleeps on the waiter's own signal word (wait.go); publishing
-// wakes every PE with sleepers, with the wake-up step of a put (wait.go
-// proves that no wake-up is lost).
+// wakes every PE with sleepers.
 
 // Hints for MallocWithHints: the OpenSHMEM 1.5 bits. Any combination, and
 // unknown bits, are accepted; memory from any hint works for every
@@ -306,8 +304,9 @@ func (pe *PE) exchange(kind, size, align, in, out uint64, hints Hints) error {
 	v := recValues{seq: seq, call: st.call, kind: kind, size: size, align: align, in: in, out: out, hints: uint64(hints)}
 	st.mine[seq%2] = v
 	rec := &pe.ctl[pe.rank].allocRec[seq%2].allocRecord
-	// The fields are published by the seq store below, so they need no
-	// atomic writes of their own; readers load them after they see seq.
+	// The fields are published by the seq store below (a release: on
+	// amd64 a locked instruction, on arm64 STLR), so they need no atomic
+	// writes of their own; readers load them after they see seq.
 	setPlain(&rec.call, v.call)
 	setPlain(&rec.kind, v.kind)
 	setPlain(&rec.size, v.size)
@@ -315,21 +314,17 @@ func (pe *PE) exchange(kind, size, align, in, out uint64, hints Hints) error {
 	setPlain(&rec.in, v.in)
 	setPlain(&rec.out, v.out)
 	setPlain(&rec.hints, v.hints)
-	// Release store: publishes the record and orders this PE's earlier
-	// stores, puts included, before it; pairs with the other PEs' seq
-	// loads in arrived. It waits for nothing (an atomic store would: see
-	// shmsync.StoreRelease), which was measured to save ~20 ns a phase.
-	shmsync.StoreRelease64(&rec.seq, seq)
+	// Seq-cst store: publishes the record, and (a full fence) orders this
+	// PE's earlier stores, puts included, before it; pairs with the other
+	// PEs' seq loads in arrived.
+	rec.seq.Store(seq)
 	// Wake the PEs waiting for this record, and any waiting for our
-	// earlier puts (NBI ones), as a barrier's Quiet would. The load of the
-	// job's sleepers count after the release store needs the store-load
-	// order that a put's wake-up step needs (wait.go, P2): a fence, unless
-	// this process is registered for the waiters' membarrier. Seq-cst
-	// load; pairs with a waiter's increment of the count.
-	if !pe.membarrierReady() {
-		fullFence()
+	// earlier puts (NBI ones), as a barrier's Quiet would. Seq-cst load
+	// (after the store above); pairs with a waiter's increment of the
+	// job's sleepers count (wait.go).
+	if pe.ctl[0].sleeping.Load() != 0 {
+		pe.wakeAll()
 	}
-	pe.wakeSleepers()
 	arrived := func() bool {
 		for p, c := range pe.ctl {
 			// Seq-cst load; pairs with PE p's seq store above.
