@@ -98,21 +98,15 @@ func (s *Segment) place() error {
 	return nil
 }
 
-// mapAligned maps total bytes of fd anywhere, at an Align-aligned address.
+// mapAligned maps total bytes of fd anywhere, at an Align-aligned address
+// (over a reservation of its own, so that no other thread of the process
+// can take the address in between).
 func mapAligned(fd, total, prot int) (unix.Mapping, error) {
-	for try := 0; ; try++ {
-		a, err := unix.ReserveAligned(uintptr(total), Align)
-		if err != nil {
-			return unix.Mapping{}, mapError("reserve address space for "+FormatSize(uint64(total)), err)
-		}
-		m, err := unix.MapShared(fd, total, a, prot)
-		if err == nil {
-			return m, nil
-		}
-		if try > 16 || err == unix.ENOMEM {
-			return unix.Mapping{}, mapError("map "+FormatSize(uint64(total)), err)
-		}
+	m, err := unix.MapSharedAlignedProt(fd, uintptr(total), Align, prot)
+	if err != nil {
+		return unix.Mapping{}, mapError("map "+FormatSize(uint64(total)), err)
 	}
+	return m, nil
 }
 
 // propose picks an Align-aligned address for size bytes that is free in

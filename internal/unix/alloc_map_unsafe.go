@@ -21,20 +21,27 @@ func MapAnonAligned(length, align uintptr, noreserve bool) (Mapping, error) {
 	if noreserve {
 		flags |= unix.MAP_NORESERVE
 	}
-	return mapAligned(-1, length, align, flags)
+	return mapAligned(-1, length, align, flags, 0)
 }
 
 // MapSharedAligned maps the first length bytes of fd read-write and shared,
 // at an address aligned to align (a power of two). Mapping the same file
 // twice gives two views of the same memory at different addresses.
 func MapSharedAligned(fd int, length, align uintptr) (Mapping, error) {
-	return mapAligned(fd, length, align, unix.MAP_SHARED)
+	return mapAligned(fd, length, align, unix.MAP_SHARED, 0)
+}
+
+// MapSharedAlignedProt is MapSharedAligned with the protection prot (as
+// MapShared's: 0 for read-write). Unlike a reservation released before
+// the mapping, it cannot lose the address to another thread's mapping.
+func MapSharedAlignedProt(fd int, length, align uintptr, prot int) (Mapping, error) {
+	return mapAligned(fd, length, align, unix.MAP_SHARED, prot)
 }
 
 // mapAligned reserves length+align bytes of address space, maps the aligned
 // part of it with MAP_FIXED (replacing only our own reservation) and
 // releases the unused head and tail of the reservation.
-func mapAligned(fd int, length, align uintptr, flags int) (Mapping, error) {
+func mapAligned(fd int, length, align uintptr, flags, prot int) (Mapping, error) {
 	if length == 0 || align == 0 || align&(align-1) != 0 {
 		return Mapping{}, EINVAL
 	}
@@ -52,7 +59,10 @@ func mapAligned(fd int, length, align uintptr, flags int) (Mapping, error) {
 	// from an integer.
 	skip := (align - uintptr(res)&(align-1)) & (align - 1)
 	start := unsafe.Add(res, skip)
-	p, err := unix.MmapPtr(fd, 0, start, length, unix.PROT_READ|unix.PROT_WRITE, flags|unix.MAP_FIXED)
+	if prot == 0 {
+		prot = unix.PROT_READ | unix.PROT_WRITE
+	}
+	p, err := unix.MmapPtr(fd, 0, start, length, prot, flags|unix.MAP_FIXED)
 	if err != nil {
 		unix.MunmapPtr(res, total)
 		return Mapping{}, err
