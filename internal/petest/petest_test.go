@@ -218,7 +218,7 @@ func TestReporting(t *testing.T) {
 		"feature X is missing",
 		"--- FAIL: TestInnerTimeout",
 		"timed out after 1s",
-		"[pe 0] goroutine ",
+		"] goroutine ", // some PE's stacks (whose dump is captured before the kill depends on timing)
 	} {
 		if !strings.Contains(report, want) {
 			t.Errorf("report lacks %q", want)
