@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,6 +96,27 @@ var eagerBenchGroups = []msgBenchGroup{
 	{name: "Eager_shared", shared: true, sizes: eagerSizes, quick: eagerSizes, env: []string{"SYMHEAP_MSG_EAGER_SHARED=16k", "SYMHEAP_MSG_EAGER=16k"}, versus: "Rendezvous_shared"},
 }
 
+// sizesFor returns the sizes the group measures: all, or the quick ones,
+// and of those only the ones SYMHEAP_MSGBENCH_SIZES lists if it is set
+// (comma-separated byte counts: to profile one size).
+func (g msgBenchGroup) sizesFor(quick bool) []int64 {
+	sizes := g.sizes
+	if quick {
+		sizes = g.quick
+	}
+	only := os.Getenv(envMsgSizes)
+	if only == "" {
+		return sizes
+	}
+	var keep []int64
+	for _, s := range sizes {
+		if slices.Contains(strings.Split(only, ","), strconv.FormatInt(s, 10)) {
+			keep = append(keep, s)
+		}
+	}
+	return keep
+}
+
 // streamWindow is the messages in flight of a stream of size-byte
 // messages: 64, as OSU and bench/peers use, except for the largest
 // messages, whose window is bounded to 256 MiB in flight.
@@ -109,6 +131,7 @@ const (
 	envMsgBench    = "SYMHEAP_MSGBENCH"
 	envMsgBudget   = "SYMHEAP_MSGBENCH_BUDGET"
 	envMsgQuick    = "SYMHEAP_MSGBENCH_QUICK"
+	envMsgSizes    = "SYMHEAP_MSGBENCH_SIZES"
 	msgBenchMark   = "msgbench-result"
 	msgBenchCtlTag = symheap.MaxTag
 )
@@ -136,11 +159,7 @@ func runMsgGroup(b *testing.B, g msgBenchGroup) {
 		msgFigures[g.name] = figs
 		figMu.Unlock()
 		_, quick := msgBenchBudget()
-		sizes := g.sizes
-		if quick {
-			sizes = g.quick
-		}
-		for _, size := range sizes {
+		for _, size := range g.sizesFor(quick) {
 			b.Run(sizeName(size), func(b *testing.B) { reportMsg(b, g, size, figs[size], quick) })
 		}
 	})
@@ -348,10 +367,7 @@ func msgBenchPE(b *testing.B, g msgBenchGroup) {
 	if err != nil {
 		b.Fatalf("%s: %v", envMsgBudget, err)
 	}
-	sizes := g.sizes
-	if os.Getenv(envMsgQuick) == "true" {
-		sizes = g.quick
-	}
+	sizes := g.sizesFor(os.Getenv(envMsgQuick) == "true")
 	pe, err := symheap.Init(symheap.Config{})
 	if err != nil {
 		b.Fatal(err)
@@ -496,4 +512,57 @@ func (m *msgBencher) stream(n int, sbuf, rbuf []byte, w int64) {
 			m.check(pe.Send(ack[:], m.peer, 3))
 		}
 	}
+}
+
+// BenchmarkMsgLocal measures the software cost of messaging in this
+// process alone: a lone PE (no launcher) sending 8-byte messages to
+// itself, so that the figures hold no cache-line transfer between cores,
+// only what the code adds. They are the figures to profile (-cpuprofile)
+// when the two-PE ones move.
+func BenchmarkMsgLocal(b *testing.B) {
+	if os.Getenv(envMsgBench) != "" || os.Getenv("SYMHEAP_PE") != "" {
+		b.Skip("runs outside a job only")
+	}
+	pe, err := symheap.Init(symheap.Config{HeapSize: 8 << 20, SharedSize: 1 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pe.Close()
+	sbuf, rbuf := make([]byte, 8), make([]byte, 8)
+	check := func(err error) {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("Send+Recv", func(b *testing.B) {
+		for range b.N {
+			check(pe.Send(sbuf, 0, 1))
+			_, err := pe.Recv(rbuf, 0, 1)
+			check(err)
+		}
+	})
+	b.Run("Irecv+Send+Wait", func(b *testing.B) { // the receive is posted first
+		for range b.N {
+			r, err := pe.Irecv(rbuf, 0, 1)
+			check(err)
+			check(pe.Send(sbuf, 0, 1))
+			_, err = r.Wait()
+			check(err)
+		}
+	})
+	b.Run("Window64", func(b *testing.B) { // per message: 64 Isends, 64 Irecvs, every Wait
+		reqs := make([]*symheap.Request, 128)
+		for i := 0; i < b.N; i += 64 {
+			for j := range 64 {
+				reqs[j], err = pe.Irecv(rbuf, 0, 2)
+				check(err)
+				reqs[64+j], err = pe.Isend(sbuf, 0, 2)
+				check(err)
+			}
+			for _, r := range reqs {
+				_, err := r.Wait()
+				check(err)
+			}
+		}
+	})
 }

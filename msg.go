@@ -5,24 +5,26 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/symheap/symheap/internal/config"
 	"github.com/symheap/symheap/internal/shmsync"
+	"github.com/symheap/symheap/internal/unix"
 )
 
 // Message passing: Send, Recv, Isend, Irecv.
 //
 // # Paths
 //
-// A message of at most the eager limit (DefaultEagerLimit, env
-// SYMHEAP_MSG_EAGER; DefaultSharedEagerLimit, env SYMHEAP_MSG_EAGER_SHARED,
-// when the send buffer lies in the segment) travels whole through the
-// ring from sender to receiver (msg_queue.go): the sender copies it in,
-// the receiver copies it out, and the send is complete once it is in the
-// ring. A larger message
+// A message of at most boxMax (16) bytes travels through the fast box the
+// two PEs share, one cache line for both directions, when the box is free
+// (msg_queue.go, "Fast boxes"). A message of at most the eager limit
+// (DefaultEagerLimit, env SYMHEAP_MSG_EAGER; DefaultSharedEagerLimit, env
+// SYMHEAP_MSG_EAGER_SHARED, when the send buffer lies in the segment)
+// travels whole through the ring from sender to receiver (msg_queue.go).
+// Either way the sender copies it in, the receiver copies it out, and the
+// send is complete once it is in. A larger message
 // is announced by a descriptor record (RTS: tag, length, id, where) and
 // copied once, by the receiver, from the sender's buffer:
 //
@@ -45,8 +47,8 @@ import (
 //
 // The receiver answers ACK when it has copied a segment or kernel message;
 // the last CHUNKACK ends a bounce. Only then does the send complete. Each
-// path is counted on the sender (peStats msgEager, msgSingleCopy,
-// msgKernel, msgBounce). A segment or kernel message of at least
+// path is counted on the sender (peStats msgEager, box messages included,
+// msgSingleCopy, msgKernel, msgBounce). A segment or kernel message of at least
 // SYMHEAP_MSG_SPLIT bytes is copied by both PEs at once when the sender is
 // waiting for it: the receiver reads chunks, the sender writes chunks
 // (msg_split.go), still one copy of every byte.
@@ -61,35 +63,48 @@ import (
 // payloads copied out of the ring, and descriptors). A new receive first
 // takes the oldest matching unexpected message; otherwise it is posted. A
 // record drained from a ring goes to the oldest matching posted receive;
-// otherwise it is queued as unexpected. Rings are FIFO per pair and both
-// queues keep arrival order, so messages from one sender with one tag
-// never overtake each other. A receive whose buffer is too short for the
+// otherwise it is queued as unexpected. The box and the ring of a pair
+// form one FIFO sequence (msg_queue.go) and both queues keep arrival
+// order, so messages from one sender with one tag never overtake each
+// other. A receive whose buffer is too short for the
 // message it matches ends with ErrTruncated and the message's real size
 // in Status.Count, and the message stays where it was (a later receive
 // with a large enough buffer gets it).
 //
 // # Progress and waiting
 //
-// There is no progress thread. Every messaging call, and every Test and
-// Wait, drains this PE's incoming rings, pushes records that found a ring
-// full (each destination's backlog, in order), and advances bounce
-// transfers. A blocking wait does this in a loop: it spins (spinFor)
-// while the job has no more PEs than the machine has cores, then in
-// shmsync.WaitWord yields, then sleeps on this PE's doorbell, which every
-// record addressed to it and every release of ring room rings when it
-// sleeps (msg_queue.go), as does a goroutine of this PE that completes
-// another's request. On each 50 ms sleep slice it checks the liveness of
-// the PEs it waits for, so a dead peer turns into ErrPeerLost well within
-// a second. Sends check the
-// destination's liveness too: every large one, and on the eager path the
-// first and then one in livenessEvery, and every one to a PE already seen
-// dead.
+// There is no progress thread. Every receive, every Test and Wait, and
+// every send that cannot complete at once drains this PE's incoming rings
+// and boxes, pushes records that found a ring full (each destination's
+// backlog, in order), and advances bounce transfers. (A send that
+// completes at once returns without: its progress would only delay the
+// return, and pull back the line just written.) A blocking wait does this
+// in a loop (Request.spin): it polls, holding msgState.mu, for up to
+// spinFor while the job has no more PEs than the machine has cores, then
+// spins briefly and yields without it, then sleeps on this PE's doorbell
+// (PE.sleep), which every record addressed to it and every release of
+// ring room rings when it sleeps (msg_queue.go, "Waking"), as does a
+// goroutine of this PE that completes another's request. Every polling
+// loop pauses (spinPause) between polls. On each 50 ms sleep slice it
+// checks the liveness of the PEs it waits for, so a dead peer turns into
+// ErrPeerLost well within a second. Sends check the destination's
+// liveness too: every large one, and on the eager path the first and
+// then one in livenessEvery, and every one to a PE already seen dead.
+//
+// A blocking Recv from one source first tries the fast path
+// (msg_fast.go): when nothing else is under way it takes the next message
+// from that source's box or ring straight into its buffer, without a
+// Request or a full progress.
 //
 // # Locking
 //
-// msgState.mu serialises this PE's goroutines on the queues, the rings'
-// producer and consumer sides and the tables below. Nothing sleeps while
-// holding it.
+// msgState.mu (a msgLock, msg_lock.go) serialises this PE's goroutines on
+// the queues, the rings' producer and consumer sides, the boxes and the
+// tables below. Nothing sleeps or blocks while holding it; a wait that
+// polls holds it between polls and lets it go when another goroutine
+// asks. The path from the arrival of a message to the publishing of the
+// reply (fast receive, then send) takes no locked instruction while the
+// PE's messaging runs on one P.
 
 // AnySource and AnyTag match any sender and any tag in Recv and Irecv.
 const AnySource, AnyTag = -1, -1
@@ -123,9 +138,12 @@ const (
 const spinFor = time.Millisecond
 
 // livenessEvery is how many eager sends to one destination go without
-// asking whether it still lives (a system call); the first send to it, and
-// every send to a PE this PE has seen die, ask.
-const livenessEvery = 64
+// asking whether it still lives (a system call, ~0.5 us: at 64 it was a
+// tenth of a small send); the first send to it, and every send to a PE
+// this PE has seen die, ask. A send to a dead PE that is not asked
+// succeeds into memory nobody reads; once the ring is full, the send
+// waits, and the wait finds the PE gone.
+const livenessEvery = 1024
 
 // Status describes a received message (or, for a send, the message sent).
 type Status struct {
@@ -145,11 +163,16 @@ const (
 // msgState is this PE's messaging state. All fields but the immutable
 // views are guarded by mu.
 type msgState struct {
-	mu    sync.Mutex
-	bell  *bell    // this PE's doorbell
-	bells []*bell  // every PE's doorbell
-	in    []rxRing // from each sender, in this PE's control block
-	out   []txPeer // to each receiver, in its control block
+	mu    msgLock
+	bell  *bell     // this PE's doorbell
+	bells []*bell   // every PE's doorbell
+	in    []rxRing  // from each sender, in this PE's control block
+	out   []txPeer  // to each receiver, in its control block
+	box   []boxPair // with each peer (msg_box.go)
+
+	// relaxed: this process is registered for asymmetric fences, so its
+	// publishing stores are release stores (msg_queue.go, "Waking").
+	relaxed bool
 
 	posted    []*Request // receives waiting for a message, oldest first
 	unexp     []*inMsg   // messages waiting for a receive, oldest first
@@ -157,13 +180,14 @@ type msgState struct {
 	sends     map[uint64]*Request // this PE's large sends awaiting the receiver, by id
 	noSlab    []*Request          // bounce sends waiting for a buffer
 	spare     *Request            // a finished request of a blocking call, for reuse
+	reqBlock  []Request           // requests not handed out yet (allocRequest)
 	spareMsgs []*inMsg            // delivered eager messages, for reuse
 	broken    error               // a record that cannot be: every wait fails with it
 	completed uint64              // requests completed, to wake this PE's sleepers
-	seen      []atomic.Uint64     // per incoming ring: its read position, for polls without mu
 	nextID    uint64
 	queued    int // records in backlogs
 
+	boxLimit      int            // the largest message sent through the fast boxes
 	eager         int            // eager limit in bytes, ordinary send buffers
 	eagerShared   int            // eager limit for send buffers in the segment
 	noKernel      bool           // SYMHEAP_MSG_NOKERNEL: never use process_vm_readv
@@ -176,6 +200,8 @@ type msgState struct {
 	splitting     []*Request     // receives waiting for the sender's chunks
 	helped        uint64         // bytes this PE copied for its receivers (tests read it)
 	orphans       uint64         // chunks this PE's senders could not write (tests read it)
+	boxed         uint64         // messages this PE sent through fast boxes (tests read it)
+	fastRecvs     uint64         // receives completed by recvFast (tests read it)
 	kernelRefused []bool         // per receiver: it answered NACK once
 	eagerSent     []uint64       // per destination: eager sends, for the liveness checks
 	dead          []bool         // per PE: a liveness check found it gone
@@ -255,6 +281,7 @@ func (pe *PE) initMsg() error {
 	rb := ringBytes(n)
 	st.eager = min(st.eager, int(rb/4-recHdrSize))
 	st.eagerShared = min(st.eagerShared, int(rb/4-recHdrSize))
+	st.boxLimit = min(boxMax, st.eager, st.eagerShared)
 	area := func(p int) []byte {
 		s := msgAreaStart(n)
 		return pe.seg.CB(p)[s : s+msgAreaSize(n)-cellSize]
@@ -271,11 +298,13 @@ func (pe *PE) initMsg() error {
 		return v
 	}
 	mine := area(pe.rank)
+	st.relaxed = pe.membarrierReady()
+	st.mu.canPark = st.relaxed && !raceEnabled // steals need the asymmetric fence (msgLock)
 	st.bell = bellAt(mine)
 	st.bells = make([]*bell, n)
 	st.in = make([]rxRing, n)
-	st.seen = make([]atomic.Uint64, n)
 	st.out = make([]txPeer, n)
+	st.box = make([]boxPair, n)
 	st.slots = slots(mine)
 	st.slotGen = make([]uint64, splitSlots)
 	st.slotBusy = make([]bool, splitSlots)
@@ -286,7 +315,12 @@ func (pe *PE) initMsg() error {
 		st.peerSlots[p] = slots(theirs)
 		st.in[p] = rxRing{head: u64At(mine, uint64(cellSize+p*cellSize)), data: cells(mine, p), mask: rb/cellSize - 1}
 		st.out[p].ring = txRing{head: u64At(theirs, uint64(cellSize+pe.rank*cellSize)), data: cells(theirs, pe.rank),
-			cells: rb / cellSize, mask: rb/cellSize - 1}
+			cells: rb / cellSize, mask: rb/cellSize - 1, relaxed: st.relaxed}
+		if p != pe.rank {
+			b := &st.box[p]
+			b.line, b.mine = boxOf(area, n, pe.rank, p)
+			b.theirs = boxSlot - b.mine
+		}
 	}
 	st.xfers = make(map[xferKey]*inMsg)
 	st.sends = make(map[uint64]*Request)
@@ -396,12 +430,7 @@ func (pe *PE) Send(buf []byte, dest, tag int) error {
 // Isend starts sending buf to PE dest with tag. buf must not change until
 // the request is done (Wait, Test).
 func (pe *PE) Isend(buf []byte, dest, tag int) (*Request, error) {
-	r, err := pe.isend(buf, dest, tag, "Isend", false)
-	if err == nil && r == nil {
-		r = &Request{pe: pe, send: true, peer: dest, tag: tag, st: Status{Source: pe.rank, Tag: tag, Count: len(buf)}}
-		r.done.Store(true)
-	}
-	return r, err
+	return pe.isend(buf, dest, tag, "Isend", false)
 }
 
 // Recv receives a message from PE source (or AnySource) with tag (or
@@ -410,22 +439,31 @@ func (pe *PE) Isend(buf []byte, dest, tag int) (*Request, error) {
 // queued for a later receive. If the PE it waits for dies it returns
 // ErrPeerLost within a second.
 func (pe *PE) Recv(buf []byte, source, tag int) (Status, error) {
-	r, err := pe.irecv(buf, source, tag, "Recv", true)
-	if err != nil {
+	if err := pe.recvArgs(source, tag, "Recv"); err != nil {
 		return Status{}, err
 	}
-	return r.wait()
+	st := &pe.ext.msg
+	st.mu.Lock()
+	if res, ok := pe.recvFast(buf, source, tag); ok {
+		st.mu.Unlock()
+		return res, nil
+	}
+	r := pe.newRequest(true, false, buf, source, tag)
+	pe.postRecv(r)
+	if r.over() {
+		res, err := r.finish()
+		st.mu.Unlock()
+		return res, err
+	}
+	// Still holding the lock: spin keeps it while it polls, starting
+	// with a look at the rings and boxes (postRecv has just made
+	// progress).
+	return r.waitLocked(1)
 }
 
-// Irecv starts receiving a message from PE source (or AnySource) with tag
-// (or AnyTag) into buf.
-func (pe *PE) Irecv(buf []byte, source, tag int) (*Request, error) {
-	return pe.irecv(buf, source, tag, "Irecv", false)
-}
-
-// isend validates and starts a send. It returns a nil Request when the
-// message was sent at once (an eager message that found room). A blocking
-// call's request comes from the spares and goes back there (recycle).
+// isend validates and starts a send. For a blocking call it returns a nil
+// Request when the message was sent at once (an eager message that found
+// room); its request comes from the spares and goes back there (recycle).
 func (pe *PE) isend(buf []byte, dest, tag int, op string, blocking bool) (*Request, error) {
 	if err := pe.check(); err != nil {
 		return nil, err
@@ -439,6 +477,12 @@ func (pe *PE) isend(buf []byte, dest, tag int, op string, blocking bool) (*Reque
 	st := &pe.ext.msg
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	// A small message first tries the fast box, before anything else
+	// (writeBox), when no liveness check of dest is due (destAlive).
+	if len(buf) <= st.boxLimit && !st.dead[dest] && st.eagerSent[dest]%livenessEvery != 0 && pe.writeBox(dest, tag, buf) {
+		st.eagerSent[dest]++
+		return pe.sent(blocking, buf, dest, tag), nil
+	}
 	eager := st.eagerFor(pe, buf)
 	if err := pe.destAlive(dest, eager); err != nil {
 		return nil, fmt.Errorf("symheap: %s to PE %d: %w", op, dest, err)
@@ -446,9 +490,11 @@ func (pe *PE) isend(buf []byte, dest, tag int, op string, blocking bool) (*Reque
 	var r *Request
 	if eager {
 		w1 := uint64(uint32(tag)) | uint64(len(buf))<<32
-		if len(st.out[dest].backlog) == 0 && pe.writeEager(dest, w1, buf) {
-			pe.progress()
-			return nil, nil
+		if len(st.out[dest].backlog) == 0 && (len(buf) <= st.boxLimit && pe.writeBox(dest, tag, buf) || pe.writeEager(dest, w1, buf)) {
+			// Sent: no progress, which would only delay the return (and
+			// pull back the line just written). Every call that waits,
+			// and every receive, makes it.
+			return pe.sent(blocking, buf, dest, tag), nil
 		}
 		rec := outRec{kind: recEager, w1: w1, payload: buf}
 		if !pe.post(dest, rec) {
@@ -464,25 +510,46 @@ func (pe *PE) isend(buf []byte, dest, tag int, op string, blocking bool) (*Reque
 	return r, nil
 }
 
-// irecv validates and starts a receive.
-func (pe *PE) irecv(buf []byte, source, tag int, op string, blocking bool) (*Request, error) {
-	if err := pe.check(); err != nil {
+// Irecv starts receiving a message from PE source (or AnySource) with tag
+// (or AnyTag) into buf.
+func (pe *PE) Irecv(buf []byte, source, tag int) (*Request, error) {
+	if err := pe.recvArgs(source, tag, "Irecv"); err != nil {
 		return nil, err
-	}
-	if source != AnySource {
-		if err := pe.checkPE(source); err != nil {
-			return nil, fmt.Errorf("symheap: %s: %w (or AnySource)", op, err)
-		}
-	}
-	if tag != AnyTag && (tag < 0 || tag > MaxTag) {
-		return nil, fmt.Errorf("symheap: %s with tag %d: %w (tags run from 0 to %d, or AnyTag)", op, tag, ErrBadArg, MaxTag)
 	}
 	st := &pe.ext.msg
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	r := pe.newRequest(blocking, false, buf, source, tag)
+	r := pe.newRequest(false, false, buf, source, tag)
 	pe.postRecv(r)
 	return r, nil
+}
+
+// recvArgs validates the source and tag of a receive.
+func (pe *PE) recvArgs(source, tag int, op string) error {
+	if err := pe.check(); err != nil {
+		return err
+	}
+	if source != AnySource {
+		if err := pe.checkPE(source); err != nil {
+			return fmt.Errorf("symheap: %s: %w (or AnySource)", op, err)
+		}
+	}
+	if tag != AnyTag && (tag < 0 || tag > MaxTag) {
+		return fmt.Errorf("symheap: %s with tag %d: %w (tags run from 0 to %d, or AnyTag)", op, tag, ErrBadArg, MaxTag)
+	}
+	return nil
+}
+
+// sent returns the request of a send that completed at once: none for a
+// blocking call, a done one for Isend. Called with msgState.mu held.
+func (pe *PE) sent(blocking bool, buf []byte, dest, tag int) *Request {
+	if blocking {
+		return nil
+	}
+	r := pe.ext.msg.allocRequest()
+	r.pe, r.send, r.peer, r.tag, r.st = pe, true, dest, tag, Status{Source: pe.rank, Tag: tag, Count: len(buf)}
+	r.done.Store(true) // in-process: publishes st to Wait and Test
+	return r
 }
 
 // newRequest makes a request, reusing the spare one for a blocking call.
@@ -491,12 +558,29 @@ func (pe *PE) newRequest(blocking, send bool, buf []byte, peer, tag int) *Reques
 	st := &pe.ext.msg
 	r := st.spare
 	if !blocking || r == nil {
-		return &Request{pe: pe, send: send, buf: buf, peer: peer, tag: tag, blocking: blocking}
+		r = st.allocRequest()
+		r.pe, r.send, r.buf, r.peer, r.tag, r.blocking = pe, send, buf, peer, tag, blocking
+		return r
 	}
 	st.spare = nil
 	r.send, r.buf, r.peer, r.tag = send, buf, peer, tag
 	r.err, r.st, r.id, r.path, r.bounce, r.msg = nil, Status{}, 0, 0, nil, nil
 	r.split, r.splitGen, r.finished = 0, 0, false
+	return r
+}
+
+// allocRequest returns a new, zero Request. Requests are allocated 64 at a
+// time: one allocation instead of 64 for a window of Isends or Irecvs.
+// Each stays a distinct object that is never reused, so the API's
+// semantics (Wait and Test may be called on a done request at any time)
+// hold; a request kept by the program keeps its 64-request block (12 KiB)
+// alive. Called with msgState.mu held.
+func (st *msgState) allocRequest() *Request {
+	if len(st.reqBlock) == 0 {
+		st.reqBlock = make([]Request, 64)
+	}
+	r := &st.reqBlock[0]
+	st.reqBlock = st.reqBlock[1:]
 	return r
 }
 
@@ -525,88 +609,163 @@ func (r *Request) Wait() (Status, error) {
 }
 
 // wait is Wait once the request is known to be of a live PE. A blocking
-// call's request is recycled on the way out, under the lock of the poll
-// that saw it done when there is one.
+// call's request is recycled on the way out.
 func (r *Request) wait() (Status, error) {
+	r.pe.ext.msg.mu.Lock()
+	return r.waitLocked(0)
+}
+
+// waitLocked is wait, called with msgState.mu held, which it releases.
+func (r *Request) waitLocked(first int) (Status, error) {
 	pe := r.pe
 	st := &pe.ext.msg
-	var (
-		polls    int
-		res      Status
-		resErr   error
-		recycled bool
-	)
-	poll := func() bool {
-		if r.done.Load() {
-			return true
-		}
-		// While spinning, take the lock only when a record has come, or
-		// now and then for the work that announces itself otherwise
-		// (room in a full ring, a sender's split chunks, another
-		// goroutine's progress); at the first poll and when woken, always.
-		if polls++; polls&31 != 1 && polls > 0 && !st.arrived() {
-			return false
-		}
-		st.mu.Lock()
-		pe.progress()
-		done := r.over()
-		if done && r.blocking {
-			res, resErr, recycled = r.st, r.err, true
-			pe.recycle(r)
-		}
-		broken := st.broken != nil
-		st.mu.Unlock()
-		return done || broken
-	}
 	if pe.npes <= runtime.NumCPU() {
-		// A core per PE: spin for a while before WaitWord's own short spin
-		// and its sleep (see spinFor). The clock is read only once the
-		// wait is not a short one.
-		var start time.Time
-		for i := 1; !poll(); i++ {
-			switch {
-			case i == 1024:
-				start = time.Now()
-			case i > 1024 && i&255 == 0:
-				if time.Since(start) > spinFor {
-					goto sleep
-				}
-				runtime.Gosched()
-			}
+		// A core per PE: spin for a while before sleeping (see spinFor).
+		if res, err, ok := r.spin(first); ok {
+			return res, err
 		}
-		goto out
+	} else {
+		st.mu.Unlock()
 	}
-sleep:
-	polls = -1 << 62 // from now on every poll takes the lock
-	if err := shmsync.WaitWord(&st.bell.word, &st.bell.sleepers, pe.npes, poll, func() error { return pe.waitCheck(r) }); err != nil {
+	poll := func() bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		pe.progress()
+		return r.over() || st.broken != nil
+	}
+	if err := pe.sleep(poll, func() error { return pe.waitCheck(r) }); err != nil {
 		pe.fail(r, err)
-	}
-out:
-	if recycled {
-		return res, resErr
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	return r.finish()
+}
+
+// spin polls for the request for up to spinFor and reports whether it
+// ended (with its result). Called with msgState.mu held, which it keeps
+// between polls (so the poll that sees a message goes straight to
+// progress, with no locked instruction between the line's arrival and
+// the reply: msgLock) and lets go whenever another goroutine of this PE
+// wants it and at every yield; it returns with the lock released.
+//
+// Each poll looks at the rings and boxes without taking their records
+// (arrived), then pauses (spinPause); progress runs when one shows a
+// record, at poll 0 (first is 1 when the caller has just made progress)
+// and at every 32nd, for the work that announces itself otherwise (room
+// in a full ring, a sender's split chunks).
+func (r *Request) spin(first int) (Status, error, bool) {
+	pe := r.pe
+	st := &pe.ext.msg
+	var start time.Time // read only once the wait is not a short one
+	for i := first; ; i++ {
+		if i&31 == 0 || st.arrived() {
+			pe.progress()
+			if r.over() || st.broken != nil {
+				res, err := r.finish()
+				st.mu.Unlock()
+				return res, err, true
+			}
+		}
+		switch {
+		case i == 1024:
+			start = time.Now()
+		case i > 1024 && i&255 == 0:
+			st.mu.Unlock()
+			if time.Since(start) > spinFor {
+				return Status{}, nil, false
+			}
+			runtime.Gosched()
+			st.mu.Lock()
+			continue
+		}
+		if st.mu.contended() {
+			st.mu.Unlock()
+			runtime.Gosched()
+			st.mu.Lock()
+		}
+		spinPause(1)
+	}
+}
+
+// finish returns the result of a request that is over, failing it first
+// if this PE's messaging broke, and recycles a blocking call's request.
+// Called with msgState.mu held.
+func (r *Request) finish() (Status, error) {
+	pe := r.pe
+	st := &pe.ext.msg
 	if !r.over() && st.broken != nil {
 		pe.failLocked(r, st.broken)
 	}
-	res, resErr = r.st, r.err
+	res, err := r.st, r.err
 	if r.blocking {
 		pe.recycle(r)
 	}
-	return res, resErr
+	return res, err
 }
 
-// arrived reports, without msgState.mu, whether an incoming ring shows a
-// record at the read position progress had reached when it last started.
-// (A position one call behind shows a record already read: the caller
-// then takes the lock once for nothing, and the seen position catches up.)
+// sleep waits until poll reports done: it spins and yields as
+// shmsync.WaitWord does, then sleeps on this PE's doorbell: the sleeper's
+// side (S1..S7) of msg_queue.go's "Waking". check runs whenever a sleep
+// slice runs out; its error ends the wait.
+func (pe *PE) sleep(poll func() bool, check func() error) error {
+	b := pe.ext.msg.bell
+	spins, yields := 1000, 64
+	if pe.npes > runtime.NumCPU() {
+		spins, yields = 0, 16 // spinning would take the core of the PE we wait for
+	}
+	for range spins {
+		if poll() {
+			return nil
+		}
+	}
+	for range yields {
+		unix.SchedYield()
+		if poll() {
+			return nil
+		}
+	}
+	b.sleepers.Add(1)                // S1: seq-cst; pairs with the writers' sleepers load (W2)
+	defer b.sleepers.Add(^uint32(0)) // S7
+	slice := shmsync.SleepSlice
+	// S2: the asymmetric fence that stands in for the writers' fence
+	// between their release store and their sleepers load. Where it is
+	// not to be had, sleep in short slices: a release store is then seen
+	// within one.
+	if !pe.membarrierReady() || unix.MembarrierGlobal() != nil {
+		slice = time.Millisecond
+	}
+	slept := time.Duration(0) // in slices run out since the last liveness check
+	for {
+		v := b.word.Load() // S3: seq-cst; pairs with the waker's word.Add (W3)
+		if poll() {        // S4
+			return nil
+		}
+		err := unix.FutexWait((*uint32)(wordAddr(&b.word)), v, slice) // S5
+		if poll() {
+			return nil
+		}
+		if err != unix.ETIMEDOUT {
+			continue
+		}
+		if slept += slice; slept >= shmsync.SleepSlice { // S6
+			slept = 0
+			if err := check(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// arrived reports whether an incoming ring or box shows a record that
+// progress has not taken, without taking it. Called with msgState.mu
+// held.
 func (st *msgState) arrived() bool {
 	for s := range st.in {
 		r := &st.in[s]
-		pos := st.seen[s].Load()                          // in-process: progress's last read position
-		w0 := u64At(r.data, (pos&r.mask)*cellSize).Load() // acquire: pairs with the producer's store of word 0
-		if recKind(w0) != 0 && uint32(w0) == uint32(pos) {
+		if _, _, ok := r.peek(); ok {
+			return true
+		}
+		if _, _, ok := st.box[s].pending(r.pos); ok {
 			return true
 		}
 	}
@@ -647,6 +806,10 @@ func (r *Request) Test() (done bool, st Status, err error) {
 func (r *Request) complete(st Status, err error) {
 	r.st, r.err = st, err
 	r.pe.ext.msg.completed++
+	// Nothing reads these once the request is done: let them go, so that
+	// a request the program keeps holds no buffer alive (nor do the other
+	// requests of its block: allocRequest).
+	r.buf, r.msg, r.bounce = nil, nil, nil
 	if r.blocking {
 		r.finished = true // its waiter looks under the lock: no fence needed
 		return
@@ -872,17 +1035,38 @@ func (pe *PE) writeEager(dst int, w1 uint64, payload []byte) bool {
 	}
 	copy(t.data[off+recHdrSize:off+recHdrSize+n], payload)
 	t.commit(off, cellsFor(n), recEager, w1)
-	pe.ctl[pe.rank].stats.msgEager.Add(1) // written by this PE only; symheap stat reads it
 	pe.ring(dst)
+	// After the ring: its locked instruction waits for the record's
+	// lines, which the receiver may be waiting for.
+	pe.ctl[pe.rank].stats.msgEager.Add(1) // written by this PE only; symheap stat reads it
 	return true
 }
 
-// ring wakes PE p if it sleeps on its doorbell. The caller's preceding
-// seq-cst store (a record's word 0, a head) pairs with p's announcement
-// of its sleep (wait.go's proof applies unchanged).
+// writeBox puts a message of at most boxLimit bytes into the fast box
+// with dst, if the box is free and no record waits in the backlog to dst
+// (it would come after the message in the ring but before it in order).
+// A send tries it first thing under the lock, and it publishes before
+// any bookkeeping: in a ping-pong, every instruction between the lock
+// and the publishing store delays the reply (msgLock).
+func (pe *PE) writeBox(dst, tag int, payload []byte) bool {
+	st := &pe.ext.msg
+	b := &st.box[dst]
+	if b.line == nil || len(st.out[dst].backlog) != 0 || !b.free() {
+		return false
+	}
+	b.put(tag, payload, st.out[dst].ring.tail, st.relaxed)
+	pe.ring(dst)
+	st.boxed++
+	pe.ctl[pe.rank].stats.msgEager.Add(1) // written by this PE only; symheap stat reads it
+	return true
+}
+
+// ring wakes PE p if it sleeps on its doorbell: steps W2 and W3 of
+// msg_queue.go's "Waking", after the caller's publishing store (W1: a
+// record's word 0, a box message, a head).
 func (pe *PE) ring(p int) {
 	b := pe.ext.msg.bells[p]
-	if b.sleepers.Load() != 0 { // pairs with the sleeper's sleepers.Add in shmsync.WaitWord
+	if b.sleepers.Load() != 0 { // W2; seq-cst: pairs with the sleeper's sleepers.Add (S1, then its membarrier S2)
 		shmsync.Wake(&b.word, &b.sleepers)
 	}
 }
@@ -894,16 +1078,27 @@ func (pe *PE) progress() {
 	completed := st.completed
 	for s := range st.in {
 		r := &st.in[s]
-		if r.pos != r.seen {
-			// For arrived: where the last call left the ring. Not stored
-			// at once: the call that drains a receive's message returns
-			// sooner without the fence.
-			r.seen = r.pos
-			st.seen[s].Store(r.pos) // in-process: read by arrived without the lock
-		}
+		b := &st.box[s]
 		drained := false
 		for st.broken == nil {
+			// The ring first, then the box: a record the ring shows was
+			// published before any box message that comes after it
+			// (msg_queue.go, "Fast boxes").
 			w0, off, ok := r.peek()
+			bw0, ready, has := b.pending(r.pos)
+			if ready {
+				pe.takeBox(s, b, bw0)
+				drained = true
+				continue
+			}
+			if has && !ok {
+				// The ring records before the box message were published
+				// before it: they show now.
+				if w0, off, ok = r.peek(); !ok {
+					st.broken = fmt.Errorf("symheap: the fast box from PE %d holds a message after ring position %d, which the ring does not show: %w (shared memory was overwritten)", s, uint32(bw0>>32), ErrPeerLost)
+					break
+				}
+			}
 			if !ok {
 				break
 			}
@@ -915,9 +1110,14 @@ func (pe *PE) progress() {
 			r.consumed(w0)
 			drained = true
 		}
-		// Give the cells back when the ring is idle, or a quarter of it
-		// waits: not at once, so that a receive that has just found its
-		// message returns before it pays for the store and the check.
+		// Give the cells and the box back when the ring is idle, or a
+		// quarter of it waits: not at once, so that a receive that has
+		// just found its message returns before it pays for the stores
+		// and the check. (A reply through the box gives the box back
+		// on its way.)
+		if !drained {
+			b.ack(st.relaxed)
+		}
 		if (!drained || r.pos-r.published >= (r.mask+1)/4) && r.release() {
 			pe.ring(s) // the sender may wait for room
 		}
@@ -955,7 +1155,7 @@ func (pe *PE) progress() {
 	}
 	// A goroutine of this PE may sleep waiting for a request completed
 	// here: nobody else will ring for it.
-	if st.completed != completed && st.bell.sleepers.Load() != 0 { // pairs with the sleeper's announcement (WaitWord)
+	if st.completed != completed && st.bell.sleepers.Load() != 0 { // seq-cst; pairs with the sleeper's announcement (S1 in PE.sleep)
 		shmsync.Wake(&st.bell.word, &st.bell.sleepers)
 	}
 }
@@ -972,13 +1172,7 @@ func (pe *PE) handle(src int, r *rxRing, w0, off uint64) {
 			st.broken = fmt.Errorf("symheap: the ring from PE %d holds a %d-byte message in %d cells: %w (shared memory was overwritten)", src, n, recCells(w0), ErrPeerLost)
 			return
 		}
-		payload := r.data[off+recHdrSize : off+recHdrSize+n]
-		if q := st.takePosted(src, tag, int(n)); q != nil {
-			copy(q.buf, payload)
-			q.complete(Status{src, tag, int(n)}, nil)
-			return
-		}
-		st.unexp = append(st.unexp, st.eagerMsg(src, tag, payload))
+		st.arrive(src, tag, r.data[off+recHdrSize:off+recHdrSize+n])
 	case recRTS:
 		w1 := r.w1(off)
 		m := &inMsg{src: src, tag: int(uint32(w1)), path: uint8(w1 >> 32), size: int(r.word(off, 0)), id: r.word(off, 1), where: r.word(off, 2)}
@@ -1026,6 +1220,30 @@ func (pe *PE) handle(src int, r *rxRing, w0, off uint64) {
 	}
 }
 
+// arrive gives an eager message, whose payload is still in shared memory,
+// to the oldest matching posted receive, or queues a copy of it as
+// unexpected.
+func (st *msgState) arrive(src, tag int, payload []byte) {
+	if q := st.takePosted(src, tag, len(payload)); q != nil {
+		copy(q.buf, payload)
+		q.complete(Status{src, tag, len(payload)}, nil)
+		return
+	}
+	st.unexp = append(st.unexp, st.eagerMsg(src, tag, payload))
+}
+
+// takeBox takes the message in PE src's box slot, whose word 0 is w0.
+func (pe *PE) takeBox(src int, b *boxPair, w0 uint64) {
+	st := &pe.ext.msg
+	tag, payload, bad := b.msg()
+	if bad {
+		st.broken = fmt.Errorf("symheap: the fast box from PE %d holds a message longer than %d bytes: %w (shared memory was overwritten)", src, boxMax, ErrPeerLost)
+		return
+	}
+	st.arrive(src, tag, payload)
+	b.got = uint16(w0)
+}
+
 // remove deletes the first x from s, keeping the order.
 func remove[E comparable](s []E, x E) []E {
 	for i, v := range s {
@@ -1040,6 +1258,10 @@ func remove[E comparable](s []E, x E) []E {
 // the usual case for the queues, costs nothing: the slice moves on.
 func removeAt[E any](s []E, i int) []E {
 	var zero E
+	if len(s) == 1 {
+		s[0] = zero
+		return s[:0] // keeps the array for the next append
+	}
 	if i == 0 {
 		s[0] = zero
 		return s[1:]

@@ -4,20 +4,25 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"sync/atomic"
+
+	"github.com/symheap/symheap/internal/shmsync"
 )
 
 // Message queues: one lock-free single-producer single-consumer ring per
-// ordered pair of PEs, in the receiver's control block.
+// ordered pair of PEs, in the receiver's control block, and one fast box
+// per pair of PEs (msg_box.go) for the smallest messages.
 //
 // # Layout of the message area (msgAreaOff in every PE's control block)
 //
-//	+0                          the receiver's doorbell (bell), its own line
-//	+64 + s*64                  head: cells the receiver has consumed from
-//	                            sender s's ring, its own line (written by the
-//	                            receiver, read by sender s when it runs out
+//	+0                          the PE's doorbell (bell), its own line
+//	+64 + s*64                  head: cells this PE has consumed from
+//	                            sender s's ring, its own line (written by
+//	                            this PE, read by sender s when it runs out
 //	                            of room)
 //	+64 + n*64                  the split slots (msg_split.go)
-//	+64 + n*64 + splitArea
+//	boxesOff + q*boxStride      the fast box of this PE and each PE q above
+//	  (+64 + n*64 + splitArea)  it: one line, a 32-byte slot per direction
+//	boxesOff + n*boxStride
 //	    + s*ringBytes           the cells of sender s's ring
 //
 // A ring is ringBytes/64 cells of 64 bytes (a power of two). Positions
@@ -28,7 +33,8 @@ import (
 //	word 1   kind-specific (eager: tag | length<<32)
 //	+16 ..   payload (eager) or body words (control records)
 //
-// Word 0 is written last by the producer, with an atomic store, and read
+// Word 0 is written last by the producer, with a release store (publish;
+// "Waking" says when it is sequentially consistent instead), and read
 // first by the consumer, with an atomic load; it publishes the rest of the
 // record, which is plain data (like the payload of a message). A record
 // that would straddle the ring's end is preceded by a skip record that
@@ -45,7 +51,7 @@ import (
 //  3. Write the skip record (step 4), then the record's payload and word 1.
 //  4. Store word 0; tail += n. Ring the receiver's doorbell if it sleeps.
 //
-// # Consumer (receiver), during progress
+// # Consumer (receiver), during progress (and recvFast, msg_fast.go)
 //
 //  1. Load word 0 of the cell at the read position p. It is a record iff
 //     its kind is non-zero and its stamp is uint32(p); else nothing is
@@ -75,34 +81,124 @@ import (
 // producer's stores to the cell after its record would pull the very line
 // the consumer reads next away from it.
 //
+// # Fast boxes
+//
+// A ping-pong through the rings alternates two lines, one per direction;
+// one line shared by both directions bounces in less than half the time
+// ("Cost"). So each pair of PEs shares a box: one line in the lower PE's
+// area, where each of the two owns a 32-byte slot for its messages to the
+// other (msg_box.go gives the slot's words). A message of at most boxMax
+// bytes goes into the box when the box is free, that is when the peer has
+// taken the previous one, and no record waits in the backlog to the peer;
+// otherwise into the ring.
+//
+// Sender (writeBox, under msgState.mu):
+//
+//  1. Check the box is free: the peer's slot acknowledges (got) every
+//     message this PE put (sent).
+//  2. Write word 1 (tag, length) and the payload, then publish word 0:
+//     sent+1, the acknowledgement of the peer's messages taken so far,
+//     and this PE's ring tail towards the peer (ringPos).
+//  3. Ring the peer's doorbell if it sleeps.
+//
+// Receiver, per source, in progress and recvFast:
+//
+//  1. Peek the ring at the read position p (acquire load of word 0).
+//  2. Load the peer slot's word 0 (acquire). If it holds the next message
+//     (sent == got+1) and ringPos <= p, take it: copy it out, got++.
+//     Otherwise take the ring record at p, if any. A box message with
+//     ringPos > p waits for the ring records before it, which are
+//     published already and show at the next peek.
+//  3. Publish got with this PE's next box message to that peer, or at the
+//     first drain that finds nothing from it (boxPair.ack): not at once,
+//     so that a reply carries the acknowledgement in the same line.
+//
+// # Invariant: one order for the box and the ring
+//
+// The messages of one sender to one receiver form one sequence, split
+// between the box and the ring, and the receiver takes them in it. A box
+// message records the ring tail at the time it was sent: the ring records
+// before it in the sequence lie below ringPos and were published before
+// it (the sender's publishing stores are release stores, in program
+// order), those after it lie at ringPos and above. The receiver takes the
+// box message exactly when its read position reaches ringPos, and it
+// loads the box after peeking the ring (both acquire loads), so a ring
+// record it sees at p >= ringPos, written after the box message, comes
+// with the box message visible too. At most one box message is out at a
+// time (the box is free only once it is taken), so ringPos, 32 bits, is
+// at most a ring's length from p, and sent and got, 16 bits, never
+// mistake one message for another.
+//
 // # Waking
 //
-// Sleepers are announced on the receiver's bell (shmsync.WaitWord); a
-// producer rings only when the bell's sleeper count is non-zero, so the
-// busy path makes no syscall and touches no line the consumer writes.
+// Sleepers are announced on the PE's bell. Whoever publishes something a
+// PE may wait for (a ring record, a box message, room in a ring, the
+// completion of another goroutine's request) loads the PE's sleeper count
+// after its publishing store and wakes it only if the count is non-zero,
+// so the busy path makes no system call and touches no line the consumer
+// writes.
 //
-// # Cost, and what was tried
+// The publishing stores are release stores (shmsync.StoreRelease64, a
+// plain MOV on amd64) when this process is registered for asymmetric
+// fences (msgState.relaxed), which gives no order between the store and
+// the sleepers load after it. The sleeper's asymmetric fence gives it, as
+// for puts in wait.go:
 //
-// A small message moves one line (its cell) from the sender's core to the
-// receiver's; a ping-pong alternates two lines, one per direction. On the
-// two-vCPU machine this was tuned on, with the PEs on a CPU each, a bare
-// exchange of two lines takes ~145 ns per half round trip, this ring
-// protocol alone ~150 ns, and Send/Recv ~185 ns. Three things cost more
-// and are avoided above: the producer clearing the cell after its record
-// (the consumer's next poll then misses on a line the producer holds:
-// ~380 ns), the consumer storing head after every record (a fence on the
-// way back to the caller), and atomic stores for anything but word 0 (each
-// waits for the line).
+//	sleeper (PE.sleep)                     writer
+//	S1 bell.sleepers.Add(1)                W1 publishing store (release)
+//	S2 membarrier(GLOBAL_EXPEDITED)        W2 if bell.sleepers.Load() != 0 {
+//	loop:                                  W3     bell.word.Add(1)
+//	  S3 v := bell.word.Load()                    FutexWake(bell.word)
+//	  S4 if poll(): leave                     }
+//	  S5 FutexWait(bell.word, v, 50 ms)
+//	  S6 on timeout: liveness check
+//	S7 bell.sleepers.Add(-1)
 //
-// One line shared by both directions bounces in ~55 ns, so per-pair "fast
-// boxes" (two 32-byte slots in one line, sequence numbers to keep order
-// with the ring, the ack piggybacked on the reply) were built and
-// measured: ~115 ns for the bare exchange and ~200 ns through Send/Recv,
-// no better than the ring. The receiver, polling the line, takes it back
-// between the sender's stores of the payload and of the publishing word,
-// so the line crosses twice per message (~70 ns with the payload stores
-// removed). Without a wider atomic store than Go offers, the fast boxes
-// did not pay for their bookkeeping and were taken out.
+// No wake-up is lost, by wait.go's proof with W1 for its P1, W2 for P3
+// and W3 for P4 and P5: if W2 reads zero it precedes S1, and it cannot
+// follow the writer's barrier point in S2 (S1 is visible after it), so
+// W1, before W2, precedes the point and is visible to S4; if W2 reads
+// non-zero, W3's locked add follows W1, and S3..S5 either see the new
+// word or are woken. A writer whose process could not register stores
+// sequentially consistently instead (wait.go's fence P2), and a sleeper
+// whose membarrier fails sleeps in 1 ms slices.
+//
+// # Cost (measured)
+//
+// On the two-vCPU virtual machine this was tuned on, the PEs pinned to a
+// CPU each, half round trips (best of 40 runs of 30 000 round trips,
+// compared within one run; runs differ by ±20% with the placement of the
+// vCPUs and of the segment):
+//
+//   - One line, each side polling it and writing its slot (the box alone):
+//     ~55 ns with a PAUSE in the polling loop, ~120 ns without. Without
+//     the pause a tight loop of loads takes the line back between the
+//     writer's stores, and leaves the loop through a pipeline flush. The
+//     C cache-line harness (proc_lat) measures 49-62 ns. Whether the
+//     publishing store is an XCHG or a plain MOV makes no difference here.
+//   - Two lines, one per direction (the rings): ~125-155 ns bare.
+//   - Send/Recv of 8 bytes: ~185 ns before the boxes (through the rings),
+//     ~100-130 ns now (BenchmarkMsg: 100-150 ns, Open MPI 305-330 ns in the
+//     same runs). Besides the box and the pause (spinPause), it took:
+//     no locked instruction between the arrival of a message and the
+//     reply, since one costs ~45 ns there (msgLock); the receive fast
+//     path, ~50 ns of posting, progress and completion less
+//     (msg_fast.go); and no progress in a send that completes at once
+//     and no memmove call for a word payload, a few ns each. Any work on
+//     that path costs 2-3 times what it does in a loop on one CPU.
+//   - Send/Recv of 64 and 512 bytes (two and nine ring cells): ~60 ns more
+//     with word 0 stored by an XCHG than by a release store, which does
+//     not wait for the record's lines.
+//
+// Three things cost more in the rings and are avoided above: the producer
+// clearing the cell after its record (the consumer's next poll then
+// misses on a line the producer holds: ~380 ns), the consumer storing
+// head after every record (a fence on the way back to the caller), and
+// atomic stores for anything but word 0 (each waits for the line).
+//
+// An earlier version of the boxes (~200 ns through Send/Recv) had the box
+// without the rest: its receiver polled without a pause, and a sync.Mutex
+// and the general receive path stood between the arrival and the reply.
 
 const (
 	cellSize   = 64
@@ -142,7 +238,10 @@ func msgAreaSize(npes int) uint64 {
 }
 
 // ringsOff is the offset of the first ring in the message area.
-func ringsOff(npes int) uint64 { return splitOff(npes) + splitArea }
+func ringsOff(npes int) uint64 { return boxesOff(npes) + uint64(npes)*boxStride }
+
+// boxesOff is the offset of the fast boxes in the message area.
+func boxesOff(npes int) uint64 { return splitOff(npes) + splitArea }
 
 // splitOff is the offset of the split slots in the message area.
 func splitOff(npes int) uint64 { return cellSize + uint64(npes)*cellSize }
@@ -178,7 +277,6 @@ type rxRing struct {
 	mask      uint64         // cells - 1
 	pos       uint64         // read position
 	published uint64         // the last value stored in head
-	seen      uint64         // the last value stored in msgState.seen
 }
 
 // peek returns word 0 and the byte offset of the record at the read
@@ -236,6 +334,7 @@ type txRing struct {
 	mask     uint64
 	tail     uint64 // next position to write
 	headSeen uint64 // the last head loaded
+	relaxed  bool   // publish with release stores (msgState.relaxed)
 }
 
 // reserve makes room for an n-cell record at the tail (producer steps 1,
@@ -262,8 +361,22 @@ func (t *txRing) reserve(n uint64) (off uint64, ok bool) {
 // written (producer step 4).
 func (t *txRing) commit(off, n uint64, kind uint8, w1 uint64) {
 	binary.LittleEndian.PutUint64(t.data[off+8:], w1) // plain: published by word 0 below
-	u64At(t.data, off).Store(word0(t.tail, n, kind))  // release: publishes the record; pairs with the consumer's load (rxRing.peek)
+	// Release: publishes the record; pairs with the consumer's load
+	// (rxRing.peek).
+	publish(t.relaxed, u64At(t.data, off), word0(t.tail, n, kind))
 	t.tail += n
+}
+
+// publish stores a word that publishes data to another process: a
+// release store if relaxed (the sleepers' asymmetric fence stands in for
+// the fence between it and the writer's sleepers load: "Waking"), else a
+// sequentially consistent one.
+func publish(relaxed bool, w *atomic.Uint64, v uint64) {
+	if relaxed {
+		shmsync.StoreRelease64(w, v)
+		return
+	}
+	w.Store(v)
 }
 
 // putBody writes body word i of the record at off (before commit).

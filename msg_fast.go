@@ -1,0 +1,108 @@
+package symheap
+
+import (
+	"runtime"
+)
+
+// The fast path of a blocking receive.
+//
+// A Recv from one source, when this PE has nothing else under way (no
+// unexpected message that matches, no other posted receive, no backlog,
+// no split or bounce transfer), takes its message straight from that
+// source's box or ring into the caller's buffer: no Request, no posting,
+// no progress over every source. It polls only that source, and only while the message it
+// finds next is one it can deliver; anything else (a record of another
+// kind, another tag, a message longer than the buffer, a box message that
+// waits for ring records, contention for the lock, or a wait longer than
+// fastPolls polls) sends the receive down the general path, which finds
+// the PE's state as the fast path left it. Measured: the general path's
+// posting, progress and completion cost ~50 ns of a ~150 ns Send/Recv
+// half round trip on the machine this was tuned on.
+//
+// Why it keeps every guarantee:
+//
+//   - Matching. With no other posted receive and no unexpected message
+//     that matches, the next message from the source that matches is
+//     this receive's (another receive would have been posted first and
+//     take precedence; a matching unexpected one would be older).
+//   - Order. The fast path takes the same record progress would take
+//     next from that source: it peeks the ring, then the box, exactly as
+//     progress does (msg_queue.go, "Fast boxes"), and takes nothing else.
+//     A record it cannot deliver stays where it is.
+//   - Progress elsewhere. It returns without draining the other sources,
+//     but it never waits long: after fastPolls polls (one, when the PE
+//     shares a core) the general path runs, and its spin and sleep make
+//     progress everywhere as before.
+//   - Acknowledgements. It gives the box back (boxPair.ack) before it
+//     polls, so a source that only sends finds its box free.
+
+// fastPolls bounds the polls of the fast path before the general path
+// takes over (about 0.3 ms on the tuned machine).
+const fastPolls = 4096
+
+// recvFast tries the fast path of a blocking receive from source into
+// buf. Called with msgState.mu held, which it keeps; ok is false when the
+// general path must run.
+func (pe *PE) recvFast(buf []byte, source, tag int) (st Status, ok bool) {
+	ms := &pe.ext.msg
+	if source < 0 || len(ms.posted) != 0 || ms.queued != 0 ||
+		len(ms.splitting) != 0 || len(ms.noSlab) != 0 || ms.broken != nil {
+		return Status{}, false
+	}
+	for _, m := range ms.unexp {
+		if m.src == source && (tag == AnyTag || m.tag == tag) {
+			return Status{}, false // an older message matches
+		}
+	}
+	polls := fastPolls
+	if pe.npes > runtime.NumCPU() {
+		polls = 1 // spinning would take the core of the PE we wait for
+	}
+	r, b := &ms.in[source], &ms.box[source]
+	b.ack(ms.relaxed)
+	for i := 0; i < polls; i++ {
+		// The ring first, then the box, as progress does.
+		w0, off, has := r.peek()
+		bw0, ready, _ := b.pending(r.pos)
+		switch {
+		case ready:
+			t, payload, bad := b.msg()
+			if bad || (tag != AnyTag && t != tag) || len(payload) > len(buf) {
+				return Status{}, false
+			}
+			copySmall(buf, payload)
+			b.got = uint16(bw0)
+			ms.fastRecvs++
+			return Status{source, t, len(payload)}, true
+		case has:
+			n := recCells(w0)
+			if n == 0 || off/cellSize+n > r.mask+1 {
+				return Status{}, false // progress reports the broken ring
+			}
+			switch recKind(w0) {
+			case recSkip:
+				r.consumed(w0)
+				continue
+			case recEager:
+				w1 := r.w1(off)
+				t, size := int(uint32(w1)), w1>>32
+				if recHdrSize+size > n*cellSize || (tag != AnyTag && t != tag) || size > uint64(len(buf)) {
+					return Status{}, false
+				}
+				copy(buf, r.data[off+recHdrSize:off+recHdrSize+size])
+				r.consumed(w0)
+				if r.pos-r.published >= (r.mask+1)/4 && r.release() {
+					pe.ring(source) // the sender may wait for room
+				}
+				ms.fastRecvs++
+				return Status{source, t, int(size)}, true
+			}
+			return Status{}, false
+		}
+		if ms.mu.contended() {
+			return Status{}, false
+		}
+		spinPause(1)
+	}
+	return Status{}, false
+}

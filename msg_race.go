@@ -1,0 +1,7 @@
+//go:build race
+
+package symheap
+
+// raceEnabled: built with -race, whose detector does not see the release
+// order of shmsync's release stores (they are assembly).
+const raceEnabled = true
