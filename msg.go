@@ -497,7 +497,9 @@ func (pe *PE) isend(buf []byte, dest, tag int, op string, blocking bool) (*Reque
 			return pe.sent(blocking, buf, dest, tag), nil
 		}
 		rec := outRec{kind: recEager, w1: w1, payload: buf}
-		if !pe.post(dest, rec) {
+		if pe.post(dest, rec) {
+			r = pe.sent(blocking, buf, dest, tag) // the ring had room after all
+		} else {
 			r = pe.newRequest(blocking, true, buf, dest, tag)
 			r.path = pathEager
 			st.out[dest].backlog[len(st.out[dest].backlog)-1].req = r

@@ -741,3 +741,58 @@ func TestPipelineExample(t *testing.T) {
 		t.Logf("offset mode %s:\n%s", mode, out)
 	}
 }
+
+// TestMsgStreamWindows runs BenchmarkMsg's stream pattern: windows of 64
+// Isends against 64 Irecvs, then a 4-byte acknowledgement, for sizes that
+// go through the box, one ring cell, and more cells than a window leaves
+// room for (so Isends find the ring full, and room again, as they post).
+// Every Isend and Irecv must return a request, and every message must
+// arrive intact.
+func TestMsgStreamWindows(t *testing.T) {
+	petest.Run(t, 2, func(t *testing.T) {
+		pe := startPE(t)
+		peer := 1 - pe.Rank()
+		for _, size := range []int{8, 512, pe.EagerLimit(), 16 << 10} {
+			windows := 300
+			if size > 1024 {
+				windows = 60
+			}
+			sbufs, rbufs := make([][]byte, 64), make([][]byte, 64)
+			for i := range sbufs {
+				sbufs[i], rbufs[i] = make([]byte, size), make([]byte, size)
+				fillMsg(sbufs[i], uint64(size+i))
+			}
+			reqs := make([]*Request, 64)
+			var ack [4]byte
+			for n := range windows {
+				for i := range reqs {
+					var err error
+					if pe.Rank() == 0 {
+						reqs[i], err = pe.Isend(sbufs[i], peer, 2)
+					} else {
+						reqs[i], err = pe.Irecv(rbufs[i], peer, 2)
+					}
+					noErr(t, err)
+					if reqs[i] == nil {
+						t.Fatalf("size %d, window %d, message %d: nil request", size, n, i)
+					}
+				}
+				for i, r := range reqs {
+					st := need(r.Wait())
+					if pe.Rank() == 1 {
+						if st != (Status{0, 2, size}) {
+							t.Fatalf("size %d, window %d, message %d: status %+v", size, n, i, st)
+						}
+						checkMsg(t, fmt.Sprintf("size %d, window %d, message %d", size, n, i), rbufs[i], uint64(size+i))
+					}
+				}
+				if pe.Rank() == 0 {
+					need(pe.Recv(ack[:], peer, 3))
+				} else {
+					noErr(t, pe.Send(ack[:], peer, 3))
+				}
+			}
+			sync2(t, pe)
+		}
+	}, msgOpts()...)
+}
