@@ -197,13 +197,7 @@ func (pe *PE) Barrier() error {
 	// ErrPeerLost as the segment's barrier does. Its arrival is a full
 	// fence, which completes this PE's puts as Quiet would; right after
 	// it, the barrier wakes whoever sleeps waiting for them.
-	w := pe.world
-	if err := w.inUse("Barrier"); err != nil {
-		return err
-	}
-	err := w.counterBarrier(true)
-	shmsync.StoreRelease32(&w.busy, 0) // release; pairs with the loads in enter and inUse
-	return err
+	return pe.world.lockFreeBarrier("Barrier", true)
 }
 
 // Accessible reports whether PE target exists and is alive, so that Put,

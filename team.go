@@ -546,10 +546,16 @@ func (t *Team) Sync() error {
 	if t.size == 1 {
 		return nil
 	}
-	if err := t.inUse("Sync"); err != nil {
+	return t.lockFreeBarrier("Sync", false)
+}
+
+// lockFreeBarrier is the barrier of Sync and PE.Barrier: the busy check
+// of inUse around counterBarrier (quiet as there).
+func (t *Team) lockFreeBarrier(what string, quiet bool) error {
+	if err := t.inUse(what); err != nil {
 		return err
 	}
-	err := t.counterBarrier(false)
+	err := t.counterBarrier(quiet)
 	shmsync.StoreRelease32(&t.busy, 0) // release; pairs with the loads in enter and inUse
 	return err
 }
