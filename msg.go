@@ -85,7 +85,7 @@ import (
 // (PE.sleep), which every record addressed to it and every release of
 // ring room rings when it sleeps (msg_queue.go, "Waking"), as does a
 // goroutine of this PE that completes another's request. Every polling
-// loop pauses (spinPause) between polls. On each 50 ms sleep slice it
+// loop pauses (shmsync.Pause) between polls. On each 50 ms sleep slice it
 // checks the liveness of the PEs it waits for, so a dead peer turns into
 // ErrPeerLost well within a second. Sends check the destination's
 // liveness too: every large one, and on the eager path the first and
@@ -651,7 +651,7 @@ func (r *Request) waitLocked(first int) (Status, error) {
 // wants it and at every yield; it returns with the lock released.
 //
 // Each poll looks at the rings and boxes without taking their records
-// (arrived), then pauses (spinPause); progress runs when one shows a
+// (arrived), then pauses (shmsync.Pause); progress runs when one shows a
 // record, at poll 0 (first is 1 when the caller has just made progress)
 // and at every 32nd, for the work that announces itself otherwise (room
 // in a full ring, a sender's split chunks).
@@ -685,7 +685,7 @@ func (r *Request) spin(first int) (Status, error, bool) {
 			runtime.Gosched()
 			st.mu.Lock()
 		}
-		spinPause(1)
+		shmsync.Pause()
 	}
 }
 

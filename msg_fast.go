@@ -2,6 +2,8 @@ package symheap
 
 import (
 	"runtime"
+
+	"github.com/symheap/symheap/internal/shmsync"
 )
 
 // The fast path of a blocking receive.
@@ -102,7 +104,7 @@ func (pe *PE) recvFast(buf []byte, source, tag int) (st Status, ok bool) {
 		if ms.mu.contended() {
 			return Status{}, false
 		}
-		spinPause(1)
+		shmsync.Pause()
 	}
 	return Status{}, false
 }

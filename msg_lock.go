@@ -134,7 +134,7 @@ func (l *msgLock) lockSlow() {
 		}
 		switch {
 		case i < 64:
-			spinPause(1)
+			shmsync.Pause()
 		case i < 256:
 			runtime.Gosched()
 		default:
@@ -155,7 +155,7 @@ func (l *msgLock) steal(v0 uint32) bool {
 	}
 	for i := 0; l.claimed.Load() != 0; i++ { // S3; in-process: the claimer's C3, or its C2 failing
 		if i < 64 {
-			spinPause(1)
+			shmsync.Pause()
 		} else {
 			runtime.Gosched()
 		}

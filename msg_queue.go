@@ -179,7 +179,7 @@ import (
 //   - Two lines, one per direction (the rings): ~125-155 ns bare.
 //   - Send/Recv of 8 bytes: ~185 ns before the boxes (through the rings),
 //     ~100-130 ns now (BenchmarkMsg: 100-150 ns, Open MPI 305-330 ns in the
-//     same runs). Besides the box and the pause (spinPause), it took:
+//     same runs). Besides the box and the pause (shmsync.Pause), it took:
 //     no locked instruction between the arrival of a message and the
 //     reply, since one costs ~45 ns there (msgLock); the receive fast
 //     path, ~50 ns of posting, progress and completion less

@@ -5,18 +5,6 @@ import (
 	"unsafe"
 )
 
-// spinPause executes the CPU's spin-wait hint (PAUSE on amd64, YIELD on
-// arm64) once, through the runtime's procyield, which the runtime keeps
-// reachable by linkname (go.dev/issue/67401). A polling loop that pauses
-// between polls lets the line it polls stay with the writer until the
-// writer's stores are done, and leaves the loop without the pipeline
-// flush that a tight loop of loads takes when the line changes: on the
-// machine this was tuned on, a ping-pong over one line takes ~60 ns per
-// half round trip with a pause in the polling loop and ~115 ns without.
-//
-//go:linkname spinPause runtime.procyield
-func spinPause(cycles uint32)
-
 // Views of the message area's shared words (msg_queue.go describes the
 // layout). Offsets are multiples of 8, and the areas start on cache lines.
 

@@ -493,6 +493,7 @@ func (t *Team) counterBarrier(quiet bool) error {
 	for i := 0; c.count.Load() < want; i++ {
 		switch {
 		case i < spins:
+			shmsync.Pause()
 		case i < spins+yields:
 			unix.SchedYield()
 		default:
@@ -524,6 +525,7 @@ func poll(cond func() bool, spins, yields int) bool {
 		if cond() {
 			return true
 		}
+		shmsync.Pause()
 	}
 	for range yields {
 		unix.SchedYield()

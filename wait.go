@@ -192,6 +192,8 @@ func (pe *PE) waitSignal(owner int, cond func() bool, check func() error) error 
 			}
 			if i&63 == 63 {
 				runtime.Gosched()
+			} else {
+				shmsync.Pause()
 			}
 		}
 	}

@@ -55,6 +55,7 @@ func WaitWord(word *atomic.Uint32, sleepers *atomic.Uint32, waiters int, cond fu
 		if cond() {
 			return nil
 		}
+		Pause()
 	}
 	for i := 0; i < yields; i++ {
 		unix.SchedYield()
