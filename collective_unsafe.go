@@ -1,10 +1,6 @@
 package symheap
 
-import (
-	"encoding/binary"
-	"sync/atomic"
-	"unsafe"
-)
+import "unsafe"
 
 // This file holds the pointer arithmetic of teams and collectives: views of
 // the team area and its scratch buffers, and reinterpretation of integer
@@ -24,18 +20,6 @@ var (
 func (pe *PE) teamSlotOf(p, id int) *teamSlot {
 	return (*teamSlot)(pe.cbAddr(p, teamAreaOff()+teamHdrSize+MaxTeams*teamCounterSize+uint64(id)*teamSlotSize))
 }
-
-// low32 views the low half of a 64-bit word, the futex word of a counter
-// whose every change moves it.
-func low32(w *atomic.Uint64) *atomic.Uint32 {
-	p := unsafe.Pointer(w)
-	if bigEndian {
-		p = unsafe.Add(p, 4)
-	}
-	return (*atomic.Uint32)(p)
-}
-
-var bigEndian = binary.NativeEndian.Uint16([]byte{0, 1}) == 1
 
 // teamCounterOf views the barrier counter of team id, in PE 0's block.
 func (pe *PE) teamCounterOf(id int) *teamCounter {

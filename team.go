@@ -440,7 +440,7 @@ func (t *Team) waitFor(j int, a uint32) error {
 	// that waits for the CPU we hold gets it (on a loaded or oversubscribed
 	// node this keeps a synchronisation in microseconds instead of a futex
 	// round trip). Then sleep (shmsync.WaitWord spins briefly first).
-	if spins, yields := t.spinBudget(); poll(arrived, spins, yields) {
+	if poll(arrived, spinBudget(t.size)) {
 		return nil
 	}
 	if err := shmsync.WaitWord(&s.arrived, &s.sleepers, t.size, arrived, t.live); err != nil {
@@ -482,52 +482,41 @@ func (t *Team) counterBarrier(quiet bool) error {
 		// This arrival completes the group: wake the sleepers. Seq-cst
 		// load after the add; pairs with a sleeper's increment before
 		// its futex wait.
-		shmsync.WakeAll(low32(&c.count))
+		shmsync.WakeAll(shmsync.Low32(&c.count))
 	}
 	if quiet {
 		t.pe.wakeSleepers()
 	}
-	// The wait, with the polls written out: this loop is the barrier's
-	// latency. Seq-cst loads; pair with the members' adds.
-	spins, yields := t.spinBudget()
-	for i := 0; c.count.Load() < want; i++ {
-		switch {
-		case i < spins:
-			shmsync.Pause()
-		case i < spins+yields:
-			unix.SchedYield()
-		default:
-			done := func() bool { return c.count.Load() >= want }
-			if err := shmsync.WaitWord(low32(&c.count), &c.sleepers, t.size, done, t.live); err != nil {
-				return fmt.Errorf("symheap: team %d (%d PEs) waiting in a barrier: %w", t.id, t.size, err)
-			}
-		}
+	// Seq-cst loads; pair with the members' adds.
+	if _, err := shmsync.WaitCounter(&c.count, &c.sleepers, spinBudget(t.size), func(v uint64) bool { return v >= want }, t.live); err != nil {
+		return fmt.Errorf("symheap: team %d (%d PEs) waiting in a barrier: %w", t.id, t.size, err)
 	}
 	return nil
 }
 
-// spinBudget returns how long a member polls before it yields the CPU,
-// and how many yields it makes before it sleeps.
-func (t *Team) spinBudget() (spins, yields int) {
-	if t.size > runtime.NumCPU() {
-		// More members than cores: spinning only keeps the member we wait
+// spinBudget returns how long one of n processes that wait for each
+// other polls before it yields the CPU, and how many yields it makes
+// before it sleeps.
+func spinBudget(n int) shmsync.Spin {
+	if n > runtime.NumCPU() {
+		// More waiters than cores: spinning only keeps the one we wait
 		// for off the CPU. Yield at once, and for longer before sleeping:
-		// each yield hands the core to a runnable member.
-		return 0, oversubscribedYields
+		// each yield hands the core to a runnable process.
+		return shmsync.Spin{Yields: oversubscribedYields}
 	}
-	return pollSpins, pollYields
+	return shmsync.Spin{Polls: pollSpins, Yields: pollYields}
 }
 
-// poll spins on cond, then polls it between sched_yields, and reports
-// whether it became true.
-func poll(cond func() bool, spins, yields int) bool {
-	for range spins {
+// poll polls cond with a pause between polls, then between sched_yields
+// (as WaitCounter), and reports whether it became true.
+func poll(cond func() bool, spin shmsync.Spin) bool {
+	for range spin.Polls {
 		if cond() {
 			return true
 		}
 		shmsync.Pause()
 	}
-	for range yields {
+	for range spin.Yields {
 		unix.SchedYield()
 		if cond() {
 			return true

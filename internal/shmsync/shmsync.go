@@ -63,6 +63,12 @@ func WaitWord(word *atomic.Uint32, sleepers *atomic.Uint32, waiters int, cond fu
 			return nil
 		}
 	}
+	return sleep(word, sleepers, cond, check)
+}
+
+// sleep is WaitWord's last stage: it sleeps on word, in SleepSlice
+// slices, until cond() holds.
+func sleep(word *atomic.Uint32, sleepers *atomic.Uint32, cond func() bool, check func() error) error {
 	// Announce the sleep before re-reading the condition; pairs with the
 	// waker's increment of word followed by its load of sleepers (Wake).
 	sleepers.Add(1)
@@ -80,6 +86,44 @@ func WaitWord(word *atomic.Uint32, sleepers *atomic.Uint32, waiters int, cond fu
 			if err := check(); err != nil {
 				return err
 			}
+		}
+	}
+}
+
+// Spin is how long WaitCounter polls before it sleeps: Polls polls with a
+// Pause between them, then Yields polls each after a sched_yield.
+type Spin struct{ Polls, Yields int }
+
+// WaitCounter waits until done(v) holds for a value v of count, and
+// returns that value. count is a 64-bit counter in shared memory that only
+// grows by atomic adds; its low half is the futex word, so whoever moves
+// count to a value that done accepts must call WakeAll on Low32(count)
+// when sleepers is non-zero (a seq-cst load after its add). check is
+// called on every sleep timeout; its error ends the wait. waiters is the
+// number of processes that may sleep on count at once.
+//
+// The loads of count are sequentially consistent: a waiter that sees the
+// adds it waits for sees every store their makers made before them.
+func WaitCounter(count *atomic.Uint64, sleepers *atomic.Uint32, spin Spin, done func(uint64) bool, check func() error) (uint64, error) {
+	for i := 0; ; i++ {
+		v := count.Load()
+		if done(v) {
+			return v, nil
+		}
+		switch {
+		case i < spin.Polls:
+			Pause()
+		case i < spin.Polls+spin.Yields:
+			unix.SchedYield()
+		default:
+			cond := func() bool {
+				v = count.Load()
+				return done(v)
+			}
+			if err := sleep(Low32(count), sleepers, cond, check); err != nil {
+				return 0, err
+			}
+			return v, nil
 		}
 	}
 }
