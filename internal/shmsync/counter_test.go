@@ -8,35 +8,33 @@ import (
 	"time"
 )
 
-// counterCell is a counter and its sleepers on a line of their own, as
-// they sit in shared memory.
-type counterCell struct {
-	count    atomic.Uint64
-	sleepers atomic.Uint32
-	_        [52]byte
-}
-
-// TestWaitCounterRounds runs rounds of a counting barrier on WaitCounter,
-// with and without polling first: every waiter must return a value that
-// ends its round, and the sleepers must be woken by the last add alone.
-func TestWaitCounterRounds(t *testing.T) {
+// TestCountRounds runs rounds of a counting barrier on Arrive and
+// WaitCount, with and without polling first: every round must be complete
+// when a waiter leaves it, and the sleepers must be woken by the arrival
+// that completes a round alone.
+func TestCountRounds(t *testing.T) {
 	for _, spin := range []Spin{{Polls: 1000, Yields: 16}, {}} {
-		var c counterCell
+		var c atomic.Uint64
 		const n, rounds = 4, 300
 		var wg sync.WaitGroup
 		errs := make(chan error, n)
+		start := time.Now()
 		for range n {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for r := uint64(1); r <= rounds; r++ {
 					want := r * n
-					if c.count.Add(1) == want && c.sleepers.Load() != 0 {
-						WakeAll(Low32(&c.count))
+					if v := Arrive(&c, want); v > want {
+						errs <- errors.New("arrived past the round's end")
+						return
 					}
-					v, err := WaitCounter(&c.count, &c.sleepers, spin, func(v uint64) bool { return v >= want }, nil)
-					if err != nil || v < want {
-						errs <- errors.Join(err, errors.New("round ended early"))
+					if err := WaitCount(&c, want, spin, nil); err != nil {
+						errs <- err
+						return
+					}
+					if v := c.Load() & CountMask; v < want {
+						errs <- errors.New("left a round before its end")
 						return
 					}
 				}
@@ -47,42 +45,62 @@ func TestWaitCounterRounds(t *testing.T) {
 		for err := range errs {
 			t.Fatalf("spin %+v: %v", spin, err)
 		}
-		if got := c.count.Load(); got != n*rounds {
-			t.Fatalf("spin %+v: count %d, want %d", spin, got, n*rounds)
+		if got := c.Load(); got != n*rounds {
+			t.Fatalf("spin %+v: counter %#x, want %#x (count and no sleepers)", spin, got, n*rounds)
 		}
-		if s := c.sleepers.Load(); s != 0 {
-			t.Fatalf("spin %+v: %d sleepers left", spin, s)
+		// A lost wake-up costs a whole sleep slice: 300 rounds would take
+		// 15 s. Woken, they take milliseconds.
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("spin %+v: %d rounds took %v: sleepers were not woken", spin, rounds, d)
 		}
 	}
 }
 
-// TestWaitCounterCheck: a wait nobody ends returns the liveness check's
-// error after a sleep slice, and leaves no sleeper behind.
-func TestWaitCounterCheck(t *testing.T) {
-	var c counterCell
+// TestWaitCountCheck: a wait nobody ends returns the liveness check's
+// error after a sleep slice, and takes its sleeper unit back.
+func TestWaitCountCheck(t *testing.T) {
+	var c atomic.Uint64
 	gone := errors.New("peer gone")
 	start := time.Now()
-	_, err := WaitCounter(&c.count, &c.sleepers, Spin{Polls: 10, Yields: 2}, func(v uint64) bool { return v > 0 }, func() error { return gone })
+	err := WaitCount(&c, 1, Spin{Polls: 10, Yields: 2}, func() error { return gone })
 	if !errors.Is(err, gone) {
-		t.Fatalf("WaitCounter: %v, want %v", err, gone)
+		t.Fatalf("WaitCount: %v, want %v", err, gone)
 	}
 	if d := time.Since(start); d < SleepSlice/2 {
 		t.Errorf("returned after %v, before a sleep slice ran out", d)
 	}
-	if s := c.sleepers.Load(); s != 0 {
-		t.Fatalf("%d sleepers left", s)
+	if v := c.Load(); v != 0 {
+		t.Fatalf("counter %#x after the wait, want 0", v)
 	}
 }
 
-// TestLow32 checks that the futex word is the half that every add moves.
+// TestReachedWraps: counts compare across the wrap of CountBits.
+func TestReachedWraps(t *testing.T) {
+	for _, tc := range []struct {
+		v, want uint64
+		ok      bool
+	}{
+		{5, 5, true}, {6, 5, true}, {4, 5, false},
+		{1, CountMask, true}, {CountMask, 1, false},
+		{sleeperUnit | 5, 5, true}, {3*sleeperUnit | 4, 5, false},
+	} {
+		if got := Reached(tc.v, tc.want); got != tc.ok {
+			t.Errorf("Reached(%#x, %#x) = %v, want %v", tc.v, tc.want, got, tc.ok)
+		}
+	}
+}
+
+// TestLow32 checks that the futex word is the half that every arrival
+// moves and no sleeper unit does.
 func TestLow32(t *testing.T) {
 	var w atomic.Uint64
-	w.Store(0xdead_beef_0000_0001)
+	w.Store(1)
+	w.Add(sleeperUnit)
 	if got := Low32(&w).Load(); got != 1 {
 		t.Fatalf("Low32 of %#x = %#x, want 1", w.Load(), got)
 	}
 	w.Add(1)
 	if got := Low32(&w).Load(); got != 2 {
-		t.Fatalf("after an add, Low32 = %#x, want 2", got)
+		t.Fatalf("after an arrival, Low32 = %#x, want 2", got)
 	}
 }

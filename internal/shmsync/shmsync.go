@@ -90,25 +90,51 @@ func sleep(word *atomic.Uint32, sleepers *atomic.Uint32, cond func() bool, check
 	}
 }
 
-// Spin is how long WaitCounter polls before it sleeps: Polls polls with a
+// Spin is how long WaitCount polls before it sleeps: Polls polls with a
 // Pause between them, then Yields polls each after a sched_yield.
 type Spin struct{ Polls, Yields int }
 
-// WaitCounter waits until done(v) holds for a value v of count, and
-// returns that value. count is a 64-bit counter in shared memory that only
-// grows by atomic adds; its low half is the futex word, so whoever moves
-// count to a value that done accepts must call WakeAll on Low32(count)
-// when sleepers is non-zero (a seq-cst load after its add). check is
-// called on every sleep timeout; its error ends the wait. waiters is the
-// number of processes that may sleep on count at once.
+// A counter is a 64-bit word in shared memory that counts arrivals in its
+// low CountBits bits, wrapping, and the processes asleep on it in the bits
+// above. Arrivals add 1 (Arrive); a waiter that goes to sleep adds a
+// sleeper unit and takes it back when it wakes (WaitCount). The low half
+// of the word is the futex word, which every arrival moves and no sleeper
+// unit does. Keeping the sleepers in the word itself spares the arrival
+// that a waiter waits for a second access to shared memory: its add
+// returns whether anyone sleeps.
 //
-// The loads of count are sequentially consistent: a waiter that sees the
-// adds it waits for sees every store their makers made before them.
-func WaitCounter(count *atomic.Uint64, sleepers *atomic.Uint32, spin Spin, done func(uint64) bool, check func() error) (uint64, error) {
+// A count wraps after 2^CountBits arrivals (4.5e15: years of barriers),
+// and compares correctly across the wrap (Reached).
+const (
+	CountBits   = 52
+	CountMask   = 1<<CountBits - 1
+	sleeperUnit = 1 << CountBits
+)
+
+// Arrive adds one arrival to counter c and returns the count it reached.
+// If that count is done, it wakes the sleepers, if any. The add is
+// sequentially consistent: every earlier store of the caller is visible
+// to a waiter that sees the count.
+func Arrive(c *atomic.Uint64, done uint64) uint64 {
+	v := c.Add(1)
+	if v&CountMask == done&CountMask && v>>CountBits != 0 {
+		WakeAll(Low32(c))
+	}
+	return v & CountMask
+}
+
+// Reached reports whether count v has reached want, across the wrap.
+func Reached(v, want uint64) bool { return int64((v-want)<<(64-CountBits)) >= 0 }
+
+// WaitCount waits until the count of counter c reaches want: polls, then
+// yields (spin), then sleeps on the counter's futex word, until the
+// arrival that reaches want wakes it (Arrive). check is called on every
+// sleep timeout; its error ends the wait. The loads are sequentially
+// consistent and pair with the arrivals' adds.
+func WaitCount(c *atomic.Uint64, want uint64, spin Spin, check func() error) error {
 	for i := 0; ; i++ {
-		v := count.Load()
-		if done(v) {
-			return v, nil
+		if Reached(c.Load(), want) {
+			return nil
 		}
 		switch {
 		case i < spin.Polls:
@@ -116,16 +142,30 @@ func WaitCounter(count *atomic.Uint64, sleepers *atomic.Uint32, spin Spin, done 
 		case i < spin.Polls+spin.Yields:
 			unix.SchedYield()
 		default:
-			cond := func() bool {
-				v = count.Load()
-				return done(v)
-			}
-			if err := sleep(Low32(count), sleepers, cond, check); err != nil {
-				return 0, err
-			}
-			return v, nil
+			return sleepOnCount(c, want, check)
 		}
 	}
+}
+
+// sleepOnCount is WaitCount's last stage.
+func sleepOnCount(c *atomic.Uint64, want uint64, check func() error) error {
+	// Seq-cst add of a sleeper unit: either the arrival that reaches want
+	// comes after it, sees the unit in its own add's result and wakes us,
+	// or it came before, and v shows the count reached.
+	v := c.Add(sleeperUnit)
+	defer c.Add(^uint64(sleeperUnit - 1))
+	for !Reached(v, want) {
+		// The futex word is the count's low half: any arrival since v
+		// makes FutexWait return at once.
+		err := unix.FutexWait((*uint32)(addrOf(Low32(c))), uint32(v), SleepSlice)
+		if err == unix.ETIMEDOUT && check != nil {
+			if err := check(); err != nil {
+				return err
+			}
+		}
+		v = c.Load()
+	}
+	return nil
 }
 
 // Wake publishes a change of condition: it increments word and wakes every
