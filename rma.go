@@ -65,8 +65,8 @@ import (
 // So Quiet does not fence there: it records that a fence is owed
 // (rmaState.owed), and the next operation of this PE that loads shared
 // memory — Get, IGet, GetNBI, AtomicFetch, WaitUntil, Test — pays it
-// first (the other atomics, Barrier and the allocation calls are full
-// fences themselves). A put-heavy loop of Put and Quiet thus runs without
+// first (the other atomics, Barrier and, in a job of several PEs, the
+// allocation calls are full fences themselves). A put-heavy loop of Put and Quiet thus runs without
 // a single locked instruction, as Open MPI's shmem_quiet over UCX does on
 // x86 (UCX's CPU fences are compiler fences there), while a program that
 // puts, quiets and then reads through the API still reads after its puts

@@ -301,8 +301,11 @@ func (pe *PE) exchange(kind, size, align, in, out uint64, hints Hints) error {
 	st := &pe.ext.rma
 	st.seq++
 	seq := st.seq
-	v := recValues{seq: seq, call: st.call, kind: kind, size: size, align: align, in: in, out: out, hints: uint64(hints)}
-	st.mine[seq%2] = v
+	// Field by field: a composite literal is built on the stack and then
+	// copied, and the copy's wide loads stall on the narrow stores
+	// (measured: ~15 ns of a lone PE's 100 ns Malloc+Free).
+	v := &st.mine[seq%2]
+	v.seq, v.call, v.kind, v.size, v.align, v.in, v.out, v.hints = seq, st.call, kind, size, align, in, out, uint64(hints)
 	rec := &pe.ctl[pe.rank].allocRec[seq%2].allocRecord
 	// The fields are published by the seq store below (a release: on
 	// amd64 a locked instruction, on arm64 STLR), so they need no atomic
@@ -314,6 +317,17 @@ func (pe *PE) exchange(kind, size, align, in, out uint64, hints Hints) error {
 	setPlain(&rec.in, v.in)
 	setPlain(&rec.out, v.out)
 	setPlain(&rec.hints, v.hints)
+	if pe.npes == 1 {
+		// Nobody to wait for or to publish to: a plain store, and the
+		// wake-up step of a put for any goroutine of this PE waiting for
+		// our earlier puts (a barrier's Quiet).
+		setPlain(&rec.seq, seq)
+		if st.mb.Load() != mbReady {
+			pe.putFence()
+		}
+		pe.wakeSleepers()
+		return nil
+	}
 	// Seq-cst store: publishes the record, and (a full fence) orders this
 	// PE's earlier stores, puts included, before it; pairs with the other
 	// PEs' seq loads in arrived.
