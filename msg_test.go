@@ -584,6 +584,11 @@ func TestMsgPeerLost(t *testing.T) {
 	petest.Run(t, 4, func(t *testing.T) {
 		pe, err := Init(Config{})
 		noErr(t, err)
+		// The survivors count themselves done here (on PE 0, which lives),
+		// and none closes before all are: a PE that closes is gone too,
+		// and a Recv from AnySource could name it instead of the dead PE.
+		done, err := Calloc[int64](pe, 1)
+		noErr(t, err)
 		sync2(t, pe)
 		const dead = 3
 		var start time.Time
@@ -616,6 +621,15 @@ func TestMsgPeerLost(t *testing.T) {
 				t.Fatal("large Send to a PE that never receives returned nil")
 			}
 			lost("large Send to the dead PE", err)
+		}
+		noErr(t, AtomicAdd(pe, &done[0], 1, 0))
+		for {
+			n, err := AtomicFetch(pe, &done[0], 0)
+			noErr(t, err)
+			if n == int64(pe.Size()-1) {
+				break
+			}
+			time.Sleep(time.Millisecond)
 		}
 		pe.Close() // its barrier fails: a PE is gone
 	}, msgOpts()...)
