@@ -476,8 +476,8 @@ func (t *Team) barrier() error {
 // counterBarrier adds this PE's arrival to the team's counter and waits
 // for the rest of its group (see "Full barriers"). With quiet it also
 // takes Quiet's wake-up step for this PE's earlier puts right after the
-// add, which is the full fence that completes them (PE.Barrier). It
-// touches no state of the process.
+// add, which is the full fence that completes them (PE.Barrier). Of the
+// process's state it touches groupEnd only.
 func (t *Team) counterBarrier(quiet bool) error {
 	c := &t.counter.count
 	// This PE's b-th arrival falls in group b: its end is the previous

@@ -63,12 +63,6 @@ func WaitWord(word *atomic.Uint32, sleepers *atomic.Uint32, waiters int, cond fu
 			return nil
 		}
 	}
-	return sleep(word, sleepers, cond, check)
-}
-
-// sleep is WaitWord's last stage: it sleeps on word, in SleepSlice
-// slices, until cond() holds.
-func sleep(word *atomic.Uint32, sleepers *atomic.Uint32, cond func() bool, check func() error) error {
 	// Announce the sleep before re-reading the condition; pairs with the
 	// waker's increment of word followed by its load of sleepers (Wake).
 	sleepers.Add(1)
