@@ -726,36 +726,9 @@ func (pe *PE) sleep(poll func() bool, check func() error) error {
 			return nil
 		}
 	}
-	b.sleepers.Add(1)                // S1: seq-cst; pairs with the writers' sleepers load (W2)
-	defer b.sleepers.Add(^uint32(0)) // S7
-	slice := shmsync.SleepSlice
-	// S2: the asymmetric fence that stands in for the writers' fence
-	// between their release store and their sleepers load. Where it is
-	// not to be had, sleep in short slices: a release store is then seen
-	// within one.
-	if !pe.membarrierReady() || unix.MembarrierGlobal() != nil {
-		slice = time.Millisecond
-	}
-	slept := time.Duration(0) // in slices run out since the last liveness check
-	for {
-		v := b.word.Load() // S3: seq-cst; pairs with the waker's word.Add (W3)
-		if poll() {        // S4
-			return nil
-		}
-		err := unix.FutexWait((*uint32)(wordAddr(&b.word)), v, slice) // S5
-		if poll() {
-			return nil
-		}
-		if err != unix.ETIMEDOUT {
-			continue
-		}
-		if slept += slice; slept >= shmsync.SleepSlice { // S6
-			slept = 0
-			if err := check(); err != nil {
-				return err
-			}
-		}
-	}
+	b.sleepers.Add(1)                           // S1: seq-cst; pairs with the writers' sleepers load (W2)
+	defer b.sleepers.Add(^uint32(0))            // S7
+	return pe.sleepFenced(&b.word, poll, check) // S2..S6
 }
 
 // arrived reports whether an incoming ring or box shows a record that

@@ -328,13 +328,9 @@ func (pe *PE) exchange(kind, size, align, in, out uint64, hints Hints) error {
 	setPlain(&rec.hints, v.hints)
 	if pe.npes == 1 {
 		// Nobody to wait for or to publish to: a plain store, and the
-		// wake-up step of a put for any goroutine of this PE waiting for
-		// our earlier puts (a barrier's Quiet).
+		// barrier's Quiet, as Barrier does in a job of one PE.
 		setPlain(&rec.seq, seq)
-		if st.mb.Load() != mbReady {
-			pe.putFence()
-		}
-		pe.wakeSleepers()
+		pe.quietAll()
 		return nil
 	}
 	// Seq-cst store: publishes the record, and (a full fence) orders this

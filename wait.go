@@ -3,6 +3,7 @@ package symheap
 import (
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/symheap/symheap/internal/shmsync"
@@ -213,18 +214,29 @@ func (pe *PE) waitSignal(owner int, cond func() bool, check func() error) error 
 		s.sleepers.Add(^uint32(0))
 		all.Add(^uint32(0))
 	}()
+	return pe.sleepFenced(&s.word, cond, check) // W2..W6
+}
+
+// sleepFenced is the sleeping half of a waiter whose writers may publish
+// with plain or release stores and no fence (wait.go W2..W6, msg_queue.go
+// "Waking" S2..S6). The caller has announced itself in the sleepers
+// counts those writers load. It executes the asymmetric fence that stands
+// in for the writers' own, then sleeps on word until cond() holds; where
+// the fence is not to be had it sleeps in 1 ms slices, so a store that
+// takes no wake-up step is seen within one. check runs whenever a full
+// SleepSlice has run out; its error ends the wait.
+func (pe *PE) sleepFenced(word *atomic.Uint32, cond func() bool, check func() error) error {
 	slice := shmsync.SleepSlice
-	// W2: the asymmetric fence that stands in for the writers' P2.
 	if !pe.membarrierReady() || unix.MembarrierGlobal() != nil {
 		slice = time.Millisecond
 	}
 	slept := time.Duration(0) // in slices run out since the last liveness check
 	for {
-		v := s.word.Load() // W3: seq-cst; pairs with the writer's word.Add (P4)
+		v := word.Load() // seq-cst; pairs with the writer's word.Add after its store
 		if cond() {
 			return nil
 		}
-		err := unix.FutexWait((*uint32)(wordAddr(&s.word)), v, slice)
+		err := unix.FutexWait((*uint32)(wordAddr(word)), v, slice)
 		if cond() {
 			return nil
 		}
