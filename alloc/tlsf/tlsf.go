@@ -180,6 +180,7 @@ type Allocator struct {
 	maxReq   uint64 // end - first - 8: no larger request can ever succeed
 	sink     uint64 // offset of h.sink
 	headsOff uint64 // offset of h.heads[0][0]
+	undo     undoFree
 }
 
 var _ alloc.Allocator = (*Allocator)(nil)
