@@ -73,7 +73,8 @@ type PE struct {
 
 	watchDone chan struct{}
 	world     *Team
-	ext       peExt // state of the API layers built on the core
+	ext       peExt         // state of the API layers built on the core
+	unfree    alloc.Unfreer // heap, if its component can take back a free (symalloc.go; last: see freeInWait)
 }
 
 var (
@@ -147,6 +148,7 @@ func (pe *PE) formatHeaps() error {
 		if pe.heap, err = pe.component.Format(pe.seg.Heap(pe.rank)); err != nil {
 			return fmt.Errorf("symheap: format symmetric heap with %s: %w", pe.component.Name, err)
 		}
+		pe.unfree, _ = pe.heap.(alloc.Unfreer)
 	}
 	return pe.formatShared()
 }

@@ -557,7 +557,11 @@ func (a *Allocator) lookup(op string, off alloc.Off) (uint64, error) {
 }
 
 // Free releases the block at off.
-func (a *Allocator) Free(off alloc.Off) error {
+func (a *Allocator) Free(off alloc.Off) error { return a.freeBlock(off, false) }
+
+// freeBlock is Free; if undoable, it also records in a.undo what Unfree needs
+// (unfree.go).
+func (a *Allocator) freeBlock(off alloc.Off, undoable bool) error {
 	// Step 1 inline; lookup repeats it to say what is wrong.
 	u := uint64(off)
 	if u-a.first >= a.span || u%alloc.MinAlign != 0 || !a.starts.Test(u/bitsGran) {
@@ -572,6 +576,9 @@ func (a *Allocator) Free(off alloc.Off) error {
 	s := w &^ fMask
 	c.InUse -= s - hdrWord
 	c.Frees++
+	if undoable {
+		a.saveUndo(u, w)
+	}
 	// Steps 2 and 3: release(u, w), written out.
 	if w&fPrev != 0 {
 		p := *a.m.U64(u - 16)

@@ -8,28 +8,40 @@ import (
 var _ alloc.Unfreer = (*Allocator)(nil)
 
 // undoFree is what Unfree needs to take back a FreeUndoable: the block and
-// its free neighbours as they were, and the counters right after the free
-// (any later change to the region changes them, which Unfree refuses).
+// its free neighbours as they were, and the count of changing calls right
+// after the free (any later change to the region changes it, and Unfree
+// refuses).
 type undoFree struct {
-	ok       bool
-	u, w     uint64    // the block and its size word
-	words    [3]uint64 // its payload words that Free may overwrite: u, u+8, u+s-16
-	p, ps    uint64    // the free block before it and its size (p == 0: none)
-	pNext    uint64    // p's list links; Free's insert overwrites the first
-	pPrev    uint64
-	n, ns    uint64 // the free block after it and its size (n == 0: none)
-	counters region.Counters
+	ok     bool
+	u, w   uint64    // the block and its size word
+	words  [3]uint64 // its payload words that Free may overwrite: u, u+8, u+s-16
+	p, ps  uint64    // the free block before it and its size (p == 0: none)
+	pNext  uint64    // p's list links; Free's insert overwrites the first
+	pPrev  uint64
+	n, ns  uint64 // the free block after it and its size (n == 0: none)
+	change uint64 // changes(), right after the free
 }
+
+// changes counts the calls that changed the region.
+func (a *Allocator) changes() uint64 { return a.c.C.Allocs + a.c.C.Frees + a.c.C.Reallocs }
 
 // FreeUndoable is Free, remembering what Unfree needs to take it back.
 func (a *Allocator) FreeUndoable(off alloc.Off) error {
 	a.undo.ok = false
-	w, err := a.lookup("free", off)
-	if err != nil {
-		return a.badFree("free", off)
+	if err := a.freeBlock(off, true); err != nil {
+		return err
 	}
-	u, s := uint64(off), w&^fMask
-	d := undoFree{u: u, w: w, words: [3]uint64{*a.m.U64(u), *a.m.U64(u + 8), *a.m.U64(u + s - 16)}}
+	a.undo.ok, a.undo.change = true, a.changes()
+	return nil
+}
+
+// saveUndo records used block u (size word w), before free releases it.
+func (a *Allocator) saveUndo(u, w uint64) {
+	d := &a.undo
+	s := w &^ fMask
+	d.u, d.w = u, w
+	d.words = [3]uint64{*a.m.U64(u), *a.m.U64(u + 8), *a.m.U64(u + s - 16)}
+	d.p, d.n = 0, 0
 	if w&fPrev != 0 {
 		d.p = *a.m.U64(u - 16)
 		d.ps = a.size(d.p)
@@ -38,12 +50,6 @@ func (a *Allocator) FreeUndoable(off alloc.Off) error {
 	if nw := *a.sw(u + s); nw&fFree != 0 {
 		d.n, d.ns = u+s, nw&^fMask
 	}
-	if err := a.Free(off); err != nil {
-		return err
-	}
-	d.ok, d.counters = true, a.c.C
-	a.undo = d
-	return nil
 }
 
 // Unfree takes back the last FreeUndoable. Free removed the free
@@ -54,14 +60,13 @@ func (a *Allocator) FreeUndoable(off alloc.Off) error {
 // order restores every list exactly (as in Knuth's dancing links), and
 // later calls find the same blocks they would have found.
 func (a *Allocator) Unfree() error {
-	d := a.undo
-	a.undo.ok = false
-	now := a.c.C
-	now.Failed = d.counters.Failed
-	if !d.ok || now != d.counters {
+	d := &a.undo
+	if !d.ok || a.changes() != d.change {
+		d.ok = false
 		a.c.C.Failed++
 		return region.BadFree(Name, "unfree", alloc.Off(d.u), "no FreeUndoable to take back (or the heap changed since)")
 	}
+	d.ok = false
 	c := &a.c.C
 	u, s := d.u, d.w&^fMask
 	f := u
