@@ -194,7 +194,7 @@ func Free[T any](pe *PE, s []T) error {
 	}
 	pe.mu.Lock()
 	defer pe.mu.Unlock()
-	if pe.unfree != nil {
+	if pe.unfree != nil && pe.npes > 1 { // a lone PE has nothing to wait for
 		return pe.freeInWait(in)
 	}
 	return pe.collective(callFree, 0, 0, in, 0, func() (uint64, error) {
@@ -334,13 +334,10 @@ func (pe *PE) freeInWait(in uint64) error {
 	return nil
 }
 
-// freeNow makes the local free that freeInWait asked for, if any. exchange
-// calls it once this PE's record is published.
+// freeNow makes the local free that freeInWait asked for. exchange calls
+// it once this PE's record is published.
 func (pe *PE) freeNow() {
 	w := &pe.ext.rma.wait
-	if !w.due {
-		return
-	}
 	w.due = false
 	off := alloc.Off(w.off)
 	w.size, _ = pe.heap.UsableSize(off)
@@ -399,7 +396,6 @@ func (pe *PE) exchange(kind, size, align, in, out uint64, hints Hints) error {
 		// barrier's Quiet, as Barrier does in a job of one PE.
 		setPlain(&rec.seq, seq)
 		pe.quietAll()
-		pe.freeNow()
 		return nil
 	}
 	// Seq-cst store: publishes the record, and (a full fence) orders this
