@@ -257,11 +257,7 @@ func (pe *PE) Quiet() {
 	} else if !st.owed.Load() {
 		st.owed.Store(true)
 	}
-	// Seq-cst load; pairs with a waiter's increment of the job's count
-	// followed by its asymmetric fence (wait.go).
-	if pe.ctl[0].sleeping.Load() != 0 {
-		pe.wakeAll()
-	}
+	pe.wakeSleepers() // waiters fence for a put that did not (wait.go)
 }
 
 // Fence orders this PE's puts to each target: with puts made by stores

@@ -403,12 +403,9 @@ func (pe *PE) exchange(kind, size, align, in, out uint64, hints Hints) error {
 	// PEs' seq loads in arrived.
 	rec.seq.Store(seq)
 	// Wake the PEs waiting for this record, and any waiting for our
-	// earlier puts (NBI ones), as a barrier's Quiet would. Seq-cst load
-	// (after the store above); pairs with a waiter's increment of the
-	// job's sleepers count (wait.go).
-	if pe.ctl[0].sleeping.Load() != 0 {
-		pe.wakeAll()
-	}
+	// earlier puts (NBI ones), as a barrier's Quiet would; the seq store
+	// above is the fence wakeSleepers asks for.
+	pe.wakeSleepers()
 	if st.wait.due {
 		pe.freeNow() // a Free's local part, while the other records travel
 	}
