@@ -89,13 +89,25 @@ func (pe *PE) SetLock(l *int64) error {
 	return nil
 }
 
-// lockLiveness is SetLock's check between sleep slices.
+// lockLiveness is SetLock's check between sleep slices. The holder is
+// named whenever it is the PE found gone, also when it dies between the
+// two checks.
 func (pe *PE) lockLiveness(w *int64) error {
 	// Seq-cst load; pairs with the holder's tag add.
-	if h := lockHolder(uint64(atomicLoad(w))); h >= 0 && h < pe.npes && !pe.seg.Alive(h) {
-		return fmt.Errorf("the lock's holder, PE %d (pid %d), is gone: %w", h, pe.seg.Pid(h), ErrPeerLost)
+	h := lockHolder(uint64(atomicLoad(w)))
+	holder := h >= 0 && h < pe.npes
+	if holder && !pe.seg.Alive(h) {
+		return pe.holderLost(h)
 	}
-	return pe.peerLost()
+	lost, err := pe.seg.LostPeer(nil)
+	if err != nil && holder && lost == h && !pe.seg.Alive(h) { // not merely stalled
+		return pe.holderLost(h)
+	}
+	return err
+}
+
+func (pe *PE) holderLost(h int) error {
+	return fmt.Errorf("the lock's holder, PE %d (pid %d), is gone: %w", h, pe.seg.Pid(h), ErrPeerLost)
 }
 
 // TestLock acquires the lock l if no PE holds it or waits for it, and
