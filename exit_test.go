@@ -49,7 +49,7 @@ func TestExitPaths(t *testing.T) {
 			if _, err := symheap.Init(symheap.Config{}); err != nil {
 				t.Fatal(err)
 			}
-			os.Exit(0)
+			petest.Exit(0)
 		}, small...)
 		if res.Status != 0 {
 			t.Errorf("status %d", res.Status)

@@ -162,7 +162,7 @@ func TestBarrierReportsLostPeer(t *testing.T) {
 		}
 		if pe.Rank() == 1 {
 			time.Sleep(200 * time.Millisecond)
-			os.Exit(0) // gone, without Close
+			petest.Exit(0) // gone, without Close
 		}
 		start := time.Now()
 		err = pe.Barrier()

@@ -3,7 +3,6 @@ package symheap
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"testing"
 	"time"
 
@@ -213,7 +212,7 @@ func TestMsgBoxPeerLost(t *testing.T) {
 				t.Errorf("%d messages through the box, want 1 (the receiver has not taken the first)", box)
 			}
 			sync2(t, pe)
-			os.Exit(0) // without Close, in the middle of the job
+			petest.Exit(0) // without Close, in the middle of the job
 		}
 		sync2(t, pe)
 		time.Sleep(200 * time.Millisecond)

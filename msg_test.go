@@ -603,7 +603,7 @@ func TestMsgPeerLost(t *testing.T) {
 		switch pe.Rank() {
 		case dead:
 			time.Sleep(200 * time.Millisecond)
-			os.Exit(0) // without Close, in the middle of the job
+			petest.Exit(0) // without Close, in the middle of the job
 		case 0:
 			start = time.Now()
 			_, err := pe.Recv(make([]byte, 8), dead, 0)

@@ -3,7 +3,6 @@ package symheap_test
 import (
 	"errors"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -486,7 +485,7 @@ func TestTeamPeerLost(t *testing.T) {
 		if pe.Rank() == 2 {
 			// Gone without Close, and with status 0 so that the
 			// launcher leaves the others running.
-			os.Exit(0)
+			petest.Exit(0)
 		}
 		defer pe.Close() // reports the loss again; the segment goes with the last PE
 		start := time.Now()

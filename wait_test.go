@@ -1,7 +1,6 @@
 package symheap
 
 import (
-	"os"
 	"sort"
 	"syscall"
 	"testing"
@@ -263,7 +262,7 @@ func TestPeerLost(t *testing.T) {
 		switch pe.Rank() {
 		case 0:
 			time.Sleep(200 * time.Millisecond)
-			os.Exit(0) // without Close, holding the lock
+			petest.Exit(0) // without Close, holding the lock
 		case 1:
 			err := pe.SetLock(&x[0])
 			wantErr(t, "SetLock of a dead holder's lock", err, ErrPeerLost, "holder, PE 0")

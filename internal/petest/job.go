@@ -19,8 +19,14 @@ import (
 )
 
 // skipMarker is the line a child prints when fn skipped the test, so that
-// the parent can skip too.
-const skipMarker = "petest: this PE skipped the test"
+// the parent can skip too; doneMarker the line it prints when fn returned
+// (or the PE ended the test on purpose with Exit). A PE that exits with
+// status 0 having printed neither ran nothing: its -test.run selected no
+// test, or it left the test body early. The parent fails the test then.
+const (
+	skipMarker = "petest: this PE skipped the test"
+	doneMarker = "petest: this PE ran the test body to its end"
+)
 
 // Run runs fn on n PEs and waits for them (package comment, steps 1-3). In
 // the parent it fails the test if a PE fails, unless ExpectFailure is
@@ -36,7 +42,13 @@ func Run(t *testing.T, n int, fn func(t *testing.T), opts ...Option) launch.Resu
 	switch {
 	case err != nil && !j.s.expectFailure:
 		t.Fatalf("petest: %v\n%s", err, statusTable(res))
+	case err == nil && j.s.expectFailure:
 	case err == nil:
+		if missing := j.unaccounted(); len(missing) > 0 {
+			t.Fatalf("petest: job %s: PE %v exited with status 0 but did not run the test body to its end "+
+				"(no test selected in the child, or an early os.Exit: end a PE on purpose with petest.Exit)\n%s",
+				j.ID(), missing, statusTable(res))
+		}
 		if ranks := j.skipped(); len(ranks) > 0 {
 			t.Skipf("petest: PE %v skipped the test (see the log above)", ranks)
 		}
@@ -118,6 +130,7 @@ func runChild(t *testing.T, fn func(t *testing.T)) {
 	}()
 	fn(t)
 	returned = true
+	fmt.Println(doneMarker)
 	t.Logf("petest: PE %d of %d finished; ending the test here in the child so that "+
 		"the code after petest.Run runs in the parent only (hence SKIP)", Rank(), Size())
 	t.SkipNow()
@@ -234,7 +247,26 @@ func (j *Job) logOutput() {
 }
 
 // skipped returns the ranks of the PEs that skipped the test.
-func (j *Job) skipped() []int {
+func (j *Job) skipped() []int { return j.marked(skipMarker) }
+
+// unaccounted returns the ranks of the PEs that said neither that they
+// ran the test body to its end nor that they skipped it.
+func (j *Job) unaccounted() []int {
+	seen := make(map[int]bool)
+	for _, r := range append(j.marked(doneMarker), j.marked(skipMarker)...) {
+		seen[r] = true
+	}
+	var ranks []int
+	for r := range j.res.PEs {
+		if !seen[r] {
+			ranks = append(ranks, r)
+		}
+	}
+	return ranks
+}
+
+// marked returns the ranks of the PEs that printed the line marker.
+func (j *Job) marked(marker string) []int {
 	var ranks []int
 	for _, l := range strings.Split(j.Output(), "\n") {
 		rest, ok := strings.CutPrefix(l, "[pe ")
@@ -242,13 +274,23 @@ func (j *Job) skipped() []int {
 			continue
 		}
 		rank, msg, _ := strings.Cut(rest, "] ")
-		if msg == skipMarker {
+		if msg == marker {
 			r, _ := strconv.Atoi(rank)
 			ranks = append(ranks, r)
 		}
 	}
 	slices.Sort(ranks)
 	return ranks
+}
+
+// Exit ends this PE's process with code, saying first that it reached
+// the end of its part of the test on purpose: a test whose PEs leave
+// without returning from the test body (to show what a vanished PE does
+// to the others, say) ends them with Exit, not os.Exit, or the parent
+// takes a PE that exits 0 for one that ran nothing.
+func Exit(code int) {
+	fmt.Println(doneMarker)
+	os.Exit(code)
 }
 
 // cleanup stops the job if it still runs and checks that it left neither a

@@ -198,6 +198,20 @@ func TestInnerTimeout(t *testing.T) {
 	}, petest.Timeout(time.Second))
 }
 
+// TestInnerRanNothing: PE 1 leaves with status 0 before the end of the
+// test body, as a PE whose -test.run selected no test would.
+func TestInnerRanNothing(t *testing.T) {
+	if os.Getenv(innerEnv) == "" {
+		t.Skip("run by TestReporting")
+	}
+	petest.Run(t, 2, func(t *testing.T) {
+		if petest.Rank() == 1 {
+			os.Exit(0)
+		}
+	})
+	t.Log("petest.Run returned in a failing test")
+}
+
 func TestReporting(t *testing.T) {
 	t.Parallel()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestInner", "-test.v")
@@ -218,6 +232,8 @@ func TestReporting(t *testing.T) {
 		"feature X is missing",
 		"--- FAIL: TestInnerTimeout",
 		"timed out after 1s",
+		"--- FAIL: TestInnerRanNothing",
+		"PE [1] exited with status 0 but did not run the test body to its end",
 		"] goroutine ", // some PE's stacks (whose dump is captured before the kill depends on timing)
 	} {
 		if !strings.Contains(report, want) {
