@@ -10,6 +10,7 @@ import (
 	"github.com/symheap/symheap"
 	"github.com/symheap/symheap/internal/petest"
 	"github.com/symheap/symheap/internal/segment"
+	"github.com/symheap/symheap/internal/shmsync"
 	"github.com/symheap/symheap/internal/unix"
 )
 
@@ -119,4 +120,36 @@ func TestStoppedPeerLost(t *testing.T) {
 		t.Errorf("job took %v with a %v peer timeout", res.Elapsed, timeout)
 	}
 	noSegment(t, res.Job)
+}
+
+// TestCloseLateArrival reproduces the timing of a race between a barrier's
+// liveness check and the last PE to arrive: the others reach Close first
+// and sleep in its barrier; the late PE arrives just after one sleep slice,
+// completes the barrier and closes at once, while a waiter is between its
+// timed-out test of the condition and its liveness check (a window that
+// shmsync.CheckDelay widens, so that every job falls into it). The waiter
+// must report success, not "PE n closed", and the barrier must not break.
+func TestCloseLateArrival(t *testing.T) {
+	const n = 3
+	for _, after := range []time.Duration{2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond} {
+		late := shmsync.SleepSlice + after
+		t.Run(fmt.Sprintf("late-%v", late), func(t *testing.T) {
+			petest.Run(t, n, func(t *testing.T) {
+				shmsync.CheckDelay = 4 * after
+				pe, err := symheap.Init(symheap.Config{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := pe.Barrier(); err != nil {
+					t.Fatal(err)
+				}
+				if pe.Rank() == n-1 {
+					time.Sleep(late)
+				}
+				if err := pe.Close(); err != nil {
+					t.Fatalf("Close with PE %d arriving %v late: %v", n-1, late, err)
+				}
+			}, small...)
+		})
+	}
 }

@@ -1,7 +1,10 @@
 package symheap
 
 import (
+	"errors"
+	"os"
 	"sort"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -276,4 +279,33 @@ func TestPeerLost(t *testing.T) {
 		t.Logf("PE %d: ErrPeerLost after %v", pe.Rank(), time.Since(start).Round(time.Millisecond))
 		pe.Close() // its barrier fails: PE 0 is gone
 	}, petest.Heap("8m"), petest.Env("SYMHEAP_SHARED_SIZE=1m"), petest.Timeout(60*time.Second))
+}
+
+// TestSleepFencedRetestsAfterCheck: the messaging and signal waits'
+// sleep re-tests its condition after a failed liveness check, as
+// shmsync's waits do ("Liveness"): a peer that made the condition true
+// and then left is not reported lost.
+func TestSleepFencedRetestsAfterCheck(t *testing.T) {
+	if petest.IsChild() || os.Getenv("SYMHEAP_PE") != "" {
+		t.Skip("runs outside a job only")
+	}
+	pe, err := Init(Config{HeapSize: 2 << 20, SharedSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pe.Close()
+	gone := errors.New("PE 1 closed: a PE of the job is gone")
+	var word atomic.Uint32
+	var done atomic.Bool
+	err = pe.sleepFenced(&word, done.Load, func() error {
+		done.Store(true) // the peer's last store, then it leaves
+		return gone
+	})
+	if err != nil {
+		t.Fatalf("sleepFenced: %v; want nil (the condition held after the failed check)", err)
+	}
+	done.Store(false)
+	if err := pe.sleepFenced(&word, done.Load, func() error { return gone }); !errors.Is(err, gone) {
+		t.Fatalf("sleepFenced with a lost peer: %v, want %v", err, gone)
+	}
 }

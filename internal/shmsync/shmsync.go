@@ -28,6 +28,32 @@ import (
 // liveness of the peers it waits for.
 const SleepSlice = 50 * time.Millisecond
 
+// # Liveness
+//
+// A waiter checks its peers' liveness only after it found its condition
+// false, and the two are not one atomic step: between them the last peer
+// may make the condition true and then leave (complete a barrier, then
+// Close). The check then finds a peer gone that owes the waiter nothing.
+// So every wait re-tests its condition after a failed check and reports
+// the loss only if the condition still does not hold; a peer that made it
+// true before leaving was seen to do so, since the check's loads come
+// after the peer's leaving, which comes after its arrival. Whatever a
+// failed check decides for other waiters (breaking a barrier) comes after
+// that re-test too.
+
+// CheckDelay is slept between a timed-out wait's test of its condition
+// and its liveness check. It is zero but in tests, which set it before
+// their waits start, to widen the window of "Liveness" so that a PE
+// arriving one sleep slice late falls into it every time.
+var CheckDelay time.Duration
+
+// delayCheck is the pause of CheckDelay, if any.
+func delayCheck() {
+	if CheckDelay > 0 {
+		time.Sleep(CheckDelay)
+	}
+}
+
 // spinBudget returns how many busy checks a waiter may make before it
 // starts yielding its core, and how many yields it makes before it sleeps.
 // With more waiters than cores, spinning only steals the core of the
@@ -44,7 +70,8 @@ func spinBudget(waiters int) (spins, yields int) {
 // WaitWord waits until cond(atomic load of *word) is true. word is the futex
 // word that whoever changes the condition increments and wakes; sleepers is
 // a counter that lets wakers skip the wake-up syscall when nobody sleeps.
-// check is called on every sleep timeout; its error ends the wait.
+// check is called on every sleep timeout; its error ends the wait unless
+// the condition holds after it (Liveness).
 // waiters is the number of processes that may be waiting at once.
 func WaitWord(word *atomic.Uint32, sleepers *atomic.Uint32, waiters int, cond func() bool, check func() error) error {
 	if cond() {
@@ -77,7 +104,8 @@ func WaitWord(word *atomic.Uint32, sleepers *atomic.Uint32, waiters int, cond fu
 			return nil
 		}
 		if err == unix.ETIMEDOUT && check != nil {
-			if err := check(); err != nil {
+			delayCheck()
+			if err := check(); err != nil && !cond() {
 				return err
 			}
 		}
@@ -153,7 +181,9 @@ func sleepOnCount(c *atomic.Uint64, want uint64, check func() error) error {
 		// makes FutexWait return at once.
 		err := unix.FutexWait((*uint32)(addrOf(Low32(c))), uint32(v), SleepSlice)
 		if err == unix.ETIMEDOUT && check != nil {
-			if err := check(); err != nil {
+			delayCheck()
+			// Re-test after a failed check (Liveness).
+			if err := check(); err != nil && !Reached(c.Load(), want) {
 				return err
 			}
 		}
@@ -234,14 +264,16 @@ func (b *Barrier) Wait(n int, check func() (int, error)) error {
 		Wake(&b.gen, &b.sleepers)
 		return nil
 	}
+	lost := -1
 	err := WaitWord(&b.gen, &b.sleepers, n, func() bool { return b.gen.Load() != g || b.broken.Load() != 0 }, func() error {
 		m, err := check()
-		if err != nil {
-			b.Break(max(m, 0))
-		}
+		lost = m
 		return err
 	})
 	if err != nil {
+		// Break only now: WaitWord re-tested the episode after the failed
+		// check (Liveness), so the episode did not complete.
+		b.Break(max(lost, 0))
 		return err
 	}
 	if b.gen.Load() == g {
