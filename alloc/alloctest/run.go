@@ -319,9 +319,23 @@ func testBadFree(t *testing.T, c alloc.Component) {
 	gone := h.alloc(200, 0)
 	h.alloc(300, 64)
 	h.free(gone)
+	// Blocks freed beside a free neighbour: a coalescing allocator merges
+	// them, so their offsets lie inside a free block whose metadata may
+	// still look like a used block's there. Allocated in a row, so that
+	// each pair is adjacent in an allocator that places blocks in order.
+	back1, back2 := h.alloc(256, 0), h.alloc(256, 0)
+	fwd1, fwd2 := h.alloc(256, 0), h.alloc(256, 0)
+	h.alloc(64, 0) // keeps fwd2 from merging with the free space after it
+	h.free(back1)
+	h.free(back2) // merges into back1
+	h.free(fwd2)
+	h.free(fwd1) // absorbs fwd2
 	st := h.a.Stats()
 	bad := map[string]alloc.Off{
-		"double free":               gone,
+		"double free": gone,
+		"double free after merging into the free block before it":  back2,
+		"double free of a block that merged with the one after it": fwd1,
+		"double free of a block merged into the one before it":     fwd2,
 		"interior +16":              big + 16,
 		"interior +8":               big + 8,
 		"interior +1":               big + 1,
