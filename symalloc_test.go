@@ -623,6 +623,57 @@ func checkDivergence(t *testing.T, pe *PE) {
 	ok(t, Free(pe, b))
 	s := must(Malloc[byte](pe, 10))
 	ok(t, Free(pe, s))
+
+	last := pe.Size() - 1
+	// Only the last PE differs: every other PE names it.
+	_, err = Malloc[byte](pe, 100+boolInt(me == last)*8)
+	if me == last {
+		wantErr(t, "Malloc of a different size on the last PE only", err, ErrDiverged, "Malloc(108 B", "Malloc(100 B")
+	} else {
+		wantErr(t, "Malloc of a different size on the last PE only", err, ErrDiverged, fmt.Sprintf("PE %d call #", last), "Malloc(108 B")
+	}
+	// Same arguments everywhere, but the heaps differ: the last PE holds
+	// a block the others do not (taken behind the collective calls'
+	// back), so its Malloc returns another offset. The offsets must be
+	// compared too.
+	var stray alloc.Off
+	if me == last {
+		stray = must(pe.heap.Alloc(64, 0))
+	}
+	_, err = Malloc[byte](pe, 64)
+	wantErr(t, "Malloc with the same arguments returning different offsets", err, ErrDiverged, "Malloc(64 B", "-> offset")
+	if me == last {
+		ok(t, pe.heap.Free(stray))
+	}
+	if st := pe.heap.Stats(); st.Live != 0 {
+		t.Fatalf("after a Malloc whose offsets diverged, %d blocks live, want 0", st.Live)
+	}
+	// Realloc of a PE-dependent size: ErrDiverged, and the block keeps
+	// its contents and stays usable.
+	r := must(Malloc[byte](pe, 48))
+	for i := range r {
+		r[i] = byte(i)
+	}
+	r2, err := Realloc(pe, r, 64+boolInt(me == last)*64)
+	wantErr(t, "Realloc of a different size on the last PE only", err, ErrDiverged, "Realloc(offset")
+	if r2 != nil {
+		r = r2
+	}
+	for i := range 48 {
+		if r[i] != byte(i) {
+			t.Fatalf("after a diverged Realloc, byte %d is %d, want %d", i, r[i], byte(i))
+		}
+	}
+	ok(t, Free(pe, r))
+	s = must(Malloc[byte](pe, 10))
+	ok(t, Free(pe, s))
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // checkPointerType: element types holding Go pointers are refused.
