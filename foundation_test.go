@@ -178,6 +178,18 @@ func TestBarrierReportsLostPeer(t *testing.T) {
 		if pe.Accessible(1) {
 			t.Error("Accessible(1) after PE 1 died")
 		}
+		// The barrier stays broken: every later one fails the same way,
+		// and as fast, on every survivor.
+		for i := range 2 {
+			start = time.Now()
+			err = pe.Barrier()
+			if !errors.Is(err, symheap.ErrPeerLost) || !strings.Contains(err.Error(), "PE 1") {
+				t.Fatalf("barrier %d after the loss: %v, want ErrPeerLost naming PE 1", i+2, err)
+			}
+			if d := time.Since(start); d > time.Second {
+				t.Errorf("barrier %d after the loss took %v, want within a second", i+2, d)
+			}
+		}
 		pe.Close()
 	}, petest.Heap("2m"), petest.Env("SYMHEAP_SHARED_SIZE=1m"))
 }

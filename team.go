@@ -42,6 +42,14 @@ package symheap
 // b and the count reaches the group's end only when every member has
 // arrived.
 //
+// A barrier that found a member gone can never complete correctly again,
+// and the surviving members must not go on adding: a survivor's next
+// barrier would fill the dead member's share of a group and release a
+// member still waiting in the broken one. So the first full barrier of a
+// PE that fails remembers its error (lost), and every later one returns
+// it at once, without adding. The survivors then stop at the group the
+// dead member missed, which none of them can complete.
+//
 // The only state a barrier keeps in the process is the end of this PE's
 // latest group (groupEnd), touched by plain loads and release stores, so
 // Sync and PE.Barrier take no lock. This matters for speed: besides the add,
@@ -215,16 +223,17 @@ type Team struct {
 	live                func() error
 
 	mu        callLock
-	busy      atomic.Uint32 // 1 while a goroutine of this PE is in a call (best effort: see "Full barriers")
-	groupEnd  atomic.Uint64 // the count that ends this PE's latest full barrier (see "Full barriers")
-	destroyed atomic.Bool   // set by Destroy, under mu; read by Sync without it
-	calls     uint64        // collective calls made on the team; call k uses scratch k%2
-	arrivals  uint32        // this PE's arrivals on the team (the same count on every member)
-	allAt     uint32        // every member has made at least this many arrivals (the last full barrier's)
-	curStart  uint32        // arrivals before the current call
-	readDone  [2]uint32     // per own scratch buffer: the arrival count by which its readers are done
-	seen      []uint32      // per member: arrivals it is known to have made (saves loads of its line)
-	memo      [2]offMemo    // the last dst and src found in the symmetric heap
+	busy      atomic.Uint32         // 1 while a goroutine of this PE is in a call (best effort: see "Full barriers")
+	groupEnd  atomic.Uint64         // the count that ends this PE's latest full barrier (see "Full barriers")
+	destroyed atomic.Bool           // set by Destroy, under mu; read by Sync without it
+	lost      atomic.Pointer[error] // the error of the full barrier that found a member gone; every later one returns it (see "Full barriers")
+	calls     uint64                // collective calls made on the team; call k uses scratch k%2
+	arrivals  uint32                // this PE's arrivals on the team (the same count on every member)
+	allAt     uint32                // every member has made at least this many arrivals (the last full barrier's)
+	curStart  uint32                // arrivals before the current call
+	readDone  [2]uint32             // per own scratch buffer: the arrival count by which its readers are done
+	seen      []uint32              // per member: arrivals it is known to have made (saves loads of its line)
+	memo      [2]offMemo            // the last dst and src found in the symmetric heap
 }
 
 // newWorld makes the world team. Every PE's words of slot 0, and counter
@@ -479,6 +488,9 @@ func (t *Team) barrier() error {
 // add, which is the full fence that completes them (PE.Barrier). Of the
 // process's state it touches groupEnd only.
 func (t *Team) counterBarrier(quiet bool) error {
+	if lost := t.lost.Load(); lost != nil {
+		return *lost
+	}
 	c := &t.counter.count
 	// This PE's b-th arrival falls in group b: its end is the previous
 	// group's plus size. Plain load and release store (no read-modify-
@@ -495,7 +507,9 @@ func (t *Team) counterBarrier(quiet bool) error {
 	}
 	if !shmsync.Reached(v, want) {
 		if err := shmsync.WaitCount(c, want, spinBudget(t.size), t.live); err != nil {
-			return fmt.Errorf("symheap: team %d (%d PEs) waiting in a barrier: %w", t.id, t.size, err)
+			err = fmt.Errorf("symheap: team %d (%d PEs) waiting in a barrier: %w", t.id, t.size, err)
+			t.lost.Store(&err)
+			return err
 		}
 	}
 	return nil
