@@ -66,19 +66,24 @@ bench-smoke:
 
 # The fault campaign: hundreds of jobs of 2-8 PEs, one PE killed (-9) or
 # stopped (-STOP) at a random moment in each. make test runs a short form.
+# Every campaign prints its seed; CHAOS_FLAGS="-seed N" replays one.
 CHAOS_RUNS ?= 300
+CHAOS_FLAGS ?=
 chaos:
-	$(GO) run ./internal/chaos/cmd/chaos -runs $(CHAOS_RUNS)
+	$(GO) run ./internal/chaos/cmd/chaos -runs $(CHAOS_RUNS) $(CHAOS_FLAGS)
 
-# Long fuzzing (not in CI): FUZZTIME per target.
+# Long fuzzing (not in CI): FUZZTIME per target. Minimising each new input
+# for the default 60 s would use up the time; the committed corpora
+# (testdata/fuzz) run as seeds in every make test.
 FUZZTIME ?= 2m
+FUZZFLAGS ?= -fuzzminimizetime 2s
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzOps$$' -fuzztime $(FUZZTIME) ./alloc/tlsf
-	$(GO) test -run '^$$' -fuzz '^FuzzOps$$' -fuzztime $(FUZZTIME) ./alloc/buddy
-	$(GO) test -run '^$$' -fuzz '^FuzzOps$$' -fuzztime $(FUZZTIME) ./alloc/dlmalloc
-	$(GO) test -run '^$$' -fuzz '^FuzzParseSize$$' -fuzztime $(FUZZTIME) ./internal/config
-	$(GO) test -run '^$$' -fuzz '^FuzzValidateHeader$$' -fuzztime $(FUZZTIME) ./internal/segment
-	$(GO) test -run '^$$' -fuzz '^FuzzCacheModel$$' -fuzztime $(FUZZTIME) ./rcache
+	$(GO) test -run '^$$' -fuzz '^FuzzOps$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./alloc/tlsf
+	$(GO) test -run '^$$' -fuzz '^FuzzOps$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./alloc/buddy
+	$(GO) test -run '^$$' -fuzz '^FuzzOps$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./alloc/dlmalloc
+	$(GO) test -run '^$$' -fuzz '^FuzzParseSize$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./internal/config
+	$(GO) test -run '^$$' -fuzz '^FuzzValidateHeader$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./internal/segment
+	$(GO) test -run '^$$' -fuzz '^FuzzCacheModel$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./rcache
 
 clean-shm: build
 	$(BIN)/symheap clean

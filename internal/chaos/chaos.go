@@ -9,6 +9,19 @@
 //	go run ./internal/chaos/cmd/chaos -runs 300   (make chaos)
 //
 // make test runs a short form (TestChaosShort).
+//
+// Replay. A campaign is planned before it runs: Plan turns a seed into the
+// list of jobs (how many PEs, which rank is faulted, how long after every
+// PE is running, with which signal), and nothing else in a campaign draws
+// a random number. The seed is printed when a campaign starts and is part
+// of every failure line, so that a failure can be run again:
+//
+//	go run ./internal/chaos/cmd/chaos -seed N -fault kill -runs R
+//	SYMHEAP_CHAOS_SEED=N go test -run TestChaosShort ./internal/chaos
+//
+// Plan(seed, R) is the first R jobs of Plan(seed, R') for any R' > R, so
+// R only has to reach the failing run. What a seed cannot replay is the
+// OS's part: where in its loop each PE is when the signal lands.
 package chaos
 
 import (
@@ -36,12 +49,13 @@ type Config struct {
 	Stop        bool          // SIGSTOP instead of SIGKILL
 	PeerTimeout time.Duration // SYMHEAP_PEER_TIMEOUT for the PEs (SIGSTOP runs)
 	Bin         string        // directory with shrun and chaospe (Build makes it)
-	Seed        uint64
-	Log         io.Writer // one line per run, or nil
+	Seed        uint64        // the campaign's plan (see Plan); 0: NewSeed
+	Log         io.Writer     // one line per run, or nil
 }
 
 // Report sums a campaign up.
 type Report struct {
+	Seed          uint64 // the seed the campaign ran from: replays it
 	Runs, Faults  int
 	Survivors     int           // PE processes alive after their job ended
 	SegmentsLeft  int           // symheap segments of this user left in /dev/shm
@@ -68,9 +82,62 @@ func Build(dir string) error {
 	return nil
 }
 
-// Run runs the campaign.
+// Job is one run of a campaign as planned before it starts.
+type Job struct {
+	PEs    int            // job size, 2 to 8
+	Victim int            // rank of the PE faulted, below PEs
+	Delay  time.Duration  // from every PE running to the fault
+	Signal syscall.Signal // SIGKILL, or SIGSTOP (a hung PE)
+}
+
+// String names the fault the way a shell user would send it.
+func (j Job) String() string {
+	name := "kill -9"
+	if j.Signal == syscall.SIGSTOP {
+		name = "kill -STOP"
+	}
+	return fmt.Sprintf("%d PEs, %s PE %d after %v", j.PEs, name, j.Victim, j.Delay)
+}
+
+// NewSeed returns a seed from the clock, never 0 (0 asks for one).
+func NewSeed() uint64 {
+	if s := uint64(time.Now().UnixNano()); s != 0 {
+		return s
+	}
+	return 1
+}
+
+// Plan returns the first runs jobs of the campaign of this seed; stop
+// plans SIGSTOP faults instead of SIGKILL. Jobs are drawn one after the
+// other from one generator, so a shorter plan is a prefix of a longer one
+// (a failing run replays with -runs just reaching it).
+func Plan(seed uint64, runs int, stop bool) []Job {
+	// The fault kind picks the PCG stream: the kill and the stop campaign
+	// of one invocation share its seed but do not fault the same ranks at
+	// the same moments in lockstep.
+	stream, sig := uint64(0x5eed), syscall.SIGKILL
+	if stop {
+		stream, sig = 0x5eed+1, syscall.SIGSTOP
+	}
+	rng := rand.New(rand.NewPCG(seed, stream))
+	jobs := make([]Job, 0, max(runs, 0))
+	for range runs {
+		// The order of the draws is part of what a seed means: changing
+		// it changes every recorded seed's campaign.
+		n := 2 + rng.IntN(7)
+		delay := time.Duration(20+rng.IntN(400)) * time.Millisecond
+		jobs = append(jobs, Job{PEs: n, Victim: rng.IntN(n), Delay: delay, Signal: sig})
+	}
+	return jobs
+}
+
+// Run runs the campaign: the jobs of Plan(c.Seed, c.Runs, c.Stop), one
+// after the other. Every failure line and error names the seed and the run.
 func Run(ctx context.Context, c Config) (Report, error) {
-	r := Report{StatusCounts: map[int]int{}}
+	if c.Seed == 0 {
+		c.Seed = NewSeed()
+	}
+	r := Report{Seed: c.Seed, StatusCounts: map[int]int{}}
 	r.Bound = 2 * time.Second
 	if c.Stop {
 		if c.PeerTimeout <= 0 {
@@ -78,16 +145,20 @@ func Run(ctx context.Context, c Config) (Report, error) {
 		}
 		r.Bound = c.PeerTimeout + 2*time.Second
 	}
-	rng := rand.New(rand.NewPCG(c.Seed, 0x5eed))
-	for i := 0; i < c.Runs && ctx.Err() == nil; i++ {
-		n := 2 + rng.IntN(7)
-		delay := time.Duration(20+rng.IntN(400)) * time.Millisecond
-		line, err := runOne(ctx, c, &r, n, rng.IntN(n), delay)
+	for i, j := range Plan(c.Seed, c.Runs, c.Stop) {
+		if ctx.Err() != nil {
+			break
+		}
+		line, failed, err := runOne(ctx, c, &r, j)
 		if err != nil {
-			return r, err
+			return r, fmt.Errorf("chaos: seed %d, run %d (%v): %w", c.Seed, i+1, j, err)
+		}
+		line = fmt.Sprintf("run %3d: %s", i+1, line)
+		if failed && len(r.FirstFailures) < 10 {
+			r.FirstFailures = append(r.FirstFailures, fmt.Sprintf("seed %d %s", c.Seed, line))
 		}
 		if c.Log != nil {
-			fmt.Fprintf(c.Log, "run %3d: %s\n", i+1, line)
+			fmt.Fprintln(c.Log, line)
 		}
 	}
 	return r, nil
@@ -109,7 +180,10 @@ func jobSegments(shrunPid int) []string {
 	return out
 }
 
-func runOne(ctx context.Context, c Config, r *Report, n, victim int, delay time.Duration) (string, error) {
+// runOne runs job j and returns its line for the log, and whether it
+// broke a bound (the line then says which).
+func runOne(ctx context.Context, c Config, r *Report, j Job) (string, bool, error) {
+	n := j.PEs
 	r.Runs++
 	cmd := exec.CommandContext(ctx, filepath.Join(c.Bin, "shrun"), "-n", strconv.Itoa(n), "--heap", "4m", "--timeout", "60s",
 		filepath.Join(c.Bin, "chaospe"))
@@ -119,11 +193,11 @@ func runOne(ctx context.Context, c Config, r *Report, n, victim int, delay time.
 	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	cmd.Stderr = io.Discard
 	if err := cmd.Start(); err != nil {
-		return "", err
+		return "", false, err
 	}
 	var mu sync.Mutex
 	pids := map[int]int{}
@@ -159,9 +233,9 @@ func runOne(ctx context.Context, c Config, r *Report, n, victim int, delay time.
 	case <-ready:
 	case <-time.After(30 * time.Second):
 	}
-	time.Sleep(delay)
+	time.Sleep(j.Delay)
 	mu.Lock()
-	pid, started := pids[victim], running == n
+	pid, started := pids[j.Victim], running == n
 	all := make([]int, 0, len(pids))
 	for _, p := range pids {
 		all = append(all, p)
@@ -171,14 +245,10 @@ func runOne(ctx context.Context, c Config, r *Report, n, victim int, delay time.
 		r.NoStart++
 		cmd.Process.Kill()
 		<-exited
-		return fmt.Sprintf("%d PEs: job did not get going", n), nil
-	}
-	sig, name := syscall.SIGKILL, "kill -9"
-	if c.Stop {
-		sig, name = syscall.SIGSTOP, "kill -STOP"
+		return fmt.Sprintf("%v: job did not get going", j), true, nil
 	}
 	fault := time.Now()
-	syscall.Kill(pid, sig)
+	syscall.Kill(pid, j.Signal)
 	r.Faults++
 	var werr error
 	select {
@@ -217,19 +287,15 @@ func runOne(ctx context.Context, c Config, r *Report, n, victim int, delay time.
 			syscall.Kill(p, syscall.SIGKILL)
 		}
 	}
-	line := fmt.Sprintf("%d PEs, %s PE %d after %v: shrun exited %d after %v%s", n, name, victim, delay, status,
-		took.Round(time.Millisecond), problem)
-	if problem != "" && len(r.FirstFailures) < 10 {
-		r.FirstFailures = append(r.FirstFailures, line)
-	}
-	return line, nil
+	line := fmt.Sprintf("%v: shrun exited %d after %v%s", j, status, took.Round(time.Millisecond), problem)
+	return line, problem != "", nil
 }
 
 // String prints the campaign's summary.
 func (r Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "runs %d, faults %d, survivors %d, segments left %d, zero statuses %d, slower than %v: %d, did not start: %d, longest time to exit %v\n",
-		r.Runs, r.Faults, r.Survivors, r.SegmentsLeft, r.BadStatus, r.Bound, r.TooSlow, r.NoStart, r.LongestExit.Round(time.Millisecond))
+	fmt.Fprintf(&b, "seed %d: runs %d, faults %d, survivors %d, segments left %d, zero statuses %d, slower than %v: %d, did not start: %d, longest time to exit %v\n",
+		r.Seed, r.Runs, r.Faults, r.Survivors, r.SegmentsLeft, r.BadStatus, r.Bound, r.TooSlow, r.NoStart, r.LongestExit.Round(time.Millisecond))
 	fmt.Fprintf(&b, "exit statuses: %v\n", r.StatusCounts)
 	for _, f := range r.FirstFailures {
 		fmt.Fprintf(&b, "  %s\n", f)

@@ -3,14 +3,17 @@ package chaos
 import (
 	"context"
 	"os"
+	"slices"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
 
 // TestChaosShort is the short form of the campaign that make test runs:
 // a few SIGKILL runs and a few SIGSTOP runs. CHAOS_RUNS sets the number of
-// each.
+// each. SYMHEAP_CHAOS_SEED replays the campaigns of a seed that an earlier
+// run logged (a CI failure); without it the seed comes from the clock.
 func TestChaosShort(t *testing.T) {
 	runs := 6
 	if v, err := strconv.Atoi(os.Getenv("CHAOS_RUNS")); err == nil {
@@ -19,9 +22,21 @@ func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		runs = 2
 	}
+	seed := NewSeed()
+	if v := os.Getenv("SYMHEAP_CHAOS_SEED"); v != "" {
+		s, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || s == 0 {
+			t.Fatalf("SYMHEAP_CHAOS_SEED=%q: want a seed as logged by an earlier run (a non-zero integer)", v)
+		}
+		seed = s
+	}
+	// Logged first, so that it is there whatever fails after it (a build,
+	// a hang that the test timeout ends).
+	replay := "SYMHEAP_CHAOS_SEED=" + strconv.FormatUint(seed, 10) + " go test -run TestChaosShort ./internal/chaos"
+	t.Logf("chaos seed %d (replay: %s)", seed, replay)
 	dir := t.TempDir()
 	if err := Build(dir); err != nil {
-		t.Fatal(err)
+		t.Fatalf("seed %d: %v", seed, err)
 	}
 	for _, stop := range []bool{false, true} {
 		name := "kill-9"
@@ -29,16 +44,54 @@ func TestChaosShort(t *testing.T) {
 			name = "kill-STOP"
 		}
 		t.Run(name, func(t *testing.T) {
+			t.Logf("seed %d, %d runs", seed, runs)
 			r, err := Run(context.Background(), Config{Runs: runs, Stop: stop, PeerTimeout: time.Second, Bin: dir,
-				Seed: uint64(time.Now().UnixNano()), Log: testLog{t}})
+				Seed: seed, Log: testLog{t}})
 			if err != nil {
-				t.Fatal(err)
+				t.Fatal(err) // names the seed and the run
 			}
 			t.Log(r.String())
 			if !r.OK() {
-				t.Errorf("campaign failed:\n%s", r)
+				t.Errorf("campaign of seed %d failed (replay: %s):\n%s", seed, replay, r)
 			}
 		})
+	}
+}
+
+// TestPlan: a seed plans the same jobs every time, whatever the number of
+// runs asked for (a replay may stop at the failing run), and another seed
+// plans other jobs. This is what makes a logged seed worth having.
+func TestPlan(t *testing.T) {
+	for _, stop := range []bool{false, true} {
+		a, b := Plan(42, 200, stop), Plan(42, 200, stop)
+		if !slices.Equal(a, b) {
+			t.Errorf("stop=%v: seed 42 planned two campaigns:\n%v\n%v", stop, a, b)
+		}
+		if short := Plan(42, 17, stop); !slices.Equal(short, a[:17]) {
+			t.Errorf("stop=%v: 17 runs of seed 42 are not the first 17 of 200:\n%v\n%v", stop, short, a[:17])
+		}
+		if c := Plan(43, 200, stop); slices.Equal(a, c) {
+			t.Errorf("stop=%v: seeds 42 and 43 planned the same campaign", stop)
+		}
+		want := syscall.SIGKILL
+		if stop {
+			want = syscall.SIGSTOP
+		}
+		for i, j := range a {
+			if j.PEs < 2 || j.PEs > 8 || j.Victim < 0 || j.Victim >= j.PEs || j.Delay < 20*time.Millisecond ||
+				j.Delay >= 420*time.Millisecond || j.Signal != want {
+				t.Errorf("stop=%v: run %d planned as %+v", stop, i+1, j)
+			}
+		}
+	}
+	// The two fault kinds of one seed take different streams.
+	if k, s := Plan(42, 50, false), Plan(42, 50, true); slices.EqualFunc(k, s, func(x, y Job) bool {
+		return x.PEs == y.PEs && x.Victim == y.Victim && x.Delay == y.Delay
+	}) {
+		t.Error("the kill and the stop campaign of seed 42 fault the same PEs at the same moments")
+	}
+	if len(Plan(1, 0, false)) != 0 || len(Plan(1, -1, false)) != 0 {
+		t.Error("a campaign of no runs planned jobs")
 	}
 }
 
