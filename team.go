@@ -507,9 +507,9 @@ func (t *Team) counterBarrier(quiet bool) error {
 	}
 	if !shmsync.Reached(v, want) {
 		if err := shmsync.WaitCount(c, want, spinBudget(t.size), t.live); err != nil {
-			err = fmt.Errorf("symheap: team %d (%d PEs) waiting in a barrier: %w", t.id, t.size, err)
-			t.lost.Store(&err)
-			return err
+			lost := fmt.Errorf("symheap: team %d (%d PEs) waiting in a barrier: %w", t.id, t.size, err)
+			t.lost.Store(&lost) // lost, not err: err's address would put every call's err on the heap
+			return lost
 		}
 	}
 	return nil
