@@ -1,6 +1,10 @@
 package symheap
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/symheap/symheap/internal/release"
+)
 
 // control is the fixed part of a PE's control block, the first bytes of
 // the block (the rest is carved by the layers: see cbSize). Every field is
@@ -70,12 +74,13 @@ const controlSize = 4096
 
 // cbSize is the size of each PE's control block in a job of npes PEs.
 func cbSize(npes int) uint64 {
-	return controlSize + teamAreaSize(npes) + msgAreaSize(npes)
+	return controlSize + teamAreaSize(npes) + msgAreaSize(npes) + release.AreaSize()
 }
 
 // Offsets of the layers' areas inside a control block.
-func teamAreaOff() uint64        { return controlSize }
-func msgAreaOff(npes int) uint64 { return controlSize + teamAreaSize(npes) }
+func teamAreaOff() uint64            { return controlSize }
+func msgAreaOff(npes int) uint64     { return controlSize + teamAreaSize(npes) }
+func releaseAreaOff(npes int) uint64 { return msgAreaOff(npes) + msgAreaSize(npes) }
 
 // allocSlot is an allocRecord alone in a 128-byte pair of cache lines.
 type allocSlot struct {

@@ -14,9 +14,6 @@ type peExt struct {
 // initExt prepares the layers once the segment is mapped and the heaps are
 // formatted, before the barrier that ends Init.
 func (pe *PE) initExt() error {
-	if err := pe.initHooks(); err != nil {
-		return err
-	}
 	if err := pe.initShared(); err != nil {
 		return err
 	}

@@ -6,20 +6,26 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/symheap/symheap/internal/release"
 	"github.com/symheap/symheap/memhook"
 	"github.com/symheap/symheap/rcache"
 	"github.com/symheap/symheap/rcache/pin"
 )
 
 // The runtime's use of the memory-release monitor and the registration
-// cache. symheap is the allocator of its heaps, so it publishes a release
-// event for every block it frees or shrinks (the role malloc hooks played
-// in C runtimes) and an Unmap event for the segment at Close; a
+// cache. symheap is the allocator of its heaps, so every block released
+// from them, by any PE, produces a release event (the role malloc hooks
+// played in C runtimes): the heaps' allocators are wrapped in
+// alloc.Reporting, whose sink is the job's release log (package release),
+// which delivers the event to this PE's monitor at once and to every other
+// PE's before its next registration-cache lookup (Monitor.Sync). The
+// segment's unmapping at Close is an Unmap event of this PE's monitor. A
 // registration cache subscribed to the monitor can then never hand out a
 // registration whose memory was released.
 
 type hookState struct {
 	mon      *memhook.Monitor
+	log      *release.Log // the job's release log, a source of mon
 	decision memhook.Decision
 
 	rcOnce sync.Once
@@ -37,6 +43,13 @@ func (pe *PE) initHooks() error {
 	}
 	h := &pe.ext.hooks
 	h.mon = memhook.New()
+	areas := make([][]byte, pe.npes)
+	for p := range areas {
+		o := releaseAreaOff(pe.npes)
+		areas[p] = pe.seg.CB(p)[o : o+release.AreaSize()]
+	}
+	seg := memhook.RangeOf(pe.base)
+	h.log = release.New(areas, pe.rank, seg.Start, uint64(seg.Len()), h.mon)
 	h.decision = memhook.Decide(in)
 	if h.decision.Warning != "" {
 		fmt.Fprintln(os.Stderr, h.decision.Warning)
@@ -54,6 +67,7 @@ func (pe *PE) closeHooks() {
 	if h.mon == nil {
 		return
 	}
+	h.log.Close()
 	h.mon.Publish(memhook.Unmap, memhook.RangeOf(pe.base))
 	if h.rc != nil {
 		pe.syncCacheStats()
@@ -106,20 +120,6 @@ func (pe *PE) syncCacheStats() {
 	st.rcacheEvicts.Store(s.Evictions)
 	st.rcacheInv.Store(s.Invalidations)
 	st.rcacheBytes.Store(s.BytesRegistered)
-}
-
-// publishFree tells the monitor that size bytes at addr were released.
-func (pe *PE) publishFree(addr, size uintptr) {
-	if m := pe.ext.hooks.mon; m != nil {
-		m.PublishFree(addr, size)
-	}
-}
-
-// publishRealloc tells the monitor what a reallocation released.
-func (pe *PE) publishRealloc(oldAddr, oldSize, newAddr, newSize uintptr) {
-	if m := pe.ext.hooks.mon; m != nil {
-		m.PublishRealloc(oldAddr, oldSize, newAddr, newSize)
-	}
 }
 
 // memoryMonitorReport runs the monitor's self-test in this process and

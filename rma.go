@@ -99,7 +99,6 @@ type rmaState struct {
 	seq  uint64       // collective allocation phases made (pe.mu; symalloc.go)
 	call uint64       // collective allocation calls made (pe.mu)
 	mine [2]recValues // this PE's records of the last two phases (pe.mu)
-	wait waitFree     // Free's local free, made while it waits (pe.mu; symalloc.go)
 
 	// mb says whether this process is registered for asymmetric fences
 	// (membarrier): mbReady, puts need no fence; mbNone, they fence.

@@ -63,7 +63,7 @@ func (pe *PE) formatShared() error {
 		return fmt.Errorf("symheap: format the local shared heap (%s) with %s: %w (raise SYMHEAP_SHARED_SIZE or Config.SharedSize)",
 			segment.FormatSize(pe.lay.SharedSize), pe.component.Name, err)
 	}
-	l, err := alloc.NewLocked(a, uint32(pe.rank), pe.holderAlive)
+	l, err := alloc.NewLocked(pe.reporting(a, pe.rank), uint32(pe.rank), pe.holderAlive)
 	if err != nil {
 		return fmt.Errorf("symheap: local shared heap: %w", err)
 	}
@@ -74,6 +74,14 @@ func (pe *PE) formatShared() error {
 // initShared has nothing left to do: other PEs' pools are attached on the
 // first free into them, when they are sure to be formatted.
 func (pe *PE) initShared() error { return nil }
+
+// reporting wraps the allocator of PE owner's shared heap so that its
+// releases, by whichever PE, reach every PE's monitor (package release).
+// The wrapper sits inside the lock: a release is in the log before the
+// block can be handed out again.
+func (pe *PE) reporting(a alloc.Allocator, owner int) alloc.Allocator {
+	return alloc.Report(a, pe.ext.hooks.log.Sink(pe.seg.SharedOffOf(owner)))
+}
 
 // holderAlive tells the shared heaps' locks whether a holder still lives.
 func (pe *PE) holderAlive(holder uint32) bool {
@@ -96,7 +104,7 @@ func (pe *PE) pool(owner int) (*alloc.Locked, error) {
 	if err != nil {
 		return nil, fmt.Errorf("symheap: attach PE %d's local shared heap: %w", owner, err)
 	}
-	l, err := alloc.NewLocked(a, uint32(pe.rank), pe.holderAlive)
+	l, err := alloc.NewLocked(pe.reporting(a, owner), uint32(pe.rank), pe.holderAlive)
 	if err != nil {
 		return nil, fmt.Errorf("symheap: local shared heap of PE %d: %w", owner, err)
 	}

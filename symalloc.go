@@ -26,10 +26,10 @@ import (
 //     published its record of the same phase: everybody has reached the
 //     call, so nobody still uses the memory; then compares every record
 //     with its own;
-//  3. allocates (or frees) locally; a Free whose allocator can take a free
-//     back (alloc.Unfreer) frees as soon as its record is out, while the
-//     others travel, and takes the free back if they disagree
-//     (freeInWait);
+//  3. allocates (or frees) locally. A Free frees only after step 2, never
+//     while its record travels: until every PE has reached the Free, any
+//     of them may still read this PE's copy, and freeing writes the
+//     allocator's links into the block (checkFreeEntryBarrier);
 //  4. except for Free, publishes its record again, now with the resulting
 //     offset, waits for every PE's, and compares: any difference returns
 //     ErrDiverged on every PE, naming the PEs, the call numbers and the
@@ -154,15 +154,11 @@ func Realloc[T any](pe *PE, s []T, n int) ([]T, error) {
 	defer pe.mu.Unlock()
 	resized := uint64(noOff) // the block's offset once resized here
 	if err := pe.collective(callRealloc, size, 0, in, 0, func() (uint64, error) {
-		oldSize, _ := pe.heap.UsableSize(alloc.Off(in))
+		// The heap reports what it releases (alloc.Reporting).
 		off, err := pe.heap.Realloc(alloc.Off(in), size)
 		if err != nil {
 			return noOff, err
 		}
-		// Tell the memory monitor what was released (a moved block, or a
-		// shrunk block's tail), as a C allocator's hooks would.
-		newSize, _ := pe.heap.UsableSize(off)
-		pe.publishRealloc(uintptr(pe.viewAddr(pe.rank, in)), uintptr(oldSize), uintptr(pe.viewAddr(pe.rank, uint64(off))), uintptr(newSize))
 		resized = uint64(off)
 		return resized, nil
 	}); err != nil {
@@ -194,15 +190,10 @@ func Free[T any](pe *PE, s []T) error {
 	}
 	pe.mu.Lock()
 	defer pe.mu.Unlock()
-	if pe.unfree != nil && pe.npes > 1 { // a lone PE has nothing to wait for
-		return pe.freeInWait(in)
-	}
 	return pe.collective(callFree, 0, 0, in, 0, func() (uint64, error) {
-		size, _ := pe.heap.UsableSize(alloc.Off(in))
-		if err := pe.heap.Free(alloc.Off(in)); err != nil {
+		if err := pe.heap.Free(alloc.Off(in)); err != nil { // reports the release (alloc.Reporting)
 			return noOff, err
 		}
-		pe.publishFree(uintptr(pe.viewAddr(pe.rank, in)), uintptr(size)) // for the memory monitor
 		return in, nil
 	})
 }
@@ -286,65 +277,6 @@ func (pe *PE) collective(kind, size, align, in uint64, hints Hints, op func() (u
 	return nil
 }
 
-// waitFree is a Free's local part, made while the Free waits for the
-// other PEs' records (freeInWait).
-type waitFree struct {
-	due   bool   // free off once this PE's record is out
-	off   uint64 // the block
-	size  uint64 // its usable size, for the memory monitor
-	err   error  // what freeing it returned
-	freed bool   // it was freed, and Unfree would take the free back
-}
-
-// freeInWait is Free's collective (steps 2 and 3 of the package comment)
-// when the heap's component can take back a free (alloc.Unfreer): the
-// block is freed right after this PE has published its record, while the
-// other PEs' records travel, instead of after they arrive; if the records
-// disagree, the free is taken back and nothing has changed.
-//
-// In a 2-PE Malloc+Free loop everything between seeing the peer's record
-// and publishing the next one adds to both PEs' time, and the free then
-// costs nothing: 325 against 381 ns a pair on the 2-core development VM
-// (medians of six alternated runs of 400,000 pairs, the same binary with
-// and without), more than the 15-20 ns the free takes on its own. The
-// gain depends on the layout of PE: one more word among its first fields
-// halved it, which is why PE.unfree comes last.
-func (pe *PE) freeInWait(in uint64) error {
-	st := &pe.ext.rma
-	st.call++
-	st.wait = waitFree{due: true, off: in}
-	err := pe.exchange(callFree, 0, 0, in, noOff, 0) // runs freeNow
-	st.wait.due = false
-	if err == nil {
-		err = pe.compare(st.seq, false)
-	}
-	if err != nil {
-		if st.wait.freed {
-			if uerr := pe.unfree.Unfree(); uerr != nil {
-				return fmt.Errorf("%w (and taking back this PE's free of offset %#x failed: %v)", err, in, uerr)
-			}
-		}
-		return err
-	}
-	if st.wait.err != nil {
-		return pe.allocError(callFree, 0, st.wait.err)
-	}
-	pe.publishFree(uintptr(pe.viewAddr(pe.rank, in)), uintptr(st.wait.size)) // for the memory monitor
-	bump(&pe.ctl[pe.rank].stats.symFrees)
-	return nil
-}
-
-// freeNow makes the local free that freeInWait asked for. exchange calls
-// it once this PE's record is published.
-func (pe *PE) freeNow() {
-	w := &pe.ext.rma.wait
-	w.due = false
-	off := alloc.Off(w.off)
-	w.size, _ = pe.heap.UsableSize(off)
-	w.err = pe.unfree.FreeUndoable(off)
-	w.freed = w.err == nil
-}
-
 // undo frees the block a failed call allocated locally, so that a
 // diverged call leaves nothing behind. A Realloc keeps what it has: the
 // old block is gone only if it moved.
@@ -406,9 +338,6 @@ func (pe *PE) exchange(kind, size, align, in, out uint64, hints Hints) error {
 	// earlier puts (NBI ones), as a barrier's Quiet would; the seq store
 	// above is the fence wakeSleepers asks for.
 	pe.wakeSleepers()
-	if st.wait.due {
-		pe.freeNow() // a Free's local part, while the other records travel
-	}
 	arrived := func() bool {
 		for p, c := range pe.ctl {
 			// Seq-cst load; pairs with PE p's seq store above.

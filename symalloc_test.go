@@ -75,10 +75,14 @@ func peChecks() []peCheck {
 		{"Huge", checkHuge},
 		{"ZeroLength", checkZeroLength},
 		{"Divergence", checkDivergence},
+		{"FreeEntryBarrier", checkFreeEntryBarrier},
 		{"PointerType", checkPointerType},
 		{"Hints", checkHints},
 		{"FreeErrors", checkFreeErrors},
 		{"ReleaseEvents", checkReleaseEvents},
+		{"ReleaseAcross", checkReleaseAcross},
+		{"ReleaseCache", checkReleaseCache},
+		{"ReleaseIdle", checkReleaseIdle},
 		// rma_test.go
 		{"PutGet", checkPutGet},
 		{"PutGetOverlap", checkPutGetOverlap},
@@ -674,6 +678,34 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// checkFreeEntryBarrier: Free begins with a barrier (OpenSHMEM's
+// shmem_free): no PE frees its copy of a block before every PE has
+// called Free, so a PE may read another PE's copy up to its own call. The
+// last PE reads every other PE's copy well after they entered Free.
+func checkFreeEntryBarrier(t *testing.T, pe *PE) {
+	me, last := pe.Rank(), pe.Size()-1
+	for round := range 3 {
+		s := must(Malloc[uint64](pe, 8))
+		for i := range s {
+			s[i] = uint64(me)<<32 | uint64(round*8+i) | 1<<63
+		}
+		barrier(t, pe)
+		if me == last {
+			time.Sleep(20 * time.Millisecond) // the others are in Free by now
+			got := make([]uint64, len(s))
+			for q := range pe.Size() {
+				ok(t, Get(pe, got, s, q))
+				for i, v := range got {
+					if want := uint64(q)<<32 | uint64(round*8+i) | 1<<63; v != want {
+						t.Fatalf("round %d: PE %d's copy, word %d, read before this PE's Free: %#x, want %#x (freed before every PE entered Free)", round, q, i, v, want)
+					}
+				}
+			}
+		}
+		ok(t, Free(pe, s))
+	}
 }
 
 // checkPointerType: element types holding Go pointers are refused.

@@ -73,8 +73,7 @@ type PE struct {
 
 	watchDone chan struct{}
 	world     *Team
-	ext       peExt         // state of the API layers built on the core
-	unfree    alloc.Unfreer // heap, if its component can take back a free (symalloc.go; last: see freeInWait)
+	ext       peExt // state of the API layers built on the core
 }
 
 var (
@@ -121,11 +120,19 @@ func Init(cfg Config) (*PE, error) {
 	for i := range pe.ctl {
 		pe.ctl[i] = controlOf(seg.CB(i))
 	}
+	// The monitor and the release log first: the heaps report their
+	// releases to the log from the first call on.
+	if err := pe.initHooks(); err != nil {
+		seg.Close()
+		return nil, err
+	}
 	if err := pe.formatHeaps(); err != nil {
+		pe.closeHooks()
 		seg.Close()
 		return nil, err
 	}
 	if err := pe.initExt(); err != nil {
+		pe.closeHooks()
 		seg.Close()
 		return nil, err
 	}
@@ -143,12 +150,12 @@ func Init(cfg Config) (*PE, error) {
 
 // formatHeaps writes fresh allocator metadata into this PE's heaps.
 func (pe *PE) formatHeaps() error {
-	var err error
 	if pe.lay.HeapSize > 0 {
-		if pe.heap, err = pe.component.Format(pe.seg.Heap(pe.rank)); err != nil {
+		a, err := pe.component.Format(pe.seg.Heap(pe.rank))
+		if err != nil {
 			return fmt.Errorf("symheap: format symmetric heap with %s: %w", pe.component.Name, err)
 		}
-		pe.unfree, _ = pe.heap.(alloc.Unfreer)
+		pe.heap = alloc.Report(a, pe.ext.hooks.log.Sink(pe.seg.HeapOff(pe.rank)))
 	}
 	return pe.formatShared()
 }

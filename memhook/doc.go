@@ -16,9 +16,13 @@
 // # Sources
 //
 // symheap is the allocator of its own heaps, so the hooks that Open MPI had
-// to patch into ptmalloc2 are built in: the runtime (and PrivateHeap here)
-// calls PublishFree and PublishRealloc for every block it releases. Publishing
-// costs one atomic load when nobody subscribes, and never allocates.
+// to patch into ptmalloc2 are built in: every block released from a heap of
+// the job, by any PE, is reported at the allocator boundary
+// (alloc.Reporting) and reaches the monitor of every PE of the node: the
+// releasing PE's at once, the others' through a Source (symheap's release
+// log in shared memory) that Sync drains before it returns. PrivateHeap here
+// calls PublishFree and PublishRealloc itself. Publishing costs one atomic
+// load when nobody subscribes, and never allocates.
 //
 // Memory symheap does not own (Go memory, C memory, mappings a program makes
 // itself) is watched through userfaultfd(2): Watch registers a range, and a

@@ -97,6 +97,10 @@ type Monitor struct {
 
 	counts [numKinds]atomic.Uint64 // events delivered, indexed by Kind-1
 
+	// sources feed events published by other processes; Sync drains
+	// them. Copy on write under subMu, read without a lock by Sync.
+	sources atomic.Pointer[[]Source]
+
 	// The userfaultfd backend, started by the first Watch or SelfTest.
 	uf struct {
 		mu      sync.Mutex
@@ -124,6 +128,53 @@ type subscriber struct {
 // New returns a monitor with no subscriber and no watched range.
 func New() *Monitor { return &Monitor{} }
 
+// A Source feeds a monitor with release events that other processes
+// published, through shared memory (symheap's job release log: a block
+// of the local shared heap freed by another PE, another PE's copy of a
+// symmetric block). Sync drains every source before it returns, so a cache
+// that calls Sync before a lookup has heard of every release published
+// before the call.
+type Source interface {
+	// Listen is told when the monitor gains its first subscriber (true)
+	// and loses its last (false), and once when the source is added, so
+	// that publishers can skip the work while nobody listens. It runs
+	// with the monitor's subscriber lock held: it must not call back
+	// into the monitor.
+	Listen(on bool)
+	// Drain delivers to m (Publish) the events published since it last
+	// returned, and returns when they are delivered. Concurrent calls
+	// must each return only after that. It should cost one load when
+	// nothing is new: Sync calls it before every lookup.
+	Drain(m *Monitor)
+}
+
+// AddSource adds s to the sources Sync drains.
+func (m *Monitor) AddSource(s Source) {
+	m.subMu.Lock()
+	defer m.subMu.Unlock()
+	var srcs []Source
+	if old := m.sources.Load(); old != nil {
+		srcs = append(srcs, *old...)
+	}
+	srcs = append(srcs, s)
+	m.sources.Store(&srcs)
+	s.Listen(len(m.subs) > 0)
+}
+
+// listen tells the sources that the subscriber count went from was to
+// len(m.subs), if that turns listening on or off. Called with subMu held.
+func (m *Monitor) listen(was int) {
+	now := len(m.subs)
+	if (was == 0) == (now == 0) {
+		return
+	}
+	if srcs := m.sources.Load(); srcs != nil {
+		for _, s := range *srcs {
+			s.Listen(now > 0)
+		}
+	}
+}
+
 // Subscribe adds fn to the subscribers and returns the function that removes
 // it. When cancel returns, fn is not running and will not be called again.
 // cancel is idempotent.
@@ -137,6 +188,7 @@ func (m *Monitor) Subscribe(fn Callback) (cancel func()) {
 	copy(subs, m.subs)
 	m.subs = append(subs, subscriber{id, fn})
 	m.nsubs.Store(int32(len(m.subs)))
+	m.listen(len(m.subs) - 1)
 	m.subMu.Unlock()
 	var once sync.Once
 	return func() {
@@ -149,8 +201,10 @@ func (m *Monitor) Subscribe(fn Callback) (cancel func()) {
 					subs = append(subs, s)
 				}
 			}
+			was := len(m.subs)
 			m.subs = subs
 			m.nsubs.Store(int32(len(subs)))
+			m.listen(was)
 		})
 	}
 }
@@ -203,13 +257,20 @@ func ReallocReleased(oldAddr, oldSize, newAddr, newSize uintptr) (Range, bool) {
 	return Range{}, false
 }
 
-// Sync waits until every event the userfaultfd reader has taken from the
-// kernel has been delivered. A thread blocked in munmap of a watched range
-// is released when the reader reads the event, just before the reader runs
-// the callbacks; a cache that calls Sync before a lookup therefore never
-// misses the invalidation of memory the caller has already unmapped. It
-// costs one atomic load when no batch is in flight.
+// Sync delivers every event of the sources (AddSource) published before
+// the call, and waits until every event the userfaultfd reader has taken
+// from the kernel has been delivered. A thread blocked in munmap of a
+// watched range is released when the reader reads the event, just before
+// the reader runs the callbacks; a cache that calls Sync before a lookup
+// therefore never misses the invalidation of memory the caller has already
+// unmapped, nor of a block another process freed. It costs one atomic
+// load per source, and one more, when nothing is new.
 func (m *Monitor) Sync() {
+	if srcs := m.sources.Load(); srcs != nil {
+		for _, s := range *srcs {
+			s.Drain(m)
+		}
+	}
 	// Pairs with the reader's store before it reads a batch: a thread
 	// whose munmap has returned sees 1 here until that batch is delivered.
 	if m.dispatchBusy.Load() == 0 {
