@@ -1,0 +1,47 @@
+// Package core is the mapped segment as the runtime sees it: the layout,
+// a type for each kind of offset, the one address translator, the views
+// of the control blocks, and the pointer arithmetic of the whole runtime.
+// Every other layer works on its results without importing unsafe.
+//
+// # Offsets
+//
+//	SegOff     from the segment's first byte
+//	HeapOff    in a PE's symmetric heap (the alloc.Off of that region)
+//	SharedOff  in a PE's local shared heap (the alloc.Off of that region)
+//	CBOff      in a PE's control block
+//
+// # Translation
+//
+// Every address of another PE's memory is computed as that PE's
+// partition base plus an offset (Space.Part): correctness never depends
+// on the segment lying at the same address in every PE, which is an
+// optimisation (a pointer can then be handed to another PE as it is).
+// In protected mode other PEs' symmetric heaps are read-only in the main
+// mapping, and the runtime writes them through a writable alias
+// (HeapAddr); what users see is the main mapping (ViewAddr).
+//
+// # Control blocks
+//
+// Each PE's control block starts with the runtime's fixed words
+// (ControlSize bytes); the layers' areas follow, each registered by its
+// layer with RegisterArea from an init function, so that this package
+// knows none of them. Areas are laid out in name order, each on a
+// 128-byte boundary.
+//
+// # Lock order
+//
+// The runtime's locks, outermost first; a goroutine holding one may take
+// only those below it:
+//
+//	PE.mu (callLock)           a PE's collective allocation calls and its heap
+//	Team.mu (callLock)         a team's collectives
+//	msg.Layer.lock (msgLock)   the messaging tables; released before any
+//	                           allocation of a bounce buffer (which may
+//	                           wait for another PE's free)
+//	sharedHeap.mu              the handles on other PEs' shared heaps
+//	alloc.Lock                 a region's cross-process lock (robust,
+//	                           owner-tagged); a release is logged under it
+//	release.Log append lock    this process's appends to its release ring
+//	memhook.Monitor.subMu      subscribers, while callbacks run
+//	rcache.Cache.mu            the cache's tree (callbacks only record ranges)
+package core
