@@ -1,5 +1,7 @@
 package symheap
 
+import "github.com/symheap/symheap/internal/core"
+
 // Atomic memory operations (AMOs) on symmetric integers.
 //
 // An AMO on PE target is one sync/atomic operation on target's copy of the
@@ -48,7 +50,7 @@ func amo[T Integer](pe *PE, p *T, target int, op string) (*T, error) {
 // target's sleepers. The AMO itself was the full fence the wake-up
 // protocol needs.
 func (pe *PE) amoDone(target int) {
-	bump(&pe.ctl[pe.rank].stats.atomics)
+	core.Bump(&pe.ctl[pe.rank].stats.atomics)
 	pe.wake(target)
 }
 
@@ -59,8 +61,8 @@ func AtomicFetch[T Integer](pe *PE, p *T, target int) (T, error) {
 		return 0, err
 	}
 	pe.payFence()
-	v := atomicLoad(w)
-	bump(&pe.ctl[pe.rank].stats.atomics)
+	v := core.Load(w)
+	core.Bump(&pe.ctl[pe.rank].stats.atomics)
 	return v, nil
 }
 
@@ -70,7 +72,7 @@ func AtomicSet[T Integer](pe *PE, p *T, v T, target int) error {
 	if err != nil {
 		return err
 	}
-	atomicStore(w, v)
+	core.Store(w, v)
 	pe.amoDone(target)
 	return nil
 }
@@ -82,7 +84,7 @@ func AtomicSwap[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 	if err != nil {
 		return 0, err
 	}
-	old := atomicSwap(w, v)
+	old := core.Swap(w, v)
 	pe.amoDone(target)
 	return old, nil
 }
@@ -94,7 +96,7 @@ func AtomicCompareSwap[T Integer](pe *PE, p *T, old, new T, target int) (T, erro
 	if err != nil {
 		return 0, err
 	}
-	prev := atomicCAS(w, old, new)
+	prev := core.CAS(w, old, new)
 	if prev == old {
 		pe.amoDone(target)
 	}
@@ -108,7 +110,7 @@ func AtomicFetchAdd[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 	if err != nil {
 		return 0, err
 	}
-	old := atomicFetchAdd(w, v)
+	old := core.FetchAdd(w, v)
 	pe.amoDone(target)
 	return old, nil
 }
@@ -119,7 +121,7 @@ func AtomicAdd[T Integer](pe *PE, p *T, v T, target int) error {
 	if err != nil {
 		return err
 	}
-	atomicFetchAdd(w, v)
+	core.FetchAdd(w, v)
 	pe.amoDone(target)
 	return nil
 }
@@ -142,7 +144,7 @@ func AtomicFetchAnd[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 	if err != nil {
 		return 0, err
 	}
-	old := atomicFetchAnd(w, v)
+	old := core.FetchAnd(w, v)
 	pe.amoDone(target)
 	return old, nil
 }
@@ -154,7 +156,7 @@ func AtomicFetchOr[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 	if err != nil {
 		return 0, err
 	}
-	old := atomicFetchOr(w, v)
+	old := core.FetchOr(w, v)
 	pe.amoDone(target)
 	return old, nil
 }
@@ -166,7 +168,7 @@ func AtomicFetchXor[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 	if err != nil {
 		return 0, err
 	}
-	old := atomicFetchXor(w, v)
+	old := core.FetchXor(w, v)
 	pe.amoDone(target)
 	return old, nil
 }
@@ -177,7 +179,7 @@ func AtomicAnd[T Integer](pe *PE, p *T, v T, target int) error {
 	if err != nil {
 		return err
 	}
-	atomicFetchAnd(w, v)
+	core.FetchAnd(w, v)
 	pe.amoDone(target)
 	return nil
 }
@@ -188,7 +190,7 @@ func AtomicOr[T Integer](pe *PE, p *T, v T, target int) error {
 	if err != nil {
 		return err
 	}
-	atomicFetchOr(w, v)
+	core.FetchOr(w, v)
 	pe.amoDone(target)
 	return nil
 }
@@ -199,7 +201,7 @@ func AtomicXor[T Integer](pe *PE, p *T, v T, target int) error {
 	if err != nil {
 		return err
 	}
-	atomicFetchXor(w, v)
+	core.FetchXor(w, v)
 	pe.amoDone(target)
 	return nil
 }

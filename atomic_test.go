@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync"
 	"testing"
+
+	"github.com/symheap/symheap/internal/core"
 )
 
 // counter is a defined type on an Integer: the atomics take it too.
@@ -181,10 +183,10 @@ func checkAtomicErrors(t *testing.T, pe *PE) {
 	_, err = AtomicCompareSwap(pe, &x[0], 0, 1, n)
 	wantErr(t, "CompareSwap on PE npes", err, ErrBadPE)
 	// Misaligned: an int64 four bytes into the block, an int32 two.
-	p, _ := sliceData(x)
+	p, _ := core.SliceData(x)
 	off, _ := pe.symOff(p, 8)
-	mis64 := &sliceAt[int64](pe.heapAddr(pe.Rank(), off+4), 1)[0]
-	mis32 := &sliceAt[uint32](pe.heapAddr(pe.Rank(), off+2), 1)[0]
+	mis64 := &core.SliceAt[int64](pe.sp.HeapAddr(pe.Rank(), core.HeapOff(off+4)), 1)[0]
+	mis32 := &core.SliceAt[uint32](pe.sp.HeapAddr(pe.Rank(), core.HeapOff(off+2)), 1)[0]
 	_, err = AtomicFetchAdd(pe, mis64, 1, r)
 	wantErr(t, "FetchAdd on a misaligned int64", err, ErrBadAlign, "8-byte")
 	wantErr(t, "Or on a misaligned uint32", AtomicOr(pe, mis32, 1, r), ErrBadAlign, "4-byte")

@@ -35,7 +35,11 @@ func TestBadInput(t *testing.T) {
 		}
 		goMem := make([]int64, 16)
 		var goWord int64
-		misaligned := &symheap.Reinterpret[int64](bytes[1:9])[0]
+		words, err := symheap.Reinterpret[int64](bytes[1:9])
+		if err != nil {
+			t.Fatal(err)
+		}
+		misaligned := &words[0]
 
 		type withPtr struct{ P *int }
 		cases := []struct {
@@ -103,13 +107,17 @@ func TestBadInput(t *testing.T) {
 			{"SetLock Go memory", symheap.ErrNotSymmetric, func() error { return pe.SetLock(&goWord) }},
 			{"ClearLock nil", symheap.ErrNotSymmetric, func() error { return pe.ClearLock(nil) }},
 			{"TestLock misaligned", symheap.ErrBadAlign, func() error { _, err := pe.TestLock(misaligned); return err }},
+			{"Reinterpret pointer type", symheap.ErrPointerType, func() error { _, err := symheap.Reinterpret[*int](bytes); return err }},
 			// Teams and collectives.
 			{"Split bad triple", symheap.ErrBadArg, func() error { _, err := pe.World().Split(0, 1, n+1); return err }},
 			{"Split negative", symheap.ErrBadArg, func() error { _, err := pe.World().Split(-1, 1, 1); return err }},
 			{"Broadcast Go memory", symheap.ErrNotSymmetric, func() error { return symheap.Broadcast(pe.World(), goMem, sym, 0) }},
 			{"Broadcast bad root", symheap.ErrBadPE, func() error { return symheap.Broadcast(pe.World(), sym[:4], sym[4:8], n) }},
 			{"Reduce bitwise float", symheap.ErrBadOp, func() error {
-				f := symheap.Reinterpret[float64](bytes[:16])
+				f, err := symheap.Reinterpret[float64](bytes[:16])
+				if err != nil {
+					return err
+				}
 				return symheap.Reduce(pe.World(), f[:1], f[1:2], symheap.OpXor)
 			}},
 			{"Reduce short dst", symheap.ErrBadArg, func() error { return symheap.Reduce(pe.World(), sym[:1], sym[4:8], symheap.OpSum) }},

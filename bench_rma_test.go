@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/symheap/symheap/bench/peers"
+	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/launch"
 )
 
@@ -553,7 +554,7 @@ func BenchmarkLocalPath(b *testing.B) {
 	})
 	b.Run("fence", func(b *testing.B) {
 		for range b.N {
-			fullFence()
+			core.FullFence()
 		}
 	})
 }

@@ -50,6 +50,8 @@ package symheap
 import (
 	"fmt"
 	"math/bits"
+
+	"github.com/symheap/symheap/internal/core"
 )
 
 // Number is the element types of reductions: integers and floats.
@@ -116,7 +118,7 @@ func Broadcast[T any](t *Team, dst, src []T, root int) error {
 	}
 	k := t.begin()
 	me := t.rank
-	if uint64(n)*sizeOf[T]() <= scratchSize {
+	if uint64(n)*core.SizeOf[T]() <= scratchSize {
 		if me == root {
 			// Readers are done by their arrival in this call.
 			if err := t.scratchFree(k, 1); err != nil {
@@ -177,7 +179,7 @@ func Reduce[T Number](t *Team, dst, src []T, op Op) error {
 		return err
 	}
 	k := t.begin()
-	sz := sizeOf[T]()
+	sz := core.SizeOf[T]()
 	if uint64(n)*sz <= scratchSize {
 		// Readers are done by their first arrival in the next call.
 		if err := t.scratchFree(k, 2); err != nil {
@@ -244,7 +246,7 @@ func FCollect[T any](t *Team, dst, src []T) error {
 		return err
 	}
 	k := t.begin()
-	if uint64(m)*sizeOf[T]() <= scratchSize {
+	if uint64(m)*core.SizeOf[T]() <= scratchSize {
 		// Readers are done by their first arrival in the next call.
 		if err := t.scratchFree(k, 2); err != nil {
 			return err
@@ -304,7 +306,7 @@ func AllToAll[T any](t *Team, dst, src []T) error {
 	}
 	k := t.begin()
 	me := t.rank
-	sz := sizeOf[T]()
+	sz := core.SizeOf[T]()
 	if uint64(n)*sz <= scratchSize {
 		// Readers are done by their first arrival in the next call.
 		if err := t.scratchFree(k, 2); err != nil {
@@ -342,20 +344,24 @@ func AllToAll[T any](t *Team, dst, src []T) error {
 // heap and checks their overlap: same reports dst and src are one array,
 // which is accepted only when allowSame.
 func locatePair[T any](t *Team, what string, dst, src []T, allowSame bool) (dOff, sOff uint64, same bool, err error) {
-	dp, dn := sliceData(dst)
-	sp, sn := sliceData(src)
+	dp, dn := core.SliceData(dst)
+	sp, sn := core.SliceData(src)
 	var owner int
 	var ok bool
 	if dOff, ok = t.memo[0].lookup(dp, dn); !ok {
-		if dOff, owner, ok = t.pe.heapOffset(dp, dn); !ok || owner != t.pe.rank {
+		var o core.HeapOff
+		if o, owner, ok = t.pe.sp.HeapOffset(dp, dn); !ok || owner != t.pe.rank {
 			return 0, 0, false, notSymmetric(t, what, "dst", len(dst), dp, ok, owner)
 		}
+		dOff = uint64(o)
 		t.memo[0].store(dp, dn, dOff)
 	}
 	if sOff, ok = t.memo[1].lookup(sp, sn); !ok {
-		if sOff, owner, ok = t.pe.heapOffset(sp, sn); !ok || owner != t.pe.rank {
+		var o core.HeapOff
+		if o, owner, ok = t.pe.sp.HeapOffset(sp, sn); !ok || owner != t.pe.rank {
 			return 0, 0, false, notSymmetric(t, what, "src", len(src), sp, ok, owner)
 		}
+		sOff = uint64(o)
 		t.memo[1].store(sp, sn, sOff)
 	}
 	same = dOff == sOff && dn == sn
@@ -434,7 +440,7 @@ func combine[T Number](acc, x []T, op Op) {
 			acc[i] = max(acc[i], x[i])
 		}
 	default:
-		switch sizeOf[T]() {
+		switch core.SizeOf[T]() {
 		case 1:
 			bitwise(reinterpret[uint8](acc), reinterpret[uint8](x), op)
 		case 2:

@@ -1,13 +1,9 @@
 package symheap
 
-import (
-	"sync/atomic"
-
-	"github.com/symheap/symheap/internal/release"
-)
+import "sync/atomic"
 
 // control is the fixed part of a PE's control block, the first bytes of
-// the block (the rest is carved by the layers: see cbSize). Every field is
+// the block (the rest is carved by the layers: core.RegisterArea). Every field is
 // touched by several processes and only through sync/atomic.
 type control struct {
 	// Global words, used in PE 0's block only.
@@ -69,18 +65,8 @@ type peStats struct {
 	heartbeat                atomic.Uint64
 }
 
-// controlSize is the bytes reserved for control; the layers' areas follow.
-const controlSize = 4096
-
-// cbSize is the size of each PE's control block in a job of npes PEs.
-func cbSize(npes int) uint64 {
-	return controlSize + teamAreaSize(npes) + msgAreaSize(npes) + release.AreaSize()
-}
-
-// Offsets of the layers' areas inside a control block.
-func teamAreaOff() uint64            { return controlSize }
-func msgAreaOff(npes int) uint64     { return controlSize + teamAreaSize(npes) }
-func releaseAreaOff(npes int) uint64 { return msgAreaOff(npes) + msgAreaSize(npes) }
+// The layers' areas follow the fixed part (core.ControlSize bytes), each
+// registered by its layer (core.RegisterArea).
 
 // allocSlot is an allocRecord alone in a 128-byte pair of cache lines.
 type allocSlot struct {

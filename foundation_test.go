@@ -191,7 +191,7 @@ func TestBarrierReportsLostPeer(t *testing.T) {
 			}
 		}
 		pe.Close()
-	}, petest.Heap("2m"), petest.Env("SYMHEAP_SHARED_SIZE=1m"))
+	}, petest.Heap("2m"), petest.Env("SYMHEAP_SHARED_SIZE=1m"), petest.Timeout(20*time.Second))
 }
 
 func TestInitHeapLargerThanShm(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/symheap/symheap/internal/core"
+
 	"github.com/symheap/symheap/alloc"
 	"github.com/symheap/symheap/internal/segment"
 	"github.com/symheap/symheap/internal/unix"
@@ -82,7 +84,7 @@ func (v *JobView) Info() JobInfo {
 	ji := JobInfo{Job: s.Job(), Path: s.Path(), NPEs: s.NPEs(), Allocator: s.Allocator(),
 		SameAddress: s.SameAddress(), Created: s.Created()}
 	for p := 0; p < s.NPEs(); p++ {
-		c := controlOf(s.CB(p))
+		c := core.View[control](s.CB(p))
 		st := &c.stats
 		pi := PEInfo{Rank: p, Pid: s.Pid(p), Alive: s.Alive(p),
 			SymAllocs: st.symAllocs.Load(), SymFrees: st.symFrees.Load(),

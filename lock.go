@@ -1,6 +1,10 @@
 package symheap
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/symheap/symheap/internal/core"
+)
 
 // Distributed locks: SetLock, ClearLock and TestLock on a symmetric int64.
 //
@@ -67,17 +71,17 @@ func (pe *PE) SetLock(l *int64) error {
 	}
 	tag := uint64(pe.rank + 1)
 	// Seq-cst load; only this PE writes its own tag into holder.
-	if cur := uint64(atomicLoad(w)); lockHolder(cur) == pe.rank {
+	if cur := uint64(core.Load(w)); lockHolder(cur) == pe.rank {
 		return fmt.Errorf("symheap: SetLock at %p: PE %d already holds the lock: %w (call ClearLock first)", l, pe.rank, ErrBadArg)
 	}
 	// Take a ticket. Seq-cst RMW on PE 0's word; pairs with other
 	// SetLocks, TestLocks and ClearLocks on the same word.
-	old := uint64(atomicFetchAdd(w, int64(1)<<lockNextShift))
+	old := uint64(core.FetchAdd(w, int64(1)<<lockNextShift))
 	ticket := lockNext(old)
 	if lockServing(old) != ticket {
 		err := pe.waitSignal(0,
 			// Seq-cst load; pairs with the ClearLock that serves us.
-			func() bool { return lockServing(uint64(atomicLoad(w))) == ticket },
+			func() bool { return lockServing(uint64(core.Load(w))) == ticket },
 			func() error { return pe.lockLiveness(w) })
 		if err != nil {
 			return fmt.Errorf("symheap: SetLock at %p on PE %d (ticket %d): %w", l, pe.rank, ticket, err)
@@ -85,7 +89,7 @@ func (pe *PE) SetLock(l *int64) error {
 	}
 	// Our turn: holder is zero (ClearLock cleared it); only we write it
 	// now. Seq-cst RMW; pairs with waiters' liveness checks.
-	atomicFetchAdd(w, int64(tag<<lockHolderShift))
+	core.FetchAdd(w, int64(tag<<lockHolderShift))
 	return nil
 }
 
@@ -94,7 +98,7 @@ func (pe *PE) SetLock(l *int64) error {
 // two checks.
 func (pe *PE) lockLiveness(w *int64) error {
 	// Seq-cst load; pairs with the holder's tag add.
-	h := lockHolder(uint64(atomicLoad(w)))
+	h := lockHolder(uint64(core.Load(w)))
 	holder := h >= 0 && h < pe.npes
 	if holder && !pe.seg.Alive(h) {
 		return pe.holderLost(h)
@@ -119,14 +123,14 @@ func (pe *PE) TestLock(l *int64) (acquired bool, err error) {
 	}
 	tag := uint64(pe.rank + 1)
 	for {
-		old := uint64(atomicLoad(w)) // seq-cst load
+		old := uint64(core.Load(w)) // seq-cst load
 		if lockNext(old) != lockServing(old) {
 			return false, nil // held, or tickets outstanding
 		}
 		// Free: take ticket next (== serving) and record us as holder.
 		// Seq-cst CAS; pairs with SetLock's fetch-add and ClearLock.
 		nw := old + 1<<lockNextShift | tag<<lockHolderShift
-		if uint64(atomicCAS(w, int64(old), int64(nw))) == old {
+		if uint64(core.CAS(w, int64(old), int64(nw))) == old {
 			return true, nil
 		}
 	}
@@ -141,7 +145,7 @@ func (pe *PE) ClearLock(l *int64) error {
 	}
 	pe.quietAll()
 	for {
-		old := uint64(atomicLoad(w)) // seq-cst load
+		old := uint64(core.Load(w)) // seq-cst load
 		if h := lockHolder(old); h != pe.rank {
 			who := "no PE holds it"
 			if h >= 0 {
@@ -155,7 +159,7 @@ func (pe *PE) ClearLock(l *int64) error {
 			nw = lockNext(old)<<lockNextShift | serving
 		}
 		// Seq-cst CAS; a failure means a SetLock took a ticket meanwhile.
-		if uint64(atomicCAS(w, int64(old), int64(nw))) == old {
+		if uint64(core.CAS(w, int64(old), int64(nw))) == old {
 			break
 		}
 	}

@@ -3,6 +3,8 @@ package symheap
 import (
 	"testing"
 	"time"
+
+	"github.com/symheap/symheap/internal/core"
 )
 
 // checkLockCounter: a counter on PE 0, read and written with Get and Put
@@ -49,7 +51,7 @@ func checkLockFIFO(t *testing.T, pe *PE) {
 	log := must(Calloc[int64](pe, n+1)) // on PE 0: [next index, ranks...]
 	word, err := remoteWord(pe, &lock[0], 0, "test")
 	ok(t, err)
-	tickets := func() uint64 { return lockNext(uint64(atomicLoad(word))) }
+	tickets := func() uint64 { return lockNext(uint64(core.Load(word))) }
 	if me == 0 {
 		ok(t, pe.SetLock(&lock[0]))
 	}
@@ -144,9 +146,9 @@ func checkLockErrors(t *testing.T, pe *PE) {
 	wantErr(t, "SetLock on a Go variable", pe.SetLock(&goVar), ErrNotSymmetric)
 	_, err := pe.TestLock(&goVar)
 	wantErr(t, "TestLock on a Go variable", err, ErrNotSymmetric)
-	p, _ := sliceData(lock)
+	p, _ := core.SliceData(lock)
 	off, _ := pe.symOff(p, 8)
-	mis := &sliceAt[int64](pe.heapAddr(me, off+4), 1)[0]
+	mis := &core.SliceAt[int64](pe.sp.HeapAddr(me, core.HeapOff(off+4)), 1)[0]
 	wantErr(t, "SetLock misaligned", pe.SetLock(mis), ErrBadAlign)
 	wantErr(t, "ClearLock of a free lock", pe.ClearLock(&lock[0]), ErrBadArg, "no PE holds it")
 	barrier(t, pe)

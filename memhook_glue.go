@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/symheap/symheap/internal/core"
+
 	"github.com/symheap/symheap/internal/release"
 	"github.com/symheap/symheap/memhook"
 	"github.com/symheap/symheap/rcache"
@@ -22,6 +24,9 @@ import (
 // segment's unmapping at Close is an Unmap event of this PE's monitor. A
 // registration cache subscribed to the monitor can then never hand out a
 // registration whose memory was released.
+
+// releaseArea is the release log's area of every control block.
+var releaseArea = core.RegisterArea("release", func(int) uint64 { return release.AreaSize() })
 
 type hookState struct {
 	mon      *memhook.Monitor
@@ -45,11 +50,9 @@ func (pe *PE) initHooks() error {
 	h.mon = memhook.New()
 	areas := make([][]byte, pe.npes)
 	for p := range areas {
-		o := releaseAreaOff(pe.npes)
-		areas[p] = pe.seg.CB(p)[o : o+release.AreaSize()]
+		areas[p] = pe.sp.Bytes(releaseArea, p)
 	}
-	seg := memhook.RangeOf(pe.base)
-	h.log = release.New(areas, pe.rank, seg.Start, uint64(seg.Len()), h.mon)
+	h.log = release.New(areas, pe.rank, pe.sp.Base(), uint64(len(pe.sp.Mem())), h.mon)
 	h.decision = memhook.Decide(in)
 	if h.decision.Warning != "" {
 		fmt.Fprintln(os.Stderr, h.decision.Warning)
@@ -68,7 +71,7 @@ func (pe *PE) closeHooks() {
 		return
 	}
 	h.log.Close()
-	h.mon.Publish(memhook.Unmap, memhook.RangeOf(pe.base))
+	h.mon.Publish(memhook.Unmap, memhook.RangeOf(pe.sp.Mem()))
 	if h.rc != nil {
 		pe.syncCacheStats()
 		h.rc.Close()

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/symheap/symheap/internal/core"
+
 	"github.com/symheap/symheap/internal/config"
 	"github.com/symheap/symheap/internal/shmsync"
 	"github.com/symheap/symheap/internal/unix"
@@ -282,10 +284,7 @@ func (pe *PE) initMsg() error {
 	st.eager = min(st.eager, int(rb/4-recHdrSize))
 	st.eagerShared = min(st.eagerShared, int(rb/4-recHdrSize))
 	st.boxLimit = min(boxMax, st.eager, st.eagerShared)
-	area := func(p int) []byte {
-		s := msgAreaStart(n)
-		return pe.seg.CB(p)[s : s+msgAreaSize(n)-cellSize]
-	}
+	area := func(p int) []byte { return pe.sp.Bytes(msgArea, p) }
 	cells := func(a []byte, s int) []byte {
 		o := ringsOff(n) + uint64(s)*rb
 		return a[o : o+rb : o+rb]
@@ -408,8 +407,8 @@ func (st *msgState) eagerFor(pe *PE, buf []byte) bool {
 	if n > max(st.eager, st.eagerShared) {
 		return false
 	}
-	p, _ := sliceData(buf)
-	if _, inSeg := pe.segOffset(p); inSeg {
+	p, _ := core.SliceData(buf)
+	if _, inSeg := pe.sp.SegOffset(p); inSeg {
 		return n <= st.eagerShared
 	}
 	return n <= st.eager

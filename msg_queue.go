@@ -5,6 +5,8 @@ import (
 	"math/bits"
 	"sync/atomic"
 
+	"github.com/symheap/symheap/internal/core"
+
 	"github.com/symheap/symheap/internal/shmsync"
 )
 
@@ -12,7 +14,7 @@ import (
 // ordered pair of PEs, in the receiver's control block, and one fast box
 // per pair of PEs (msg_box.go) for the smallest messages.
 //
-// # Layout of the message area (msgAreaOff in every PE's control block)
+// # Layout of the message area (msgArea in every PE's control block)
 //
 //	+0                          the PE's doorbell (bell), its own line
 //	+64 + s*64                  head: cells this PE has consumed from
@@ -231,10 +233,13 @@ func ringBytes(npes int) uint64 {
 	return min(max(b, minRingBytes), maxRingBytes)
 }
 
-// msgAreaSize is the bytes of each control block reserved for messages
-// (one spare line lets the area start on a cache line).
+// msgArea is the messaging area of every control block (core places it on
+// a 128-byte boundary).
+var msgArea = core.RegisterArea("msg", msgAreaSize)
+
+// msgAreaSize is the bytes of each control block reserved for messages.
 func msgAreaSize(npes int) uint64 {
-	return cellSize + ringsOff(npes) + uint64(npes)*ringBytes(npes)
+	return ringsOff(npes) + uint64(npes)*ringBytes(npes)
 }
 
 // ringsOff is the offset of the first ring in the message area.
@@ -245,12 +250,6 @@ func boxesOff(npes int) uint64 { return splitOff(npes) + splitArea }
 
 // splitOff is the offset of the split slots in the message area.
 func splitOff(npes int) uint64 { return cellSize + uint64(npes)*cellSize }
-
-// msgAreaStart is the offset of the (line-aligned) message area in a
-// control block.
-func msgAreaStart(npes int) uint64 {
-	return (msgAreaOff(npes) + cellSize - 1) &^ (cellSize - 1)
-}
 
 // bell is a PE's doorbell: the futex word its messaging waits sleep on and
 // the count of sleepers, on a line of their own.

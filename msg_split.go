@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/symheap/symheap/internal/core"
+
 	"github.com/symheap/symheap/internal/unix"
 )
 
@@ -89,9 +91,9 @@ func (pe *PE) trySplit(r *Request, m *inMsg) bool {
 		return false
 	}
 	kind, where := uint64(dstAddress), uint64(unix.AddrOf(r.buf))
-	p, _ := sliceData(r.buf)
-	if so, in := pe.segOffset(p); in {
-		kind, where = dstSegment, so
+	p, _ := core.SliceData(r.buf)
+	if so, in := pe.sp.SegOffset(p); in {
+		kind, where = dstSegment, uint64(so)
 	} else if st.noKernel {
 		return false
 	}
@@ -186,10 +188,10 @@ func (pe *PE) endRecv(r *Request, m *inMsg, err error) {
 // the sender's buffer: from the segment, or with process_vm_readv.
 func (pe *PE) copyIn(r *Request, m *inMsg, off, n uint64) error {
 	if m.path == pathSegment {
-		if m.where > uint64(len(pe.base)) || off+n > uint64(len(pe.base))-m.where {
+		if m.where > uint64(len(pe.sp.Mem())) || off+n > uint64(len(pe.sp.Mem()))-m.where {
 			return fmt.Errorf("symheap: PE %d sent a descriptor outside the segment (offset %#x, %d bytes): %w", m.src, m.where, m.size, ErrBadArg)
 		}
-		copy(r.buf[off:off+n], pe.base[m.where+off:])
+		copy(r.buf[off:off+n], pe.sp.Mem()[m.where+off:])
 		return nil
 	}
 	err := readFrom(pe.seg.Pid(m.src), r.buf[off:off+n], uintptr(m.where+off))
@@ -231,11 +233,11 @@ func (pe *PE) helpCopy(r *Request, dst int, kind, idx, gen, where uint64) {
 		}
 		helped = true
 		if kind == dstSegment {
-			if where > uint64(len(pe.wbase)) || off+n > uint64(len(pe.wbase))-where {
+			if where > uint64(len(pe.sp.WMem())) || off+n > uint64(len(pe.sp.WMem()))-where {
 				sl.orphan.Store(off + 1) // release: R copies it (and fails the same way, reporting it)
 				break
 			}
-			copy(pe.wbase[where+off:where+off+n], r.buf[off:off+n])
+			copy(pe.sp.WMem()[where+off:where+off+n], r.buf[off:off+n])
 		} else if err := writeTo(pe.seg.Pid(dst), r.buf[off:off+n], uintptr(where+off)); err != nil {
 			sl.orphan.Store(off + 1) // release: R copies the chunk we could not write
 			break

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"runtime"
 
+	"github.com/symheap/symheap/internal/core"
+
 	"github.com/symheap/symheap/alloc"
 	"github.com/symheap/symheap/internal/unix"
 )
@@ -55,13 +57,13 @@ func (pe *PE) startLarge(r *Request) {
 	r.id = st.nextID
 	st.sends[r.id] = r
 	var where uint64
-	p, _ := sliceData(r.buf)
-	so, inSeg := pe.segOffset(p)
+	p, _ := core.SliceData(r.buf)
+	so, inSeg := pe.sp.SegOffset(p)
 	switch {
 	case st.allBounce:
 		r.path = pathBounce
-	case inSeg && so+uint64(len(r.buf)) <= uint64(len(pe.base)):
-		r.path, where = pathSegment, so
+	case inSeg && uint64(so)+uint64(len(r.buf)) <= uint64(len(pe.sp.Mem())):
+		r.path, where = pathSegment, uint64(so)
 	case st.noKernel || st.kernelRefused[r.peer]:
 		r.path = pathBounce
 	default:
@@ -134,7 +136,7 @@ func (pe *PE) pushChunks(r *Request) {
 		}
 		n := min(b.chunk, size-b.sent)
 		at := b.seg + uint64(slot)*b.chunk
-		copy(pe.base[at:at+n], r.buf[b.sent:b.sent+n])
+		copy(pe.sp.Mem()[at:at+n], r.buf[b.sent:b.sent+n])
 		b.busy[slot] = n
 		b.sent += n
 		pe.post(r.peer, outRec{kind: recChunk, body: [4]uint64{r.id, uint64(slot), at, n}})
@@ -193,12 +195,12 @@ func (pe *PE) startRecv(r *Request, m *inMsg) {
 	}
 	switch m.path {
 	case pathSegment:
-		if m.where > uint64(len(pe.base)) || uint64(m.size) > uint64(len(pe.base))-m.where {
+		if m.where > uint64(len(pe.sp.Mem())) || uint64(m.size) > uint64(len(pe.sp.Mem()))-m.where {
 			pe.post(m.src, outRec{kind: recAck, body: [4]uint64{m.id, 1}})
 			r.complete(ok, fmt.Errorf("symheap: PE %d sent a descriptor outside the segment (offset %#x, %d bytes): %w", m.src, m.where, m.size, ErrBadArg))
 			return
 		}
-		copy(r.buf[:m.size], pe.base[m.where:])
+		copy(r.buf[:m.size], pe.sp.Mem()[m.where:])
 		pe.post(m.src, outRec{kind: recAck, body: [4]uint64{m.id, 0}})
 		r.complete(ok, nil)
 	case pathKernel:
@@ -250,12 +252,12 @@ func (pe *PE) copyChunks(m *inMsg) {
 	st := &pe.ext.msg
 	r := m.recv
 	for _, c := range m.chunks {
-		if c.off > uint64(len(pe.base)) || c.n > uint64(len(pe.base))-c.off || c.n > uint64(m.size-m.got) {
+		if c.off > uint64(len(pe.sp.Mem())) || c.n > uint64(len(pe.sp.Mem()))-c.off || c.n > uint64(m.size-m.got) {
 			delete(st.xfers, xferKey{m.src, m.id})
 			r.complete(Status{m.src, m.tag, m.size}, fmt.Errorf("symheap: PE %d sent a bounce chunk outside its buffer (offset %#x, %d bytes): %w", m.src, c.off, c.n, ErrBadArg))
 			return
 		}
-		copy(r.buf[m.got:], pe.base[c.off:c.off+c.n])
+		copy(r.buf[m.got:], pe.sp.Mem()[c.off:c.off+c.n])
 		m.got += int(c.n)
 		pe.post(m.src, outRec{kind: recChunkAck, body: [4]uint64{m.id, c.slot}})
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/petest"
 	"github.com/symheap/symheap/internal/release"
 	"github.com/symheap/symheap/memhook"
@@ -60,12 +61,12 @@ func (l *eventLog) String() string {
 // copyAddr returns the address, in this PE, of PE q's copy of the
 // symmetric block s.
 func copyAddr[T any](pe *PE, s []T, q int) (uintptr, uint64) {
-	p, n := sliceData(s)
-	off, _, ok := pe.heapOffset(p, n)
+	p, n := core.SliceData(s)
+	off, _, ok := pe.sp.HeapOffset(p, n)
 	if !ok {
 		panic(checkFailure("copyAddr: not symmetric"))
 	}
-	return uintptr(pe.viewAddr(q, off)), n
+	return uintptr(pe.sp.ViewAddr(q, core.HeapOff(off))), n
 }
 
 // shareOff makes PE owner's value v known to every PE (through a
@@ -126,7 +127,7 @@ func checkReleaseAcross(t *testing.T, pe *PE) {
 		ok(t, pe.sharedFree(0, off))
 	}
 	barrier(t, pe)
-	if addr := uintptr(pe.sharedAddr(0, off)); me != 0 && !ev.covered(pe, memhook.Free, addr, 512) {
+	if addr := uintptr(pe.sp.SharedAddr(0, core.SharedOff(off))); me != 0 && !ev.covered(pe, memhook.Free, addr, 512) {
 		t.Errorf("no Free event for PE 0's shared block at %#x that PE 0 freed; events %v", addr, ev)
 	}
 	// SharedFree by another PE (the last) of PE 0's block, heard by every
@@ -140,7 +141,7 @@ func checkReleaseAcross(t *testing.T, pe *PE) {
 		ok(t, pe.sharedFree(0, off))
 	}
 	barrier(t, pe)
-	if addr := uintptr(pe.sharedAddr(0, off)); !ev.covered(pe, memhook.Free, addr, 768) {
+	if addr := uintptr(pe.sp.SharedAddr(0, core.SharedOff(off))); !ev.covered(pe, memhook.Free, addr, 768) {
 		t.Errorf("no Free event for PE 0's shared block at %#x that PE %d freed; events %v", addr, last, ev)
 	}
 	barrier(t, pe)
@@ -156,7 +157,7 @@ func checkReleaseCache(t *testing.T, pe *PE) {
 		off = must(pe.sharedAlloc(8192, 4096))
 	}
 	off = shareOff(t, pe, 0, off)
-	rng := rcache.Range{Start: uintptr(pe.sharedAddr(0, off)), End: uintptr(pe.sharedAddr(0, off)) + 8192}
+	rng := rcache.Range{Start: uintptr(pe.sp.SharedAddr(0, core.SharedOff(off))), End: uintptr(pe.sp.SharedAddr(0, core.SharedOff(off))) + 8192}
 	var rc *rcache.Cache
 	var before rcache.Stats
 	if me == 0 {
@@ -208,7 +209,7 @@ func checkReleaseIdle(t *testing.T, pe *PE) {
 		}
 	}
 	first = shareOff(t, pe, 0, first)
-	if addr := uintptr(pe.sharedAddr(0, first)); !ev.covered(pe, 0, addr, 64) {
+	if addr := uintptr(pe.sp.SharedAddr(0, core.SharedOff(first))); !ev.covered(pe, 0, addr, 64) {
 		t.Errorf("PE %d: no event covering PE 0's first freed block at %#x after an overflow; events %v", me, addr, ev)
 	}
 	barrier(t, pe)
@@ -239,12 +240,12 @@ func TestReleaseBounce(t *testing.T) {
 		}
 		// Some Free event must lie in PE 0's shared heap, at least a
 		// chunk long.
-		shared := uintptr(pe.sharedAddr(0, 0))
+		shared := uintptr(pe.sp.SharedAddr(0, core.SharedOff(0)))
 		pe.Monitor().Sync()
 		ev.mu.Lock()
 		defer ev.mu.Unlock()
 		for i, r := range ev.got {
-			if ev.kinds[i] == memhook.Free && r.Start >= shared && r.End <= shared+uintptr(pe.lay.SharedSize) && r.Len() >= minBounceChunk {
+			if ev.kinds[i] == memhook.Free && r.Start >= shared && r.End <= shared+uintptr(pe.sp.Lay.SharedSize) && r.Len() >= minBounceChunk {
 				return
 			}
 		}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/symheap/symheap/internal/core"
+
 	"github.com/symheap/symheap/internal/shmsync"
 	"github.com/symheap/symheap/internal/unix"
 )
@@ -140,15 +142,15 @@ func Put[T any](pe *PE, dst, src []T, target int) error {
 	if !basic[T]() || pe == nil || pe.closed.Load() || len(src) == 0 || len(dst) < len(src) || uint(target) >= uint(pe.npes) {
 		return putSlow(pe, opPut, dst, src, target)
 	}
-	p, _ := sliceData(dst)
-	off, ok := pe.ownOff(p, uint64(len(src))*sizeOf[T]())
+	p, _ := core.SliceData(dst)
+	off, ok := pe.sp.OwnOff(p, uint64(len(src))*core.SizeOf[T]())
 	if !ok {
 		return putSlow(pe, opPut, dst, src, target)
 	}
-	sp, n := sliceData(src)
-	copyBytes(pe.peerAddr(target, off), sp, n)
+	sp, n := core.SliceData(src)
+	core.CopyBytes(pe.sp.PeerAddr(target, off), sp, n)
 	// putDone, inlined by hand: this is the hot path.
-	bump(&pe.ctl[pe.rank].stats.puts)
+	core.Bump(&pe.ctl[pe.rank].stats.puts)
 	if pe.ext.rma.mb.Load() != mbReady {
 		pe.putFence()
 	}
@@ -166,14 +168,14 @@ func PutNBI[T any](pe *PE, dst, src []T, target int) error {
 	if !basic[T]() || pe == nil || pe.closed.Load() || len(src) == 0 || len(dst) < len(src) || uint(target) >= uint(pe.npes) {
 		return putSlow(pe, opPutNBI, dst, src, target)
 	}
-	p, _ := sliceData(dst)
-	off, ok := pe.ownOff(p, uint64(len(src))*sizeOf[T]())
+	p, _ := core.SliceData(dst)
+	off, ok := pe.sp.OwnOff(p, uint64(len(src))*core.SizeOf[T]())
 	if !ok {
 		return putSlow(pe, opPutNBI, dst, src, target)
 	}
-	sp, n := sliceData(src)
-	copyBytes(pe.peerAddr(target, off), sp, n)
-	bump(&pe.ctl[pe.rank].stats.puts)
+	sp, n := core.SliceData(src)
+	core.CopyBytes(pe.sp.PeerAddr(target, off), sp, n)
+	core.Bump(&pe.ctl[pe.rank].stats.puts)
 	return nil
 }
 
@@ -182,15 +184,15 @@ func Get[T any](pe *PE, dst, src []T, source int) error {
 	if !basic[T]() || pe == nil || pe.closed.Load() || len(src) == 0 || len(dst) < len(src) || uint(source) >= uint(pe.npes) {
 		return getSlow(pe, opGet, dst, src, source)
 	}
-	p, _ := sliceData(src)
-	off, ok := pe.ownOff(p, uint64(len(src))*sizeOf[T]())
+	p, _ := core.SliceData(src)
+	off, ok := pe.sp.OwnOff(p, uint64(len(src))*core.SizeOf[T]())
 	if !ok {
 		return getSlow(pe, opGet, dst, src, source)
 	}
 	pe.payFence()
-	d, _ := sliceData(dst)
-	copyBytes(d, pe.peerAddr(source, off), uint64(len(src))*sizeOf[T]())
-	bump(&pe.ctl[pe.rank].stats.gets)
+	d, _ := core.SliceData(dst)
+	core.CopyBytes(d, pe.sp.PeerAddr(source, off), uint64(len(src))*core.SizeOf[T]())
+	core.Bump(&pe.ctl[pe.rank].stats.gets)
 	return nil
 }
 
@@ -199,15 +201,15 @@ func GetNBI[T any](pe *PE, dst, src []T, source int) error {
 	if !basic[T]() || pe == nil || pe.closed.Load() || len(src) == 0 || len(dst) < len(src) || uint(source) >= uint(pe.npes) {
 		return getSlow(pe, opGetNBI, dst, src, source)
 	}
-	p, _ := sliceData(src)
-	off, ok := pe.ownOff(p, uint64(len(src))*sizeOf[T]())
+	p, _ := core.SliceData(src)
+	off, ok := pe.sp.OwnOff(p, uint64(len(src))*core.SizeOf[T]())
 	if !ok {
 		return getSlow(pe, opGetNBI, dst, src, source)
 	}
 	pe.payFence()
-	d, _ := sliceData(dst)
-	copyBytes(d, pe.peerAddr(source, off), uint64(len(src))*sizeOf[T]())
-	bump(&pe.ctl[pe.rank].stats.gets)
+	d, _ := core.SliceData(dst)
+	core.CopyBytes(d, pe.sp.PeerAddr(source, off), uint64(len(src))*core.SizeOf[T]())
+	core.Bump(&pe.ctl[pe.rank].stats.gets)
 	return nil
 }
 
@@ -238,7 +240,7 @@ func IGet[T any](pe *PE, dst, src []T, dstStride, srcStride, n, source int) erro
 	for i := 0; i < n; i++ {
 		dst[i*dstStride] = r[i*srcStride]
 	}
-	bump(&pe.ctl[pe.rank].stats.gets)
+	core.Bump(&pe.ctl[pe.rank].stats.gets)
 	return nil
 }
 
@@ -319,7 +321,7 @@ func (pe *PE) payFence() {
 
 // putDone finishes a blocking put to target: the wake-up step.
 func (pe *PE) putDone(target int) {
-	bump(&pe.ctl[pe.rank].stats.puts)
+	core.Bump(&pe.ctl[pe.rank].stats.puts)
 	if pe.ext.rma.mb.Load() != mbReady {
 		pe.putFence()
 	}
@@ -335,7 +337,7 @@ func (pe *PE) putDone(target int) {
 // before the sleepers load in wake, as in Quiet.
 func (pe *PE) putFence() {
 	pe.membarrierReady()
-	fullFence()
+	core.FullFence()
 }
 
 // wake wakes the PEs asleep on target's signal word, if any. The caller
@@ -406,15 +408,15 @@ func putSlow[T any](pe *PE, op string, dst, src []T, target int) error {
 	if len(src) == 0 {
 		return nil
 	}
-	p, _ := sliceData(dst)
-	n := uint64(len(src)) * sizeOf[T]()
-	r, ok := pe.rmaTarget(p, n, target)
+	p, _ := core.SliceData(dst)
+	n := uint64(len(src)) * core.SizeOf[T]()
+	r, ok := pe.sp.Target(p, n, target)
 	if !ok {
 		return pe.notSymmetric(op, "dst", p, n)
 	}
-	copy(sliceAt[T](r, len(src)), src)
+	copy(core.SliceAt[T](r, len(src)), src)
 	if op == opPutNBI {
-		bump(&pe.ctl[pe.rank].stats.puts)
+		core.Bump(&pe.ctl[pe.rank].stats.puts)
 	} else {
 		pe.putDone(target)
 	}
@@ -432,15 +434,15 @@ func getSlow[T any](pe *PE, op string, dst, src []T, source int) error {
 	if len(src) == 0 {
 		return nil
 	}
-	p, _ := sliceData(src)
-	n := uint64(len(src)) * sizeOf[T]()
-	r, ok := pe.rmaTarget(p, n, source)
+	p, _ := core.SliceData(src)
+	n := uint64(len(src)) * core.SizeOf[T]()
+	r, ok := pe.sp.Target(p, n, source)
 	if !ok {
 		return pe.notSymmetric(op, "src", p, n)
 	}
 	pe.payFence()
-	copy(dst, sliceAt[T](r, len(src)))
-	bump(&pe.ctl[pe.rank].stats.gets)
+	copy(dst, core.SliceAt[T](r, len(src)))
+	core.Bump(&pe.ctl[pe.rank].stats.gets)
 	return nil
 }
 
@@ -454,12 +456,12 @@ func stridedTarget[T any](pe *PE, op, what string, sym, local []T, symStride, lo
 		return nil, err
 	}
 	span := (n-1)*symStride + 1
-	p, _ := sliceData(sym)
-	r, ok := pe.rmaTarget(p, uint64(span)*sizeOf[T](), target)
+	p, _ := core.SliceData(sym)
+	r, ok := pe.sp.Target(p, uint64(span)*core.SizeOf[T](), target)
 	if !ok {
-		return nil, pe.notSymmetric(op, what, p, uint64(span)*sizeOf[T]())
+		return nil, pe.notSymmetric(op, what, p, uint64(span)*core.SizeOf[T]())
 	}
-	return sliceAt[T](r, span), nil
+	return core.SliceAt[T](r, span), nil
 }
 
 // strided checks the counts and strides of IPut and IGet.
@@ -488,7 +490,7 @@ func strided(op, what string, symLen, localLen, symStride, localStride, n int) e
 // nil *T to an interface costs no allocation, the type switch a few
 // compares, and no call (so the caller keeps its arguments in registers).
 func basic[T any]() bool {
-	if alignOf[T]() < ptrSize {
+	if core.AlignOf[T]() < ptrSize {
 		// No room for a pointer (pointers are aligned to their size):
 		// decided at compile time for each instantiation.
 		return true

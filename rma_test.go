@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/symheap/symheap/internal/core"
 )
 
 // point is a plain-data element type for the RMA checks.
@@ -119,7 +121,7 @@ func checkPutGetErrors(t *testing.T, pe *PE) {
 	wantErr(t, "Put of 16 into 8", Put(pe, s[:8], goSlice, r), ErrBadArg, "16", "8")
 	wantErr(t, "Get of 16 into 8", Get(pe, goSlice[:8], s, r), ErrBadArg)
 	// A slice that runs past the end of the symmetric heap.
-	tail := sliceAt[int64](pe.heapAddr(pe.rank, pe.lay.HeapSize-16), 4)
+	tail := core.SliceAt[int64](pe.sp.HeapAddr(pe.rank, core.HeapOff(pe.sp.Lay.HeapSize-16)), 4)
 	wantErr(t, "Put past the heap's end", Put(pe, tail, goSlice[:4], r), ErrNotSymmetric, "past the end")
 	wantErr(t, "Get past the heap's end", Get(pe, goSlice[:4], tail, r), ErrNotSymmetric)
 	barrier(t, pe)

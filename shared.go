@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/symheap/symheap/internal/core"
+
 	"github.com/symheap/symheap/alloc"
 	"github.com/symheap/symheap/internal/segment"
 )
@@ -55,13 +57,13 @@ type sharedState struct {
 // A job may run without one (SYMHEAP_SHARED_SIZE=0).
 func (pe *PE) formatShared() error {
 	pe.ext.shared.pools = make([]*alloc.Locked, pe.npes)
-	if pe.lay.SharedSize == 0 {
+	if pe.sp.Lay.SharedSize == 0 {
 		return nil
 	}
 	a, err := pe.component.Format(pe.seg.Shared(pe.rank))
 	if err != nil {
 		return fmt.Errorf("symheap: format the local shared heap (%s) with %s: %w (raise SYMHEAP_SHARED_SIZE or Config.SharedSize)",
-			segment.FormatSize(pe.lay.SharedSize), pe.component.Name, err)
+			segment.FormatSize(pe.sp.Lay.SharedSize), pe.component.Name, err)
 	}
 	l, err := alloc.NewLocked(pe.reporting(a, pe.rank), uint32(pe.rank), pe.holderAlive)
 	if err != nil {
@@ -97,7 +99,7 @@ func (pe *PE) pool(owner int) (*alloc.Locked, error) {
 	if p := st.pools[owner]; p != nil {
 		return p, nil
 	}
-	if pe.lay.SharedSize == 0 {
+	if pe.sp.Lay.SharedSize == 0 {
 		return nil, fmt.Errorf("symheap: the local shared heap is empty: %w (SYMHEAP_SHARED_SIZE is 0; raise it or set Config.SharedSize)", ErrOutOfMemory)
 	}
 	a, err := pe.component.Attach(pe.seg.Shared(owner))
@@ -129,11 +131,11 @@ func SharedAlloc[T any](pe *PE, n int) ([]T, error) {
 	if n == 0 {
 		return nil, nil
 	}
-	off, err := pe.sharedAlloc(size, alignOf[T]())
+	off, err := pe.sharedAlloc(size, core.AlignOf[T]())
 	if err != nil {
 		return nil, err
 	}
-	return sliceAt[T](pe.sharedAddr(pe.rank, off), n), nil
+	return core.SliceAt[T](pe.sp.SharedAddr(pe.rank, core.SharedOff(off)), n), nil
 }
 
 // sharedAlloc takes size bytes aligned to align from this PE's pool and
@@ -151,7 +153,7 @@ func (pe *PE) sharedAlloc(size, align uint64) (uint64, error) {
 		if errors.Is(err, ErrOutOfMemory) {
 			st := p.Stats()
 			return 0, fmt.Errorf("symheap: SharedAlloc of %d bytes: %w (local shared heap %s per PE, %s free, largest free block %s; raise SYMHEAP_SHARED_SIZE or Config.SharedSize)",
-				size, ErrOutOfMemory, segment.FormatSize(pe.lay.SharedSize), segment.FormatSize(st.Free), segment.FormatSize(st.LargestFree))
+				size, ErrOutOfMemory, segment.FormatSize(pe.sp.Lay.SharedSize), segment.FormatSize(st.Free), segment.FormatSize(st.LargestFree))
 		}
 		return 0, fmt.Errorf("symheap: SharedAlloc of %d bytes: %w", size, err)
 	}
@@ -171,18 +173,18 @@ func SharedFree[T any](pe *PE, s []T) error {
 	if s == nil {
 		return nil
 	}
-	p, _ := sliceData(s)
-	off, owner, ok := pe.sharedOffset(p, 0)
+	p, _ := core.SliceData(s)
+	off, owner, ok := pe.sp.SharedOffset(p, 0)
 	if !ok {
 		what := "ordinary Go memory"
-		if _, hOwner, in := pe.heapOffset(p, 0); in {
+		if _, hOwner, in := pe.sp.HeapOffset(p, 0); in {
 			what = fmt.Sprintf("PE %d's symmetric heap (free it with Free, collectively)", hOwner)
-		} else if _, in := pe.segOffset(p); in {
+		} else if _, in := pe.sp.SegOffset(p); in {
 			what = "the segment, outside every heap"
 		}
 		return fmt.Errorf("symheap: SharedFree of %p: %w (it lies in %s, not in a local shared heap)", p, ErrBadFree, what)
 	}
-	return pe.sharedFree(owner, off)
+	return pe.sharedFree(owner, uint64(off))
 }
 
 // sharedFree frees the block at off in PE owner's shared heap.
@@ -208,8 +210,8 @@ func SharedOwner[T any](pe *PE, s []T) (owner int, ok bool) {
 	if pe.check() != nil || s == nil {
 		return 0, false
 	}
-	p, n := sliceData(s)
-	_, owner, ok = pe.sharedOffset(p, n)
+	p, n := core.SliceData(s)
+	_, owner, ok = pe.sp.SharedOffset(p, n)
 	return owner, ok
 }
 
@@ -227,12 +229,12 @@ func SharedPtrOf[T any](pe *PE, s []T) (SharedPtr, error) {
 	if err := pe.check(); err != nil {
 		return 0, err
 	}
-	p, n := sliceData(s)
-	if _, _, ok := pe.sharedOffset(p, n); !ok || s == nil {
+	p, n := core.SliceData(s)
+	if _, _, ok := pe.sp.SharedOffset(p, n); !ok || s == nil {
 		return 0, fmt.Errorf("symheap: SharedPtrOf %p (%d bytes): %w (not in a local shared heap: allocate it with SharedAlloc)", p, n, ErrBadArg)
 	}
-	so, _ := pe.segOffset(p)
-	return SharedPtr(so + pe.seg.AgreedBase()), nil
+	so, _ := pe.sp.SegOffset(p)
+	return SharedPtr(uint64(so) + pe.seg.AgreedBase()), nil
 }
 
 // SharedAt returns the n elements of T at ptr, as this PE sees them. The
@@ -248,18 +250,18 @@ func SharedAt[T any](pe *PE, ptr SharedPtr, n int) ([]T, error) {
 	}
 	base := pe.seg.AgreedBase()
 	so := uint64(ptr) - base
-	if uint64(ptr) < base || so >= uint64(len(pe.base)) {
+	if uint64(ptr) < base || so >= uint64(len(pe.sp.Mem())) {
 		return nil, fmt.Errorf("symheap: SharedAt(%#x): %w (not a SharedPtr of this job)", uint64(ptr), ErrBadArg)
 	}
-	p := pe.segAddr(so)
-	if _, _, ok := pe.sharedOffset(p, size); !ok {
-		return nil, fmt.Errorf("symheap: SharedAt(%#x, %d elements of %d bytes): %w (the range is not inside one local shared heap)", uint64(ptr), n, sizeOf[T](), ErrBadArg)
+	p := pe.sp.Addr(core.SegOff(so))
+	if _, _, ok := pe.sp.SharedOffset(p, size); !ok {
+		return nil, fmt.Errorf("symheap: SharedAt(%#x, %d elements of %d bytes): %w (the range is not inside one local shared heap)", uint64(ptr), n, core.SizeOf[T](), ErrBadArg)
 	}
-	if a := alignOf[T](); so%a != 0 {
+	if a := core.AlignOf[T](); so%a != 0 {
 		return nil, fmt.Errorf("symheap: SharedAt(%#x): %w (misaligned for a %d-byte aligned type)", uint64(ptr), ErrBadArg, a)
 	}
 	if n == 0 {
 		return nil, nil
 	}
-	return sliceAt[T](p, n), nil
+	return core.SliceAt[T](p, n), nil
 }

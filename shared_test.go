@@ -237,7 +237,7 @@ func TestSharedErrors(t *testing.T) {
 		cp := need(SharedPtrOf(pe, c))
 		_, err = SharedAt[int64](pe, cp+1, 1)
 		wantIs(t, "SharedAt misaligned", err, ErrBadArg, "misaligned")
-		_, err = SharedAt[byte](pe, cp, int(pe.lay.SharedSize)+1)
+		_, err = SharedAt[byte](pe, cp, int(pe.sp.Lay.SharedSize)+1)
 		wantIs(t, "SharedAt past the heap", err, ErrBadArg)
 		noErr(t, SharedFree(pe, c))
 		sync2(t, pe)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/symheap/symheap/internal/core"
+
 	"github.com/symheap/symheap/alloc"
 	"github.com/symheap/symheap/internal/segment"
 )
@@ -145,8 +147,9 @@ func Realloc[T any](pe *PE, s []T, n int) ([]T, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, _ := sliceData(s)
-	in, _, ok := pe.heapOffset(p, 1)
+	p, _ := core.SliceData(s)
+	o, _, ok := pe.sp.HeapOffset(p, 1)
+	in := uint64(o)
 	if !ok {
 		return nil, fmt.Errorf("symheap: Realloc of %p: %w (not returned by Malloc)", p, ErrNotSymmetric)
 	}
@@ -166,12 +169,12 @@ func Realloc[T any](pe *PE, s []T, n int) ([]T, error) {
 			// The PEs diverged after this one resized its block (their
 			// arguments agreed, their results did not): the old block
 			// may be gone, so hand back the one that holds the data.
-			return sliceAt[T](pe.heapAddr(pe.rank, resized), n), err
+			return core.SliceAt[T](pe.sp.HeapAddr(pe.rank, core.HeapOff(resized)), n), err
 		}
 		return s, err
 	}
 	out := pe.ext.rma.mine[pe.ext.rma.seq%2].out
-	return sliceAt[T](pe.heapAddr(pe.rank, out), n), nil
+	return core.SliceAt[T](pe.sp.HeapAddr(pe.rank, core.HeapOff(out)), n), nil
 }
 
 // Free releases a symmetric block, collectively: it starts with a barrier,
@@ -183,8 +186,9 @@ func Free[T any](pe *PE, s []T) error {
 	if s == nil {
 		return nil
 	}
-	p, _ := sliceData(s)
-	in, _, ok := pe.heapOffset(p, 1)
+	p, _ := core.SliceData(s)
+	o, _, ok := pe.sp.HeapOffset(p, 1)
+	in := uint64(o)
 	if !ok {
 		return fmt.Errorf("symheap: Free of %p: %w (not returned by Malloc)", p, ErrNotSymmetric)
 	}
@@ -209,7 +213,7 @@ func symAlloc[T any](pe *PE, n int, align uint64, kind uint64, hints Hints) ([]T
 	if err != nil {
 		return nil, err
 	}
-	if a := alignOf[T](); align < a {
+	if a := core.AlignOf[T](); align < a {
 		align = a
 	}
 	if kind == callHints && hints&(HintAtomicsRemote|HintSignalRemote) != 0 {
@@ -226,7 +230,7 @@ func symAlloc[T any](pe *PE, n int, align uint64, kind uint64, hints Hints) ([]T
 			return noOff, err
 		}
 		if kind == callCalloc {
-			clear(sliceAt[byte](pe.heapAddr(pe.rank, uint64(off)), int(size)))
+			clear(core.SliceAt[byte](pe.sp.HeapAddr(pe.rank, core.HeapOff(uint64(off))), int(size)))
 		}
 		return uint64(off), nil
 	})
@@ -234,7 +238,7 @@ func symAlloc[T any](pe *PE, n int, align uint64, kind uint64, hints Hints) ([]T
 		return nil, err
 	}
 	out := pe.ext.rma.mine[pe.ext.rma.seq%2].out
-	return sliceAt[T](pe.heapAddr(pe.rank, out), n), nil
+	return core.SliceAt[T](pe.sp.HeapAddr(pe.rank, core.HeapOff(out)), n), nil
 }
 
 // collective runs one collective allocation call (steps 2 to 4 above).
@@ -259,7 +263,7 @@ func (pe *PE) collective(kind, size, align, in uint64, hints Hints, op func() (u
 		if opErr != nil {
 			return pe.allocError(kind, size, opErr)
 		}
-		bump(&pe.ctl[pe.rank].stats.symFrees)
+		core.Bump(&pe.ctl[pe.rank].stats.symFrees)
 		return nil
 	}
 	if err := pe.exchange(kind, size, align, in, out, hints); err != nil {
@@ -273,7 +277,7 @@ func (pe *PE) collective(kind, size, align, in uint64, hints Hints, op func() (u
 	if opErr != nil {
 		return pe.allocError(kind, size, opErr)
 	}
-	bump(&pe.ctl[pe.rank].stats.symAllocs)
+	core.Bump(&pe.ctl[pe.rank].stats.symAllocs)
 	return nil
 }
 
@@ -316,17 +320,17 @@ func (pe *PE) exchange(kind, size, align, in, out uint64, hints Hints) error {
 	// The fields are published by the seq store below (a release: on
 	// amd64 a locked instruction, on arm64 STLR), so they need no atomic
 	// writes of their own; readers load them after they see seq.
-	setPlain(&rec.call, v.call)
-	setPlain(&rec.kind, v.kind)
-	setPlain(&rec.size, v.size)
-	setPlain(&rec.align, v.align)
-	setPlain(&rec.in, v.in)
-	setPlain(&rec.out, v.out)
-	setPlain(&rec.hints, v.hints)
+	core.SetPlain(&rec.call, v.call)
+	core.SetPlain(&rec.kind, v.kind)
+	core.SetPlain(&rec.size, v.size)
+	core.SetPlain(&rec.align, v.align)
+	core.SetPlain(&rec.in, v.in)
+	core.SetPlain(&rec.out, v.out)
+	core.SetPlain(&rec.hints, v.hints)
 	if pe.npes == 1 {
 		// Nobody to wait for or to publish to: a plain store, and the
 		// barrier's Quiet, as Barrier does in a job of one PE.
-		setPlain(&rec.seq, seq)
+		core.SetPlain(&rec.seq, seq)
 		pe.quietAll()
 		return nil
 	}
@@ -436,7 +440,7 @@ func (pe *PE) allocError(kind, size uint64, err error) error {
 	if errors.Is(err, ErrOutOfMemory) {
 		st := pe.heap.Stats()
 		return fmt.Errorf("symheap: %s of %d bytes: %w (symmetric heap %s per PE, largest free block %s; raise SHMEM_SYMMETRIC_SIZE or Config.HeapSize)",
-			callNames[kind], size, ErrOutOfMemory, segment.FormatSize(pe.lay.HeapSize), segment.FormatSize(st.LargestFree))
+			callNames[kind], size, ErrOutOfMemory, segment.FormatSize(pe.sp.Lay.HeapSize), segment.FormatSize(st.LargestFree))
 	}
 	return fmt.Errorf("symheap: %s: %w", callNames[kind], err)
 }
@@ -450,7 +454,7 @@ func elemBytes[T any](n int) (uint64, error) {
 	if err := plainData[T](); err != nil {
 		return 0, err
 	}
-	sz := sizeOf[T]()
+	sz := core.SizeOf[T]()
 	hi, lo := bits.Mul64(uint64(n), sz)
 	if hi != 0 || lo > 1<<62 {
 		return 0, fmt.Errorf("symheap: %d elements of %d bytes: %w (request overflows)", n, sz, ErrOutOfMemory)
@@ -515,10 +519,10 @@ func Ptr[T any](pe *PE, s []T, target int) []T {
 	if pe.check() != nil || target < 0 || target >= pe.npes || s == nil {
 		return nil
 	}
-	p, n := sliceData(s)
-	off, _, ok := pe.heapOffset(p, n)
+	p, n := core.SliceData(s)
+	off, _, ok := pe.sp.HeapOffset(p, n)
 	if !ok {
 		return nil
 	}
-	return sliceAt[T](pe.viewAddr(target, off), len(s))
+	return core.SliceAt[T](pe.sp.ViewAddr(target, core.HeapOff(off)), len(s))
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/symheap/symheap/alloc"
+	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/petest"
 	"github.com/symheap/symheap/memhook"
 )
@@ -378,7 +379,7 @@ func checkAlign(t *testing.T, pe *PE) {
 		}
 		a := uintptr(1) << k
 		s := must(Align[int32](pe, a, 2))
-		p, _ := sliceData(s)
+		p, _ := core.SliceData(s)
 		if uintptr(p)%a != 0 {
 			t.Fatalf("Align(%d) gave %p", a, p)
 		}
@@ -412,7 +413,7 @@ func checkAlign(t *testing.T, pe *PE) {
 func alignOne(t *testing.T, pe *PE, k int) {
 	a := uintptr(1) << k
 	s := must(Align[int64](pe, a, 1))
-	if p, _ := sliceData(s); uintptr(p)%a != 0 {
+	if p, _ := core.SliceData(s); uintptr(p)%a != 0 {
 		t.Fatalf("Align(%d) gave %p", a, p)
 	}
 	s[0] = int64(k)
@@ -435,8 +436,8 @@ func alignOne(t *testing.T, pe *PE, k int) {
 // Size - Overhead bytes, after which Malloc(1) is ErrOutOfMemory.
 func checkLargest(t *testing.T, pe *PE) {
 	st := pe.heap.Stats()
-	if st.Live != 0 || st.Size != pe.lay.HeapSize {
-		t.Fatalf("heap not empty or wrong size: %+v (heap %d)", st, pe.lay.HeapSize)
+	if st.Live != 0 || st.Size != pe.sp.Lay.HeapSize {
+		t.Fatalf("heap not empty or wrong size: %+v (heap %d)", st, pe.sp.Lay.HeapSize)
 	}
 	avail := st.Size - st.Overhead
 	if st.Free != avail {
@@ -742,7 +743,7 @@ func checkPointerType(t *testing.T, pe *PE) {
 func checkHints(t *testing.T, pe *PE) {
 	for _, h := range []Hints{0, HintAtomicsRemote, HintSignalRemote, HintAtomicsRemote | HintSignalRemote, 1 << 7, 1 << 31, 1 << 40, ^Hints(0)} {
 		s := must(MallocWithHints[int64](pe, 3, h))
-		p, _ := sliceData(s)
+		p, _ := core.SliceData(s)
 		if h&(HintAtomicsRemote|HintSignalRemote) != 0 && uintptr(p)%cacheLine != 0 {
 			t.Errorf("hints %#x: block at %p not on a cache line", uint64(h), p)
 		}
@@ -786,7 +787,7 @@ func checkReleaseEvents(t *testing.T, pe *PE) {
 	})
 	defer cancel()
 	covered := func(k memhook.Kind, s []byte) bool {
-		p, n := sliceData(s)
+		p, n := core.SliceData(s)
 		mu.Lock()
 		defer mu.Unlock()
 		for _, e := range got {

@@ -34,6 +34,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/symheap/symheap/internal/core"
+
 	"github.com/symheap/symheap/alloc"
 	_ "github.com/symheap/symheap/alloc/all" // the built-in allocator components
 	"github.com/symheap/symheap/internal/segment"
@@ -67,9 +69,7 @@ type PE struct {
 	closed atomic.Bool
 	heap   alloc.Allocator // this PE's symmetric heap
 	ctl    []*control      // every PE's control block
-	base   []byte          // the whole segment as mapped here
-	wbase  []byte          // where the API writes other PEs' heaps: base, or the alias in protected mode
-	lay    segment.Layout
+	sp     *core.Space     // the segment as this PE sees it: layout, addresses
 
 	watchDone chan struct{}
 	world     *Team
@@ -103,7 +103,7 @@ func Init(cfg Config) (*PE, error) {
 	}
 	seg, err := segment.Open(segment.Params{
 		Job: j.id, Rank: j.rank, NPEs: j.npes,
-		HeapSize: set.heap, SharedSize: set.shared, CBSize: cbSize(j.npes),
+		HeapSize: set.heap, SharedSize: set.shared, CBSize: core.CBSize(j.npes),
 		Allocator: comp.Name, ForceOffset: set.offsetMode, InitTimeout: set.initTimeout,
 		PeerTimeout: set.peerTimeout, Protect: set.protect,
 	})
@@ -115,10 +115,10 @@ func Init(cfg Config) (*PE, error) {
 		return nil, fmt.Errorf("symheap: the job uses allocator %q, this PE would choose %q: %w (set SYMHEAP_ALLOCATOR alike on every PE)", a, comp.Name, ErrBadConfig)
 	}
 	pe := &PE{seg: seg, rank: j.rank, npes: j.npes, set: set, job: j, component: comp, reason: reason,
-		base: seg.Mem(), wbase: seg.Alias(), lay: seg.Layout(), watchDone: make(chan struct{})}
+		sp: core.NewSpace(seg, j.rank, j.npes), watchDone: make(chan struct{})}
 	pe.ctl = make([]*control, j.npes)
 	for i := range pe.ctl {
-		pe.ctl[i] = controlOf(seg.CB(i))
+		pe.ctl[i] = core.View[control](seg.CB(i))
 	}
 	// The monitor and the release log first: the heaps report their
 	// releases to the log from the first call on.
@@ -150,7 +150,7 @@ func Init(cfg Config) (*PE, error) {
 
 // formatHeaps writes fresh allocator metadata into this PE's heaps.
 func (pe *PE) formatHeaps() error {
-	if pe.lay.HeapSize > 0 {
+	if pe.sp.Lay.HeapSize > 0 {
 		a, err := pe.component.Format(pe.seg.Heap(pe.rank))
 		if err != nil {
 			return fmt.Errorf("symheap: format symmetric heap with %s: %w", pe.component.Name, err)
@@ -292,7 +292,7 @@ func (pe *PE) watchExit() {
 		if c.watchStop.Load() != 0 {
 			return
 		}
-		unix.FutexWait((*uint32)(wordAddr(&c.exitWord)), v, -1)
+		unix.FutexWait((*uint32)(core.WordAddr(&c.exitWord)), v, -1)
 	}
 }
 
@@ -300,7 +300,7 @@ func (pe *PE) stopWatch() {
 	c := pe.ctl[pe.rank]
 	c.watchStop.Store(1)
 	c.exitWord.Add(1)
-	unix.FutexWake((*uint32)(wordAddr(&c.exitWord)), 1<<30)
+	unix.FutexWake((*uint32)(core.WordAddr(&c.exitWord)), 1<<30)
 	<-pe.watchDone
 }
 

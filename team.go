@@ -10,7 +10,7 @@ package symheap
 //
 // # Shared state: team slots
 //
-// Each PE's control block holds a team area (teamAreaOff, teamAreaSize):
+// Each PE's control block holds a team area (teamArea):
 //
 //	header    128 B                    PE 0's only: the job-wide bitmap of ids in use
 //	counter 0 .. MaxTeams-1, 128 B each  PE 0's only: one barrier counter per team id
@@ -144,6 +144,8 @@ import (
 	"runtime"
 	"sync/atomic"
 
+	"github.com/symheap/symheap/internal/core"
+
 	"github.com/symheap/symheap/internal/shmsync"
 	"github.com/symheap/symheap/internal/unix"
 )
@@ -196,6 +198,9 @@ type teamSlot struct {
 type teamState struct {
 	handles atomic.Int32 // this PE's handles of split teams not yet destroyed
 }
+
+// teamArea is the teams' area of every control block.
+var teamArea = core.RegisterArea("team", teamAreaSize)
 
 // teamAreaSize is the bytes of each control block reserved for teams.
 func teamAreaSize(npes int) uint64 {

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/symheap/symheap/internal/core"
+
 	"github.com/symheap/symheap/internal/shmsync"
 	"github.com/symheap/symheap/internal/unix"
 )
@@ -154,11 +156,11 @@ func WaitUntil[T Integer](pe *PE, p *T, cmp Cmp, v T) error {
 		return err
 	}
 	pe.payFence()
-	if holds(atomicLoad(w), cmp, v) { // seq-cst load; pairs with the writer's store
+	if holds(core.Load(w), cmp, v) { // seq-cst load; pairs with the writer's store
 		return nil
 	}
 	err = pe.waitSignal(pe.rank,
-		func() bool { return holds(atomicLoad(w), cmp, v) }, // seq-cst load, after W1 and W2
+		func() bool { return holds(core.Load(w), cmp, v) }, // seq-cst load, after W1 and W2
 		pe.peerLost)
 	if err != nil {
 		return fmt.Errorf("symheap: PE %d waiting until its variable at %p %v %v: %w", pe.rank, p, cmp, v, err)
@@ -174,7 +176,7 @@ func Test[T Integer](pe *PE, p *T, cmp Cmp, v T) (bool, error) {
 		return false, err
 	}
 	pe.payFence()
-	return holds(atomicLoad(w), cmp, v), nil // seq-cst load; pairs with the writer's store
+	return holds(core.Load(w), cmp, v), nil // seq-cst load; pairs with the writer's store
 }
 
 // waitSignal waits until cond() holds, sleeping on PE owner's signal (the
@@ -236,7 +238,7 @@ func (pe *PE) sleepFenced(word *atomic.Uint32, cond func() bool, check func() er
 		if cond() {
 			return nil
 		}
-		err := unix.FutexWait((*uint32)(wordAddr(word)), v, slice)
+		err := unix.FutexWait((*uint32)(core.WordAddr(word)), v, slice)
 		if cond() {
 			return nil
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/petest"
 	"github.com/symheap/symheap/internal/shmsync"
 )
@@ -239,9 +240,9 @@ func checkWaitErrors(t *testing.T, pe *PE) {
 	wantErr(t, "WaitUntil with Cmp(6)", WaitUntil(pe, &x[0], Cmp(6), 0), ErrBadArg, "Cmp(6)")
 	_, err = Test(pe, &x[0], Cmp(-1), 0)
 	wantErr(t, "Test with Cmp(-1)", err, ErrBadArg)
-	p, _ := sliceData(x)
+	p, _ := core.SliceData(x)
 	off, _ := pe.symOff(p, 8)
-	mis := &sliceAt[int64](pe.heapAddr(pe.Rank(), off+4), 1)[0]
+	mis := &core.SliceAt[int64](pe.sp.HeapAddr(pe.Rank(), core.HeapOff(off+4)), 1)[0]
 	wantErr(t, "WaitUntil misaligned", WaitUntil(pe, mis, CmpEQ, 0), ErrBadAlign)
 	barrier(t, pe)
 	ok(t, Free(pe, x))

@@ -151,3 +151,7 @@ func (s *Space) Control(pe int) []byte {
 	o := uint64(s.CBSeg(pe, 0))
 	return s.base[o : o+ControlSize : o+ControlSize]
 }
+
+// WMem returns the segment as the runtime writes it: Mem, or in protected
+// mode the writable alias, where other PEs' symmetric heaps are writable.
+func (s *Space) WMem() []byte { return s.wbase }

@@ -1,56 +1,43 @@
 package symheap
 
-import "unsafe"
+import "github.com/symheap/symheap/internal/core"
 
-// This file holds the pointer arithmetic of teams and collectives: views of
-// the team area and its scratch buffers, and reinterpretation of integer
-// slices for the bitwise reductions.
-
-// The structs must match the sizes the layout reserves for them.
-var (
-	_ [teamSlotSize - unsafe.Sizeof(teamSlot{})]byte
-	_ [unsafe.Sizeof(teamSlot{}) - teamSlotSize]byte
-	_ [teamHdrSize - unsafe.Sizeof(teamHeader{})]byte
-	_ [unsafe.Sizeof(teamHeader{}) - teamHdrSize]byte
-	_ [teamCounterSize - unsafe.Sizeof(teamCounter{})]byte
-	_ [unsafe.Sizeof(teamCounter{}) - teamCounterSize]byte
-)
+// Views of the team area and its scratch buffers, and reinterpretation of
+// integer slices for the bitwise reductions (core does the arithmetic).
 
 // teamSlotOf views slot id of PE p's team area.
 func (pe *PE) teamSlotOf(p, id int) *teamSlot {
-	return (*teamSlot)(pe.cbAddr(p, teamAreaOff()+teamHdrSize+MaxTeams*teamCounterSize+uint64(id)*teamSlotSize))
+	return core.At[teamSlot](pe.sp.CBAddr(p, teamArea.Off(pe.npes)+teamHdrSize+MaxTeams*teamCounterSize+core.CBOff(id)*teamSlotSize))
 }
 
 // teamCounterOf views the barrier counter of team id, in PE 0's block.
 func (pe *PE) teamCounterOf(id int) *teamCounter {
-	return (*teamCounter)(pe.cbAddr(0, teamAreaOff()+teamHdrSize+uint64(id)*teamCounterSize))
+	return core.At[teamCounter](pe.sp.CBAddr(0, teamArea.Off(pe.npes)+teamHdrSize+core.CBOff(id)*teamCounterSize))
 }
 
 // teamHeader views PE 0's team header, which holds the job's id bitmap.
 func (pe *PE) teamHeader() *teamHeader {
-	return (*teamHeader)(pe.cbAddr(0, teamAreaOff()))
+	return core.At[teamHeader](pe.sp.CBAddr(0, teamArea.Off(pe.npes)))
 }
 
 // bufOf views n elements of T in the buffer of slot s for call k: the
 // inline one when they fit, else the scratch one. Buffers are 8-byte
 // aligned and n*sizeof(T) <= scratchSize.
 func bufOf[T any](s *teamSlot, k uint64, n int) []T {
-	p := unsafe.Pointer(&s.scratch[k&1])
-	if uint64(n)*sizeOf[T]() <= inlineSize {
-		p = unsafe.Pointer(&s.inline[k&1])
+	p := core.AddrOf(&s.scratch[k&1])
+	if uint64(n)*core.SizeOf[T]() <= inlineSize {
+		p = core.AddrOf(&s.inline[k&1])
 	}
-	return unsafe.Slice((*T)(p), n)
+	return core.SliceAt[T](p, n)
 }
 
 // reinterpret views s as a slice of U, an unsigned integer type of T's
 // size (bitwise reductions on any integer type).
-func reinterpret[U, T any](s []T) []U {
-	return unsafe.Slice((*U)(unsafe.Pointer(unsafe.SliceData(s))), len(s))
-}
+func reinterpret[U, T any](s []T) []U { return core.Reinterpret[U](s) }
 
 // remote views n elements of T at offset off of world PE p's symmetric heap.
 func remote[T any](pe *PE, p int, off uint64, n int) []T {
-	return unsafe.Slice((*T)(pe.heapAddr(p, off)), n)
+	return core.SliceAt[T](pe.sp.HeapAddr(p, core.HeapOff(off)), n)
 }
 
 // offMemo remembers where one array lies in this PE's symmetric heap, so
@@ -61,13 +48,13 @@ type offMemo struct {
 	addr, n, off uint64
 }
 
-func (m *offMemo) lookup(p unsafe.Pointer, n uint64) (uint64, bool) {
+func (m *offMemo) lookup(p core.Ptr, n uint64) (uint64, bool) {
 	if m.n != 0 && m.addr == uint64(uintptr(p)) && m.n == n {
 		return m.off, true
 	}
 	return 0, false
 }
 
-func (m *offMemo) store(p unsafe.Pointer, n, off uint64) {
+func (m *offMemo) store(p core.Ptr, n, off uint64) {
 	m.addr, m.n, m.off = uint64(uintptr(p)), n, off
 }
