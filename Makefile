@@ -85,5 +85,11 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzValidateHeader$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./internal/segment
 	$(GO) test -run '^$$' -fuzz '^FuzzCacheModel$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./rcache
 
+# Mutation tests (slow, not in CI): every mutant in internal/mutate/mutants.txt
+# must make the tests it names fail. MUTATE_FLAGS: -only a,b -v -keep -timeout 10m
+MUTATE_FLAGS ?=
+mutate:
+	$(GO) run ./internal/mutate/cmd/mutate $(MUTATE_FLAGS)
+
 clean-shm: build
 	$(BIN)/symheap clean
