@@ -50,7 +50,7 @@ func amo[T Integer](pe *PE, p *T, target int, op string) (*T, error) {
 // target's sleepers. The AMO itself was the full fence the wake-up
 // protocol needs.
 func (pe *PE) amoDone(target int) {
-	core.Bump(&pe.ctl[pe.rank].stats.atomics)
+	core.Bump(&pe.stats.Atomics)
 	pe.wake(target)
 }
 
@@ -62,7 +62,7 @@ func AtomicFetch[T Integer](pe *PE, p *T, target int) (T, error) {
 	}
 	pe.payFence()
 	v := core.Load(w)
-	core.Bump(&pe.ctl[pe.rank].stats.atomics)
+	core.Bump(&pe.stats.Atomics)
 	return v, nil
 }
 

@@ -34,9 +34,6 @@ type control struct {
 	// prefetcher) never pulls in a line this PE writes for another
 	// purpose.
 	allocRec [2]allocSlot
-
-	// Counters that symheap stat shows.
-	stats peStats
 }
 
 // signal is a futex word and the count of processes asleep on it. A
@@ -48,21 +45,6 @@ type signal struct {
 	word     atomic.Uint32 // futex word; bumped by writers to this heap
 	sleepers atomic.Uint32 // waiters between announcing a sleep and leaving
 	_        [56]byte      // own cache line
-}
-
-// peStats are per-PE counters in shared memory, written by their PE only.
-type peStats struct {
-	symAllocs, symFrees      atomic.Uint64
-	sharedAllocs, sharedFree atomic.Uint64
-	remoteFrees              atomic.Uint64
-	puts, gets, atomics      atomic.Uint64
-	msgEager, msgSingleCopy  atomic.Uint64
-	msgKernel, msgBounce     atomic.Uint64
-	rcacheHits, rcacheMisses atomic.Uint64
-	rcacheRegs, rcacheDeregs atomic.Uint64
-	rcacheEvicts, rcacheInv  atomic.Uint64
-	rcacheBytes              atomic.Uint64
-	heartbeat                atomic.Uint64
 }
 
 // The layers' areas follow the fixed part (core.ControlSize bytes), each

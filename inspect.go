@@ -84,19 +84,18 @@ func (v *JobView) Info() JobInfo {
 	ji := JobInfo{Job: s.Job(), Path: s.Path(), NPEs: s.NPEs(), Allocator: s.Allocator(),
 		SameAddress: s.SameAddress(), Created: s.Created()}
 	for p := 0; p < s.NPEs(); p++ {
-		c := core.View[control](s.CB(p))
-		st := &c.stats
+		st := core.NewSpace(s, p, s.NPEs()).Stats(p)
 		pi := PEInfo{Rank: p, Pid: s.Pid(p), Alive: s.Alive(p),
-			SymAllocs: st.symAllocs.Load(), SymFrees: st.symFrees.Load(),
-			SharedAllocs: st.sharedAllocs.Load(), SharedFrees: st.sharedFree.Load(),
-			RemoteFrees: st.remoteFrees.Load(),
-			Puts:        st.puts.Load(), Gets: st.gets.Load(), Atomics: st.atomics.Load(),
-			MsgEager: st.msgEager.Load(), MsgSingleCopy: st.msgSingleCopy.Load(),
-			MsgKernel: st.msgKernel.Load(), MsgBounce: st.msgBounce.Load(),
-			RCache: RCacheFigures{Hits: st.rcacheHits.Load(), Misses: st.rcacheMisses.Load(),
-				Registrations: st.rcacheRegs.Load(), Deregistrations: st.rcacheDeregs.Load(),
-				Evictions: st.rcacheEvicts.Load(), Invalidations: st.rcacheInv.Load(),
-				BytesRegistered: st.rcacheBytes.Load()},
+			SymAllocs: st.SymAllocs.Load(), SymFrees: st.SymFrees.Load(),
+			SharedAllocs: st.SharedAllocs.Load(), SharedFrees: st.SharedFrees.Load(),
+			RemoteFrees: st.RemoteFrees.Load(),
+			Puts:        st.Puts.Load(), Gets: st.Gets.Load(), Atomics: st.Atomics.Load(),
+			MsgEager: st.MsgEager.Load(), MsgSingleCopy: st.MsgSingleCopy.Load(),
+			MsgKernel: st.MsgKernel.Load(), MsgBounce: st.MsgBounce.Load(),
+			RCache: RCacheFigures{Hits: st.RCacheHits.Load(), Misses: st.RCacheMisses.Load(),
+				Registrations: st.RCacheRegs.Load(), Deregistrations: st.RCacheDeregs.Load(),
+				Evictions: st.RCacheEvicts.Load(), Invalidations: st.RCacheInv.Load(),
+				BytesRegistered: st.RCacheBytes.Load()},
 		}
 		switch {
 		case s.Closed(p):

@@ -115,14 +115,14 @@ func (pe *PE) syncCacheStats() {
 		return
 	}
 	s := h.rc.Stats()
-	st := &pe.ctl[pe.rank].stats
-	st.rcacheHits.Store(s.Hits)
-	st.rcacheMisses.Store(s.Misses)
-	st.rcacheRegs.Store(s.Registrations)
-	st.rcacheDeregs.Store(s.Deregistrations)
-	st.rcacheEvicts.Store(s.Evictions)
-	st.rcacheInv.Store(s.Invalidations)
-	st.rcacheBytes.Store(s.BytesRegistered)
+	st := pe.stats
+	st.RCacheHits.Store(s.Hits)
+	st.RCacheMisses.Store(s.Misses)
+	st.RCacheRegs.Store(s.Registrations)
+	st.RCacheDeregs.Store(s.Deregistrations)
+	st.RCacheEvicts.Store(s.Evictions)
+	st.RCacheInv.Store(s.Invalidations)
+	st.RCacheBytes.Store(s.BytesRegistered)
 }
 
 // memoryMonitorReport runs the monitor's self-test in this process and

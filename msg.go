@@ -1012,7 +1012,7 @@ func (pe *PE) writeEager(dst int, w1 uint64, payload []byte) bool {
 	pe.ring(dst)
 	// After the ring: its locked instruction waits for the record's
 	// lines, which the receiver may be waiting for.
-	pe.ctl[pe.rank].stats.msgEager.Add(1) // written by this PE only; symheap stat reads it
+	pe.stats.MsgEager.Add(1) // written by this PE only; symheap stat reads it
 	return true
 }
 
@@ -1031,7 +1031,7 @@ func (pe *PE) writeBox(dst, tag int, payload []byte) bool {
 	b.put(tag, payload, st.out[dst].ring.tail, st.relaxed)
 	pe.ring(dst)
 	st.boxed++
-	pe.ctl[pe.rank].stats.msgEager.Add(1) // written by this PE only; symheap stat reads it
+	pe.stats.MsgEager.Add(1) // written by this PE only; symheap stat reads it
 	return true
 }
 

@@ -18,7 +18,7 @@ func boxed(pe *PE) (box, eager uint64) {
 	st := &pe.ext.msg
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.boxed, pe.ctl[pe.rank].stats.msgEager.Load()
+	return st.boxed, pe.stats.MsgEager.Load()
 }
 
 // TestMsgBoxOrdering: two senders stream messages of random sizes to one

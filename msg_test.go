@@ -135,8 +135,8 @@ func TestMsgPingPong(t *testing.T) {
 				pe := startPE(t)
 				peer := 1 - pe.Rank()
 				sizes := pingSizes(pe, max)
-				stats := &pe.ctl[pe.Rank()].stats
-				before := [4]uint64{stats.msgEager.Load(), stats.msgSingleCopy.Load(), stats.msgKernel.Load(), stats.msgBounce.Load()}
+				stats := pe.stats
+				before := [4]uint64{stats.MsgEager.Load(), stats.MsgSingleCopy.Load(), stats.MsgKernel.Load(), stats.MsgBounce.Load()}
 				var sendBuf []byte
 				if c.shared {
 					sendBuf = need(SharedAlloc[byte](pe, max))
@@ -183,8 +183,8 @@ func TestMsgPingPong(t *testing.T) {
 						large++
 					}
 				}
-				got := [4]uint64{stats.msgEager.Load() - before[0], stats.msgSingleCopy.Load() - before[1],
-					stats.msgKernel.Load() - before[2], stats.msgBounce.Load() - before[3]}
+				got := [4]uint64{stats.MsgEager.Load() - before[0], stats.MsgSingleCopy.Load() - before[1],
+					stats.MsgKernel.Load() - before[2], stats.MsgBounce.Load() - before[3]}
 				want := [4]uint64{eager, 0, 0, 0}
 				want[map[string]int{"segment": 1, "kernel": 2, "bounce": 3}[c.large]] = large
 				if got != want {
@@ -275,7 +275,7 @@ func TestMsgKernelRefused(t *testing.T) {
 		pe := startPE(t)
 		const n = 3<<20 + 11
 		buf := make([]byte, n)
-		stats := &pe.ctl[pe.Rank()].stats
+		stats := pe.stats
 		if pe.Rank() == 1 {
 			readFrom = func(int, []byte, uintptr) error { return unix.EPERM }
 			for i := range 3 {
@@ -293,7 +293,7 @@ func TestMsgKernelRefused(t *testing.T) {
 					t.Fatal("the NACK did not mark PE 1 as refusing process_vm_readv")
 				}
 			}
-			if b, k := stats.msgBounce.Load(), stats.msgKernel.Load(); b != 3 || k != 0 {
+			if b, k := stats.MsgBounce.Load(), stats.MsgKernel.Load(); b != 3 || k != 0 {
 				t.Errorf("bounce %d kernel %d, want 3 and 0", b, k)
 			}
 		}

@@ -79,7 +79,7 @@ func (pe *PE) startLarge(r *Request) {
 // sendEvent acts on the receiver's answer to a large send.
 func (pe *PE) sendEvent(r *Request, kind uint8, arg uint64) {
 	st := &pe.ext.msg
-	c := &pe.ctl[pe.rank].stats // written by this PE only; symheap stat reads them
+	c := pe.stats // written by this PE only; symheap stat reads them
 	switch kind {
 	case recAck:
 		delete(st.sends, r.id)
@@ -88,9 +88,9 @@ func (pe *PE) sendEvent(r *Request, kind uint8, arg uint64) {
 			return
 		}
 		if r.path == pathSegment {
-			c.msgSingleCopy.Add(1)
+			c.MsgSingleCopy.Add(1)
 		} else {
-			c.msgKernel.Add(1)
+			c.MsgKernel.Add(1)
 		}
 		// The receiver has read the buffer through the kernel; until here
 		// r (and st.sends) kept it reachable.
@@ -110,7 +110,7 @@ func (pe *PE) sendEvent(r *Request, kind uint8, arg uint64) {
 		if b.acked == uint64(len(r.buf)) {
 			delete(st.sends, r.id)
 			pe.freeBounce(r)
-			c.msgBounce.Add(1)
+			c.MsgBounce.Add(1)
 			r.complete(Status{pe.rank, r.tag, len(r.buf)}, nil)
 			return
 		}

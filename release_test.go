@@ -235,7 +235,7 @@ func TestReleaseBounce(t *testing.T) {
 			ok(t, err)
 		}
 		barrier(t, pe)
-		if pe.ctl[0].stats.msgBounce.Load() == 0 {
+		if pe.sp.Stats(0).MsgBounce.Load() == 0 {
 			t.Fatal("the message did not go through a bounce buffer")
 		}
 		// Some Free event must lie in PE 0's shared heap, at least a

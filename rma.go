@@ -150,7 +150,7 @@ func Put[T any](pe *PE, dst, src []T, target int) error {
 	sp, n := core.SliceData(src)
 	core.CopyBytes(pe.sp.PeerAddr(target, off), sp, n)
 	// putDone, inlined by hand: this is the hot path.
-	core.Bump(&pe.ctl[pe.rank].stats.puts)
+	core.Bump(&pe.stats.Puts)
 	if pe.ext.rma.mb.Load() != mbReady {
 		pe.putFence()
 	}
@@ -175,7 +175,7 @@ func PutNBI[T any](pe *PE, dst, src []T, target int) error {
 	}
 	sp, n := core.SliceData(src)
 	core.CopyBytes(pe.sp.PeerAddr(target, off), sp, n)
-	core.Bump(&pe.ctl[pe.rank].stats.puts)
+	core.Bump(&pe.stats.Puts)
 	return nil
 }
 
@@ -192,7 +192,7 @@ func Get[T any](pe *PE, dst, src []T, source int) error {
 	pe.payFence()
 	d, _ := core.SliceData(dst)
 	core.CopyBytes(d, pe.sp.PeerAddr(source, off), uint64(len(src))*core.SizeOf[T]())
-	core.Bump(&pe.ctl[pe.rank].stats.gets)
+	core.Bump(&pe.stats.Gets)
 	return nil
 }
 
@@ -209,7 +209,7 @@ func GetNBI[T any](pe *PE, dst, src []T, source int) error {
 	pe.payFence()
 	d, _ := core.SliceData(dst)
 	core.CopyBytes(d, pe.sp.PeerAddr(source, off), uint64(len(src))*core.SizeOf[T]())
-	core.Bump(&pe.ctl[pe.rank].stats.gets)
+	core.Bump(&pe.stats.Gets)
 	return nil
 }
 
@@ -240,7 +240,7 @@ func IGet[T any](pe *PE, dst, src []T, dstStride, srcStride, n, source int) erro
 	for i := 0; i < n; i++ {
 		dst[i*dstStride] = r[i*srcStride]
 	}
-	core.Bump(&pe.ctl[pe.rank].stats.gets)
+	core.Bump(&pe.stats.Gets)
 	return nil
 }
 
@@ -321,7 +321,7 @@ func (pe *PE) payFence() {
 
 // putDone finishes a blocking put to target: the wake-up step.
 func (pe *PE) putDone(target int) {
-	core.Bump(&pe.ctl[pe.rank].stats.puts)
+	core.Bump(&pe.stats.Puts)
 	if pe.ext.rma.mb.Load() != mbReady {
 		pe.putFence()
 	}
@@ -416,7 +416,7 @@ func putSlow[T any](pe *PE, op string, dst, src []T, target int) error {
 	}
 	copy(core.SliceAt[T](r, len(src)), src)
 	if op == opPutNBI {
-		core.Bump(&pe.ctl[pe.rank].stats.puts)
+		core.Bump(&pe.stats.Puts)
 	} else {
 		pe.putDone(target)
 	}
@@ -442,7 +442,7 @@ func getSlow[T any](pe *PE, op string, dst, src []T, source int) error {
 	}
 	pe.payFence()
 	copy(dst, core.SliceAt[T](r, len(src)))
-	core.Bump(&pe.ctl[pe.rank].stats.gets)
+	core.Bump(&pe.stats.Gets)
 	return nil
 }
 

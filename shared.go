@@ -157,7 +157,7 @@ func (pe *PE) sharedAlloc(size, align uint64) (uint64, error) {
 		}
 		return 0, fmt.Errorf("symheap: SharedAlloc of %d bytes: %w", size, err)
 	}
-	pe.ctl[pe.rank].stats.sharedAllocs.Add(1) // written by this PE only; symheap stat reads it
+	pe.stats.SharedAllocs.Add(1) // written by this PE only; symheap stat reads it
 	return uint64(off), nil
 }
 
@@ -196,10 +196,10 @@ func (pe *PE) sharedFree(owner int, off uint64) error {
 	if err := pool.Free(alloc.Off(off)); err != nil {
 		return fmt.Errorf("symheap: SharedFree of offset %#x in PE %d's local shared heap: %w", off, owner, err)
 	}
-	c := &pe.ctl[pe.rank].stats // written by this PE only; symheap stat reads it
-	c.sharedFree.Add(1)
+	c := pe.stats // written by this PE only; symheap stat reads it
+	c.SharedFrees.Add(1)
 	if owner != pe.rank {
-		c.remoteFrees.Add(1)
+		c.RemoteFrees.Add(1)
 	}
 	return nil
 }

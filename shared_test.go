@@ -112,8 +112,8 @@ func checkSharedHeap(t *testing.T, mode string) {
 	if (mode == "offset") == pe.SameAddress() {
 		t.Fatalf("mode %s but SameAddress() = %v", mode, pe.SameAddress())
 	}
-	stats := &pe.ctl[me].stats
-	a0, f0, r0 := stats.sharedAllocs.Load(), stats.sharedFree.Load(), stats.remoteFrees.Load()
+	stats := pe.stats
+	a0, f0, r0 := stats.SharedAllocs.Load(), stats.SharedFrees.Load(), stats.RemoteFrees.Load()
 
 	// Every PE allocates a block of records, fills it, and publishes its
 	// SharedPtr in a symmetric table.
@@ -161,13 +161,13 @@ func checkSharedHeap(t *testing.T, mode string) {
 	noErr(t, SharedFree(pe, theirs))
 	noErr(t, SharedFree(pe, mine2))
 	sync2(t, pe)
-	if got := stats.sharedAllocs.Load() - a0; got != 2 {
+	if got := stats.SharedAllocs.Load() - a0; got != 2 {
 		t.Errorf("sharedAllocs counted %d, want 2", got)
 	}
-	if got := stats.sharedFree.Load() - f0; got != 2 {
+	if got := stats.SharedFrees.Load() - f0; got != 2 {
 		t.Errorf("sharedFree counted %d, want 2", got)
 	}
-	if got := stats.remoteFrees.Load() - r0; got != 1 {
+	if got := stats.RemoteFrees.Load() - r0; got != 1 {
 		t.Errorf("remoteFrees counted %d, want 1", got)
 	}
 	if st := pe.ext.shared.pools[me].Stats(); st.Live != 0 {
@@ -346,7 +346,7 @@ func checkSharedRemoteFree(t *testing.T, comp string) {
 				t.Errorf("%d blocks left in PE 0's shared heap", st.Live)
 			}
 			noErr(t, pool.Check())
-		} else if got := pe.ctl[pe.Rank()].stats.remoteFrees.Load(); got < blocks/3 {
+		} else if got := pe.stats.RemoteFrees.Load(); got < blocks/3 {
 			t.Errorf("PE %d counted %d remote frees", pe.Rank(), got)
 		}
 		// Any PE can check any heap.

@@ -263,7 +263,7 @@ func (pe *PE) collective(kind, size, align, in uint64, hints Hints, op func() (u
 		if opErr != nil {
 			return pe.allocError(kind, size, opErr)
 		}
-		core.Bump(&pe.ctl[pe.rank].stats.symFrees)
+		core.Bump(&pe.stats.SymFrees)
 		return nil
 	}
 	if err := pe.exchange(kind, size, align, in, out, hints); err != nil {
@@ -277,7 +277,7 @@ func (pe *PE) collective(kind, size, align, in uint64, hints Hints, op func() (u
 	if opErr != nil {
 		return pe.allocError(kind, size, opErr)
 	}
-	core.Bump(&pe.ctl[pe.rank].stats.symAllocs)
+	core.Bump(&pe.stats.SymAllocs)
 	return nil
 }
 

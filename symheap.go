@@ -70,6 +70,7 @@ type PE struct {
 	heap   alloc.Allocator // this PE's symmetric heap
 	ctl    []*control      // every PE's control block
 	sp     *core.Space     // the segment as this PE sees it: layout, addresses
+	stats  *core.Stats     // this PE's counters, which symheap stat shows
 
 	watchDone chan struct{}
 	world     *Team
@@ -116,6 +117,7 @@ func Init(cfg Config) (*PE, error) {
 	}
 	pe := &PE{seg: seg, rank: j.rank, npes: j.npes, set: set, job: j, component: comp, reason: reason,
 		sp: core.NewSpace(seg, j.rank, j.npes), watchDone: make(chan struct{})}
+	pe.stats = pe.sp.Stats(j.rank)
 	pe.ctl = make([]*control, j.npes)
 	for i := range pe.ctl {
 		pe.ctl[i] = core.View[control](seg.CB(i))

@@ -1,0 +1,25 @@
+package core
+
+import "sync/atomic"
+
+// Stats are one PE's counters in shared memory, in a control-block area
+// of their own: written by their PE only (Bump, or Add where a statistic
+// must not lose an increment), read by symheap stat through a read-only
+// attachment to the job's segment.
+type Stats struct {
+	SymAllocs, SymFrees       atomic.Uint64
+	SharedAllocs, SharedFrees atomic.Uint64
+	RemoteFrees               atomic.Uint64 // frees into another PE's shared heap
+	Puts, Gets, Atomics       atomic.Uint64
+	MsgEager, MsgSingleCopy   atomic.Uint64
+	MsgKernel, MsgBounce      atomic.Uint64
+	RCacheHits, RCacheMisses  atomic.Uint64
+	RCacheRegs, RCacheDeregs  atomic.Uint64
+	RCacheEvicts, RCacheInv   atomic.Uint64
+	RCacheBytes               atomic.Uint64
+}
+
+var statsArea = RegisterArea("stats", func(int) uint64 { return SizeOf[Stats]() })
+
+// Stats returns PE pe's counters.
+func (s *Space) Stats(pe int) *Stats { return View[Stats](s.Bytes(statsArea, pe)) }
