@@ -1,6 +1,9 @@
 package symheap
 
-import "github.com/symheap/symheap/internal/core"
+import (
+	"github.com/symheap/symheap/internal/core"
+	"github.com/symheap/symheap/internal/transport"
+)
 
 // Atomic memory operations (AMOs) on symmetric integers.
 //
@@ -43,6 +46,9 @@ func amo[T Integer](pe *PE, p *T, target int, op string) (*T, error) {
 	if pe == nil || pe.closed.Load() {
 		return nil, pe.check()
 	}
+	if pe.far && uint(target) < uint(pe.npes) && pe.paths[target] == transport.Far {
+		return nil, errFar
+	}
 	return remoteWord(pe, p, target, op)
 }
 
@@ -58,6 +64,9 @@ func (pe *PE) amoDone(target int) {
 func AtomicFetch[T Integer](pe *PE, p *T, target int) (T, error) {
 	w, err := amo(pe, p, target, opFetch)
 	if err != nil {
+		if err == errFar {
+			return farAMO(pe, transport.AMOFetch, p, 0, 0, target)
+		}
 		return 0, err
 	}
 	pe.payFence()
@@ -70,6 +79,9 @@ func AtomicFetch[T Integer](pe *PE, p *T, target int) (T, error) {
 func AtomicSet[T Integer](pe *PE, p *T, v T, target int) error {
 	w, err := amo(pe, p, target, opSet)
 	if err != nil {
+		if err == errFar {
+			_, err = farAMO(pe, transport.AMOSet, p, v, 0, target)
+		}
 		return err
 	}
 	core.Store(w, v)
@@ -82,6 +94,9 @@ func AtomicSet[T Integer](pe *PE, p *T, v T, target int) error {
 func AtomicSwap[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 	w, err := amo(pe, p, target, opSwap)
 	if err != nil {
+		if err == errFar {
+			return farAMO(pe, transport.AMOSwap, p, v, 0, target)
+		}
 		return 0, err
 	}
 	old := core.Swap(w, v)
@@ -94,6 +109,9 @@ func AtomicSwap[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 func AtomicCompareSwap[T Integer](pe *PE, p *T, old, new T, target int) (T, error) {
 	w, err := amo(pe, p, target, opCSwap)
 	if err != nil {
+		if err == errFar {
+			return farAMO(pe, transport.AMOCompareSwap, p, new, old, target)
+		}
 		return 0, err
 	}
 	prev := core.CAS(w, old, new)
@@ -108,6 +126,9 @@ func AtomicCompareSwap[T Integer](pe *PE, p *T, old, new T, target int) (T, erro
 func AtomicFetchAdd[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 	w, err := amo(pe, p, target, opFetchAdd)
 	if err != nil {
+		if err == errFar {
+			return farAMO(pe, transport.AMOFetchAdd, p, v, 0, target)
+		}
 		return 0, err
 	}
 	old := core.FetchAdd(w, v)
@@ -119,6 +140,9 @@ func AtomicFetchAdd[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 func AtomicAdd[T Integer](pe *PE, p *T, v T, target int) error {
 	w, err := amo(pe, p, target, opAdd)
 	if err != nil {
+		if err == errFar {
+			_, err = farAMO(pe, transport.AMOFetchAdd, p, v, 0, target)
+		}
 		return err
 	}
 	core.FetchAdd(w, v)
@@ -142,6 +166,9 @@ func AtomicFetchInc[T Integer](pe *PE, p *T, target int) (T, error) {
 func AtomicFetchAnd[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 	w, err := amo(pe, p, target, opFetchAnd)
 	if err != nil {
+		if err == errFar {
+			return farAMO(pe, transport.AMOFetchAnd, p, v, 0, target)
+		}
 		return 0, err
 	}
 	old := core.FetchAnd(w, v)
@@ -154,6 +181,9 @@ func AtomicFetchAnd[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 func AtomicFetchOr[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 	w, err := amo(pe, p, target, opFetchOr)
 	if err != nil {
+		if err == errFar {
+			return farAMO(pe, transport.AMOFetchOr, p, v, 0, target)
+		}
 		return 0, err
 	}
 	old := core.FetchOr(w, v)
@@ -166,6 +196,9 @@ func AtomicFetchOr[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 func AtomicFetchXor[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 	w, err := amo(pe, p, target, opFetchXor)
 	if err != nil {
+		if err == errFar {
+			return farAMO(pe, transport.AMOFetchXor, p, v, 0, target)
+		}
 		return 0, err
 	}
 	old := core.FetchXor(w, v)
@@ -177,6 +210,9 @@ func AtomicFetchXor[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 func AtomicAnd[T Integer](pe *PE, p *T, v T, target int) error {
 	w, err := amo(pe, p, target, opAnd)
 	if err != nil {
+		if err == errFar {
+			_, err = farAMO(pe, transport.AMOFetchAnd, p, v, 0, target)
+		}
 		return err
 	}
 	core.FetchAnd(w, v)
@@ -188,6 +224,9 @@ func AtomicAnd[T Integer](pe *PE, p *T, v T, target int) error {
 func AtomicOr[T Integer](pe *PE, p *T, v T, target int) error {
 	w, err := amo(pe, p, target, opOr)
 	if err != nil {
+		if err == errFar {
+			_, err = farAMO(pe, transport.AMOFetchOr, p, v, 0, target)
+		}
 		return err
 	}
 	core.FetchOr(w, v)
@@ -199,6 +238,9 @@ func AtomicOr[T Integer](pe *PE, p *T, v T, target int) error {
 func AtomicXor[T Integer](pe *PE, p *T, v T, target int) error {
 	w, err := amo(pe, p, target, opXor)
 	if err != nil {
+		if err == errFar {
+			_, err = farAMO(pe, transport.AMOFetchXor, p, v, 0, target)
+		}
 		return err
 	}
 	core.FetchXor(w, v)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/symheap/symheap/internal/core"
+	"github.com/symheap/symheap/internal/errs"
+	"github.com/symheap/symheap/internal/transport"
 )
 
 // Distributed locks: SetLock, ClearLock and TestLock on a symmetric int64.
@@ -58,6 +60,9 @@ func lockServing(w uint64) uint64 { return w & lockField }
 func (pe *PE) lockWord(l *int64, op string) (*int64, error) {
 	if err := pe.check(); err != nil {
 		return nil, err
+	}
+	if pe.route(0) == transport.Far {
+		return nil, fmt.Errorf("symheap: %s: the lock's state lives on PE 0, on another node: %w (locks across nodes need the multi-node transport's atomics)", op, errs.ErrNotSupported)
 	}
 	return remoteWord(pe, l, 0, op)
 }

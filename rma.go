@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/symheap/symheap/internal/core"
+	"github.com/symheap/symheap/internal/transport"
 
 	"github.com/symheap/symheap/internal/shmsync"
 	"github.com/symheap/symheap/internal/unix"
@@ -139,7 +140,7 @@ const (
 // Quiet at the latest (in practice at once), and a PE waiting for them in
 // WaitUntil has been woken.
 func Put[T any](pe *PE, dst, src []T, target int) error {
-	if !basic[T]() || pe == nil || pe.closed.Load() || len(src) == 0 || len(dst) < len(src) || uint(target) >= uint(pe.npes) {
+	if !basic[T]() || pe == nil || pe.closed.Load() || len(src) == 0 || len(dst) < len(src) || uint(target) >= uint(pe.npes) || pe.far {
 		return putSlow(pe, opPut, dst, src, target)
 	}
 	p, _ := core.SliceData(dst)
@@ -165,7 +166,7 @@ func Put[T any](pe *PE, dst, src []T, target int) error {
 // PutNBI is Put without the wake-up of waiters on target, which happens
 // at this PE's next Quiet, Fence, Barrier or ClearLock.
 func PutNBI[T any](pe *PE, dst, src []T, target int) error {
-	if !basic[T]() || pe == nil || pe.closed.Load() || len(src) == 0 || len(dst) < len(src) || uint(target) >= uint(pe.npes) {
+	if !basic[T]() || pe == nil || pe.closed.Load() || len(src) == 0 || len(dst) < len(src) || uint(target) >= uint(pe.npes) || pe.far {
 		return putSlow(pe, opPutNBI, dst, src, target)
 	}
 	p, _ := core.SliceData(dst)
@@ -181,7 +182,7 @@ func PutNBI[T any](pe *PE, dst, src []T, target int) error {
 
 // Get copies PE source's copy of the symmetric object src into dst.
 func Get[T any](pe *PE, dst, src []T, source int) error {
-	if !basic[T]() || pe == nil || pe.closed.Load() || len(src) == 0 || len(dst) < len(src) || uint(source) >= uint(pe.npes) {
+	if !basic[T]() || pe == nil || pe.closed.Load() || len(src) == 0 || len(dst) < len(src) || uint(source) >= uint(pe.npes) || pe.far {
 		return getSlow(pe, opGet, dst, src, source)
 	}
 	p, _ := core.SliceData(src)
@@ -198,7 +199,7 @@ func Get[T any](pe *PE, dst, src []T, source int) error {
 
 // GetNBI is Get; the copy is made at once, so it is complete on return.
 func GetNBI[T any](pe *PE, dst, src []T, source int) error {
-	if !basic[T]() || pe == nil || pe.closed.Load() || len(src) == 0 || len(dst) < len(src) || uint(source) >= uint(pe.npes) {
+	if !basic[T]() || pe == nil || pe.closed.Load() || len(src) == 0 || len(dst) < len(src) || uint(source) >= uint(pe.npes) || pe.far {
 		return getSlow(pe, opGetNBI, dst, src, source)
 	}
 	p, _ := core.SliceData(src)
@@ -218,6 +219,14 @@ func GetNBI[T any](pe *PE, dst, src []T, source int) error {
 // are at least 1.
 func IPut[T any](pe *PE, dst, src []T, dstStride, srcStride, n, target int) error {
 	r, err := stridedTarget(pe, opIPut, "dst", dst, src, dstStride, srcStride, n, target)
+	if err == errFar {
+		for i := range n {
+			if err := farPut(pe, opIPut, dst[i*dstStride:], src[i*srcStride:i*srcStride+1], target); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if err != nil || n == 0 {
 		return err
 	}
@@ -233,6 +242,14 @@ func IPut[T any](pe *PE, dst, src []T, dstStride, srcStride, n, target int) erro
 // least 1.
 func IGet[T any](pe *PE, dst, src []T, dstStride, srcStride, n, source int) error {
 	r, err := stridedTarget(pe, opIGet, "src", src, dst, srcStride, dstStride, n, source)
+	if err == errFar {
+		for i := range n {
+			if err := farGet(pe, opIGet, dst[i*dstStride:], src[i*srcStride:i*srcStride+1], source); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if err != nil || n == 0 {
 		return err
 	}
@@ -259,6 +276,9 @@ func (pe *PE) Quiet() {
 		st.owed.Store(true)
 	}
 	pe.wakeSleepers() // waiters fence for a put that did not (wait.go)
+	if pe.far {
+		pe.farComplete()
+	}
 }
 
 // Fence orders this PE's puts to each target: with puts made by stores
@@ -288,6 +308,9 @@ func (pe *PE) quietAll() {
 		st.owed.Store(true)
 	}
 	pe.wakeSleepers()
+	if pe.far {
+		pe.farComplete()
+	}
 }
 
 // wakeSleepers takes the wake-up step for every PE if anybody sleeps in
@@ -408,6 +431,9 @@ func putSlow[T any](pe *PE, op string, dst, src []T, target int) error {
 	if len(src) == 0 {
 		return nil
 	}
+	if pe.route(target) == transport.Far {
+		return farPut(pe, op, dst, src, target)
+	}
 	p, _ := core.SliceData(dst)
 	n := uint64(len(src)) * core.SizeOf[T]()
 	r, ok := pe.sp.Target(p, n, target)
@@ -434,6 +460,9 @@ func getSlow[T any](pe *PE, op string, dst, src []T, source int) error {
 	if len(src) == 0 {
 		return nil
 	}
+	if pe.route(source) == transport.Far {
+		return farGet(pe, op, dst, src, source)
+	}
 	p, _ := core.SliceData(src)
 	n := uint64(len(src)) * core.SizeOf[T]()
 	r, ok := pe.sp.Target(p, n, source)
@@ -454,6 +483,9 @@ func stridedTarget[T any](pe *PE, op, what string, sym, local []T, symStride, lo
 	}
 	if err := strided(op, what, len(sym), len(local), symStride, localStride, n); err != nil || n == 0 {
 		return nil, err
+	}
+	if pe.route(target) == transport.Far {
+		return nil, errFar
 	}
 	span := (n-1)*symStride + 1
 	p, _ := core.SliceData(sym)

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/symheap/symheap/internal/core"
+	"github.com/symheap/symheap/internal/transport"
 
 	"github.com/symheap/symheap/alloc"
 	"github.com/symheap/symheap/internal/segment"
@@ -516,7 +517,7 @@ func pointerPath(t reflect.Type) string {
 // Stores through it are plain stores: Quiet completes them and wakes PEs
 // waiting on them.
 func Ptr[T any](pe *PE, s []T, target int) []T {
-	if pe.check() != nil || target < 0 || target >= pe.npes || s == nil {
+	if pe.check() != nil || target < 0 || target >= pe.npes || s == nil || pe.route(target) == transport.Far {
 		return nil
 	}
 	p, n := core.SliceData(s)

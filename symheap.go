@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/symheap/symheap/internal/core"
+	"github.com/symheap/symheap/internal/transport"
 
 	"github.com/symheap/symheap/alloc"
 	_ "github.com/symheap/symheap/alloc/all" // the built-in allocator components
@@ -67,10 +68,14 @@ type PE struct {
 
 	mu     callLock // serialises this PE's collective calls and its heap
 	closed atomic.Bool
-	heap   alloc.Allocator // this PE's symmetric heap
-	ctl    []*control      // every PE's control block
-	sp     *core.Space     // the segment as this PE sees it: layout, addresses
-	stats  *core.Stats     // this PE's counters, which symheap stat shows
+	far    bool                  // some PE is reached through remote (transport.go)
+	paths  []transport.Path      // by rank, when far
+	remote transport.Remote      // the transport to far PEs, when far
+	farErr atomic.Pointer[error] // the first error of a Quiet of remote, for the next Barrier
+	heap   alloc.Allocator       // this PE's symmetric heap
+	ctl    []*control            // every PE's control block
+	sp     *core.Space           // the segment as this PE sees it: layout, addresses
+	stats  *core.Stats           // this PE's counters, which symheap stat shows
 
 	watchDone chan struct{}
 	world     *Team
@@ -200,6 +205,9 @@ func (pe *PE) Barrier() error {
 		return err
 	}
 	pe.syncCacheStats()
+	if e := pe.farErr.Swap(nil); e != nil {
+		return fmt.Errorf("symheap: Barrier: completing puts to far PEs: %w", *e)
+	}
 	if pe.npes == 1 {
 		pe.quietAll()
 		return nil

@@ -159,9 +159,14 @@ func WaitUntil[T Integer](pe *PE, p *T, cmp Cmp, v T) error {
 	if holds(core.Load(w), cmp, v) { // seq-cst load; pairs with the writer's store
 		return nil
 	}
-	err = pe.waitSignal(pe.rank,
-		func() bool { return holds(core.Load(w), cmp, v) }, // seq-cst load, after W1 and W2
-		pe.peerLost)
+	cond := func() bool { return holds(core.Load(w), cmp, v) } // seq-cst load, after W1 and W2
+	if pe.far {
+		// Writers on other nodes reach w only while this PE drives the
+		// Remote (transport.go).
+		local := cond
+		cond = func() bool { pe.farProgress(); return local() }
+	}
+	err = pe.waitSignal(pe.rank, cond, pe.peerLost)
 	if err != nil {
 		return fmt.Errorf("symheap: PE %d waiting until its variable at %p %v %v: %w", pe.rank, p, cmp, v, err)
 	}
@@ -176,6 +181,7 @@ func Test[T Integer](pe *PE, p *T, cmp Cmp, v T) (bool, error) {
 		return false, err
 	}
 	pe.payFence()
+	pe.farProgress()
 	return holds(core.Load(w), cmp, v), nil // seq-cst load; pairs with the writer's store
 }
 

@@ -1,0 +1,123 @@
+package symheap
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/symheap/symheap/internal/core"
+	"github.com/symheap/symheap/internal/transport"
+)
+
+// The transport seam (package transport). Every one-sided operation
+// resolves its target to a path: PEs of this node are reached by load and
+// store in the segment, inline in Put, Get and the atomics; PEs of other
+// nodes through pe.remote. While the job has no far PE (pe.far false),
+// the fast paths pay one byte load for the seam and take the segment.
+// Otherwise the fast paths step aside to the slow ones, which ask
+// pe.route and call the Remote for far targets.
+//
+// The remote paths locate the symmetric side by its offset in this PE's
+// own heap, which names the same object in every PE: a slice onto a far
+// PE's copy cannot exist (Ptr returns nil for far PEs).
+
+// errFar tells an operation's caller that the target is far: it then
+// takes the Remote path. Never returned to users.
+var errFar = errors.New("symheap: far target")
+
+// useRemote makes the PEs in far reachable only through r (the multi-node
+// bootstrap calls it, and tests with a loopback Remote). Call it before
+// the PE is used.
+func (pe *PE) useRemote(r transport.Remote, far []int) {
+	pe.paths = make([]transport.Path, pe.npes)
+	for _, p := range far {
+		pe.paths[p] = transport.Far
+	}
+	pe.remote = r
+	pe.far = len(far) > 0
+}
+
+// route returns the path to target (a valid rank).
+func (pe *PE) route(target int) transport.Path {
+	if !pe.far {
+		return transport.Local
+	}
+	return pe.paths[target]
+}
+
+// farPut puts src into the symmetric object dst of PE target through the
+// Remote.
+func farPut[T any](pe *PE, op string, dst, src []T, target int) error {
+	off, err := farOff(pe, op, "dst", dst, len(src))
+	if err != nil {
+		return err
+	}
+	sp, n := core.SliceData(src)
+	if err := pe.remote.Put(target, off, core.Bytes(sp, n), op == opPutNBI); err != nil {
+		return fmt.Errorf("symheap: %s of %d bytes to PE %d: %w", op, n, target, err)
+	}
+	core.Bump(&pe.stats.Puts)
+	return nil
+}
+
+// farGet gets the symmetric object src of PE source into dst through the
+// Remote.
+func farGet[T any](pe *PE, op string, dst, src []T, source int) error {
+	off, err := farOff(pe, op, "src", src, len(src))
+	if err != nil {
+		return err
+	}
+	dp, n := core.SliceData(dst[:len(src)])
+	if err := pe.remote.Get(core.Bytes(dp, n), source, off); err != nil {
+		return fmt.Errorf("symheap: %s of %d bytes from PE %d: %w", op, n, source, err)
+	}
+	core.Bump(&pe.stats.Gets)
+	return nil
+}
+
+// farOff locates the first n elements of the symmetric object s in this
+// PE's own heap.
+func farOff[T any](pe *PE, op, what string, s []T, n int) (core.HeapOff, error) {
+	p, _ := core.SliceData(s)
+	size := uint64(n) * core.SizeOf[T]()
+	off, owner, ok := pe.sp.HeapOffset(p, size)
+	if !ok || owner != pe.rank {
+		return 0, pe.notSymmetric(op, what, p, size)
+	}
+	return off, nil
+}
+
+// farAMO performs op on PE target's copy of *p through the Remote.
+func farAMO[T Integer](pe *PE, op transport.AMO, p *T, v, cmp T, target int) (T, error) {
+	size := core.SizeOf[T]()
+	off, owner, ok := pe.sp.HeapOffset(core.AddrOf(p), size)
+	if !ok || owner != pe.rank || uint64(off)&(size-1) != 0 {
+		return 0, pe.atomicError(amoNames[op], core.AddrOf(p), size, target)
+	}
+	old, err := pe.remote.Atomic(op, target, off, int(size), uint64(v), uint64(cmp))
+	if err != nil {
+		return 0, fmt.Errorf("symheap: %s on PE %d: %w", amoNames[op], target, err)
+	}
+	core.Bump(&pe.stats.Atomics)
+	return T(old), nil
+}
+
+var amoNames = map[transport.AMO]string{
+	transport.AMOFetch: opFetch, transport.AMOSet: opSet, transport.AMOSwap: opSwap,
+	transport.AMOCompareSwap: opCSwap, transport.AMOFetchAdd: opFetchAdd, transport.AMOFetchAnd: opFetchAnd,
+	transport.AMOFetchOr: opFetchOr, transport.AMOFetchXor: opFetchXor,
+}
+
+// farProgress drives the Remote while a wait polls.
+func (pe *PE) farProgress() {
+	if pe.far {
+		pe.remote.Progress()
+	}
+}
+
+// farComplete is Quiet's part for the Remote. Quiet reports no error; a
+// Remote that cannot complete keeps its error for the next Barrier.
+func (pe *PE) farComplete() {
+	if err := pe.remote.Quiet(); err != nil {
+		pe.farErr.CompareAndSwap(nil, &err)
+	}
+}
