@@ -14,8 +14,8 @@ import (
 // path is one compare-and-swap to lock and a release store to unlock,
 // where sync.Mutex unlocks with a second atomic read-modify-write: right
 // before or after a synchronisation between cores, every atomic
-// read-modify-write besides the synchronisation's own was measured to
-// cost 20 to 45 ns (see "Full barriers" in team.go). A goroutine that
+// read-modify-write besides the synchronisation's own costs a sizeable
+// share of the call (docs/bench/design-measurements.md). A goroutine that
 // finds the lock held queues on a sync.Mutex for its turn to poll it, so
 // that at most one polls; the holder may be waiting for other PEs for
 // long, so the poller backs off to short sleeps.

@@ -7,17 +7,12 @@ import "github.com/symheap/symheap/internal/core"
 
 // teamSlotOf views slot id of PE p's team area.
 func (pe *PE) teamSlotOf(p, id int) *teamSlot {
-	return core.At[teamSlot](pe.sp.CBAddr(p, teamArea.Off(pe.npes)+teamHdrSize+MaxTeams*teamCounterSize+core.CBOff(id)*teamSlotSize))
+	return core.At[teamSlot](pe.sp.CBAddr(p, teamArea.Off(pe.npes)+MaxTeams*teamCounterSize+core.CBOff(id)*teamSlotSize))
 }
 
 // teamCounterOf views the barrier counter of team id, in PE 0's block.
 func (pe *PE) teamCounterOf(id int) *teamCounter {
-	return core.At[teamCounter](pe.sp.CBAddr(0, teamArea.Off(pe.npes)+teamHdrSize+core.CBOff(id)*teamCounterSize))
-}
-
-// teamHeader views PE 0's team header, which holds the job's id bitmap.
-func (pe *PE) teamHeader() *teamHeader {
-	return core.At[teamHeader](pe.sp.CBAddr(0, teamArea.Off(pe.npes)))
+	return core.At[teamCounter](pe.sp.CBAddr(0, teamArea.Off(pe.npes)+core.CBOff(id)*teamCounterSize))
 }
 
 // bufOf views n elements of T in the buffer of slot s for call k: the

@@ -12,9 +12,12 @@ import (
 
 // Defaults for Config.
 const (
-	DefaultHeapSize   = 256 << 20
-	DefaultSharedSize = 64 << 20
+	DefaultHeapSize   = config.DefaultHeapSize   // 256 MiB
+	DefaultSharedSize = config.DefaultSharedSize // 64 MiB
 )
+
+// Version is symheap's version.
+const Version = config.Version
 
 // job is where this process stands in a job, as the environment says.
 type job struct {
@@ -73,12 +76,14 @@ func first(s ...string) string {
 	return ""
 }
 
-// Param is one resolved setting and where its value came from.
+// Param is one setting of a PE (PE.Params): the environment variable that
+// names it, the value in force and where that value came from ("default",
+// "environment" or the Config field that set it).
 type Param struct {
 	Name, Value, Source string
 }
 
-// settings is Config resolved against the environment.
+// settings is Config resolved against the environment (config.Resolve).
 type settings struct {
 	heap, shared uint64
 	allocator    string
@@ -90,94 +95,14 @@ type settings struct {
 }
 
 func resolve(cfg Config, getenv func(string) string) (settings, error) {
-	var s settings
-	size := func(field int64, env string, def uint64, what string) (uint64, error) {
-		if field < 0 {
-			return 0, fmt.Errorf("symheap: Config.%s = %d: %w (must be >= 0; 0 means the default)", what, field, errs.ErrBadConfig)
-		}
-		v := getenv(env)
-		var n int64
-		if v != "" {
-			// A malformed variable is an error even where Config
-			// overrides it: it says the job is set up wrongly.
-			var err error
-			if n, err = config.ParseSize(v); err != nil {
-				return 0, fmt.Errorf("symheap: %s: %w", env, err)
-			}
-		}
-		if field > 0 {
-			s.params = append(s.params, Param{env, strconv.FormatInt(field, 10), "Config." + what})
-			return uint64(field), nil
-		}
-		if v != "" {
-			s.params = append(s.params, Param{env, v, "environment"})
-			return uint64(n), nil
-		}
-		s.params = append(s.params, Param{env, strconv.FormatUint(def, 10), "default"})
-		return def, nil
+	c, err := config.Resolve(config.Overrides{HeapSize: cfg.HeapSize, SharedSize: cfg.SharedSize,
+		Allocator: cfg.Allocator, OffsetMode: cfg.OffsetMode, Protect: cfg.Protect}, getenv)
+	s := settings{heap: c.Heap, shared: c.Shared, allocator: c.Allocator, offsetMode: c.OffsetMode,
+		protect: c.Protect, initTimeout: c.InitTimeout, peerTimeout: c.PeerTimeout}
+	for _, p := range c.Params {
+		s.params = append(s.params, Param(p))
 	}
-	var err error
-	if s.heap, err = size(cfg.HeapSize, "SHMEM_SYMMETRIC_SIZE", DefaultHeapSize, "HeapSize"); err != nil {
-		return s, err
-	}
-	if s.shared, err = size(cfg.SharedSize, "SYMHEAP_SHARED_SIZE", DefaultSharedSize, "SharedSize"); err != nil {
-		return s, err
-	}
-	switch {
-	case cfg.Allocator != "":
-		s.allocator = cfg.Allocator
-		s.params = append(s.params, Param{"SYMHEAP_ALLOCATOR", cfg.Allocator, "Config.Allocator"})
-	case getenv("SYMHEAP_ALLOCATOR") != "":
-		s.allocator = getenv("SYMHEAP_ALLOCATOR")
-		s.params = append(s.params, Param{"SYMHEAP_ALLOCATOR", s.allocator, "environment"})
-	default:
-		s.params = append(s.params, Param{"SYMHEAP_ALLOCATOR", "", "default (highest priority)"})
-	}
-	b := func(env string, field bool, what string) (bool, error) {
-		if field {
-			s.params = append(s.params, Param{env, "1", "Config." + what})
-			return true, nil
-		}
-		switch v := getenv(env); v {
-		case "":
-			s.params = append(s.params, Param{env, "0", "default"})
-			return false, nil
-		case "1", "true", "yes", "on":
-			s.params = append(s.params, Param{env, v, "environment"})
-			return true, nil
-		case "0", "false", "no", "off":
-			s.params = append(s.params, Param{env, v, "environment"})
-			return false, nil
-		default:
-			return false, fmt.Errorf("symheap: %s=%q: %w (use 1 or 0)", env, v, errs.ErrBadConfig)
-		}
-	}
-	if s.offsetMode, err = b("SYMHEAP_OFFSET_MODE", cfg.OffsetMode, "OffsetMode"); err != nil {
-		return s, err
-	}
-	if s.protect, err = b("SYMHEAP_PROTECT", cfg.Protect, "Protect"); err != nil {
-		return s, err
-	}
-	dur := func(env string, def time.Duration) (time.Duration, error) {
-		v := getenv(env)
-		if v == "" {
-			s.params = append(s.params, Param{env, def.String(), "default"})
-			return def, nil
-		}
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return 0, fmt.Errorf("symheap: %s=%q: %w (a positive Go duration such as 30s)", env, v, errs.ErrBadConfig)
-		}
-		s.params = append(s.params, Param{env, v, "environment"})
-		return d, nil
-	}
-	if s.initTimeout, err = dur("SYMHEAP_INIT_TIMEOUT", 30*time.Second); err != nil {
-		return s, err
-	}
-	if s.peerTimeout, err = dur("SYMHEAP_PEER_TIMEOUT", 10*time.Second); err != nil {
-		return s, err
-	}
-	return s, nil
+	return s, err
 }
 
 var getenv = os.Getenv

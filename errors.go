@@ -18,4 +18,6 @@ var (
 	ErrClosed       = errs.ErrClosed       // use after Close
 	ErrBadArg       = errs.ErrBadArg       // an argument out of its domain (negative sizes, short buffers, ...)
 	ErrBadConfig    = errs.ErrBadConfig    // a malformed environment variable or Config field
+	ErrSegment      = errs.ErrSegment      // the job's shared segment cannot be made, joined or used (Init; the message says why)
+	ErrNotSupported = errs.ErrNotSupported // the operation needs something this job or machine lacks (the message says what)
 )

@@ -1,13 +1,16 @@
 package symheap
 
+import "github.com/symheap/symheap/internal/msg"
+
 // peExt gathers the state of the layers built on the runtime core, each
 // defined in its own file: the symmetric heap and RMA (rma.go), the teams
-// (team.go), the local shared heap (shared.go) and messages (msg.go).
+// (team.go), the local shared heap (shared.go) and messages (internal/msg,
+// through msg.go).
 type peExt struct {
 	rma    rmaState
 	teams  teamState
 	shared sharedState
-	msg    msgState
+	msg    msg.Layer // internal/msg
 	hooks  hookState
 }
 

@@ -3,10 +3,10 @@ package symheap
 import (
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 
 	"github.com/symheap/symheap/internal/core"
+	"github.com/symheap/symheap/internal/errs"
 
 	"github.com/symheap/symheap/internal/release"
 	"github.com/symheap/symheap/memhook"
@@ -40,14 +40,18 @@ type hookState struct {
 
 // initHooks makes the monitor and takes the enable decision; with caching
 // on, it runs the self-test at once and warns if it cannot see frees or
-// unmaps.
+// unmaps. SYMHEAP_MEMHOOK_DISABLE switches this PE's monitor off: it has
+// none (Monitor returns nil, RegistrationCache refuses), and its releases
+// still go into the job's log for the PEs that listen.
 func (pe *PE) initHooks() error {
 	in, err := memhook.InputsFromEnv(memhook.Unset, memhook.Unset)
 	if err != nil {
 		return err
 	}
 	h := &pe.ext.hooks
-	h.mon = memhook.New()
+	if !in.Disabled {
+		h.mon = memhook.New()
+	}
 	areas := make([][]byte, pe.npes)
 	for p := range areas {
 		areas[p] = pe.sp.Bytes(releaseArea, p)
@@ -57,7 +61,7 @@ func (pe *PE) initHooks() error {
 	if h.decision.Warning != "" {
 		fmt.Fprintln(os.Stderr, h.decision.Warning)
 	}
-	if h.decision.Enabled {
+	if h.decision.Enabled { // never with the monitor off (memhook.Decide)
 		h.mon.SelfTest(nil)
 		h.mon.WarnUnsupported(os.Stderr, h.decision)
 	}
@@ -67,10 +71,12 @@ func (pe *PE) initHooks() error {
 // closeHooks publishes the segment's unmapping and stops the monitor.
 func (pe *PE) closeHooks() {
 	h := &pe.ext.hooks
+	if h.log != nil {
+		h.log.Close()
+	}
 	if h.mon == nil {
 		return
 	}
-	h.log.Close()
 	h.mon.Publish(memhook.Unmap, memhook.RangeOf(pe.sp.Mem()))
 	if h.rc != nil {
 		pe.syncCacheStats()
@@ -80,8 +86,9 @@ func (pe *PE) closeHooks() {
 }
 
 // Monitor returns this PE's memory-release monitor: subscribe to it to
-// hear of every block symheap releases (see package memhook for the rules
-// a callback must keep).
+// hear of every block released from the job's heaps, by any PE (see
+// package memhook for the rules a callback must keep). It is nil when
+// SYMHEAP_MEMHOOK_DISABLE switches the monitor off.
 func (pe *PE) Monitor() *memhook.Monitor { return pe.ext.hooks.mon }
 
 // CachingEnabled reports the registration-caching decision and its reason
@@ -101,6 +108,9 @@ func (pe *PE) RegistrationCache() (*rcache.Cache, error) {
 		return nil, err
 	}
 	h := &pe.ext.hooks
+	if h.mon == nil {
+		return nil, fmt.Errorf("symheap: RegistrationCache: %w (%s switches the memory monitor off, and a cache that hears of no release would hand out registrations of freed memory)", errs.ErrNotSupported, memhook.EnvDisable)
+	}
 	h.rcOnce.Do(func() {
 		h.rc, h.rcErr = rcache.New(rcache.Config{Registrars: []rcache.Registrar{pin.New()}, Monitor: h.mon})
 	})
@@ -123,25 +133,4 @@ func (pe *PE) syncCacheStats() {
 	st.RCacheEvicts.Store(s.Evictions)
 	st.RCacheInv.Store(s.Invalidations)
 	st.RCacheBytes.Store(s.BytesRegistered)
-}
-
-// memoryMonitorReport runs the monitor's self-test in this process and
-// describes what it can see, and the caching decision.
-func memoryMonitorReport() string {
-	m := memhook.New()
-	defer m.Close()
-	res := m.SelfTest(nil)
-	var b strings.Builder
-	b.WriteString(strings.TrimPrefix(strings.TrimSpace(res.String()), "memory monitor: "))
-	if in, err := memhook.InputsFromEnv(memhook.Unset, memhook.Unset); err != nil {
-		fmt.Fprintf(&b, "\n  caching: %v", err)
-	} else {
-		d := memhook.Decide(in)
-		state := "off"
-		if d.Enabled {
-			state = "on"
-		}
-		fmt.Fprintf(&b, "\n  registration caching: %s, %s", state, d.Reason)
-	}
-	return b.String()
 }

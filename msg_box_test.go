@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/symheap/symheap/internal/msg"
 	"github.com/symheap/symheap/internal/petest"
 )
 
@@ -15,15 +16,12 @@ import (
 // boxed returns the messages this PE has sent through fast boxes, and
 // through the rings and boxes together.
 func boxed(pe *PE) (box, eager uint64) {
-	st := &pe.ext.msg
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.boxed, pe.stats.MsgEager.Load()
+	return pe.ext.msg.Counters().Boxed, pe.stats.MsgEager.Load()
 }
 
 // TestMsgBoxOrdering: two senders stream messages of random sizes to one
 // receiver, with many Isends outstanding and now and then a blocking Send:
-// most of at most boxMax bytes (a fast box when it is free, else the
+// most of at most msg.BoxMax bytes (a fast box when it is free, else the
 // ring), the rest larger (the ring, or the large paths). The receiver
 // takes them with windows of posted Irecvs, with receives that come late
 // (unexpected messages), with AnySource and AnyTag. Per sender and tag
@@ -38,9 +36,9 @@ func TestMsgBoxOrdering(t *testing.T) {
 		r := rand.New(rand.NewPCG(uint64(src), uint64(i)))
 		switch k := r.IntN(100); {
 		case k < 75:
-			return r.IntN(boxMax + 1)
+			return r.IntN(msg.BoxMax + 1)
 		case k < 97:
-			return boxMax + 1 + r.IntN(1000)
+			return msg.BoxMax + 1 + r.IntN(1000)
 		case k < 99:
 			return 3000 + r.IntN(3000)
 		default:
@@ -144,7 +142,7 @@ func TestMsgBoxOrdering(t *testing.T) {
 func TestMsgBoxTruncated(t *testing.T) {
 	petest.Run(t, 2, func(t *testing.T) {
 		pe := startPE(t)
-		const n = boxMax
+		const n = msg.BoxMax
 		if pe.Rank() == 0 {
 			for round := range 2 {
 				sync2(t, pe) // round 1: the receiver has posted its short receive
@@ -254,9 +252,9 @@ func TestMsgFastRecv(t *testing.T) {
 		r := rand.New(rand.NewPCG(7, uint64(i)))
 		switch k := r.IntN(200); {
 		case k < 120:
-			return r.IntN(boxMax + 1)
+			return r.IntN(msg.BoxMax + 1)
 		case k < 185:
-			return boxMax + 1 + r.IntN(1000)
+			return msg.BoxMax + 1 + r.IntN(1000)
 		case k < 198:
 			return 1000 + r.IntN(3000) // several cells
 		default:
@@ -323,10 +321,7 @@ func TestMsgFastRecv(t *testing.T) {
 					}
 				}
 			}
-			ms := &pe.ext.msg
-			ms.mu.Lock()
-			fast := ms.fastRecvs
-			ms.mu.Unlock()
+			fast := pe.ext.msg.Counters().FastRecvs
 			t.Logf("%d of %d receives on the fast path", fast, count)
 			if fast == 0 || fast == count {
 				t.Errorf("%d of %d receives on the fast path: want both paths used", fast, count)

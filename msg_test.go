@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/symheap/symheap/internal/msg"
 	"github.com/symheap/symheap/internal/petest"
 	"github.com/symheap/symheap/internal/unix"
 )
@@ -78,7 +79,7 @@ func pingSizes(pe *PE, max int) []int {
 	for _, e := range []int{pe.EagerLimit(), pe.SharedEagerLimit()} {
 		s = append(s, e-1, e, e+1)
 	}
-	s = append(s, bounceChunk-1, bounceChunk+1, bounceSlots*bounceChunk+3)
+	s = append(s, msg.BounceChunk-1, msg.BounceChunk+1, msg.BounceSlots*msg.BounceChunk+3)
 	slices.Sort(s)
 	return slices.Compact(slices.DeleteFunc(s, func(n int) bool { return n > max }))
 }
@@ -148,7 +149,7 @@ func TestMsgPingPong(t *testing.T) {
 					recvBuf = need(SharedAlloc[byte](pe, max+1))
 				}
 				if c.noWrite {
-					writeTo = func(int, []byte, uintptr) error { return unix.EPERM }
+					msg.WriteTo = func(int, []byte, uintptr) error { return unix.EPERM }
 				}
 				for _, n := range sizes {
 					out := sendBuf[:n]
@@ -193,10 +194,8 @@ func TestMsgPingPong(t *testing.T) {
 				// Split copies: the sender, waiting in Send, copies part of
 				// large single-copy messages when it is on a CPU in time
 				// (TestMsgSplit makes sure it is).
-				ms := &pe.ext.msg
-				ms.mu.Lock()
-				helped, orphans := ms.helped, ms.orphans
-				ms.mu.Unlock()
+				counts := pe.ext.msg.Counters()
+				helped, orphans := counts.Helped, counts.Orphans
 				t.Logf("PE %d: copied %d bytes for the receiver; %d orphan chunks", pe.Rank(), helped, orphans)
 				if split := c.large != "bounce" && !slices.Contains(c.env, "SYMHEAP_MSG_SPLIT=0"); !split && helped != 0 {
 					t.Errorf("the sender helped copy %d bytes without split copies", helped)
@@ -230,24 +229,25 @@ func TestMsgSplit(t *testing.T) {
 					if c == "shared" {
 						buf = need(SharedAlloc[byte](pe, n))
 					}
-					readFrom = func(pid int, dst []byte, src uintptr) error {
+					read := msg.ReadFrom
+					msg.ReadFrom = func(pid int, dst []byte, src uintptr) error {
 						time.Sleep(20 * time.Millisecond)
-						return readFromProcess(pid, dst, src)
+						return read(pid, dst, src)
 					}
 					st := need(pe.Recv(buf, 0, 0))
 					if st.Count != n {
 						t.Fatalf("status %+v", st)
 					}
 					checkMsg(t, "split message", buf, 77)
-					if c == "nowrite" && ms.orphans != 1 {
-						t.Errorf("%d orphan chunks, want 1", ms.orphans)
+					if c == "nowrite" && ms.Counters().Orphans != 1 {
+						t.Errorf("%d orphan chunks, want 1", ms.Counters().Orphans)
 					}
 					if c == "shared" {
 						noErr(t, SharedFree(pe, buf))
 					}
 				} else {
 					if c == "nowrite" {
-						writeTo = func(int, []byte, uintptr) error { return unix.EPERM }
+						msg.WriteTo = func(int, []byte, uintptr) error { return unix.EPERM }
 					}
 					buf := make([]byte, n)
 					fillMsg(buf, 77)
@@ -256,8 +256,8 @@ func TestMsgSplit(t *testing.T) {
 					if c == "nowrite" {
 						want = 0
 					}
-					if ms.helped < want {
-						t.Errorf("the sender copied %d bytes of %d, want at least %d", ms.helped, n, want)
+					if helped := ms.Counters().Helped; helped < want {
+						t.Errorf("the sender copied %d bytes of %d, want at least %d", helped, n, want)
 					}
 				}
 				sync2(t, pe)
@@ -277,7 +277,7 @@ func TestMsgKernelRefused(t *testing.T) {
 		buf := make([]byte, n)
 		stats := pe.stats
 		if pe.Rank() == 1 {
-			readFrom = func(int, []byte, uintptr) error { return unix.EPERM }
+			msg.ReadFrom = func(int, []byte, uintptr) error { return unix.EPERM }
 			for i := range 3 {
 				st := need(pe.Recv(buf, 0, i))
 				if st.Count != n {
@@ -289,7 +289,7 @@ func TestMsgKernelRefused(t *testing.T) {
 			for i := range 3 {
 				fillMsg(buf, uint64(i))
 				noErr(t, pe.Send(buf, 1, i))
-				if !pe.ext.msg.kernelRefused[1] {
+				if !pe.ext.msg.KernelRefused(1) {
 					t.Fatal("the NACK did not mark PE 1 as refusing process_vm_readv")
 				}
 			}

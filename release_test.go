@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/symheap/symheap/internal/core"
+	"github.com/symheap/symheap/internal/msg"
 	"github.com/symheap/symheap/internal/petest"
 	"github.com/symheap/symheap/internal/release"
 	"github.com/symheap/symheap/memhook"
@@ -245,7 +246,7 @@ func TestReleaseBounce(t *testing.T) {
 		ev.mu.Lock()
 		defer ev.mu.Unlock()
 		for i, r := range ev.got {
-			if ev.kinds[i] == memhook.Free && r.Start >= shared && r.End <= shared+uintptr(pe.sp.Lay.SharedSize) && r.Len() >= minBounceChunk {
+			if ev.kinds[i] == memhook.Free && r.Start >= shared && r.End <= shared+uintptr(pe.sp.Lay.SharedSize) && r.Len() >= msg.MinBounceChunk {
 				return
 			}
 		}

@@ -32,7 +32,7 @@ import (
 //     program order anyway; on arm64 only a barrier orders them;
 //   - order between this PE's stores and its later loads, which the CPU
 //     may let pass the stores still in its store buffer: only a full fence
-//     (a locked instruction, 9 ns on the development machine) prevents it;
+//     (a locked instruction) prevents it;
 //   - waking a PE asleep in WaitUntil on the data (wait.go).
 //
 // The routines:

@@ -59,13 +59,11 @@ import (
 // wakes every PE with sleepers.
 //
 // A record line per PE, published with XCHG, was measured against other
-// designs on the 2-core development VM, in a loop of 2-PE Malloc+Free
-// pairs (two phases a pair, with the allocator's work between them), and
-// each of these lost or tied: one shared counter per phase with the
-// records' digests summed into the add (also as the team barrier's
-// counter, which wins a bare barrier loop but not this one); one line of
-// seqs and digests shared by four PEs; a release store for seq; seq on a
-// line of its own (60% slower); CLDEMOTE of the published line.
+// designs in a loop of 2-PE Malloc+Free pairs, and each of these lost or
+// tied (docs/bench/design-measurements.md): one shared counter per phase
+// with the records' digests summed into the add; one line of seqs and
+// digests shared by four PEs; a release store for seq; seq on a line of
+// its own; CLDEMOTE of the published line.
 
 // Hints for MallocWithHints: the OpenSHMEM 1.5 bits. Any combination, and
 // unknown bits, are accepted; memory from any hint works for every
@@ -307,14 +305,13 @@ func (r *allocRecord) load() recValues {
 // every PE has published its own (see "The records" above). This PE's
 // own values stay in rmaState.mine too: compare reads them from there,
 // because reading one's own record back after the others have read it
-// costs a cache miss (measured: 70 ns a phase on the development machine).
+// costs a cache miss.
 func (pe *PE) exchange(kind, size, align, in, out uint64, hints Hints) error {
 	st := &pe.ext.rma
 	st.seq++
 	seq := st.seq
 	// Field by field: a composite literal is built on the stack and then
-	// copied, and the copy's wide loads stall on the narrow stores
-	// (measured: ~15 ns of a lone PE's 100 ns Malloc+Free).
+	// copied, and the copy's wide loads stall on the narrow stores.
 	v := &st.mine[seq%2]
 	v.seq, v.call, v.kind, v.size, v.align, v.in, v.out, v.hints = seq, st.call, kind, size, align, in, out, uint64(hints)
 	rec := &pe.ctl[pe.rank].allocRec[seq%2].allocRecord

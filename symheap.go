@@ -23,6 +23,33 @@
 // every remote address is computed as the target's partition base plus an
 // offset; the same address only makes it possible to hand a pointer to
 // another PE as it is (SameAddress tells whether the job has it).
+//
+// # Layers
+//
+// This package is the API: thin functions over one receiver per layer
+// (PE, Team, Request). The layers below it are packages of their own, each
+// importing only packages listed after it:
+//
+//	symheap             the API
+//	internal/msg        message passing: rings, fast boxes, single copy,
+//	                    bounce buffers (msg.go is its API here)
+//	internal/transport  the seam where a transport to other nodes plugs in
+//	internal/core       the segment as the runtime sees it: layout, typed
+//	                    offsets, the one address translator, control-block areas
+//	internal/segment    the shared segment: create or attach, same-address
+//	                    placement, liveness, stale-segment removal
+//	rcache, rcache/pin  the registration cache
+//	internal/release    the job's release log: every release reaches every PE
+//	memhook             the memory-release monitor
+//	alloc, alloc/...    allocators over offsets in a region, chosen by priority
+//	internal/shmsync    futex waits and wake-ups on words in shared memory
+//	internal/config     settings and their sources, sizes, the job's variables
+//	internal/errs       the sentinel errors
+//	internal/unix       the only importer of golang.org/x/sys/unix
+//
+// The tools sit beside it. cmd/symheap reads live jobs through
+// internal/inspect, which uses core, segment, alloc, memhook and config,
+// never this package; cmd/shrun starts jobs through package launch.
 package symheap
 
 import (

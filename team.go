@@ -12,7 +12,6 @@ package symheap
 //
 // Each PE's control block holds a team area (teamArea):
 //
-//	header    128 B                    PE 0's only: the job-wide bitmap of ids in use
 //	counter 0 .. MaxTeams-1, 128 B each  PE 0's only: one barrier counter per team id
 //	slot 0 .. MaxTeams-1, teamSlotSize each, one per team id; id 0 is the world team
 //
@@ -54,7 +53,8 @@ package symheap
 // latest group (groupEnd), touched by plain loads and release stores, so
 // Sync and PE.Barrier take no lock. This matters for speed: besides the add,
 // any other atomic read-modify-write on the barrier's path (a lock's, an
-// unlock's) was measured to add ~20 to ~45 ns to a 2-PE barrier. The
+// unlock's) adds a sizeable share to a 2-PE barrier (figures:
+// docs/bench/design-measurements.md). The
 // calls of a PE on a team must not overlap, as OpenSHMEM demands of the
 // threads of a PE; the collectives, which keep state, are serialised by
 // a mutex, and Sync finds overlapping calls with a busy word that only
@@ -66,10 +66,9 @@ package symheap
 //
 // One word instead of a line per member: with two PEs the line then
 // moves between the cores twice per barrier (each member's add), and the
-// waiting member polls the line that the other's add brings over. On the
-// two-vCPU machine this was measured on, that costs ~80 ns a barrier,
-// where an arrival word per member (each member writes its own line and
-// polls the other's) costs ~140 ns; Open MPI's barrier takes ~320 ns.
+// waiting member polls the line that the other's add brings over, which
+// measured well below an arrival word per member (each member writes its
+// own line and polls the other's; docs/bench/design-measurements.md).
 // With many members the adds queue for the line; a tree of counters
 // would scale better on a large node.
 //
@@ -77,8 +76,8 @@ package symheap
 // and sleep on its low 32 bits, which every add changes; the add that
 // completes a group sees them in its own result and wakes them, without a
 // second access to the line that the waiting members are polling (that
-// load, and dividing by size to find the group's end, cost ~35 ns of a
-// ~110 ns 2-PE barrier when measured).
+// load, and dividing by size to find the group's end, cost about a third
+// of a 2-PE barrier when measured).
 //
 // Inside a collective a full barrier also counts as an arrival of every
 // member (arrivals, below), but it does not store the members' arrived
@@ -126,9 +125,10 @@ package symheap
 //
 //  1. Every member of the parent checks the triplet; the check depends on
 //     the arguments alone, so every PE refuses alike and nobody waits.
-//  2. The new team's rank 0 (its leader) takes a free id from the bitmap in
-//     PE 0's team header with compare-and-swap, and leaves the id, or
-//     noTeam when all are taken, in its parent scratch buffer.
+//  2. The new team's rank 0 (its leader) takes a free id from the job's
+//     bitmap (core.TeamIDs, in PE 0's control block, where symheap stat
+//     counts the ids) with compare-and-swap, and leaves the id, or noTeam
+//     when all are taken, in its parent scratch buffer.
 //  3. Parent barrier. Every PE reads the id; noTeam is an error on all.
 //  4. Every member of the new team reads every member's arrived word of the
 //     id's slot: the bases. They are stable: the slot's previous team ended
@@ -157,7 +157,6 @@ const (
 
 	inlineSize      = 24                 // bytes of one buffer in the arrived word's line
 	scratchSize     = 512                // bytes of one scratch buffer
-	teamHdrSize     = 128                // the team area's header
 	teamCounterSize = 128                // one team's barrier counter
 	teamSlotSize    = 64 + 2*scratchSize // one slot
 	pollSpins       = 1024               // polls before waitFor starts to yield the CPU
@@ -169,12 +168,6 @@ const (
 	worldTeam            = 0                             // the world team's id
 	teamIDMask           = ^uint64(0) >> (64 - MaxTeams) // every id
 )
-
-// teamHeader opens the team area. Only PE 0's is used.
-type teamHeader struct {
-	used atomic.Uint64 // bit i: id i belongs to a live team; bit 0, the world, is never set
-	_    [120]byte
-}
 
 // teamCounter is the barrier counter of one team id (see "Full barriers").
 // Only PE 0's are used.
@@ -204,7 +197,7 @@ var teamArea = core.RegisterArea("team", teamAreaSize)
 
 // teamAreaSize is the bytes of each control block reserved for teams.
 func teamAreaSize(npes int) uint64 {
-	return teamHdrSize + MaxTeams*teamCounterSize + MaxTeams*teamSlotSize
+	return MaxTeams*teamCounterSize + MaxTeams*teamSlotSize
 }
 
 // Team is a set of PEs that run collectives together: the world team of
@@ -703,17 +696,17 @@ func (t *Team) Destroy() error {
 
 // takeTeamID takes a free team id from the job-wide bitmap.
 func (pe *PE) takeTeamID() (int, bool) {
-	h := pe.teamHeader()
+	h := pe.sp.TeamIDs()
 	for {
 		// Seq-cst load and CAS; pair with other leaders' CAS and with
 		// freeTeamID's And on any PE.
-		u := h.used.Load()
+		u := h.Used.Load()
 		free := ^u &^ (1 << worldTeam) & teamIDMask
 		if free == 0 {
 			return 0, false
 		}
 		id := bits.TrailingZeros64(free)
-		if h.used.CompareAndSwap(u, u|1<<id) {
+		if h.Used.CompareAndSwap(u, u|1<<id) {
 			return id, true
 		}
 	}
@@ -723,19 +716,5 @@ func (pe *PE) takeTeamID() (int, bool) {
 func (pe *PE) freeTeamID(id int) {
 	// Seq-cst; pairs with takeTeamID's load and CAS on the leader of the
 	// next team to take the id.
-	pe.teamHeader().used.And(^(uint64(1) << id))
-}
-
-// TeamHandles reports how many teams made by Split this PE is a member
-// of and has not destroyed.
-func (pe *PE) TeamHandles() int { return int(pe.ext.teams.handles.Load()) }
-
-// TeamsInUse reports how many team ids are taken in the job, the world
-// team included.
-func (pe *PE) TeamsInUse() int {
-	if pe.check() != nil {
-		return 0
-	}
-	// Seq-cst load; pairs with takeTeamID and freeTeamID on any PE.
-	return 1 + bits.OnesCount64(pe.teamHeader().used.Load())
+	pe.sp.TeamIDs().Used.And(^(uint64(1) << id))
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/symheap/symheap"
 	"github.com/symheap/symheap/alloc"
+	"github.com/symheap/symheap/internal/inspect"
 	"github.com/symheap/symheap/internal/petest"
 )
 
@@ -364,18 +365,24 @@ func collectivesOnTeamOfOne(t *testing.T, pe *symheap.PE, one *symheap.Team, buf
 	}
 }
 
-// checkTeamsInUse checks the number of team ids in use between two world
-// barriers: the first lets every PE see the ids freed before it (Destroy's
-// leader frees after the team's last barrier), the second keeps any PE
-// from taking a new one before every PE has looked.
+// checkTeamsInUse checks the number of team ids in use, as symheap stat
+// reads it (a read-only attachment to the job's segment), between two
+// world barriers: the first lets every PE see the ids freed before it
+// (Destroy's leader frees after the team's last barrier), the second keeps
+// any PE from taking a new one before every PE has looked.
 func checkTeamsInUse(t *testing.T, pe *symheap.PE, want int, when string) {
 	t.Helper()
 	if err := pe.World().Sync(); err != nil {
 		t.Fatal(err)
 	}
-	if got := pe.TeamsInUse(); got != want {
+	v, err := inspect.Open(pe.Job())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := v.TeamsInUse(); got != want {
 		t.Errorf("TeamsInUse %d %s, want %d", got, when, want)
 	}
+	v.Close()
 	if err := pe.World().Sync(); err != nil {
 		t.Fatal(err)
 	}

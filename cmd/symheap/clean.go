@@ -4,7 +4,7 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/symheap/symheap"
+	"github.com/symheap/symheap/internal/inspect"
 )
 
 func runClean(args []string) error {
@@ -16,7 +16,7 @@ func runClean(args []string) error {
 	}
 	fs.Parse(args)
 	if *dry {
-		list, err := symheap.ListJobs()
+		list, err := inspect.ListJobs()
 		if err != nil {
 			return err
 		}
@@ -30,7 +30,7 @@ func runClean(args []string) error {
 		fmt.Printf("%d stale segment(s)\n", n)
 		return nil
 	}
-	removed, err := symheap.CleanStale()
+	removed, err := inspect.CleanStale()
 	if err != nil {
 		return err
 	}

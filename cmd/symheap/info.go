@@ -7,14 +7,14 @@ import (
 	"os"
 	"text/tabwriter"
 
-	"github.com/symheap/symheap"
+	"github.com/symheap/symheap/internal/inspect"
 )
 
 func runInfo(args []string) error {
 	fs := flag.NewFlagSet("info", flag.ExitOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
 	fs.Parse(args)
-	rep := symheap.Describe(symheap.Config{})
+	rep := inspect.Describe()
 	rep.SameAddress = probeSameAddress()
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)

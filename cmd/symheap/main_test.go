@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/symheap/symheap"
+	"github.com/symheap/symheap/internal/inspect"
 	"github.com/symheap/symheap/internal/segment"
 	"github.com/symheap/symheap/internal/unix"
 )
@@ -55,7 +55,7 @@ func TestInfo(t *testing.T) {
 			t.Errorf("info lacks %q:\n%s", want, out)
 		}
 	}
-	var rep symheap.Report
+	var rep inspect.Report
 	if err := json.Unmarshal([]byte(symheapCmd(t, "info", "--json")), &rep); err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestStatCleanOnLiveAndKilledJob(t *testing.T) {
 	if !strings.Contains(out, "attached") || !strings.Contains(out, "tlsf") {
 		t.Errorf("stat %s:\n%s", job, out)
 	}
-	var ji symheap.JobInfo
+	var ji inspect.JobInfo
 	if err := json.Unmarshal([]byte(symheapCmd(t, "stat", "--json", job)), &ji); err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func TestStatOnShrunJob(t *testing.T) {
 	if job == "" {
 		t.Fatal("shrun's PEs did not get ready")
 	}
-	var ji symheap.JobInfo
+	var ji inspect.JobInfo
 	if err := json.Unmarshal([]byte(symheapCmd(t, "stat", "--json", job)), &ji); err != nil {
 		t.Fatal(err)
 	}

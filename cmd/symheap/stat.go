@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/symheap/symheap"
+	"github.com/symheap/symheap/internal/inspect"
 )
 
 func runStat(args []string) error {
@@ -32,7 +32,7 @@ func runStat(args []string) error {
 		fs.Usage()
 		os.Exit(2)
 	}
-	v, err := symheap.InspectJob(fs.Arg(0))
+	v, err := inspect.Open(fs.Arg(0))
 	if err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ func reorder(args []string) []string {
 }
 
 func listJobs(asJSON bool) error {
-	list, err := symheap.ListJobs()
+	list, err := inspect.ListJobs()
 	if err != nil {
 		return err
 	}
@@ -112,7 +112,7 @@ func listJobs(asJSON bool) error {
 	return w.Flush()
 }
 
-func printJob(ji symheap.JobInfo) {
+func printJob(ji inspect.JobInfo) {
 	mode := "offset translation"
 	if ji.SameAddress {
 		mode = "same address"
@@ -146,7 +146,7 @@ func human(n uint64) string {
 // alternating blues (so neighbours can be told apart), free blocks in pale
 // green, metadata and gaps in grey. Dead PEs' bands are drawn in red
 // outline. Width is 1024 pixels per heap.
-func writeHeapMap(v *symheap.JobView, ji symheap.JobInfo, file string) error {
+func writeHeapMap(v *inspect.Job, ji inspect.JobInfo, file string) error {
 	const width, band, gap = 1024, 20, 6
 	rows := 2 * ji.NPEs
 	img := image.NewRGBA(image.Rect(0, 0, width, rows*(band+gap)+gap))

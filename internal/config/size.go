@@ -1,7 +1,9 @@
 // Package config holds the pieces of symheap's configuration that more than
 // one package reads: the syntax of sizes (SHMEM_SYMMETRIC_SIZE=512m,
-// shrun --heap 2g) and the names of the environment variables that make up
-// the job contract between the launcher and the PEs.
+// shrun --heap 2g), the names of the environment variables that make up
+// the job contract between the launcher and the PEs, and the resolution of
+// the runtime's settings against the environment (Resolve), which Init
+// uses and symheap info reports with each setting's source.
 //
 // The launcher (package launch, cmd/shrun) and the runtime (package symheap)
 // both parse sizes with ParseSize, so a value shrun accepts is a value Init

@@ -26,7 +26,9 @@
 // (ControlSize bytes); the layers' areas follow, each registered by its
 // layer with RegisterArea from an init function, so that this package
 // knows none of them. Areas are laid out in name order, each on a
-// 128-byte boundary.
+// 128-byte boundary. Two areas are this package's own, because symheap
+// stat reads them without the runtime: the per-PE counters (Stats) and
+// the job's team ids in use (TeamIDs).
 //
 // # Lock order
 //
@@ -35,9 +37,12 @@
 //
 //	PE.mu (callLock)           a PE's collective allocation calls and its heap
 //	Team.mu (callLock)         a team's collectives
-//	msg.Layer.lock (msgLock)   the messaging tables; released before any
-//	                           allocation of a bounce buffer (which may
-//	                           wait for another PE's free)
+//	msg.Layer.lock (msgLock)   the messaging tables; none of the locks
+//	                           below is taken under it (only the
+//	                           segment's liveness bookkeeping, a leaf).
+//	                           Bounce buffers are allocated and freed
+//	                           with it released (msg.Layer.bounceWork):
+//	                           alloc.Lock may wait for another PE's free
 //	sharedHeap.mu              the handles on other PEs' shared heaps
 //	alloc.Lock                 a region's cross-process lock (robust,
 //	                           owner-tagged); a release is logged under it

@@ -105,7 +105,8 @@ type Log struct {
 }
 
 // New returns the handle of PE rank on the log whose areas are given
-// (every PE's, by rank), delivering to mon. base and size locate the
+// (every PE's, by rank), delivering to mon (nil: this PE's monitor is
+// off; its releases are still logged for the others). base and size locate the
 // segment in this process: records hold segment offsets, and each PE
 // delivers them at its own address.
 func New(areas [][]byte, rank int, base uintptr, size uint64, mon *memhook.Monitor) *Log {
@@ -114,7 +115,9 @@ func New(areas [][]byte, rank int, base uintptr, size uint64, mon *memhook.Monit
 		l.areas = append(l.areas, areaOf(a))
 	}
 	l.job = l.areas[0]
-	mon.AddSource(l)
+	if mon != nil {
+		mon.AddSource(l)
+	}
 	return l
 }
 
@@ -146,7 +149,9 @@ func (s *sink) Released(k alloc.Release, off alloc.Off, n uint64) {
 	}
 	so := s.off + uint64(off)
 	l := s.l
-	l.mon.Publish(kind, memhook.Range{Start: l.base + uintptr(so), End: l.base + uintptr(so+n)})
+	if l.mon != nil {
+		l.mon.Publish(kind, memhook.Range{Start: l.base + uintptr(so), End: l.base + uintptr(so+n)})
+	}
 	l.append(kind, so, n)
 }
 

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/symheap/symheap/internal/config"
 	"github.com/symheap/symheap/internal/errs"
 	"github.com/symheap/symheap/internal/shmsync"
 	"github.com/symheap/symheap/internal/unix"
@@ -37,8 +38,8 @@ func (s *Segment) place() error {
 				}
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("segment: timed out after %v %s (%d of %d PEs attached; are all PEs started with the same job id?): %w",
-					s.p.InitTimeout, what, h.attached.Load(), n, errs.ErrSegment)
+				return fmt.Errorf("segment: timed out after %v %s (%d of %d PEs attached; are all PEs started with the same job id? raise %s if they start slowly): %w",
+					s.p.InitTimeout, what, h.attached.Load(), n, config.EnvInitTimeout, errs.ErrSegment)
 			}
 			return nil
 		})

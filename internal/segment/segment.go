@@ -68,6 +68,7 @@ import (
 	"time"
 
 	"github.com/symheap/symheap/alloc"
+	"github.com/symheap/symheap/internal/config"
 	"github.com/symheap/symheap/internal/errs"
 	"github.com/symheap/symheap/internal/shmsync"
 	"github.com/symheap/symheap/internal/unix"
@@ -494,7 +495,7 @@ func (s *Segment) join(deadline time.Time) (stale bool, err error) {
 			unix.Flock(s.fd, unix.LockUnlock, false)
 		}
 		if time.Now().After(deadline) {
-			return false, fmt.Errorf("segment: timed out after %v waiting for %s to be initialised: %w", s.p.InitTimeout, s.path, errs.ErrSegment)
+			return false, fmt.Errorf("segment: timed out after %v waiting for %s to be initialised (raise %s if PEs start slowly): %w", s.p.InitTimeout, s.path, config.EnvInitTimeout, errs.ErrSegment)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

@@ -1,4 +1,4 @@
-package symheap
+package msg
 
 import (
 	"runtime"
@@ -29,7 +29,7 @@ import (
 //     take precedence; a matching unexpected one would be older).
 //   - Order. The fast path takes the same record progress would take
 //     next from that source: it peeks the ring, then the box, exactly as
-//     progress does (msg_queue.go, "Fast boxes"), and takes nothing else.
+//     progress does (queue.go, "Fast boxes"), and takes nothing else.
 //     A record it cannot deliver stays where it is.
 //   - Progress elsewhere. It returns without draining the other sources,
 //     but it never waits long: after fastPolls polls (one, when the PE
@@ -43,25 +43,24 @@ import (
 const fastPolls = 4096
 
 // recvFast tries the fast path of a blocking receive from source into
-// buf. Called with msgState.mu held, which it keeps; ok is false when the
+// buf. Called with Layer.lock held, which it keeps; ok is false when the
 // general path must run.
-func (pe *PE) recvFast(buf []byte, source, tag int) (st Status, ok bool) {
-	ms := &pe.ext.msg
-	if source < 0 || len(ms.posted) != 0 || ms.queued != 0 ||
-		len(ms.splitting) != 0 || len(ms.noSlab) != 0 || ms.broken != nil {
+func (l *Layer) recvFast(buf []byte, source, tag int) (st Status, ok bool) {
+	if source < 0 || len(l.posted) != 0 || l.queued != 0 ||
+		len(l.splitting) != 0 || len(l.noSlab) != 0 || l.broken != nil {
 		return Status{}, false
 	}
-	for _, m := range ms.unexp {
+	for _, m := range l.unexp {
 		if m.src == source && (tag == AnyTag || m.tag == tag) {
 			return Status{}, false // an older message matches
 		}
 	}
 	polls := fastPolls
-	if pe.npes > runtime.NumCPU() {
+	if l.npes > runtime.NumCPU() {
 		polls = 1 // spinning would take the core of the PE we wait for
 	}
-	r, b := &ms.in[source], &ms.box[source]
-	b.ack(ms.relaxed)
+	r, b := &l.in[source], &l.box[source]
+	b.ack(l.relaxed)
 	for i := 0; i < polls; i++ {
 		// The ring first, then the box, as progress does.
 		w0, off, has := r.peek()
@@ -74,7 +73,7 @@ func (pe *PE) recvFast(buf []byte, source, tag int) (st Status, ok bool) {
 			}
 			copySmall(buf, payload)
 			b.got = uint16(bw0)
-			ms.fastRecvs++
+			l.fastRecvs++
 			return Status{source, t, len(payload)}, true
 		case has:
 			n := recCells(w0)
@@ -94,14 +93,14 @@ func (pe *PE) recvFast(buf []byte, source, tag int) (st Status, ok bool) {
 				copy(buf, r.data[off+recHdrSize:off+recHdrSize+size])
 				r.consumed(w0)
 				if r.pos-r.published >= (r.mask+1)/4 && r.release() {
-					pe.ring(source) // the sender may wait for room
+					l.ring(source) // the sender may wait for room
 				}
-				ms.fastRecvs++
+				l.fastRecvs++
 				return Status{source, t, int(size)}, true
 			}
 			return Status{}, false
 		}
-		if ms.mu.contended() {
+		if l.lock.contended() {
 			return Status{}, false
 		}
 		shmsync.Pause()

@@ -1,4 +1,4 @@
-package symheap
+package msg
 
 import (
 	"encoding/binary"
@@ -9,11 +9,11 @@ import (
 	"github.com/symheap/symheap/alloc/alloctest"
 )
 
-// TestRingAdversarial drives one ring (msg_queue.go) between two
+// TestRingAdversarial drives one ring (queue.go) between two
 // goroutines over mapped memory: records of random sizes, so that they
 // wrap and need skip records, whose payloads are crafted to look like
 // valid headers of later positions in every cell. If a payload cell were
-// ever read as a record (the invariant of msg_queue.go broken), the
+// ever read as a record (the invariant of queue.go broken), the
 // consumer would see a record out of sequence. The consumer gives cells
 // back lazily, as progress does.
 func TestRingAdversarial(t *testing.T) {

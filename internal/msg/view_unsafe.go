@@ -1,26 +1,18 @@
-package symheap
+package msg
 
 import (
 	"sync/atomic"
 	"unsafe"
 )
 
-// Views of the message area's shared words (msg_queue.go describes the
-// layout). Offsets are multiples of 8, and the areas start on cache lines.
+// The views of the message area's shared words that the hot paths take
+// (queue.go describes the layout), and the runtime hooks of msgLock.
 
-// u64At views the 8 bytes at b[off:] as an atomic word.
+// u64At views the 8 bytes at b[off:] as an atomic word. Offsets are
+// multiples of 8, and the areas start on cache lines. (core.View checks
+// the alignment on every call; the rings poll through this.)
 func u64At(b []byte, off uint64) *atomic.Uint64 {
 	return (*atomic.Uint64)(unsafe.Pointer(unsafe.SliceData(b[off : off+8])))
-}
-
-// bellAt views the first line of b as a doorbell.
-func bellAt(b []byte) *bell {
-	return (*bell)(unsafe.Pointer(unsafe.SliceData(b[:unsafe.Sizeof(bell{})])))
-}
-
-// slotAt views the first line of b as a split slot.
-func slotAt(b []byte) *splitSlot {
-	return (*splitSlot)(unsafe.Pointer(unsafe.SliceData(b[:unsafe.Sizeof(splitSlot{})])))
 }
 
 // The doorbell and the split slots are exactly one cache line.

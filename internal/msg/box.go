@@ -1,9 +1,9 @@
-package symheap
+package msg
 
 import "encoding/binary"
 
 // Fast boxes: one cache line per pair of PEs, shared by both directions,
-// for the smallest messages (msg_queue.go's design comment says why and
+// for the smallest messages (queue.go's design comment says why and
 // how they keep order with the rings).
 //
 // # Layout (boxStride bytes per pair, in the lower PE's message area)
@@ -18,20 +18,20 @@ import "encoding/binary"
 //	         ringPos: the owner's ring tail towards the other PE when it
 //	         wrote its latest message (uint32)
 //	word 1   tag | length<<32
-//	+16..31  payload (at most boxMax bytes)
+//	+16..31  payload (at most BoxMax bytes)
 //
 // A slot holds a message of the other PE's to consume iff its sent is one
 // more than what that PE has consumed (boxPair.got); it is free for its
 // owner iff the other slot's got equals its own sent.
 
 const (
-	boxMax    = 16  // the largest message a box carries
+	BoxMax    = 16  // the largest message a box carries
 	boxSlot   = 32  // bytes of a slot
 	boxStride = 128 // bytes between pairs' lines: a pair of lines, which CPUs prefetch together
 )
 
 // boxPair is this PE's side of its box with one peer. Guarded by
-// msgState.mu.
+// Layer.lock.
 type boxPair struct {
 	line   []byte // the pair's line; nil for the PE itself (no box)
 	mine   uint64 // offset of the slot this PE writes
@@ -86,7 +86,7 @@ func (b *boxPair) word0() uint64 {
 // to position pos: its word 0, and whether the message may be taken now.
 // A message the peer wrote when its ring tail was ahead of pos comes after
 // the ring records in between (they are published already: see
-// msg_queue.go, "Fast boxes"). Call it after peeking the ring.
+// queue.go, "Fast boxes"). Call it after peeking the ring.
 func (b *boxPair) pending(pos uint64) (w0 uint64, ready, ok bool) {
 	if b.line == nil {
 		return 0, false, false
@@ -104,7 +104,7 @@ func (b *boxPair) pending(pos uint64) (w0 uint64, ready, ok bool) {
 func (b *boxPair) msg() (tag int, payload []byte, bad bool) {
 	w1 := binary.LittleEndian.Uint64(b.line[b.theirs+8:]) // plain: published by word 0, loaded before
 	n := w1 >> 32
-	if n > boxMax {
+	if n > BoxMax {
 		return 0, nil, true
 	}
 	return int(uint32(w1)), b.line[b.theirs+16 : b.theirs+16+n], false

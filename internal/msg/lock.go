@@ -1,4 +1,4 @@
-package symheap
+package msg
 
 import (
 	"runtime"
@@ -9,7 +9,7 @@ import (
 	"github.com/symheap/symheap/internal/unix"
 )
 
-// msgLock is msgState's lock: a lock among the goroutines of one PE that
+// msgLock is Layer's lock: a lock among the goroutines of one PE that
 // takes no locked instruction while one P (the Go scheduler's processor)
 // does all the messaging.
 //

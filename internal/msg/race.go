@@ -1,6 +1,6 @@
 //go:build race
 
-package symheap
+package msg
 
 // raceEnabled: built with -race, whose detector does not see the release
 // order of shmsync's release stores (they are assembly).

@@ -1,4 +1,4 @@
-package symheap
+package msg
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/symheap/symheap/internal/core"
-
+	"github.com/symheap/symheap/internal/errs"
 	"github.com/symheap/symheap/internal/unix"
 )
 
@@ -74,14 +74,13 @@ type splitSlot struct {
 }
 
 // trySplit starts a split copy of the matched message m into r (steps 1
-// and 2) and reports whether it did. Called with msgState.mu held.
-func (pe *PE) trySplit(r *Request, m *inMsg) bool {
-	st := &pe.ext.msg
-	if st.splitMin == 0 || m.size < st.splitMin || m.src == pe.rank {
+// and 2) and reports whether it did. Called with Layer.lock held.
+func (l *Layer) trySplit(r *Request, m *inMsg) bool {
+	if l.splitMin == 0 || m.size < l.splitMin || m.src == l.rank {
 		return false
 	}
 	idx := -1
-	for i, busy := range st.slotBusy {
+	for i, busy := range l.slotBusy {
 		if !busy {
 			idx = i
 			break
@@ -92,39 +91,39 @@ func (pe *PE) trySplit(r *Request, m *inMsg) bool {
 	}
 	kind, where := uint64(dstAddress), uint64(unix.AddrOf(r.buf))
 	p, _ := core.SliceData(r.buf)
-	if so, in := pe.sp.SegOffset(p); in {
+	if so, in := l.sp.SegOffset(p); in {
 		kind, where = dstSegment, uint64(so)
-	} else if st.noKernel {
+	} else if l.noKernel {
 		return false
 	}
 	first := uint64(min(splitChunk, m.size))
-	if err := pe.copyIn(r, m, 0, first); err != nil {
+	if err := l.copyIn(r, m, 0, first); err != nil {
 		if m.path == pathKernel && refused(err) {
 			return false // the caller takes the bounce path
 		}
-		pe.endRecv(r, m, err)
+		l.endRecv(r, m, err)
 		return true
 	}
-	sl := st.slots[idx]
-	gen := (st.slotGen[idx] + 1) & (1<<(64-genShift) - 1)
-	st.slotGen[idx], st.slotBusy[idx] = gen, true
+	sl := l.slots[idx]
+	gen := (l.slotGen[idx] + 1) & (1<<(64-genShift) - 1)
+	l.slotGen[idx], l.slotBusy[idx] = gen, true
 	sl.done.Store(first)                  // read by S only after the CTS below publishes the generation
 	sl.orphan.Store(0)                    // likewise
 	sl.claim.Store(gen<<genShift | first) // S's CAS pairs with it; the ring record below orders it before S sees the CTS
 	r.split, r.splitGen = idx+1, gen
 	m.recv, r.msg = r, m
-	pe.post(m.src, outRec{kind: recCTS, w1: kind, body: [4]uint64{m.id, uint64(idx), gen, where}})
-	pe.claimCopy(r, m)
-	pe.splitPoll(r)
+	l.post(m.src, outRec{kind: recCTS, w1: kind, body: [4]uint64{m.id, uint64(idx), gen, where}})
+	l.claimCopy(r, m)
+	l.splitPoll(r)
 	if !r.over() {
-		st.splitting = append(st.splitting, r)
+		l.splitting = append(l.splitting, r)
 	}
 	return true
 }
 
 // claimCopy is the receiver's side of step 2.
-func (pe *PE) claimCopy(r *Request, m *inMsg) {
-	sl := pe.ext.msg.slots[r.split-1]
+func (l *Layer) claimCopy(r *Request, m *inMsg) {
+	sl := l.slots[r.split-1]
 	size := uint64(m.size)
 	for {
 		v := sl.claim.Load() // pairs with S's CAS: we see its claims
@@ -136,29 +135,28 @@ func (pe *PE) claimCopy(r *Request, m *inMsg) {
 		if !sl.claim.CompareAndSwap(v, v+n) { // the chunk is ours; S's CAS pairs with it
 			continue
 		}
-		if err := pe.copyIn(r, m, off, n); err != nil {
-			pe.endRecv(r, m, err)
+		if err := l.copyIn(r, m, off, n); err != nil {
+			l.endRecv(r, m, err)
 			return
 		}
 		sl.done.Add(n) // S never waits for it; our own splitPoll reads it
 	}
 }
 
-// splitPoll is step 4 for one receive. Called with msgState.mu held.
-func (pe *PE) splitPoll(r *Request) {
+// splitPoll is step 4 for one receive. Called with Layer.lock held.
+func (l *Layer) splitPoll(r *Request) {
 	if r.over() || r.split == 0 {
 		return
 	}
-	st := &pe.ext.msg
 	m := r.msg
-	sl := st.slots[r.split-1]
+	sl := l.slots[r.split-1]
 	if o := sl.orphan.Load(); o != 0 { // acquire: pairs with S's store after its failed write
 		off := o - 1
 		n := min(splitChunk, uint64(m.size)-off)
 		sl.orphan.Store(0)
-		st.orphans++
-		if err := pe.copyIn(r, m, off, n); err != nil {
-			pe.endRecv(r, m, err)
+		l.orphans++
+		if err := l.copyIn(r, m, off, n); err != nil {
+			l.endRecv(r, m, err)
 			return
 		}
 		sl.done.Add(n)
@@ -166,42 +164,41 @@ func (pe *PE) splitPoll(r *Request) {
 	if sl.done.Load() < uint64(m.size) { // acquire: pairs with S's Add after each chunk it copied
 		return
 	}
-	st.slotBusy[r.split-1] = false
+	l.slotBusy[r.split-1] = false
 	r.split = 0
-	delete(st.xfers, xferKey{m.src, m.id})
-	pe.post(m.src, outRec{kind: recAck, body: [4]uint64{m.id, 0}})
+	delete(l.xfers, xferKey{m.src, m.id})
+	l.post(m.src, outRec{kind: recAck, body: [4]uint64{m.id, 0}})
 	r.complete(Status{m.src, m.tag, m.size}, nil)
 }
 
 // endRecv ends a receive of a large message with an error: it tells the
 // sender (ACK with failure) and, if the receive holds a split slot, keeps
 // the slot out of use (the sender may still write into its chunks).
-func (pe *PE) endRecv(r *Request, m *inMsg, err error) {
-	st := &pe.ext.msg
-	delete(st.xfers, xferKey{m.src, m.id})
+func (l *Layer) endRecv(r *Request, m *inMsg, err error) {
+	delete(l.xfers, xferKey{m.src, m.id})
 	r.split = 0
-	pe.post(m.src, outRec{kind: recAck, body: [4]uint64{m.id, 1}})
+	l.post(m.src, outRec{kind: recAck, body: [4]uint64{m.id, 1}})
 	r.complete(Status{m.src, m.tag, m.size}, err)
 }
 
 // copyIn copies n bytes at offset off of message m into r's buffer, from
 // the sender's buffer: from the segment, or with process_vm_readv.
-func (pe *PE) copyIn(r *Request, m *inMsg, off, n uint64) error {
+func (l *Layer) copyIn(r *Request, m *inMsg, off, n uint64) error {
 	if m.path == pathSegment {
-		if m.where > uint64(len(pe.sp.Mem())) || off+n > uint64(len(pe.sp.Mem()))-m.where {
-			return fmt.Errorf("symheap: PE %d sent a descriptor outside the segment (offset %#x, %d bytes): %w", m.src, m.where, m.size, ErrBadArg)
+		if m.where > uint64(len(l.sp.Mem())) || off+n > uint64(len(l.sp.Mem()))-m.where {
+			return fmt.Errorf("symheap: PE %d sent a descriptor outside the segment (offset %#x, %d bytes): %w", m.src, m.where, m.size, errs.ErrBadArg)
 		}
-		copy(r.buf[off:off+n], pe.sp.Mem()[m.where+off:])
+		copy(r.buf[off:off+n], l.sp.Mem()[m.where+off:])
 		return nil
 	}
-	err := readFrom(pe.seg.Pid(m.src), r.buf[off:off+n], uintptr(m.where+off))
+	err := ReadFrom(l.rt.Pid(m.src), r.buf[off:off+n], uintptr(m.where+off))
 	switch {
 	case err == nil:
 		return nil
 	case refused(err):
 		return err
 	case errors.Is(err, unix.ESRCH):
-		return fmt.Errorf("symheap: receive from PE %d: its process is gone: %w", m.src, ErrPeerLost)
+		return fmt.Errorf("symheap: receive from PE %d: its process is gone: %w", m.src, errs.ErrPeerLost)
 	}
 	return fmt.Errorf("symheap: receive of %d bytes from PE %d: process_vm_readv: %w", m.size, m.src, err)
 }
@@ -213,12 +210,12 @@ func refused(err error) bool {
 }
 
 // helpCopy is the sender's side (step 3) for send r and the receiver's
-// CTS. Called with msgState.mu held.
-func (pe *PE) helpCopy(r *Request, dst int, kind, idx, gen, where uint64) {
+// CTS. Called with Layer.lock held.
+func (l *Layer) helpCopy(r *Request, dst int, kind, idx, gen, where uint64) {
 	if idx >= splitSlots {
 		return
 	}
-	sl := pe.ext.msg.peerSlots[dst][idx]
+	sl := l.peerSlots[dst][idx]
 	size := uint64(len(r.buf))
 	helped := false
 	for {
@@ -233,26 +230,22 @@ func (pe *PE) helpCopy(r *Request, dst int, kind, idx, gen, where uint64) {
 		}
 		helped = true
 		if kind == dstSegment {
-			if where > uint64(len(pe.sp.WMem())) || off+n > uint64(len(pe.sp.WMem()))-where {
+			if where > uint64(len(l.sp.WMem())) || off+n > uint64(len(l.sp.WMem()))-where {
 				sl.orphan.Store(off + 1) // release: R copies it (and fails the same way, reporting it)
 				break
 			}
-			copy(pe.sp.WMem()[where+off:where+off+n], r.buf[off:off+n])
-		} else if err := writeTo(pe.seg.Pid(dst), r.buf[off:off+n], uintptr(where+off)); err != nil {
+			copy(l.sp.WMem()[where+off:where+off+n], r.buf[off:off+n])
+		} else if err := WriteTo(l.rt.Pid(dst), r.buf[off:off+n], uintptr(where+off)); err != nil {
 			sl.orphan.Store(off + 1) // release: R copies the chunk we could not write
 			break
 		}
 		sl.done.Add(n) // release: publishes our chunk to R's splitPoll
-		pe.ext.msg.helped += n
+		l.helped += n
 	}
 	if helped {
-		pe.ring(dst)
+		l.ring(dst)
 	}
 }
-
-// writeTo copies src to address dst of process pid (a variable so that
-// tests can make it refuse).
-var writeTo = writeToProcess
 
 func writeToProcess(pid int, src []byte, dst uintptr) error {
 	for len(src) > 0 {

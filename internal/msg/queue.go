@@ -1,4 +1,4 @@
-package symheap
+package msg
 
 import (
 	"encoding/binary"
@@ -6,13 +6,12 @@ import (
 	"sync/atomic"
 
 	"github.com/symheap/symheap/internal/core"
-
 	"github.com/symheap/symheap/internal/shmsync"
 )
 
 // Message queues: one lock-free single-producer single-consumer ring per
 // ordered pair of PEs, in the receiver's control block, and one fast box
-// per pair of PEs (msg_box.go) for the smallest messages.
+// per pair of PEs (box.go) for the smallest messages.
 //
 // # Layout of the message area (msgArea in every PE's control block)
 //
@@ -21,7 +20,7 @@ import (
 //	                            sender s's ring, its own line (written by
 //	                            this PE, read by sender s when it runs out
 //	                            of room)
-//	+64 + n*64                  the split slots (msg_split.go)
+//	+64 + n*64                  the split slots (split.go)
 //	boxesOff + q*boxStride      the fast box of this PE and each PE q above
 //	  (+64 + n*64 + splitArea)  it: one line, a 32-byte slot per direction
 //	boxesOff + n*boxStride
@@ -53,7 +52,7 @@ import (
 //  3. Write the skip record (step 4), then the record's payload and word 1.
 //  4. Store word 0; tail += n. Ring the receiver's doorbell if it sleeps.
 //
-// # Consumer (receiver), during progress (and recvFast, msg_fast.go)
+// # Consumer (receiver), during progress (and recvFast, fast.go)
 //
 //  1. Load word 0 of the cell at the read position p. It is a record iff
 //     its kind is non-zero and its stamp is uint32(p); else nothing is
@@ -89,12 +88,12 @@ import (
 // one line shared by both directions bounces in less than half the time
 // ("Cost"). So each pair of PEs shares a box: one line in the lower PE's
 // area, where each of the two owns a 32-byte slot for its messages to the
-// other (msg_box.go gives the slot's words). A message of at most boxMax
+// other (box.go gives the slot's words). A message of at most BoxMax
 // bytes goes into the box when the box is free, that is when the peer has
 // taken the previous one, and no record waits in the backlog to the peer;
 // otherwise into the ring.
 //
-// Sender (writeBox, under msgState.mu):
+// Sender (writeBox, under Layer.lock):
 //
 //  1. Check the box is free: the peer's slot acknowledges (got) every
 //     message this PE put (sent).
@@ -142,11 +141,12 @@ import (
 //
 // The publishing stores are release stores (shmsync.StoreRelease64, a
 // plain MOV on amd64) when this process is registered for asymmetric
-// fences (msgState.relaxed), which gives no order between the store and
+// fences (Layer.relaxed), which gives no order between the store and
 // the sleepers load after it. The sleeper's asymmetric fence gives it, as
-// for puts in wait.go:
+// for puts in the root package's wait.go (whose sleeping half,
+// Runtime.SleepFenced, the sleeper uses):
 //
-//	sleeper (PE.sleep)                     writer
+//	sleeper (Layer.sleep)                  writer
 //	S1 bell.sleepers.Add(1)                W1 publishing store (release)
 //	S2 membarrier(GLOBAL_EXPEDITED)        W2 if bell.sleepers.Load() != 0 {
 //	loop:                                  W3     bell.word.Add(1)
@@ -185,7 +185,7 @@ import (
 //     no locked instruction between the arrival of a message and the
 //     reply, since one costs ~45 ns there (msgLock); the receive fast
 //     path, ~50 ns of posting, progress and completion less
-//     (msg_fast.go); and no progress in a send that completes at once
+//     (fast.go); and no progress in a send that completes at once
 //     and no memmove call for a word payload, a few ns each. Any work on
 //     that path costs 2-3 times what it does in a loop on one CPU.
 //   - Send/Recv of 64 and 512 bytes (two and nine ring cells): ~60 ns more
@@ -222,7 +222,7 @@ const (
 	recChunk               // sender→receiver: a bounce chunk is filled
 	recChunkAck            // receiver→sender: a bounce chunk was copied out
 	recAbort               // sender→receiver: the send failed; fail the receive
-	recCTS                 // receiver→sender: help copy (msg_split.go)
+	recCTS                 // receiver→sender: help copy (split.go)
 )
 
 // ringBytes is the size of each ring in a job of npes PEs: 1 MiB per
@@ -234,7 +234,8 @@ func ringBytes(npes int) uint64 {
 }
 
 // msgArea is the messaging area of every control block (core places it on
-// a 128-byte boundary).
+// a 128-byte boundary). Registered when the package is initialised, as
+// core requires, before any layout is computed.
 var msgArea = core.RegisterArea("msg", msgAreaSize)
 
 // msgAreaSize is the bytes of each control block reserved for messages.
@@ -333,7 +334,7 @@ type txRing struct {
 	mask     uint64
 	tail     uint64 // next position to write
 	headSeen uint64 // the last head loaded
-	relaxed  bool   // publish with release stores (msgState.relaxed)
+	relaxed  bool   // publish with release stores (Layer.relaxed)
 }
 
 // reserve makes room for an n-cell record at the tail (producer steps 1,

@@ -1,17 +1,36 @@
-package symheap
+// Package inspect is the read-only view of symheap jobs for the symheap
+// tool (cmd/symheap): a live job's per-PE figures and heap maps (stat),
+// the list of this user's jobs and the removal of stale segments (stat
+// and clean), and the report of what this build and machine offer (info).
+//
+// It reads what the runtime keeps in shared memory, through the same
+// layers the runtime uses, never through the runtime itself:
+//
+//	segment   the job's header, liveness, pids, the heaps' place (segment.Inspect)
+//	core      the control-block layout: the per-PE counters (core.Stats)
+//	          and the job's team ids in use (core.TeamIDs)
+//	alloc     the heaps' figures and blocks (Component.Attach, Stats, Walk)
+//	config    the settings and their sources (config.Resolve), as Init resolves them
+//
+// A program that uses it must link the runtime (package symheap), as
+// cmd/symheap does: the runtime's layers register their control-block
+// areas from init functions, and the offsets of core.Stats depend on them.
+// Open refuses a job whose control blocks this program lays out otherwise.
+package inspect
 
 import (
 	"fmt"
 	"time"
 
-	"github.com/symheap/symheap/internal/core"
-
 	"github.com/symheap/symheap/alloc"
+	_ "github.com/symheap/symheap/alloc/all" // the built-in components, to read any job's heaps
+	"github.com/symheap/symheap/internal/core"
+	"github.com/symheap/symheap/internal/errs"
 	"github.com/symheap/symheap/internal/segment"
 	"github.com/symheap/symheap/internal/unix"
 )
 
-// JobInfo is a live job as symheap stat sees it.
+// JobInfo is a live job as symheap stat shows it (and prints with --json).
 type JobInfo struct {
 	Job         string
 	Path        string
@@ -53,16 +72,17 @@ type Block struct {
 	Used      bool
 }
 
-// JobView is a read-only attachment to a live job's segment.
-type JobView struct {
+// Job is a read-only attachment to a live job's segment.
+type Job struct {
 	seg  *segment.Segment
+	sp   *core.Space // the control blocks, as PE 0 would see them
 	comp alloc.Component
 }
 
-// InspectJob attaches read-only to the segment of a job of this user (a
-// job id, a segment name or a path). It takes no lock and no liveness
-// token: it can neither keep the segment alive nor pass for a PE.
-func InspectJob(job string) (*JobView, error) {
+// Open attaches read-only to the segment of a job of this user (a job id,
+// a segment name or a path). It takes no lock and no liveness token: it
+// can neither keep the segment alive nor pass for a PE.
+func Open(job string) (*Job, error) {
 	seg, err := segment.Inspect(job)
 	if err != nil {
 		return nil, err
@@ -70,21 +90,27 @@ func InspectJob(job string) (*JobView, error) {
 	comp, ok := alloc.Lookup(seg.Allocator())
 	if !ok {
 		seg.Close()
-		return nil, fmt.Errorf("symheap: job uses allocator %q, unknown to this build: %w", seg.Allocator(), ErrBadConfig)
+		return nil, fmt.Errorf("symheap: job uses allocator %q, unknown to this build: %w", seg.Allocator(), errs.ErrBadConfig)
 	}
-	return &JobView{seg: seg, comp: comp}, nil
+	lay := seg.Layout()
+	if mine, err := segment.ComputeLayout(lay.NPEs, lay.HeapSize, lay.SharedSize, core.CBSize(lay.NPEs)); err != nil || mine.CBSize != lay.CBSize {
+		seg.Close()
+		return nil, fmt.Errorf("symheap: job %s has control blocks of %d bytes, this program lays them out in %d: %w (another symheap version, or a program that does not link package symheap)",
+			seg.Job(), lay.CBSize, mine.CBSize, errs.ErrSegment)
+	}
+	return &Job{seg: seg, sp: core.NewSpace(seg, 0, lay.NPEs), comp: comp}, nil
 }
 
 // Close detaches.
-func (v *JobView) Close() error { return v.seg.Close() }
+func (v *Job) Close() error { return v.seg.Close() }
 
 // Info reads the job's figures now.
-func (v *JobView) Info() JobInfo {
+func (v *Job) Info() JobInfo {
 	s := v.seg
 	ji := JobInfo{Job: s.Job(), Path: s.Path(), NPEs: s.NPEs(), Allocator: s.Allocator(),
 		SameAddress: s.SameAddress(), Created: s.Created()}
 	for p := 0; p < s.NPEs(); p++ {
-		st := core.NewSpace(s, p, s.NPEs()).Stats(p)
+		st := v.sp.Stats(p)
 		pi := PEInfo{Rank: p, Pid: s.Pid(p), Alive: s.Alive(p),
 			SymAllocs: st.SymAllocs.Load(), SymFrees: st.SymFrees.Load(),
 			SharedAllocs: st.SharedAllocs.Load(), SharedFrees: st.SharedFrees.Load(),
@@ -121,13 +147,18 @@ func (v *JobView) Info() JobInfo {
 	return ji
 }
 
+// TeamsInUse returns the number of team ids taken in the job now, the
+// world team's included: 1 plus the teams made by Split and not yet
+// destroyed.
+func (v *Job) TeamsInUse() int { return v.sp.TeamIDs().InUse() }
+
 // HeapMap lists the blocks of PE p's symmetric heap (shared=false) or
-// local shared heap (shared=true), in offset order. The heap is read while
-// its owner may change it: the map is a snapshot good for a picture, not
-// for an invariant check.
-func (v *JobView) HeapMap(p int, shared bool) ([]Block, uint64, error) {
+// local shared heap (shared=true), in offset order, and the heap's size.
+// The heap is read while its owner may change it: the map is a snapshot
+// good for a picture, not for an invariant check.
+func (v *Job) HeapMap(p int, shared bool) ([]Block, uint64, error) {
 	if p < 0 || p >= v.seg.NPEs() {
-		return nil, 0, fmt.Errorf("symheap: PE %d: %w", p, ErrBadPE)
+		return nil, 0, fmt.Errorf("symheap: PE %d: %w", p, errs.ErrBadPE)
 	}
 	mem := v.seg.Heap(p)
 	if shared {
@@ -145,40 +176,10 @@ func (v *JobView) HeapMap(p int, shared bool) ([]Block, uint64, error) {
 	return out, uint64(len(mem)), err
 }
 
-// ListJobs lists this user's segments: live jobs and stale leftovers.
+// ListJobs lists this user's segments: live jobs and stale leftovers,
+// newest first.
 func ListJobs() ([]segment.Entry, error) { return segment.List(unix.Getuid()) }
 
-// CleanStale removes this user's segments whose PEs are all gone.
+// CleanStale removes this user's segments whose PEs are all gone, and
+// returns them.
 func CleanStale() ([]segment.Entry, error) { return segment.Clean(unix.Getuid()) }
-
-// ResolveParams reports every setting Init would use with cfg, with its
-// value and where it came from (default, environment, Config).
-func ResolveParams(cfg Config) ([]Param, error) {
-	s, err := resolve(cfg, getenv)
-	return s.params, err
-}
-
-// Version is symheap's version.
-const Version = "0.1.0"
-
-// CheckHeaps runs the allocator's full invariant check over this PE's
-// symmetric heap and local shared heap. It is meant for tests and
-// debugging: it walks every block.
-func (pe *PE) CheckHeaps() error {
-	if err := pe.check(); err != nil {
-		return err
-	}
-	pe.mu.Lock()
-	defer pe.mu.Unlock()
-	if pe.heap != nil {
-		if err := pe.heap.Check(); err != nil {
-			return fmt.Errorf("symheap: PE %d symmetric heap: %w", pe.rank, err)
-		}
-	}
-	if pools := pe.ext.shared.pools; pe.rank < len(pools) && pools[pe.rank] != nil {
-		if err := pools[pe.rank].Check(); err != nil {
-			return fmt.Errorf("symheap: PE %d shared heap: %w", pe.rank, err)
-		}
-	}
-	return nil
-}

@@ -1,11 +1,15 @@
-package symheap
+package inspect
 
 import (
 	"fmt"
+	"os"
 	"runtime"
+	"strings"
 
 	"github.com/symheap/symheap/alloc"
+	"github.com/symheap/symheap/internal/config"
 	"github.com/symheap/symheap/internal/unix"
+	"github.com/symheap/symheap/memhook"
 )
 
 // Report is what symheap info prints: what this build offers and what it
@@ -15,7 +19,7 @@ type Report struct {
 	GoVersion     string
 	Components    []ComponentInfo
 	ChosenReason  string
-	Params        []Param
+	Params        []config.Param
 	ParamError    string `json:",omitempty"`
 	SameAddress   string // filled by the caller that can start processes
 	MemoryMonitor string
@@ -33,16 +37,26 @@ type ComponentInfo struct {
 	Chosen   bool
 }
 
-// Describe gathers the report for Config cfg resolved against the
-// environment. It starts no job.
-func Describe(cfg Config) Report {
-	r := Report{Version: Version, GoVersion: runtime.Version()}
-	set, err := resolve(cfg, getenv)
-	r.Params = set.params
+// Describe gathers the report for the settings Init would resolve from
+// the environment with a zero Config. It starts no job.
+func Describe() Report {
+	r := Report{Version: config.Version, GoVersion: runtime.Version()}
+	set, err := config.Resolve(config.Overrides{}, os.Getenv)
+	r.Params = set.Params
 	if err != nil {
 		r.ParamError = err.Error()
 	}
-	chosen, reason, err := alloc.Select(set.allocator, set.heap)
+	// The memory monitor's settings, which memhook reads itself at Init.
+	for _, c := range []struct{ name, def string }{
+		{memhook.EnvLeavePinned, "auto"}, {memhook.EnvLeavePinnedPipeline, "auto"}, {memhook.EnvDisable, "no"},
+	} {
+		if v := os.Getenv(c.name); v != "" {
+			r.Params = append(r.Params, config.Param{Name: c.name, Value: v, Source: "environment"})
+		} else {
+			r.Params = append(r.Params, config.Param{Name: c.name, Value: c.def, Source: "default"})
+		}
+	}
+	chosen, reason, err := alloc.Select(set.Allocator, set.Heap)
 	if err != nil {
 		r.ChosenReason = err.Error()
 	} else {
@@ -51,7 +65,7 @@ func Describe(cfg Config) Report {
 	for _, c := range alloc.Components() {
 		ci := ComponentInfo{Name: c.Name, Priority: c.Priority, Probe: "accepts", Chosen: c.Name == chosen.Name}
 		if c.Probe != nil {
-			if err := c.Probe(set.heap); err != nil {
+			if err := c.Probe(set.Heap); err != nil {
 				ci.Probe = "refuses: " + err.Error()
 			}
 		}
@@ -82,4 +96,25 @@ func kernelCopyProbe() string {
 		return "refused (" + err.Error() + "): messages from ordinary memory use the bounce buffer"
 	}
 	return "available: messages from ordinary memory take one copy through the kernel"
+}
+
+// memoryMonitorReport runs the monitor's self-test in this process and
+// describes what it can see, and the caching decision.
+func memoryMonitorReport() string {
+	m := memhook.New()
+	defer m.Close()
+	res := m.SelfTest(nil)
+	var b strings.Builder
+	b.WriteString(strings.TrimPrefix(strings.TrimSpace(res.String()), "memory monitor: "))
+	if in, err := memhook.InputsFromEnv(memhook.Unset, memhook.Unset); err != nil {
+		fmt.Fprintf(&b, "\n  caching: %v", err)
+	} else {
+		d := memhook.Decide(in)
+		state := "off"
+		if d.Enabled {
+			state = "on"
+		}
+		fmt.Fprintf(&b, "\n  registration caching: %s, %s", state, d.Reason)
+	}
+	return b.String()
 }

@@ -1,0 +1,156 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/symheap/symheap/internal/errs"
+)
+
+// Version is symheap's version (symheap.Version; symheap info prints it).
+const Version = "0.1.0"
+
+// Defaults of the settings that Resolve falls back to.
+const (
+	DefaultHeapSize    = 256 << 20
+	DefaultSharedSize  = 64 << 20
+	DefaultInitTimeout = 30 * time.Second
+	DefaultPeerTimeout = 10 * time.Second
+)
+
+// Environment variables of the settings that only the runtime reads (the
+// job contract's are in env.go).
+const (
+	// EnvProtect, when set, maps other PEs' symmetric heaps read-only.
+	EnvProtect = "SYMHEAP_PROTECT"
+	// EnvInitTimeout bounds Init's wait for the other PEs (a Go duration).
+	EnvInitTimeout = "SYMHEAP_INIT_TIMEOUT"
+	// EnvPeerTimeout is how long a PE that stopped answering is waited
+	// for (a Go duration).
+	EnvPeerTimeout = "SYMHEAP_PEER_TIMEOUT"
+)
+
+// Overrides are the fields of symheap.Config, which take precedence over
+// the environment. Their zero values leave a setting to the environment.
+type Overrides struct {
+	HeapSize   int64
+	SharedSize int64
+	Allocator  string
+	OffsetMode bool
+	Protect    bool
+}
+
+// Param is one resolved setting and where its value came from: "default",
+// "environment" or the Config field that set it.
+type Param struct {
+	Name, Value, Source string
+}
+
+// Settings are Overrides resolved against the environment: what Init uses,
+// and what symheap info reports.
+type Settings struct {
+	Heap, Shared uint64 // bytes of each PE's symmetric and local shared heap
+	Allocator    string // "": the highest-priority component that accepts the heap
+	OffsetMode   bool
+	Protect      bool
+	InitTimeout  time.Duration
+	PeerTimeout  time.Duration
+	Params       []Param // every setting above, in this order, with its source
+}
+
+// Resolve resolves o against the environment getenv reads. A malformed
+// variable is an error (wrapping errs.ErrBadConfig and naming the
+// variable) even where o overrides it; Settings then holds what was
+// resolved before it.
+func Resolve(o Overrides, getenv func(string) string) (Settings, error) {
+	var s Settings
+	add := func(name, value, source string) { s.Params = append(s.Params, Param{name, value, source}) }
+	size := func(field int64, env string, def uint64, what string) (uint64, error) {
+		if field < 0 {
+			return 0, fmt.Errorf("symheap: Config.%s = %d: %w (must be >= 0; 0 means the default)", what, field, errs.ErrBadConfig)
+		}
+		v := getenv(env)
+		var n int64
+		if v != "" {
+			// A malformed variable is an error even where Config
+			// overrides it: it says the job is set up wrongly.
+			var err error
+			if n, err = ParseSize(v); err != nil {
+				return 0, fmt.Errorf("symheap: %s: %w", env, err)
+			}
+		}
+		if field > 0 {
+			add(env, strconv.FormatInt(field, 10), "Config."+what)
+			return uint64(field), nil
+		}
+		if v != "" {
+			add(env, v, "environment")
+			return uint64(n), nil
+		}
+		add(env, strconv.FormatUint(def, 10), "default")
+		return def, nil
+	}
+	var err error
+	if s.Heap, err = size(o.HeapSize, EnvHeap, DefaultHeapSize, "HeapSize"); err != nil {
+		return s, err
+	}
+	if s.Shared, err = size(o.SharedSize, EnvSharedHeap, DefaultSharedSize, "SharedSize"); err != nil {
+		return s, err
+	}
+	switch {
+	case o.Allocator != "":
+		s.Allocator = o.Allocator
+		add(EnvAllocator, o.Allocator, "Config.Allocator")
+	case getenv(EnvAllocator) != "":
+		s.Allocator = getenv(EnvAllocator)
+		add(EnvAllocator, s.Allocator, "environment")
+	default:
+		add(EnvAllocator, "", "default (highest priority)")
+	}
+	flag := func(env string, field bool, what string) (bool, error) {
+		if field {
+			add(env, "1", "Config."+what)
+			return true, nil
+		}
+		switch v := getenv(env); v {
+		case "":
+			add(env, "0", "default")
+			return false, nil
+		case "1", "true", "yes", "on":
+			add(env, v, "environment")
+			return true, nil
+		case "0", "false", "no", "off":
+			add(env, v, "environment")
+			return false, nil
+		default:
+			return false, fmt.Errorf("symheap: %s=%q: %w (use 1 or 0)", env, v, errs.ErrBadConfig)
+		}
+	}
+	if s.OffsetMode, err = flag(EnvOffsetMode, o.OffsetMode, "OffsetMode"); err != nil {
+		return s, err
+	}
+	if s.Protect, err = flag(EnvProtect, o.Protect, "Protect"); err != nil {
+		return s, err
+	}
+	dur := func(env string, def time.Duration) (time.Duration, error) {
+		v := getenv(env)
+		if v == "" {
+			add(env, def.String(), "default")
+			return def, nil
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return 0, fmt.Errorf("symheap: %s=%q: %w (a positive Go duration such as 30s)", env, v, errs.ErrBadConfig)
+		}
+		add(env, v, "environment")
+		return d, nil
+	}
+	if s.InitTimeout, err = dur(EnvInitTimeout, DefaultInitTimeout); err != nil {
+		return s, err
+	}
+	if s.PeerTimeout, err = dur(EnvPeerTimeout, DefaultPeerTimeout); err != nil {
+		return s, err
+	}
+	return s, nil
+}

@@ -1,0 +1,92 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/symheap/symheap/internal/errs"
+)
+
+func envOf(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+
+// TestResolve: every setting comes from Config, else the environment, else
+// the default, and its Param says which; a malformed variable is refused
+// even where Config overrides it, naming the variable.
+func TestResolve(t *testing.T) {
+	s, err := Resolve(Overrides{}, envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Heap != DefaultHeapSize || s.Shared != DefaultSharedSize || s.Allocator != "" || s.OffsetMode || s.Protect ||
+		s.InitTimeout != DefaultInitTimeout || s.PeerTimeout != DefaultPeerTimeout {
+		t.Errorf("defaults: %+v", s)
+	}
+	want := []Param{
+		{EnvHeap, "268435456", "default"},
+		{EnvSharedHeap, "67108864", "default"},
+		{EnvAllocator, "", "default (highest priority)"},
+		{EnvOffsetMode, "0", "default"},
+		{EnvProtect, "0", "default"},
+		{EnvInitTimeout, "30s", "default"},
+		{EnvPeerTimeout, "10s", "default"},
+	}
+	if len(s.Params) != len(want) {
+		t.Fatalf("defaults: params %+v, want %+v", s.Params, want)
+	}
+	for i := range want {
+		if s.Params[i] != want[i] {
+			t.Errorf("defaults: param %d is %+v, want %+v", i, s.Params[i], want[i])
+		}
+	}
+
+	env := envOf(map[string]string{EnvHeap: "8m", EnvSharedHeap: "1m", EnvAllocator: "buddy",
+		EnvOffsetMode: "yes", EnvProtect: "off", EnvInitTimeout: "5s"})
+	s, err = Resolve(Overrides{SharedSize: 4096, Allocator: "tlsf", Protect: true}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Heap != 8<<20 || s.Shared != 4096 || s.Allocator != "tlsf" || !s.OffsetMode || !s.Protect || s.InitTimeout != 5*time.Second {
+		t.Errorf("environment and Config: %+v", s)
+	}
+	for _, w := range []Param{
+		{EnvHeap, "8m", "environment"},
+		{EnvSharedHeap, "4096", "Config.SharedSize"},
+		{EnvAllocator, "tlsf", "Config.Allocator"},
+		{EnvOffsetMode, "yes", "environment"},
+		{EnvProtect, "1", "Config.Protect"},
+		{EnvInitTimeout, "5s", "environment"},
+	} {
+		found := false
+		for _, p := range s.Params {
+			found = found || p == w
+		}
+		if !found {
+			t.Errorf("params %+v lack %+v", s.Params, w)
+		}
+	}
+
+	for _, c := range []struct {
+		o    Overrides
+		env  map[string]string
+		name string // the error names it
+	}{
+		{Overrides{HeapSize: 1 << 20}, map[string]string{EnvHeap: "lots"}, EnvHeap},
+		{Overrides{SharedSize: -1}, nil, "Config.SharedSize"},
+		{Overrides{}, map[string]string{EnvProtect: "maybe"}, EnvProtect},
+		{Overrides{}, map[string]string{EnvPeerTimeout: "-1s"}, EnvPeerTimeout},
+	} {
+		_, err := Resolve(c.o, envOf(c.env))
+		if !errors.Is(err, errs.ErrBadConfig) || !strings.Contains(errText(err), c.name) {
+			t.Errorf("Resolve(%+v, %v): %v; want ErrBadConfig naming %s", c.o, c.env, err, c.name)
+		}
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
