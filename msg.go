@@ -139,7 +139,7 @@ func (pe *PE) initMsg() error {
 	if err != nil {
 		return err
 	}
-	return pe.ext.msg.Init((*msgRuntime)(pe), msg.Config{Space: pe.sp, Stats: pe.stats, Relaxed: pe.membarrierReady(), Settings: set})
+	return pe.ext.msg.Init((*msgRuntime)(pe), msg.Config{Space: &pe.sp, Stats: pe.stats, Relaxed: pe.membarrierReady(), Settings: set})
 }
 
 // closeMsg ends messaging: requests still outstanding are abandoned (Close

@@ -144,12 +144,12 @@ func Put[T any](pe *PE, dst, src []T, target int) error {
 		return putSlow(pe, opPut, dst, src, target)
 	}
 	p, _ := core.SliceData(dst)
-	off, ok := pe.sp.OwnOff(p, uint64(len(src))*core.SizeOf[T]())
+	off, ok := core.OwnOff[T](&pe.sp, p, uint64(len(src))*core.SizeOf[T]())
 	if !ok {
 		return putSlow(pe, opPut, dst, src, target)
 	}
 	sp, n := core.SliceData(src)
-	core.CopyBytes(pe.sp.PeerAddr(target, off), sp, n)
+	core.CopyBytes[T](core.PeerAddr[T](&pe.sp, target, off), sp, n)
 	// putDone, inlined by hand: this is the hot path.
 	core.Bump(&pe.stats.Puts)
 	if pe.ext.rma.mb.Load() != mbReady {
@@ -170,12 +170,12 @@ func PutNBI[T any](pe *PE, dst, src []T, target int) error {
 		return putSlow(pe, opPutNBI, dst, src, target)
 	}
 	p, _ := core.SliceData(dst)
-	off, ok := pe.sp.OwnOff(p, uint64(len(src))*core.SizeOf[T]())
+	off, ok := core.OwnOff[T](&pe.sp, p, uint64(len(src))*core.SizeOf[T]())
 	if !ok {
 		return putSlow(pe, opPutNBI, dst, src, target)
 	}
 	sp, n := core.SliceData(src)
-	core.CopyBytes(pe.sp.PeerAddr(target, off), sp, n)
+	core.CopyBytes[T](core.PeerAddr[T](&pe.sp, target, off), sp, n)
 	core.Bump(&pe.stats.Puts)
 	return nil
 }
@@ -186,13 +186,13 @@ func Get[T any](pe *PE, dst, src []T, source int) error {
 		return getSlow(pe, opGet, dst, src, source)
 	}
 	p, _ := core.SliceData(src)
-	off, ok := pe.sp.OwnOff(p, uint64(len(src))*core.SizeOf[T]())
+	off, ok := core.OwnOff[T](&pe.sp, p, uint64(len(src))*core.SizeOf[T]())
 	if !ok {
 		return getSlow(pe, opGet, dst, src, source)
 	}
 	pe.payFence()
 	d, _ := core.SliceData(dst)
-	core.CopyBytes(d, pe.sp.PeerAddr(source, off), uint64(len(src))*core.SizeOf[T]())
+	core.CopyBytes[T](d, core.PeerAddr[T](&pe.sp, source, off), uint64(len(src))*core.SizeOf[T]())
 	core.Bump(&pe.stats.Gets)
 	return nil
 }
@@ -203,13 +203,13 @@ func GetNBI[T any](pe *PE, dst, src []T, source int) error {
 		return getSlow(pe, opGetNBI, dst, src, source)
 	}
 	p, _ := core.SliceData(src)
-	off, ok := pe.sp.OwnOff(p, uint64(len(src))*core.SizeOf[T]())
+	off, ok := core.OwnOff[T](&pe.sp, p, uint64(len(src))*core.SizeOf[T]())
 	if !ok {
 		return getSlow(pe, opGetNBI, dst, src, source)
 	}
 	pe.payFence()
 	d, _ := core.SliceData(dst)
-	core.CopyBytes(d, pe.sp.PeerAddr(source, off), uint64(len(src))*core.SizeOf[T]())
+	core.CopyBytes[T](d, core.PeerAddr[T](&pe.sp, source, off), uint64(len(src))*core.SizeOf[T]())
 	core.Bump(&pe.stats.Gets)
 	return nil
 }
@@ -436,7 +436,7 @@ func putSlow[T any](pe *PE, op string, dst, src []T, target int) error {
 	}
 	p, _ := core.SliceData(dst)
 	n := uint64(len(src)) * core.SizeOf[T]()
-	r, ok := pe.sp.Target(p, n, target)
+	r, ok := core.Target[T](&pe.sp, p, n, target)
 	if !ok {
 		return pe.notSymmetric(op, "dst", p, n)
 	}
@@ -465,7 +465,7 @@ func getSlow[T any](pe *PE, op string, dst, src []T, source int) error {
 	}
 	p, _ := core.SliceData(src)
 	n := uint64(len(src)) * core.SizeOf[T]()
-	r, ok := pe.sp.Target(p, n, source)
+	r, ok := core.Target[T](&pe.sp, p, n, source)
 	if !ok {
 		return pe.notSymmetric(op, "src", p, n)
 	}
@@ -489,7 +489,7 @@ func stridedTarget[T any](pe *PE, op, what string, sym, local []T, symStride, lo
 	}
 	span := (n-1)*symStride + 1
 	p, _ := core.SliceData(sym)
-	r, ok := pe.sp.Target(p, uint64(span)*core.SizeOf[T](), target)
+	r, ok := core.Target[T](&pe.sp, p, uint64(span)*core.SizeOf[T](), target)
 	if !ok {
 		return nil, pe.notSymmetric(op, what, p, uint64(span)*core.SizeOf[T]())
 	}

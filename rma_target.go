@@ -31,7 +31,7 @@ func (pe *PE) localOff(p core.Ptr, n uint64) (off uint64, owner int, ok bool) {
 // address of PE target's copy of it. op names the caller for errors.
 func remoteWord[T Integer](pe *PE, p *T, target int, op string) (*T, error) {
 	size := core.SizeOf[T]()
-	r, ok := pe.sp.Target(core.AddrOf(p), size, target)
+	r, ok := core.Target[T](&pe.sp, core.AddrOf(p), size, target)
 	if !ok || uintptr(r)&uintptr(size-1) != 0 {
 		return nil, pe.atomicError(op, core.AddrOf(p), size, target)
 	}
@@ -41,7 +41,7 @@ func remoteWord[T Integer](pe *PE, p *T, target int, op string) (*T, error) {
 // localWord checks that p is a T in this PE's own symmetric heap, aligned.
 func localWord[T Integer](pe *PE, p *T, op string) (*T, error) {
 	size := core.SizeOf[T]()
-	if off, ok := pe.sp.OwnOff(core.AddrOf(p), size); ok && uint64(off)&(size-1) == 0 {
+	if off, ok := core.OwnOff[T](&pe.sp, core.AddrOf(p), size); ok && uint64(off)&(size-1) == 0 {
 		return p, nil
 	}
 	off, owner, _ := pe.localOff(core.AddrOf(p), size)

@@ -101,7 +101,7 @@ type PE struct {
 	farErr atomic.Pointer[error] // the first error of a Quiet of remote, for the next Barrier
 	heap   alloc.Allocator       // this PE's symmetric heap
 	ctl    []*control            // every PE's control block
-	sp     *core.Space           // the segment as this PE sees it: layout, addresses
+	sp     core.Space            // the segment as this PE sees it: layout, addresses (a value: the fast paths' first load)
 	stats  *core.Stats           // this PE's counters, which symheap stat shows
 
 	watchDone chan struct{}
@@ -148,7 +148,7 @@ func Init(cfg Config) (*PE, error) {
 		return nil, fmt.Errorf("symheap: the job uses allocator %q, this PE would choose %q: %w (set SYMHEAP_ALLOCATOR alike on every PE)", a, comp.Name, ErrBadConfig)
 	}
 	pe := &PE{seg: seg, rank: j.rank, npes: j.npes, set: set, job: j, component: comp, reason: reason,
-		sp: core.NewSpace(seg, j.rank, j.npes), watchDone: make(chan struct{})}
+		sp: *core.NewSpace(seg, j.rank, j.npes), watchDone: make(chan struct{})}
 	pe.stats = pe.sp.Stats(j.rank)
 	pe.ctl = make([]*control, j.npes)
 	for i := range pe.ctl {
@@ -232,8 +232,10 @@ func (pe *PE) Barrier() error {
 		return err
 	}
 	pe.syncCacheStats()
-	if e := pe.farErr.Swap(nil); e != nil {
-		return fmt.Errorf("symheap: Barrier: completing puts to far PEs: %w", *e)
+	if pe.far && pe.farErr.Load() != nil { // a Swap (a locked instruction) only then
+		if e := pe.farErr.Swap(nil); e != nil {
+			return fmt.Errorf("symheap: Barrier: completing puts to far PEs: %w", *e)
+		}
 	}
 	if pe.npes == 1 {
 		pe.quietAll()

@@ -60,7 +60,8 @@ func Reinterpret[U, T any](s []T) []U {
 // included): two word loads then two word stores for 8 to 16 bytes (a
 // transfer of a word or two is the latency that matters most, and the
 // call to memmove was a fifth of it), the runtime's memmove otherwise.
-func CopyBytes(dst, src Ptr, n uint64) {
+// Generic for the API's fast paths (see OwnOff).
+func CopyBytes[T any](dst, src Ptr, n uint64) {
 	if n-8 <= 8 { // 8 <= n <= 16
 		a := *(*uint64)(src)
 		b := *(*uint64)(unsafe.Add(src, n-8))

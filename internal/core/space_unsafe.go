@@ -70,10 +70,19 @@ func (s *Space) SharedOffset(p Ptr, n uint64) (off SharedOff, owner int, ok bool
 	return SharedOff(o), owner, true
 }
 
+// The fast paths of the API (Put, Get, the atomics, the waits) are
+// generic functions, compiled in the user's package. There the compiler
+// inlines the generic functions of any package but the plain ones only of
+// packages the user's package imports itself, which this internal package
+// never is: a Put of 8 bytes through a call to a plain OwnOff took a third
+// longer. So the primitives of those paths are generic (in the element
+// type they serve, which they do not otherwise use), and the methods of
+// the same names are them for everybody else.
+
 // OwnOff returns the offset of the n bytes at p in this PE's own
 // symmetric heap, and whether they lie wholly in it: the test of the fast
-// paths of Put and Get, small enough to inline.
-func (s *Space) OwnOff(p Ptr, n uint64) (HeapOff, bool) {
+// paths of Put and Get.
+func OwnOff[T any](s *Space, p Ptr, n uint64) (HeapOff, bool) {
 	off := uint64(uintptr(p)-uintptr(unsafe.Pointer(unsafe.SliceData(s.base)))) - s.Lay.PartOff - uint64(s.Rank)*s.Lay.PartStride // wraps when below
 	return HeapOff(off), off < s.Lay.HeapSize && n <= s.Lay.HeapSize-off
 }
@@ -81,8 +90,8 @@ func (s *Space) OwnOff(p Ptr, n uint64) (HeapOff, bool) {
 // PeerAddr returns the address of offset off of PE target's heap, as
 // HeapAddr: in the writable alias for other PEs in protected mode, in the
 // main mapping for this PE itself (where the caller's slices are, so that
-// memmove sees an overlap between them as one). Inlined by the fast paths.
-func (s *Space) PeerAddr(target int, off HeapOff) Ptr {
+// memmove sees an overlap between them as one).
+func PeerAddr[T any](s *Space, target int, off HeapOff) Ptr {
 	b := s.wbase
 	if target == s.Rank {
 		b = s.base
@@ -94,18 +103,28 @@ func (s *Space) PeerAddr(target int, off HeapOff) Ptr {
 // and returns the address at which this PE reaches PE target's copy of
 // them (as HeapAddr). ok is false if target does not exist or the bytes
 // are not wholly in a symmetric heap. The common case, p in this PE's own
-// heap (a slice as Malloc returned it), is a few compares and small
-// enough to inline; a slice onto another PE's copy takes targetSlow.
-func (s *Space) Target(p Ptr, n uint64, target int) (Ptr, bool) {
-	off, ok := s.OwnOff(p, n)
-	if !ok || uint(target) >= uint(s.NPEs) {
+// heap (a slice as Malloc returned it), is a few compares; a slice onto
+// another PE's copy takes targetSlow.
+func Target[T any](s *Space, p Ptr, n uint64, target int) (Ptr, bool) {
+	l := &s.Lay
+	off := uint64(uintptr(p)-uintptr(unsafe.Pointer(unsafe.SliceData(s.base)))) - l.PartOff - uint64(s.Rank)*l.PartStride // wraps when below
+	if off >= l.HeapSize || n > l.HeapSize-off || uint(target) >= uint(s.NPEs) {
 		return s.targetSlow(p, n, target)
 	}
 	if target == s.Rank {
 		return p, true
 	}
-	return s.PeerAddr(target, off), true
+	return unsafe.Add(unsafe.Pointer(unsafe.SliceData(s.wbase)), l.PartOff+uint64(target)*l.PartStride+off), true
 }
+
+// OwnOff is OwnOff[byte].
+func (s *Space) OwnOff(p Ptr, n uint64) (HeapOff, bool) { return OwnOff[byte](s, p, n) }
+
+// PeerAddr is PeerAddr[byte].
+func (s *Space) PeerAddr(target int, off HeapOff) Ptr { return PeerAddr[byte](s, target, off) }
+
+// Target is Target[byte].
+func (s *Space) Target(p Ptr, n uint64, target int) (Ptr, bool) { return Target[byte](s, p, n, target) }
 
 func (s *Space) targetSlow(p Ptr, n uint64, target int) (Ptr, bool) {
 	off, _, ok := s.HeapOffset(p, n)
