@@ -1,50 +1,9 @@
 package symheap
 
-import (
-	"runtime"
-	"sync"
-	"sync/atomic"
-	"time"
+import "github.com/symheap/symheap/internal/team"
 
-	"github.com/symheap/symheap/internal/shmsync"
-)
-
-// callLock is the mutex of the calls that synchronise with other PEs (a
-// PE's collective allocations, a team's collectives). Its uncontended
-// path is one compare-and-swap to lock and a release store to unlock,
-// where sync.Mutex unlocks with a second atomic read-modify-write: right
-// before or after a synchronisation between cores, every atomic
-// read-modify-write besides the synchronisation's own costs a sizeable
-// share of the call (docs/bench/design-measurements.md). A goroutine that
-// finds the lock held queues on a sync.Mutex for its turn to poll it, so
-// that at most one polls; the holder may be waiting for other PEs for
-// long, so the poller backs off to short sleeps.
-type callLock struct {
-	held atomic.Uint32 // 1 while locked
-	turn sync.Mutex    // orders the goroutines that found it locked
-}
-
-// Lock locks l.
-func (l *callLock) Lock() {
-	// Seq-cst CAS; pairs with Unlock's release store.
-	if l.held.CompareAndSwap(0, 1) {
-		return
-	}
-	l.turn.Lock()
-	defer l.turn.Unlock()
-	for i := 0; !l.held.CompareAndSwap(0, 1); i++ {
-		if i < 64 {
-			runtime.Gosched()
-		} else {
-			time.Sleep(20 * time.Microsecond)
-		}
-	}
-}
-
-// Unlock unlocks l.
-func (l *callLock) Unlock() {
-	// Release: the holder's changes are visible to the next goroutine
-	// whose CAS in Lock sees 0 (an atomic store under the race detector,
-	// which then sees the order).
-	shmsync.StoreRelease32(&l.held, 0)
-}
+// callLock is the mutex of this PE's collective allocation calls and its
+// heap (PE.mu): the team layer's CallLock, which serialises a team's
+// collectives there. Both guard calls that synchronise with other PEs, so
+// both want its cheap uncontended path (internal/team/calllock.go).
+type callLock = team.CallLock

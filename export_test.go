@@ -4,4 +4,4 @@ package symheap
 
 // TeamHandles reports how many teams made by Split this PE is a member of
 // and has not destroyed (team_test.go checks that none leak).
-func (pe *PE) TeamHandles() int { return int(pe.ext.teams.handles.Load()) }
+func (pe *PE) TeamHandles() int { return pe.ext.teams.Handles() }

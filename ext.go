@@ -1,14 +1,18 @@
 package symheap
 
-import "github.com/symheap/symheap/internal/msg"
+import (
+	"github.com/symheap/symheap/internal/msg"
+	"github.com/symheap/symheap/internal/team"
+)
 
 // peExt gathers the state of the layers built on the runtime core, each
-// defined in its own file: the symmetric heap and RMA (rma.go), the teams
-// (team.go), the local shared heap (shared.go) and messages (internal/msg,
-// through msg.go).
+// defined in its own file: the symmetric heap and RMA (rma.go), the local
+// shared heap (shared.go), the teams and collectives (internal/team,
+// through team.go and collective.go) and messages (internal/msg, through
+// msg.go).
 type peExt struct {
 	rma    rmaState
-	teams  teamState
+	teams  team.Layer // internal/team
 	shared sharedState
 	msg    msg.Layer // internal/msg
 	hooks  hookState

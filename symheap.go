@@ -33,6 +33,9 @@
 //	symheap             the API
 //	internal/msg        message passing: rings, fast boxes, single copy,
 //	                    bounce buffers (msg.go is its API here)
+//	internal/team       teams and collectives: Split, Sync, PE.Barrier's
+//	                    full barrier, Broadcast, Reduce, FCollect, AllToAll
+//	                    (team.go and collective.go are its API here)
 //	internal/transport  the seam where a transport to other nodes plugs in
 //	internal/core       the segment as the runtime sees it: layout, typed
 //	                    offsets, the one address translator, control-block areas
@@ -62,6 +65,7 @@ import (
 	"time"
 
 	"github.com/symheap/symheap/internal/core"
+	"github.com/symheap/symheap/internal/team"
 	"github.com/symheap/symheap/internal/transport"
 
 	"github.com/symheap/symheap/alloc"
@@ -105,7 +109,6 @@ type PE struct {
 	stats  *core.Stats           // this PE's counters, which symheap stat shows
 
 	watchDone chan struct{}
-	world     *Team
 	ext       peExt // state of the API layers built on the core
 }
 
@@ -141,7 +144,7 @@ func Init(cfg Config) (*PE, error) {
 		PeerTimeout: set.peerTimeout, Protect: set.protect,
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("symheap: Init: %w", err)
 	}
 	if a := seg.Allocator(); a != comp.Name {
 		seg.Close()
@@ -171,12 +174,12 @@ func Init(cfg Config) (*PE, error) {
 		return nil, err
 	}
 	go pe.watchExit()
-	pe.world = newWorld(pe)
+	pe.ext.teams.Init((*teamRuntime)(pe), team.Config{Space: &pe.sp, Closed: &pe.closed})
 	// Nobody touches another PE's heap before that PE formatted it.
 	if err := seg.Barrier(); err != nil {
 		pe.stopWatch()
 		seg.Close()
-		return nil, err
+		return nil, fmt.Errorf("symheap: Init: %w", err)
 	}
 	live = pe
 	return pe, nil
@@ -205,6 +208,9 @@ func (pe *PE) Close() error {
 	defer pe.mu.Unlock()
 	pe.quietAll()
 	err := pe.seg.Barrier()
+	if err != nil {
+		err = fmt.Errorf("symheap: Close: %w", err)
+	}
 	pe.closeExt()
 	pe.stopWatch()
 	if cerr := pe.seg.Close(); err == nil {
@@ -241,11 +247,11 @@ func (pe *PE) Barrier() error {
 		pe.quietAll()
 		return nil
 	}
-	// The world team's barrier (team.go), which turns a lost PE into
-	// ErrPeerLost as the segment's barrier does. Its arrival is a full
-	// fence, which completes this PE's puts as Quiet would; right after
-	// it, the barrier wakes whoever sleeps waiting for them.
-	return pe.world.lockFreeBarrier("Barrier", true)
+	// The world team's barrier (internal/team), which turns a lost PE
+	// into ErrPeerLost as the segment's barrier does. Its arrival is a
+	// full fence, which completes this PE's puts as Quiet would; right
+	// after it, the barrier wakes whoever sleeps waiting for them.
+	return pe.ext.teams.Barrier()
 }
 
 // Accessible reports whether PE target exists and is alive, so that Put,
@@ -357,7 +363,7 @@ func (pe *PE) check() error {
 // checkPE validates a PE number.
 func (pe *PE) checkPE(target int) error {
 	if target < 0 || target >= pe.npes {
-		return fmt.Errorf("symheap: PE %d does not exist (job has %d PEs, 0 to %d): %w", target, pe.npes, pe.npes-1, ErrBadPE)
+		return fmt.Errorf("PE %d does not exist (job has %d PEs, 0 to %d): %w", target, pe.npes, pe.npes-1, ErrBadPE)
 	}
 	return nil
 }

@@ -36,7 +36,9 @@
 // only those below it:
 //
 //	PE.mu (callLock)           a PE's collective allocation calls and its heap
-//	Team.mu (callLock)         a team's collectives
+//	team.Team.mu (CallLock)    a team's collectives, Split and Destroy
+//	                           (internal/team; Sync and PE.Barrier take
+//	                           no lock)
 //	msg.Layer.lock (msgLock)   the messaging tables; none of the locks
 //	                           below is taken under it (only the
 //	                           segment's liveness bookkeeping, a leaf).

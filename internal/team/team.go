@@ -1,0 +1,776 @@
+package team
+
+// Teams: the design. The package comment (doc.go) has the overview and
+// the locks.
+//
+// A team is a set of the job's PEs that runs collectives together. Every
+// team that strided splits can make is strided in the world's numbering
+// (a strided subset of a strided set is strided), so a team is three
+// numbers: the world PE of its rank 0, the world stride between ranks
+// (negative for a reversed team, 0 for a team of one) and its size.
+//
+// # Shared state: team slots
+//
+// Each PE's control block holds a team area (teamArea):
+//
+//	counter 0 .. MaxTeams-1, 128 B each  PE 0's only: one barrier counter per team id
+//	slot 0 .. MaxTeams-1, teamSlotSize each, one per team id; id 0 is the world team
+//
+// A team has a job-wide id, and each member uses the slot of that number in
+// its own control block. A slot holds
+//
+//	arrived   the member's arrivals at the team's synchronisation points:
+//	          monotonic, never reset; the futex word its waiters sleep on
+//	sleepers  processes asleep on arrived
+//	inline    two 24-byte buffers in arrived's cache line, and
+//	scratch   two 512-byte buffers, where the member leaves its
+//	          contribution to a small collective, chosen by the parity of
+//	          the call number (inline when it fits: the line transfer that
+//	          shows a waiter the arrival then brings the data along)
+//
+// # Full barriers: one counter per team
+//
+// A full barrier (Sync, PE.Barrier, and every collective that must know
+// all members are there) uses the team's counter, a 64-bit word in PE 0's
+// control block with a 128-byte pair of lines to itself (a shmsync
+// counter: arrivals below, sleepers above). Each member adds 1 to it per
+// full barrier, and waits until the count reaches base + size*b for its
+// b-th barrier on the team (base: the count when the team was made), the
+// end of the barrier's group of size arrivals. The counter is never
+// reset. No member can add for barrier b+1 before it has left barrier b,
+// which needs all size*b additions, so a member's b-th add falls in group
+// b and the count reaches the group's end only when every member has
+// arrived.
+//
+// A barrier that found a member gone can never complete correctly again,
+// and the surviving members must not go on adding: a survivor's next
+// barrier would fill the dead member's share of a group and release a
+// member still waiting in the broken one. So the first full barrier of a
+// PE that fails remembers its error (lost), and every later one returns
+// it at once, without adding. The survivors then stop at the group the
+// dead member missed, which none of them can complete.
+//
+// The only state a barrier keeps in the process is the end of this PE's
+// latest group (groupEnd), touched by plain loads and release stores, so
+// Sync and PE.Barrier take no lock. This matters for speed: besides the add,
+// any other atomic read-modify-write on the barrier's path (a lock's, an
+// unlock's) adds a sizeable share to a 2-PE barrier (figures:
+// docs/bench/design-measurements.md). The
+// calls of a PE on a team must not overlap, as OpenSHMEM demands of the
+// threads of a PE; the collectives, which keep state, are serialised by
+// a mutex, and Sync finds overlapping calls with a busy word that only
+// plain loads and stores touch (inUse), on a best-effort basis: two calls
+// that start within nanoseconds of each other may both pass, and then the
+// barrier no longer separates the PEs' calls (two arrivals of one PE can
+// fill a group). Detected, an overlapping Sync returns ErrBadArg without
+// arriving.
+//
+// One word instead of a line per member: with two PEs the line then
+// moves between the cores twice per barrier (each member's add), and the
+// waiting member polls the line that the other's add brings over, which
+// measured well below an arrival word per member (each member writes its
+// own line and polls the other's; docs/bench/design-measurements.md).
+// With many members the adds queue for the line; a tree of counters
+// would scale better on a large node.
+//
+// The sleepers of a barrier count themselves in the counter's high bits
+// and sleep on its low 32 bits, which every add changes; the add that
+// completes a group sees them in its own result and wakes them, without a
+// second access to the line that the waiting members are polling (that
+// load, and dividing by size to find the group's end, cost about a third
+// of a 2-PE barrier when measured).
+//
+// Inside a collective a full barrier also counts as an arrival of every
+// member (arrivals, below), but it does not store the members' arrived
+// words: once it is over every member has made at least as many arrivals
+// as this one (allAt), and a member waiting for a later arrival of
+// another waits for a partial arrival (arrive), which stores the whole
+// count, full barriers included. So a member's word may lag behind its
+// arrivals, never behind what anybody waits for; and it still only grows.
+// Sync is not an arrival: it leaves the collectives' counts alone.
+//
+// # Synchronisation
+//
+// Outside full barriers a member arrives by storing base + its count of
+// arrivals in its own arrived word (waking sleepers if any). A member that
+// has made a arrivals on the team waits, for every
+// member j, until arrived_j reaches base_j + a (modulo 2^32), where base_j
+// is j's word when the team was made. Words are never reset, so that a slow
+// member of a destroyed team that still reads a word the slot's next team
+// advances can only see it grow. A member's arrival is a store to a cache
+// line of its own; its wait reads one line per member, and it remembers what it saw (seen), so that it
+// reads a line again only when it needs more than it saw.
+//
+// Waiting polls (a member on another core arrives within a few line
+// transfers), then polls between sched_yields (so that a member waiting
+// for the CPU we hold gets it), then sleeps on the futex and checks the
+// members' liveness on every sleep timeout (shmsync.WaitWord): a dead
+// member becomes ErrPeerLost well within a second.
+//
+// Every collective call makes the same number of arrivals on every member
+// (one or two), so a member knows, for every call, the count each member's
+// word reaches with each of its arrivals. That is how scratch buffers are
+// reused, by call parity: when a member writes its buffer k%2 in call k it
+// notes the arrival by which every reader will be done with it (readDone):
+// the end of the call for a small Broadcast, whose readers arrive after
+// reading; the first arrival of the next call for calls whose readers read
+// after a barrier. Before writing the buffer again it waits until every
+// member has made that arrival (scratchFree). Calls with a full barrier
+// find the wait over at once; a small Broadcast has no barrier: its root
+// writes and arrives without waiting, the others wait for the root alone,
+// read, then arrive, so a root runs up to two calls ahead of its slowest
+// reader. Calls that work in place on peers' arrays start with a full
+// barrier.
+//
+// # Making a team (Split), step by step
+//
+//  1. Every member of the parent checks the triplet; the check depends on
+//     the arguments alone, so every PE refuses alike and nobody waits.
+//  2. The new team's rank 0 (its leader) takes a free id from the job's
+//     bitmap (core.TeamIDs, in PE 0's control block, where symheap stat
+//     counts the ids) with compare-and-swap, and leaves the id, or noTeam
+//     when all are taken, in its parent scratch buffer.
+//  3. Parent barrier. Every PE reads the id; noTeam is an error on all.
+//  4. Every member of the new team reads every member's arrived word of the
+//     id's slot: the bases. They are stable: the slot's previous team ended
+//     with a barrier (Destroy), and nobody arrives on the new team before
+//     step 5 is over on every PE.
+//  5. Parent barrier. Members return the new team, the others nil.
+//
+// Destroy is a team barrier, after which the leader clears the id's bit.
+
+import (
+	"fmt"
+	"math/bits"
+	"runtime"
+	"sync/atomic"
+
+	"github.com/symheap/symheap/internal/core"
+	"github.com/symheap/symheap/internal/errs"
+	"github.com/symheap/symheap/internal/shmsync"
+	"github.com/symheap/symheap/internal/unix"
+)
+
+const (
+	// MaxTeams bounds the teams alive at once in a job, the world team
+	// included. Split fails with ErrOutOfMemory when all are in use.
+	MaxTeams = 64
+
+	inlineSize      = 24                 // bytes of one buffer in the arrived word's line
+	scratchSize     = 512                // bytes of one scratch buffer
+	teamCounterSize = 128                // one team's barrier counter
+	teamSlotSize    = 64 + 2*scratchSize // one slot
+	pollSpins       = 1024               // polls before waitFor starts to yield the CPU
+	pollYields      = 64                 // sched_yields (and polls) before it sleeps
+	// oversubscribedYields replaces pollSpins and pollYields when a team
+	// has more members than the machine has cores.
+	oversubscribedYields = 256
+	noTeam               = ^uint64(0)                    // "no id left" in Split's exchange
+	worldTeam            = 0                             // the world team's id
+	teamIDMask           = ^uint64(0) >> (64 - MaxTeams) // every id
+)
+
+// teamCounter is the barrier counter of one team id (see "Full barriers").
+// Only PE 0's are used.
+type teamCounter struct {
+	count atomic.Uint64 // a shmsync counter: the members' full-barrier arrivals, never reset, and the sleepers
+	_     [teamCounterSize - 8]byte
+}
+
+// teamSlot is one PE's share of one team. A contribution of up to
+// inlineSize bytes goes in the arrived word's own cache line, so that the
+// line transfer that shows a waiter the arrival brings the data along.
+type teamSlot struct {
+	arrived  atomic.Uint32 // this PE's arrivals on the team; futex word
+	sleepers atomic.Uint32 // processes asleep on arrived
+	inline   [2][inlineSize]byte
+	_        [8]byte
+	scratch  [2][scratchSize]byte // larger contributions to small collectives, by call parity
+}
+
+// teamArea is the teams' area of every control block.
+var teamArea = core.RegisterArea("team", teamAreaSize)
+
+// teamAreaSize is the bytes of each control block reserved for teams.
+func teamAreaSize(npes int) uint64 {
+	return MaxTeams*teamCounterSize + MaxTeams*teamSlotSize
+}
+
+// Runtime is what the layer asks of the runtime of its PE. Every method
+// may be called with a Team.mu held and must not take a lock of the
+// runtime's that is held while the layer is called (PE.mu may be: the
+// root package's Close holds it).
+type Runtime interface {
+	// Check returns an error wrapping errs.ErrClosed once the PE is
+	// closed, else nil. The layer calls it once it has seen
+	// Config.Closed set, for the error's wording.
+	Check() error
+	// CheckPeers returns an error wrapping errs.ErrPeerLost naming the
+	// first of pes (world PE numbers) that is gone.
+	CheckPeers(pes []int) error
+	// WakeSleepers takes Quiet's wake-up step for this PE's puts: it
+	// wakes whoever sleeps waiting for a change to a PE's symmetric heap.
+	// The caller has just made a full fence after the puts.
+	WakeSleepers()
+}
+
+// Config is what the layer is given of its PE's state: plain data, read
+// on the fast paths without a call.
+type Config struct {
+	Space  *core.Space  // the segment as this PE sees it
+	Closed *atomic.Bool // set once the PE is closed (then every call fails with Runtime.Check's error)
+}
+
+// Layer is a PE's teams: the world team and the count of the handles of
+// split teams. Its fields are immutable after Init, handles aside (an
+// atomic); each Team guards its own state (Team).
+type Layer struct {
+	rt     Runtime
+	sp     *core.Space
+	closed *atomic.Bool
+	world  *Team
+
+	handles atomic.Int32 // this PE's handles of split teams not yet destroyed; any goroutine
+}
+
+// Init makes the world team. Every PE's words of slot 0, and counter 0,
+// are zero in a fresh segment, so the bases are zero.
+func (l *Layer) Init(rt Runtime, c Config) {
+	l.rt, l.sp, l.closed = rt, c.Space, c.Closed
+	l.world = l.newTeam(worldTeam, 0, 1, l.sp.NPEs, l.sp.Rank, false)
+}
+
+// World returns the team of every PE of the job, in PE order.
+func (l *Layer) World() *Team { return l.world }
+
+// Handles returns how many teams made by Split this PE is a member of and
+// has not destroyed.
+func (l *Layer) Handles() int { return int(l.handles.Load()) }
+
+// Barrier is PE.Barrier's: a full barrier of the world team, which turns
+// a lost PE into ErrPeerLost, as the segment's barrier does. Its arrival
+// is a full fence, which completes this PE's puts as Quiet would; right
+// after it, the barrier wakes whoever sleeps waiting for them
+// (Runtime.WakeSleepers). Like Sync, it takes no lock.
+func (l *Layer) Barrier() error { return l.world.lockFreeBarrier("Barrier", true) }
+
+// Team is a set of PEs that run collectives together: the world team of
+// every PE, or a team made by Split. A *Team is this PE's handle of its
+// membership; the collectives on one team must be called by every member
+// in the same order, and not concurrently from several goroutines of one
+// PE (OpenSHMEM's rule for the threads of a PE). Overlapping collectives
+// are serialised by mu; Sync and Layer.Barrier, which take no lock so as
+// to stay fast, return ErrBadArg when they find another call of the PE in
+// progress on the team (best effort: see "Full barriers").
+//
+// The fields above mu are immutable once the team is made. Of the rest,
+// the atomics are this PE's only (no other process sees them) and say who
+// touches them; the plain fields are guarded by mu.
+type Team struct {
+	rt                  Runtime
+	l                   *Layer
+	closed              *atomic.Bool // the PE's (Config.Closed)
+	id                  int          // slot number, worldTeam for the world
+	start, stride, size int          // world PE of rank i: start + stride*i
+	rank                int          // this PE's rank in the team
+	members             []int
+	slots               []*teamSlot // every member's slot, by rank
+	bases               []uint32    // every member's arrived word when the team was made
+	counter             *teamCounter
+	counterBase         uint64 // the counter's count when the team was made
+	live                func() error
+
+	mu        CallLock
+	busy      atomic.Uint32         // 1 while a goroutine of this PE is in a call (best effort: see "Full barriers")
+	groupEnd  atomic.Uint64         // the count that ends this PE's latest full barrier (see "Full barriers"); Sync and Barrier, without mu
+	destroyed atomic.Bool           // set by Destroy, under mu; read by Sync without it
+	lost      atomic.Pointer[error] // the error of the full barrier that found a member gone; every later one returns it (see "Full barriers")
+	calls     uint64                // collective calls made on the team; call k uses scratch k%2
+	arrivals  uint32                // this PE's arrivals on the team (the same count on every member)
+	allAt     uint32                // every member has made at least this many arrivals (the last full barrier's)
+	curStart  uint32                // arrivals before the current call
+	readDone  [2]uint32             // per own scratch buffer: the arrival count by which its readers are done
+	seen      []uint32              // per member: arrivals it is known to have made (saves loads of its line)
+	memo      [2]offMemo            // the last dst and src found in the symmetric heap
+}
+
+// newTeam makes this PE's handle of team id; readBases reads the members'
+// current arrived words and the id's counter, else they are taken as zero.
+func (l *Layer) newTeam(id, start, stride, size, rank int, readBases bool) *Team {
+	rt := l.rt
+	t := &Team{rt: rt, l: l, closed: l.closed, id: id, start: start, stride: stride, size: size, rank: rank,
+		members: make([]int, size), slots: make([]*teamSlot, size), bases: make([]uint32, size), seen: make([]uint32, size),
+		counter: l.counterOf(id)}
+	if readBases {
+		// Seq-cst load of a word nobody changes now (step 4 of Split):
+		// the slot's previous team made all its additions before any of
+		// its members left its last barrier (Destroy).
+		t.counterBase = t.counter.count.Load() & shmsync.CountMask
+		t.groupEnd.Store(t.counterBase)
+	}
+	for i := range size {
+		p := start + stride*i
+		t.members[i] = p
+		t.slots[i] = l.slotOf(p, id)
+		if readBases {
+			// Seq-cst load of a word nobody changes now (step 4 of
+			// Split); the parent barrier of step 3 ordered the slot's
+			// last arrivals, on its previous team, before it.
+			t.bases[i] = t.slots[i].arrived.Load()
+		}
+	}
+	members := t.members
+	t.live = func() error { return rt.CheckPeers(members) }
+	return t
+}
+
+// Rank returns this PE's number in the team, 0 to Size()-1; -1 for a nil
+// team (a PE that is not a member).
+func (t *Team) Rank() int {
+	if t == nil {
+		return -1
+	}
+	return t.rank
+}
+
+// Size returns the number of PEs in the team; 0 for a nil team.
+func (t *Team) Size() int {
+	if t == nil {
+		return 0
+	}
+	return t.size
+}
+
+// WorldRank returns the world PE number of the team's rank r, or -1 if r
+// is not a rank of the team (shmem_team_translate_pe to the world team).
+func (t *Team) WorldRank(r int) int {
+	if t == nil || r < 0 || r >= t.size {
+		return -1
+	}
+	return t.start + t.stride*r
+}
+
+// TeamRank returns the rank in the team of world PE p, or -1 if p is not a
+// member.
+func (t *Team) TeamRank(p int) int {
+	if t == nil {
+		return -1
+	}
+	d := p - t.start
+	if t.stride == 0 {
+		if d == 0 {
+			return 0
+		}
+		return -1
+	}
+	if d%t.stride != 0 || d/t.stride < 0 || d/t.stride >= t.size {
+		return -1
+	}
+	return d / t.stride
+}
+
+// enter starts a call on the team: it checks the handle and takes t.mu,
+// which the caller releases.
+func (t *Team) enter(what string) error {
+	if err := t.usable(what); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	if t.destroyed.Load() {
+		t.mu.Unlock()
+		return t.usable(what)
+	}
+	// Wait for a Sync of another goroutine to end (it takes no lock).
+	// Plain load; pairs with the release stores of inUse and leave.
+	for t.busy.Load() != 0 {
+		runtime.Gosched()
+	}
+	shmsync.StoreRelease32(&t.busy, 1)
+	return nil
+}
+
+// leave ends a call that began with enter.
+func (t *Team) leave() {
+	shmsync.StoreRelease32(&t.busy, 0) // release; pairs with the loads in enter and inUse
+	t.mu.Unlock()
+}
+
+// inUse marks the team busy for a Sync, or reports that a call of another
+// goroutine of this PE is in progress on it.
+func (t *Team) inUse(what string) error {
+	// Plain load and release store, not a read-modify-write (see "Full
+	// barriers": best effort); pair with the stores of enter, leave and
+	// other Syncs.
+	if t.busy.Load() != 0 {
+		return fmt.Errorf("symheap: %s on team %d while another goroutine of PE %d is in a call on it: %w (a PE's calls on a team must not overlap; make them from one goroutine, or order them)",
+			what, t.id, t.l.sp.Rank, errs.ErrBadArg)
+	}
+	shmsync.StoreRelease32(&t.busy, 1)
+	return nil
+}
+
+// usable checks that the handle may be used.
+func (t *Team) usable(what string) error {
+	if t == nil {
+		return fmt.Errorf("symheap: %s on a nil team: %w (Split returns nil to the PEs that are not members; only members may use the team)", what, errs.ErrBadArg)
+	}
+	// This PE's closed flag, stored by Close (any goroutine); the runtime
+	// words the error.
+	if t.closed.Load() {
+		if err := t.rt.Check(); err != nil {
+			return err
+		}
+	}
+	if t.destroyed.Load() {
+		return fmt.Errorf("symheap: %s on team %d after Destroy: %w", what, t.id, errs.ErrBadArg)
+	}
+	return nil
+}
+
+// arrive records this PE's arrival at the team's next synchronisation
+// point. Called with t.mu held.
+func (t *Team) arrive() {
+	if t.size == 1 {
+		return
+	}
+	t.arrivals++
+	s := t.slots[t.rank]
+	// Seq-cst store of the whole count (full barriers do not store it:
+	// see "Full barriers"), after this PE's scratch and data writes; pairs
+	// with the loads of every member waiting for it (waitFor), which then
+	// read them. Then the wake-up step, as shmsync.Wake.
+	s.arrived.Store(t.bases[t.rank] + t.arrivals)
+	if s.sleepers.Load() != 0 { // seq-cst, after the store; pairs with a sleeper's increment
+		shmsync.WakeAll(&s.arrived)
+	}
+}
+
+// begin starts a collective call and returns its number. Called with t.mu
+// held, by every call that synchronises.
+func (t *Team) begin() uint64 {
+	k := t.calls
+	t.calls++
+	t.curStart = t.arrivals
+	return k
+}
+
+// scratchFree waits until this PE may write its scratch buffer k%2 in call
+// k, that is until every reader of what it last wrote there is done, and
+// records that this call's readers are done once every member has made
+// done arrivals in this call. Called with t.mu held.
+func (t *Team) scratchFree(k uint64, done uint32) error {
+	if t.size == 1 {
+		return nil
+	}
+	b := &t.readDone[k&1]
+	for j := range t.slots {
+		if err := t.waitFor(j, *b); err != nil {
+			return err
+		}
+	}
+	*b = t.curStart + done
+	return nil
+}
+
+// waitAll waits until every member has arrived as often as this PE has.
+// Called with t.mu held.
+func (t *Team) waitAll() error {
+	if t.size == 1 {
+		return nil
+	}
+	for j := range t.slots {
+		if err := t.waitFor(j, t.arrivals); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitFor waits until member j has made a arrivals on the team.
+func (t *Team) waitFor(j int, a uint32) error {
+	if j == t.rank || reached(t.allAt, a) || reached(t.seen[j], a) {
+		return nil
+	}
+	s, base := t.slots[j], t.bases[j]
+	// Seq-cst loads; pair with member j's increment in arrive, after which
+	// its writes are visible here.
+	arrived := func() bool {
+		v := s.arrived.Load() - base
+		if reached(v, a) {
+			t.seen[j] = v
+			return true
+		}
+		return false
+	}
+	if arrived() {
+		return nil
+	}
+	// Spin: a member running on another core arrives within a few cache
+	// line transfers. Then poll between sched_yields, so that a member
+	// that waits for the CPU we hold gets it (on a loaded or oversubscribed
+	// node this keeps a synchronisation in microseconds instead of a futex
+	// round trip). Then sleep (shmsync.WaitWord spins briefly first).
+	if poll(arrived, spinBudget(t.size)) {
+		return nil
+	}
+	if err := shmsync.WaitWord(&s.arrived, &s.sleepers, t.size, arrived, t.live); err != nil {
+		return fmt.Errorf("symheap: team %d (%d PEs) waiting for rank %d (PE %d): %w", t.id, t.size, j, t.members[j], err)
+	}
+	return nil
+}
+
+// reached reports whether counter v has reached want, modulo 2^32.
+func reached(v, want uint32) bool { return int32(v-want) >= 0 }
+
+// barrier is a full barrier of the team inside a collective: it counts as
+// an arrival (see "Full barriers"). Called with t.mu held.
+func (t *Team) barrier() error {
+	if t.size == 1 {
+		return nil
+	}
+	t.arrivals++
+	if err := t.counterBarrier(false); err != nil {
+		return err
+	}
+	t.allAt = t.arrivals
+	return nil
+}
+
+// counterBarrier adds this PE's arrival to the team's counter and waits
+// for the rest of its group (see "Full barriers"). With quiet it also
+// takes Quiet's wake-up step for this PE's earlier puts right after the
+// add, which is the full fence that completes them (PE.Barrier). Of the
+// process's state it touches groupEnd only.
+func (t *Team) counterBarrier(quiet bool) error {
+	if lost := t.lost.Load(); lost != nil {
+		return *lost
+	}
+	c := &t.counter.count
+	// This PE's b-th arrival falls in group b: its end is the previous
+	// group's plus size. Plain load and release store (no read-modify-
+	// write): Sync and Barrier take no lock (see "Full barriers").
+	want := (t.groupEnd.Load() + uint64(t.size)) & shmsync.CountMask
+	shmsync.StoreRelease64(&t.groupEnd, want)
+	// Seq-cst add: publishes every earlier store of this PE (scratch,
+	// data, puts) to the members that see the count reach want; pairs
+	// with their loads in WaitCount. The arrival that ends the group
+	// wakes the sleepers.
+	v := shmsync.Arrive(c, want)
+	if quiet {
+		t.rt.WakeSleepers()
+	}
+	if !shmsync.Reached(v, want) {
+		if err := shmsync.WaitCount(c, want, spinBudget(t.size), t.live); err != nil {
+			lost := fmt.Errorf("symheap: team %d (%d PEs) waiting in a barrier: %w", t.id, t.size, err)
+			t.lost.Store(&lost) // lost, not err: err's address would put every call's err on the heap
+			return lost
+		}
+	}
+	return nil
+}
+
+// spinBudget returns how long one of n processes that wait for each
+// other polls before it yields the CPU, and how many yields it makes
+// before it sleeps.
+func spinBudget(n int) shmsync.Spin {
+	if n > runtime.NumCPU() {
+		// More waiters than cores: spinning only keeps the one we wait
+		// for off the CPU. Yield at once, and for longer before sleeping:
+		// each yield hands the core to a runnable process.
+		return shmsync.Spin{Yields: oversubscribedYields}
+	}
+	return shmsync.Spin{Polls: pollSpins, Yields: pollYields}
+}
+
+// poll polls cond with a pause between polls, then between sched_yields
+// (as WaitCounter), and reports whether it became true.
+func poll(cond func() bool, spin shmsync.Spin) bool {
+	for range spin.Polls {
+		if cond() {
+			return true
+		}
+		shmsync.Pause()
+	}
+	for range spin.Yields {
+		unix.SchedYield()
+		if cond() {
+			return true
+		}
+	}
+	return false
+}
+
+// Sync waits until every member of the team has called Sync
+// (shmem_team_sync). It orders memory only as a barrier does; it does not
+// complete outstanding non-blocking puts (PE.Barrier and Quiet do). It
+// takes no lock: a Sync that finds another call of this PE in progress on
+// the team returns ErrBadArg (see Team).
+func (t *Team) Sync() error {
+	if err := t.usable("Sync"); err != nil {
+		return err
+	}
+	if t.size == 1 {
+		return nil
+	}
+	return t.lockFreeBarrier("Sync", false)
+}
+
+// lockFreeBarrier is the barrier of Sync and PE.Barrier: the busy check
+// of inUse around counterBarrier (quiet as there).
+func (t *Team) lockFreeBarrier(what string, quiet bool) error {
+	if err := t.inUse(what); err != nil {
+		return err
+	}
+	err := t.counterBarrier(quiet)
+	shmsync.StoreRelease32(&t.busy, 0) // release; pairs with the loads in enter and inUse
+	return err
+}
+
+// Split makes a new team of the parent's ranks start, start+stride, ...,
+// size of them (shmem_team_split_strided). It is collective over the
+// parent: every member calls it with the same triplet. Members of the new
+// team get their handle, the other PEs of the parent a nil *Team and a nil
+// error. The new team's rank i is the parent's rank start+stride*i; a
+// negative stride makes a team in reverse order; a stride of 0 is allowed
+// for a team of one. A triplet that leaves the parent (or wraps around) is
+// ErrBadArg on every PE; when MaxTeams teams are alive it is
+// ErrOutOfMemory on every PE.
+func (t *Team) Split(start, stride, size int) (*Team, error) {
+	if err := t.enter("Split"); err != nil {
+		return nil, err
+	}
+	defer t.leave()
+	if err := t.checkTriplet(start, stride, size); err != nil {
+		return nil, err
+	}
+	l := t.l
+	k := t.begin()
+	leader := start // parent rank of the new rank 0
+	newRank := -1
+	if d := t.rank - start; stride == 0 {
+		if d == 0 {
+			newRank = 0
+		}
+	} else if d%stride == 0 && d/stride >= 0 && d/stride < size {
+		newRank = d / stride
+	}
+
+	// Step 2.
+	if t.rank == leader {
+		// Read between the first and the second arrival.
+		if err := t.scratchFree(k, 2); err != nil {
+			return nil, err
+		}
+		id, ok := l.takeTeamID()
+		rec := bufOf[uint64](t.slots[t.rank], k, 1)
+		rec[0] = noTeam
+		if ok {
+			rec[0] = uint64(id)
+		}
+	}
+	// Step 3.
+	if err := t.barrier(); err != nil {
+		return nil, err
+	}
+	id := bufOf[uint64](t.slots[leader], k, 1)[0]
+	if id == noTeam {
+		return nil, fmt.Errorf("symheap: Split(%d, %d, %d) of a team of %d: %w (all %d team ids are in use; Destroy the teams no longer needed)",
+			start, stride, size, t.size, errs.ErrOutOfMemory, MaxTeams)
+	}
+	// Step 4.
+	var nt *Team
+	if newRank >= 0 {
+		nt = l.newTeam(int(id), t.start+t.stride*start, t.stride*stride, size, newRank, true)
+		l.handles.Add(1)
+	}
+	// Step 5.
+	if err := t.barrier(); err != nil {
+		return nil, err
+	}
+	return nt, nil
+}
+
+// checkTriplet validates a Split triplet against the team.
+func (t *Team) checkTriplet(start, stride, size int) error {
+	bad := func(why string) error {
+		return fmt.Errorf("symheap: Split(start %d, stride %d, size %d) of a team of %d PEs: %w (%s)", start, stride, size, t.size, errs.ErrBadArg, why)
+	}
+	switch {
+	case size < 1:
+		return bad("size must be at least 1")
+	case start < 0 || start >= t.size:
+		return bad(fmt.Sprintf("start must be a rank of the parent, 0 to %d", t.size-1))
+	case stride == 0 && size != 1:
+		return bad("stride 0 makes a team of one only")
+	}
+	// The last rank, computed without overflow: |stride|*(size-1) must fit
+	// in the parent.
+	if stride != 0 {
+		span := uint64(size - 1)
+		step := uint64(stride)
+		if stride < 0 {
+			step = uint64(-stride)
+		}
+		hi, lo := bits.Mul64(span, step)
+		room := uint64(t.size - 1 - start)
+		if stride < 0 {
+			room = uint64(start)
+		}
+		if hi != 0 || lo > room {
+			return bad("the last rank start+stride*(size-1) falls outside the parent")
+		}
+	}
+	return nil
+}
+
+// Destroy ends the team (shmem_team_destroy). It is collective over the
+// team; afterwards its id can be reused and the handle is unusable. A nil
+// team (a PE that is not a member) does nothing. The world team cannot be
+// destroyed.
+func (t *Team) Destroy() error {
+	if t == nil {
+		return nil
+	}
+	if err := t.enter("Destroy"); err != nil {
+		return err
+	}
+	defer t.leave()
+	if t.id == worldTeam {
+		return fmt.Errorf("symheap: Destroy of the world team: %w (it lives until Close)", errs.ErrBadArg)
+	}
+	t.begin()
+	t.destroyed.Store(true)
+	t.l.handles.Add(-1)
+	if err := t.barrier(); err != nil {
+		return err
+	}
+	if t.rank == 0 {
+		t.l.freeTeamID(t.id)
+	}
+	return nil
+}
+
+// takeTeamID takes a free team id from the job-wide bitmap.
+func (l *Layer) takeTeamID() (int, bool) {
+	h := l.sp.TeamIDs()
+	for {
+		// Seq-cst load and CAS; pair with other leaders' CAS and with
+		// freeTeamID's And on any PE.
+		u := h.Used.Load()
+		free := ^u &^ (1 << worldTeam) & teamIDMask
+		if free == 0 {
+			return 0, false
+		}
+		id := bits.TrailingZeros64(free)
+		if h.Used.CompareAndSwap(u, u|1<<id) {
+			return id, true
+		}
+	}
+}
+
+// freeTeamID returns id to the bitmap.
+func (l *Layer) freeTeamID(id int) {
+	// Seq-cst; pairs with takeTeamID's load and CAS on the leader of the
+	// next team to take the id.
+	l.sp.TeamIDs().Used.And(^(uint64(1) << id))
+}
