@@ -2,6 +2,7 @@ package symheap_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/symheap/symheap"
@@ -143,6 +144,9 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("%s: %v, want success", c.name, err)
 			case c.want != nil && !errors.Is(err, c.want):
 				t.Errorf("%s: %v, want %v", c.name, err, c.want)
+			}
+			if err != nil && strings.Count(err.Error(), "symheap:") != 1 {
+				t.Errorf("%s: %q says \"symheap:\" %d times, want once", c.name, err, strings.Count(err.Error(), "symheap:"))
 			}
 			if err := pe.CheckHeaps(); err != nil {
 				t.Fatalf("after %s: %v", c.name, err)

@@ -409,7 +409,7 @@ func rmaCheck[T any](pe *PE, op string, target int) error {
 		return pe.check()
 	}
 	if err := plainData[T](); err != nil {
-		return fmt.Errorf("symheap: %s: %w", op, err)
+		return err // names the type, and says symheap once
 	}
 	if target < 0 || target >= pe.npes {
 		return fmt.Errorf("symheap: %s: %w", op, pe.checkPE(target))

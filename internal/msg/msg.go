@@ -507,10 +507,11 @@ func (l *Layer) Irecv(buf []byte, source, tag int) (*Request, error) {
 	return r, nil
 }
 
-// checkPE validates a PE number.
+// checkPE validates a PE number; the caller says "symheap:" and names
+// the call.
 func (l *Layer) checkPE(target int) error {
 	if target < 0 || target >= l.npes {
-		return fmt.Errorf("symheap: PE %d does not exist (job has %d PEs, 0 to %d): %w", target, l.npes, l.npes-1, errs.ErrBadPE)
+		return fmt.Errorf("PE %d does not exist (job has %d PEs, 0 to %d): %w", target, l.npes, l.npes-1, errs.ErrBadPE)
 	}
 	return nil
 }

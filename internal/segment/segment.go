@@ -674,7 +674,7 @@ func (s *Segment) checkPeers(pes []int, lost *int) error {
 				if st, err := unix.ProcessState(s.Pid(pe)); err == nil && st == 'T' {
 					how = "is stopped (SIGSTOP or a debugger) and has not run"
 				}
-				return fmt.Errorf("symheap: PE %d (pid %d) of job %q %s for %v: %w (SYMHEAP_PEER_TIMEOUT is %v)",
+				return fmt.Errorf("PE %d (pid %d) of job %q %s for %v: %w (SYMHEAP_PEER_TIMEOUT is %v)",
 					pe, s.Pid(pe), s.p.Job, how, d.Round(time.Millisecond), errs.ErrPeerLost, s.p.PeerTimeout)
 			}
 			return nil
@@ -684,7 +684,7 @@ func (s *Segment) checkPeers(pes []int, lost *int) error {
 			how = "closed"
 		}
 		*lost = pe
-		return fmt.Errorf("symheap: PE %d (pid %d) of job %q %s: %w", pe, s.Pid(pe), s.p.Job, how, errs.ErrPeerLost)
+		return fmt.Errorf("PE %d (pid %d) of job %q %s: %w", pe, s.Pid(pe), s.p.Job, how, errs.ErrPeerLost)
 	}
 	if pes == nil {
 		for pe := 0; pe < s.lay.NPEs; pe++ {
@@ -711,7 +711,7 @@ func (s *Segment) Barrier() error {
 	err := s.h.barrier.Wait(s.lay.NPEs, func() (int, error) { return s.LostPeer(nil) })
 	if errors.Is(err, shmsync.ErrBroken) {
 		m, _ := s.h.barrier.Broken()
-		return fmt.Errorf("symheap: PE %d (pid %d) of job %q is gone: %w", m, s.Pid(m), s.p.Job, errs.ErrPeerLost)
+		return fmt.Errorf("PE %d (pid %d) of job %q is gone: %w", m, s.Pid(m), s.p.Job, errs.ErrPeerLost)
 	}
 	return err
 }
