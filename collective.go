@@ -11,36 +11,22 @@ import "github.com/symheap/symheap/internal/team"
 // folds elements: the layer's Reduce is generic too.
 
 // Number is the element types of reductions: integers and floats.
-type Number interface {
-	~int | ~int8 | ~int16 | ~int32 | ~int64 |
-		~uint | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~uintptr |
-		~float32 | ~float64
-}
+type Number = team.Number
 
-// Op is a reduction operation.
-type Op int
+// Op is a reduction operation; its String names it ("sum", "xor").
+type Op = team.Op
 
 // Reduction operations. The bitwise ones (OpAnd, OpOr, OpXor) are defined
 // on integers only: on floats they are ErrBadOp.
 const (
-	OpSum Op = iota + 1
-	OpProd
-	OpMin
-	OpMax
-	OpAnd
-	OpOr
-	OpXor
+	OpSum  = team.OpSum
+	OpProd = team.OpProd
+	OpMin  = team.OpMin
+	OpMax  = team.OpMax
+	OpAnd  = team.OpAnd
+	OpOr   = team.OpOr
+	OpXor  = team.OpXor
 )
-
-// The operations are the layer's: each difference must be zero.
-var (
-	_ [OpSum - Op(team.OpSum) + OpProd - Op(team.OpProd) + OpMin - Op(team.OpMin) + OpMax - Op(team.OpMax) +
-		OpAnd - Op(team.OpAnd) + OpOr - Op(team.OpOr) + OpXor - Op(team.OpXor)]struct{}
-	_ [Op(team.OpSum) - OpSum + Op(team.OpProd) - OpProd + Op(team.OpMin) - OpMin + Op(team.OpMax) - OpMax +
-		Op(team.OpAnd) - OpAnd + Op(team.OpOr) - OpOr + Op(team.OpXor) - OpXor]struct{}
-)
-
-func (op Op) String() string { return team.Op(op).String() }
 
 // Broadcast copies root's src into dst on every member of the team, root
 // included (shmem_broadcast). root is a rank of the team. dst and src are
@@ -55,7 +41,7 @@ func Broadcast[T any](t *Team, dst, src []T, root int) error {
 // 1.5 defines as an all-reduce). dst and src are symmetric, of equal
 // length; they may be the same array but may not partly overlap.
 func Reduce[T Number](t *Team, dst, src []T, op Op) error {
-	return team.Reduce((*team.Team)(t), dst, src, team.Op(op))
+	return team.Reduce((*team.Team)(t), dst, src, op)
 }
 
 // FCollect concatenates every member's src into dst on every member, in

@@ -14,35 +14,21 @@ import (
 // public API over it, and what the layer asks of the PE (msgRuntime).
 
 // AnySource and AnyTag match any sender and any tag in Recv and Irecv.
-const AnySource, AnyTag = -1, -1
+const AnySource, AnyTag = msg.AnySource, msg.AnyTag
 
 // MaxTag is the largest tag a message may carry (tags start at 0).
-const MaxTag = 1<<31 - 1
+const MaxTag = msg.MaxTag
 
 // DefaultEagerLimit is the largest message sent through the rings when
 // the send buffer is ordinary memory, and DefaultSharedEagerLimit when it
 // lies in the segment (a local shared heap or a symmetric heap), unless
 // SYMHEAP_MSG_EAGER and SYMHEAP_MSG_EAGER_SHARED say otherwise; larger
 // messages are copied once from the sender's buffer. BenchmarkEagerCrossover
-// chose them: eager time over single-copy time for a ping-pong, two PEs on
-// two cores of the machine it was tuned on, was
-//
-//	           1 KiB  2 KiB  4 KiB  6 KiB  8 KiB
-//	ordinary   0.44   0.51   0.79   1.24   1.15   (process_vm_readv costs ~1 us)
-//	shared     0.88   0.98   1.53   1.76   5.3    (the single copy is a memcpy)
-//
-// Both limits are capped at a quarter of a ring.
+// chose them (docs/bench/design-measurements.md). Both limits are capped
+// at a quarter of a ring.
 const (
-	DefaultEagerLimit       = 4 << 10
-	DefaultSharedEagerLimit = 2 << 10
-)
-
-// The constants above are the layer's: each difference must be zero.
-var (
-	_ [AnySource - msg.AnySource + AnyTag - msg.AnyTag + MaxTag - msg.MaxTag]struct{}
-	_ [msg.AnySource - AnySource + msg.AnyTag - AnyTag + msg.MaxTag - MaxTag]struct{}
-	_ [DefaultEagerLimit - msg.DefaultEagerLimit + DefaultSharedEagerLimit - msg.DefaultSharedEagerLimit]struct{}
-	_ [msg.DefaultEagerLimit - DefaultEagerLimit + msg.DefaultSharedEagerLimit - DefaultSharedEagerLimit]struct{}
+	DefaultEagerLimit       = msg.DefaultEagerLimit
+	DefaultSharedEagerLimit = msg.DefaultSharedEagerLimit
 )
 
 // Status describes a received message (or, for a send, the message sent).

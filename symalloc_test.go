@@ -159,6 +159,15 @@ func runChecks(t *testing.T, cfg peConfig, checks []peCheck) {
 	if cfg.allocator != "" && pe.AllocatorName() != cfg.allocator {
 		t.Fatalf("allocator %s, want %s", pe.AllocatorName(), cfg.allocator)
 	}
+	runCheckList(t, pe, checks)
+	if err := pe.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runCheckList runs checks on pe in order, each as a subtest, with the
+// heap checked empty and consistent after each, and a barrier between.
+func runCheckList(t *testing.T, pe *PE, checks []peCheck) {
 	for _, c := range checks {
 		start := time.Now()
 		ok := t.Run(c.name, func(t *testing.T) {
@@ -192,9 +201,6 @@ func runChecks(t *testing.T, cfg peConfig, checks []peCheck) {
 		if pe.Rank() == 0 && testing.Verbose() {
 			fmt.Printf("%-18s %v\n", c.name, time.Since(start).Round(time.Millisecond))
 		}
-	}
-	if err := pe.Close(); err != nil {
-		t.Fatal(err)
 	}
 }
 

@@ -7,7 +7,7 @@ import (
 
 // TeamIDs is the job-wide bitmap of team ids in use, in an area of its own
 // of PE 0's control block (the other PEs' copies of the area are unused).
-// The runtime's teams (team.go in package symheap) take and free ids in
+// The runtime's teams (internal/team) take and free ids in
 // it; symheap stat counts them through a read-only attachment.
 type TeamIDs struct {
 	// Bit i: id i belongs to a live team. Bit 0, the world team's id, is

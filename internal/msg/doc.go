@@ -115,7 +115,7 @@
 // Outermost first; a goroutine holding one may take only those below it
 // (internal/core's package comment has the runtime's whole list):
 //
-//	PE.mu, Team.mu (root)      may be held by callers of the layer
+//	PE.mu, team.Team.mu        may be held by callers of the layer
 //	                           (Close holds PE.mu)
 //	Layer.lock (msgLock)       under it the layer takes no other lock of
 //	                           the runtime's (Runtime.CheckPeers takes
