@@ -7,14 +7,15 @@ import (
 	"strings"
 
 	"github.com/symheap/symheap/alloc"
+	"github.com/symheap/symheap/internal/config"
 	"github.com/symheap/symheap/internal/errs"
 )
 
 // Environment variables read by InputsFromEnv.
 const (
-	EnvLeavePinned         = "SYMHEAP_LEAVE_PINNED"
-	EnvLeavePinnedPipeline = "SYMHEAP_LEAVE_PINNED_PIPELINE"
-	EnvDisable             = "SYMHEAP_MEMHOOK_DISABLE"
+	EnvLeavePinned         = config.EnvLeavePinned
+	EnvLeavePinnedPipeline = config.EnvLeavePinnedPipeline
+	EnvDisable             = config.EnvMemhookDisable
 )
 
 // Setting is a three-valued switch that may also be left unset.
@@ -48,12 +49,14 @@ func ParseSetting(v string) (Setting, error) {
 	switch strings.ToLower(strings.TrimSpace(v)) {
 	case "":
 		return Unset, nil
-	case "yes", "y", "1", "true", "on":
-		return Yes, nil
-	case "no", "n", "0", "false", "off":
-		return No, nil
 	case "auto", "-1":
 		return Auto, nil
+	}
+	if on, ok := config.ParseYesNo(v); ok {
+		if on {
+			return Yes, nil
+		}
+		return No, nil
 	}
 	return Unset, fmt.Errorf("%q is not yes, no or auto: %w", v, errs.ErrBadConfig)
 }

@@ -98,6 +98,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/symheap/symheap/internal/config"
 	"github.com/symheap/symheap/internal/errs"
 	"github.com/symheap/symheap/memhook"
 )
@@ -311,7 +312,7 @@ func New(cfg Config) (*Cache, error) {
 		mon:    cfg.Monitor,
 		onErr:  cfg.OnError,
 		q:      newInvQueue(ql),
-		verify: os.Getenv("SYMHEAP_RCACHE_VERIFY") != "",
+		verify: os.Getenv(config.EnvRCacheVerify) != "",
 	}
 	if len(cfg.Registrars) == 64 {
 		c.all = ^TransportSet(0)

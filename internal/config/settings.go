@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/symheap/symheap/internal/errs"
@@ -113,19 +114,17 @@ func Resolve(o Overrides, getenv func(string) string) (Settings, error) {
 			add(env, "1", "Config."+what)
 			return true, nil
 		}
-		switch v := getenv(env); v {
-		case "":
+		v := getenv(env)
+		if v == "" {
 			add(env, "0", "default")
 			return false, nil
-		case "1", "true", "yes", "on":
-			add(env, v, "environment")
-			return true, nil
-		case "0", "false", "no", "off":
-			add(env, v, "environment")
-			return false, nil
-		default:
-			return false, fmt.Errorf("symheap: %s=%q: %w (use 1 or 0)", env, v, errs.ErrBadConfig)
 		}
+		on, ok := ParseYesNo(v)
+		if !ok {
+			return false, fmt.Errorf("symheap: %s=%q: %w (use 1 or 0, yes or no)", env, v, errs.ErrBadConfig)
+		}
+		add(env, v, "environment")
+		return on, nil
 	}
 	if s.OffsetMode, err = flag(EnvOffsetMode, o.OffsetMode, "OffsetMode"); err != nil {
 		return s, err
@@ -153,4 +152,33 @@ func Resolve(o Overrides, getenv func(string) string) (Settings, error) {
 		return s, err
 	}
 	return s, nil
+}
+
+// Environment variables read by the layers themselves: the memory monitor
+// (memhook), messaging (internal/msg), and the invariant checkers.
+const (
+	EnvLeavePinned         = "SYMHEAP_LEAVE_PINNED"          // registration caching: yes, no, auto
+	EnvLeavePinnedPipeline = "SYMHEAP_LEAVE_PINNED_PIPELINE" // the same for the pipelined protocol
+	EnvMemhookDisable      = "SYMHEAP_MEMHOOK_DISABLE"       // yes: this PE's memory monitor is off
+	EnvMsgEager            = "SYMHEAP_MSG_EAGER"             // eager limit, ordinary send buffers
+	EnvMsgEagerShared      = "SYMHEAP_MSG_EAGER_SHARED"      // eager limit, send buffers in the segment
+	EnvMsgSplit            = "SYMHEAP_MSG_SPLIT"             // messages this large are copied by both PEs
+	EnvMsgNoKernel         = "SYMHEAP_MSG_NOKERNEL"          // yes: never process_vm_readv
+	EnvMsgBounce           = "SYMHEAP_MSG_BOUNCE"            // yes: every large message through bounce buffers
+	EnvAllocVerify         = "SYMHEAP_ALLOC_VERIFY"          // any value: allocator invariants after every change
+	EnvRCacheVerify        = "SYMHEAP_RCACHE_VERIFY"         // any value: cache invariants after every change
+)
+
+// ParseYesNo reads a yes/no setting in any of its usual spellings, in any
+// case: yes/no, y/n, 1/0, true/false, on/off. ok is false for anything
+// else (the empty string included). Every yes/no setting of symheap is
+// read with it.
+func ParseYesNo(v string) (on, ok bool) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "yes", "y", "1", "true", "on":
+		return true, true
+	case "no", "n", "0", "false", "off":
+		return false, true
+	}
+	return false, false
 }

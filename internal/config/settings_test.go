@@ -90,3 +90,20 @@ func errText(err error) string {
 	}
 	return err.Error()
 }
+
+// TestParseYesNo: every spelling of yes and no, in any case and with
+// spaces around; anything else (the empty string included) is refused.
+func TestParseYesNo(t *testing.T) {
+	for _, c := range []struct {
+		v      string
+		on, ok bool
+	}{
+		{"yes", true, true}, {"Y", true, true}, {"1", true, true}, {"TRUE", true, true}, {" on ", true, true},
+		{"no", false, true}, {"n", false, true}, {"0", false, true}, {"False", false, true}, {"off", false, true},
+		{"", false, false}, {"auto", false, false}, {"2", false, false}, {"yess", false, false},
+	} {
+		if on, ok := ParseYesNo(c.v); on != c.on || ok != c.ok {
+			t.Errorf("ParseYesNo(%q) = %v, %v; want %v, %v", c.v, on, ok, c.on, c.ok)
+		}
+	}
+}

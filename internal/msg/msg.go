@@ -309,33 +309,33 @@ func ReadSettings(getenv func(string) string, param func(name, value, source str
 		param(name, v, "environment")
 		return nil
 	}
-	if err := size("SYMHEAP_MSG_EAGER", DefaultEagerLimit, 1<<20, &s.Eager); err != nil {
+	if err := size(config.EnvMsgEager, DefaultEagerLimit, 1<<20, &s.Eager); err != nil {
 		return s, err
 	}
-	if err := size("SYMHEAP_MSG_EAGER_SHARED", DefaultSharedEagerLimit, 1<<20, &s.EagerShared); err != nil {
+	if err := size(config.EnvMsgEagerShared, DefaultSharedEagerLimit, 1<<20, &s.EagerShared); err != nil {
 		return s, err
 	}
-	if err := size("SYMHEAP_MSG_SPLIT", defaultSplitMin, 1<<40, &s.Split); err != nil {
+	if err := size(config.EnvMsgSplit, defaultSplitMin, 1<<40, &s.Split); err != nil {
 		return s, err
 	}
 	flag := func(name string, dst *bool) error {
-		switch v := getenv(name); v {
-		case "":
+		v := getenv(name)
+		if v == "" {
 			param(name, "0", "default")
-		case "1", "true", "yes", "on":
-			*dst = true
-			param(name, v, "environment")
-		case "0", "false", "no", "off":
-			param(name, v, "environment")
-		default:
-			return fmt.Errorf("symheap: %s=%q: %w (use 1 or 0)", name, v, errs.ErrBadConfig)
+			return nil
 		}
+		on, ok := config.ParseYesNo(v)
+		if !ok {
+			return fmt.Errorf("symheap: %s=%q: %w (use 1 or 0, yes or no)", name, v, errs.ErrBadConfig)
+		}
+		*dst = on
+		param(name, v, "environment")
 		return nil
 	}
-	if err := flag("SYMHEAP_MSG_NOKERNEL", &s.NoKernel); err != nil {
+	if err := flag(config.EnvMsgNoKernel, &s.NoKernel); err != nil {
 		return s, err
 	}
-	return s, flag("SYMHEAP_MSG_BOUNCE", &s.AllBounce)
+	return s, flag(config.EnvMsgBounce, &s.AllBounce)
 }
 
 // Close ends messaging: requests still outstanding are abandoned (the

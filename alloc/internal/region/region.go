@@ -32,6 +32,7 @@ import (
 	"sync/atomic"
 
 	"github.com/symheap/symheap/alloc"
+	"github.com/symheap/symheap/internal/config"
 	"github.com/symheap/symheap/internal/errs"
 )
 
@@ -84,7 +85,7 @@ type Counters struct {
 // call that changes the region and panic on the first violation. It is off
 // by default (Check is O(heap)); the conformance suite checks after every
 // operation regardless.
-var Verify = os.Getenv("SYMHEAP_ALLOC_VERIFY") != ""
+var Verify = os.Getenv(config.EnvAllocVerify) != ""
 
 // MustCheck runs check and panics with the violation it reports. Callers
 // guard it with Verify.
