@@ -11,9 +11,10 @@ import (
 // through team.go and collective.go) and messages (internal/msg, through
 // msg.go).
 type peExt struct {
+	sym    symState // symmetric allocation records (symalloc.go)
 	rma    rmaState
 	teams  team.Layer // internal/team
-	shared sharedState
+	shared sharedHeap
 	msg    msg.Layer // internal/msg
 	hooks  hookState
 }
@@ -21,9 +22,6 @@ type peExt struct {
 // initExt prepares the layers once the segment is mapped and the heaps are
 // formatted, before the barrier that ends Init.
 func (pe *PE) initExt() error {
-	if err := pe.initShared(); err != nil {
-		return err
-	}
 	return pe.initMsg()
 }
 

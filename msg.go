@@ -151,7 +151,7 @@ func (r *msgRuntime) SleepFenced(word *atomic.Uint32, cond func() bool, check fu
 // not count as SharedAlloc and SharedFree calls. The layer calls them
 // without its lock (lock order: sharedHeap.mu, then alloc.Lock).
 func (r *msgRuntime) AllocBounce(size, align uint64) (core.SharedOff, error) {
-	pool, err := (*PE)(r).pool(r.rank)
+	pool, err := (*PE)(r).ext.shared.pool(r.rank)
 	if err != nil {
 		return 0, err
 	}
@@ -160,7 +160,7 @@ func (r *msgRuntime) AllocBounce(size, align uint64) (core.SharedOff, error) {
 }
 
 func (r *msgRuntime) FreeBounce(off core.SharedOff) error {
-	pool, err := (*PE)(r).pool(r.rank)
+	pool, err := (*PE)(r).ext.shared.pool(r.rank)
 	if err != nil {
 		return err
 	}

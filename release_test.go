@@ -121,11 +121,11 @@ func checkReleaseAcross(t *testing.T, pe *PE) {
 	// SharedFree by the owner (PE 0), heard by the others.
 	var off uint64
 	if me == 0 {
-		off = must(pe.sharedAlloc(512, 16))
+		off = must(pe.ext.shared.alloc(512, 16))
 	}
 	off = shareOff(t, pe, 0, off)
 	if me == 0 {
-		ok(t, pe.sharedFree(0, off))
+		ok(t, pe.ext.shared.free(0, off))
 	}
 	barrier(t, pe)
 	if addr := uintptr(pe.sp.SharedAddr(0, core.SharedOff(off))); me != 0 && !ev.covered(pe, memhook.Free, addr, 512) {
@@ -135,11 +135,11 @@ func checkReleaseAcross(t *testing.T, pe *PE) {
 	// PE, the owner included.
 	last := n - 1
 	if me == 0 {
-		off = must(pe.sharedAlloc(768, 16))
+		off = must(pe.ext.shared.alloc(768, 16))
 	}
 	off = shareOff(t, pe, 0, off)
 	if me == last {
-		ok(t, pe.sharedFree(0, off))
+		ok(t, pe.ext.shared.free(0, off))
 	}
 	barrier(t, pe)
 	if addr := uintptr(pe.sp.SharedAddr(0, core.SharedOff(off))); !ev.covered(pe, memhook.Free, addr, 768) {
@@ -155,7 +155,7 @@ func checkReleaseCache(t *testing.T, pe *PE) {
 	me, last := pe.Rank(), pe.Size()-1
 	var off uint64
 	if me == 0 {
-		off = must(pe.sharedAlloc(8192, 4096))
+		off = must(pe.ext.shared.alloc(8192, 4096))
 	}
 	off = shareOff(t, pe, 0, off)
 	rng := rcache.Range{Start: uintptr(pe.sp.SharedAddr(0, core.SharedOff(off))), End: uintptr(pe.sp.SharedAddr(0, core.SharedOff(off))) + 8192}
@@ -169,7 +169,7 @@ func checkReleaseCache(t *testing.T, pe *PE) {
 	}
 	barrier(t, pe)
 	if me == last {
-		ok(t, pe.sharedFree(0, off))
+		ok(t, pe.ext.shared.free(0, off))
 	}
 	barrier(t, pe)
 	if me == 0 {
@@ -199,11 +199,11 @@ func checkReleaseIdle(t *testing.T, pe *PE) {
 	if me == 0 {
 		start := time.Now()
 		for i := range 3 * release.Slots {
-			off := must(pe.sharedAlloc(64, 16))
+			off := must(pe.ext.shared.alloc(64, 16))
 			if i == 0 {
 				first = off
 			}
-			ok(t, pe.sharedFree(0, off))
+			ok(t, pe.ext.shared.free(0, off))
 		}
 		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("%d shared alloc+free pairs with idle listeners took %v", 3*release.Slots, d)

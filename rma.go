@@ -99,10 +99,6 @@ import (
 
 // rmaState is the state of one-sided access kept in this process.
 type rmaState struct {
-	seq  uint64       // collective allocation phases made (pe.mu; symalloc.go)
-	call uint64       // collective allocation calls made (pe.mu)
-	mine [2]recValues // this PE's records of the last two phases (pe.mu)
-
 	// mb says whether this process is registered for asymmetric fences
 	// (membarrier): mbReady, puts need no fence; mbNone, they fence.
 	mb   atomic.Int32

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/symheap/symheap/internal/core"
+	"github.com/symheap/symheap/internal/release"
 
 	"github.com/symheap/symheap/alloc"
 	"github.com/symheap/symheap/internal/segment"
@@ -47,70 +48,73 @@ import (
 // the waiters' calls into ErrPeerLost (alloc.Lock), and the heap may then
 // be inconsistent, which is acceptable because the job is going down.
 
-// sharedState is this PE's view of the local shared heaps.
-type sharedState struct {
+// sharedHeap is the local shared heap layer: this PE's view of every PE's
+// shared heap. Its fields but pools are set once, at Init.
+type sharedHeap struct {
+	sp        *core.Space
+	rank      int
+	component alloc.Component
+	log       *release.Log      // where the pools report their releases
+	alive     func(pe int) bool // the liveness of a lock holder
+	stats     *core.Stats       // this PE's counters
+
 	mu    sync.Mutex      // guards pools
 	pools []*alloc.Locked // by owner; pools[rank] is formatted in Init, others attached on use
 }
 
 // formatShared writes fresh allocator metadata into this PE's shared heap.
 // A job may run without one (SYMHEAP_SHARED_SIZE=0).
-func (pe *PE) formatShared() error {
-	pe.ext.shared.pools = make([]*alloc.Locked, pe.npes)
-	if pe.sp.Lay.SharedSize == 0 {
+func (h *sharedHeap) format() error {
+	h.pools = make([]*alloc.Locked, h.sp.NPEs)
+	if h.sp.Lay.SharedSize == 0 {
 		return nil
 	}
-	a, err := pe.component.Format(pe.seg.Shared(pe.rank))
+	a, err := h.component.Format(h.sp.Shared(h.rank))
 	if err != nil {
 		return fmt.Errorf("symheap: format the local shared heap (%s) with %s: %w (raise SYMHEAP_SHARED_SIZE or Config.SharedSize)",
-			segment.FormatSize(pe.sp.Lay.SharedSize), pe.component.Name, err)
+			segment.FormatSize(h.sp.Lay.SharedSize), h.component.Name, err)
 	}
-	l, err := alloc.NewLocked(pe.reporting(a, pe.rank), uint32(pe.rank), pe.holderAlive)
+	l, err := alloc.NewLocked(h.reporting(a, h.rank), uint32(h.rank), h.holderAlive)
 	if err != nil {
 		return fmt.Errorf("symheap: local shared heap: %w", err)
 	}
-	pe.ext.shared.pools[pe.rank] = l
+	h.pools[h.rank] = l
 	return nil
 }
-
-// initShared has nothing left to do: other PEs' pools are attached on the
-// first free into them, when they are sure to be formatted.
-func (pe *PE) initShared() error { return nil }
 
 // reporting wraps the allocator of PE owner's shared heap so that its
 // releases, by whichever PE, reach every PE's monitor (package release).
 // The wrapper sits inside the lock: a release is in the log before the
 // block can be handed out again.
-func (pe *PE) reporting(a alloc.Allocator, owner int) alloc.Allocator {
-	return alloc.Report(a, pe.ext.hooks.log.Sink(pe.seg.SharedOffOf(owner)))
+func (h *sharedHeap) reporting(a alloc.Allocator, owner int) alloc.Allocator {
+	return alloc.Report(a, h.log.Sink(uint64(h.sp.SharedSeg(owner, 0))))
 }
 
 // holderAlive tells the shared heaps' locks whether a holder still lives.
-func (pe *PE) holderAlive(holder uint32) bool {
-	return int(holder) < pe.npes && pe.seg.Alive(int(holder))
+func (h *sharedHeap) holderAlive(holder uint32) bool {
+	return int(holder) < h.sp.NPEs && h.alive(int(holder))
 }
 
 // pool returns the allocator over PE owner's shared heap, attaching to it
 // on first use.
-func (pe *PE) pool(owner int) (*alloc.Locked, error) {
-	st := &pe.ext.shared
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if p := st.pools[owner]; p != nil {
+func (h *sharedHeap) pool(owner int) (*alloc.Locked, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if p := h.pools[owner]; p != nil {
 		return p, nil
 	}
-	if pe.sp.Lay.SharedSize == 0 {
+	if h.sp.Lay.SharedSize == 0 {
 		return nil, fmt.Errorf("symheap: the local shared heap is empty: %w (SYMHEAP_SHARED_SIZE is 0; raise it or set Config.SharedSize)", ErrOutOfMemory)
 	}
-	a, err := pe.component.Attach(pe.seg.Shared(owner))
+	a, err := h.component.Attach(h.sp.Shared(owner))
 	if err != nil {
 		return nil, fmt.Errorf("symheap: attach PE %d's local shared heap: %w", owner, err)
 	}
-	l, err := alloc.NewLocked(pe.reporting(a, owner), uint32(pe.rank), pe.holderAlive)
+	l, err := alloc.NewLocked(h.reporting(a, owner), uint32(h.rank), h.holderAlive)
 	if err != nil {
 		return nil, fmt.Errorf("symheap: local shared heap of PE %d: %w", owner, err)
 	}
-	st.pools[owner] = l
+	h.pools[owner] = l
 	return l, nil
 }
 
@@ -131,7 +135,7 @@ func SharedAlloc[T any](pe *PE, n int) ([]T, error) {
 	if n == 0 {
 		return nil, nil
 	}
-	off, err := pe.sharedAlloc(size, core.AlignOf[T]())
+	off, err := pe.ext.shared.alloc(size, core.AlignOf[T]())
 	if err != nil {
 		return nil, err
 	}
@@ -140,8 +144,8 @@ func SharedAlloc[T any](pe *PE, n int) ([]T, error) {
 
 // sharedAlloc takes size bytes aligned to align from this PE's pool and
 // returns the offset in its shared heap.
-func (pe *PE) sharedAlloc(size, align uint64) (uint64, error) {
-	p, err := pe.pool(pe.rank)
+func (h *sharedHeap) alloc(size, align uint64) (uint64, error) {
+	p, err := h.pool(h.rank)
 	if err != nil {
 		return 0, fmt.Errorf("symheap: SharedAlloc of %d bytes: %w", size, err)
 	}
@@ -153,11 +157,11 @@ func (pe *PE) sharedAlloc(size, align uint64) (uint64, error) {
 		if errors.Is(err, ErrOutOfMemory) {
 			st := p.Stats()
 			return 0, fmt.Errorf("symheap: SharedAlloc of %d bytes: %w (local shared heap %s per PE, %s free, largest free block %s; raise SYMHEAP_SHARED_SIZE or Config.SharedSize)",
-				size, ErrOutOfMemory, segment.FormatSize(pe.sp.Lay.SharedSize), segment.FormatSize(st.Free), segment.FormatSize(st.LargestFree))
+				size, ErrOutOfMemory, segment.FormatSize(h.sp.Lay.SharedSize), segment.FormatSize(st.Free), segment.FormatSize(st.LargestFree))
 		}
 		return 0, fmt.Errorf("symheap: SharedAlloc of %d bytes: %w", size, err)
 	}
-	pe.stats.SharedAllocs.Add(1) // written by this PE only; symheap stat reads it
+	h.stats.SharedAllocs.Add(1) // written by this PE only; symheap stat reads it
 	return uint64(off), nil
 }
 
@@ -184,21 +188,21 @@ func SharedFree[T any](pe *PE, s []T) error {
 		}
 		return fmt.Errorf("symheap: SharedFree of %p: %w (it lies in %s, not in a local shared heap)", p, ErrBadFree, what)
 	}
-	return pe.sharedFree(owner, uint64(off))
+	return pe.ext.shared.free(owner, uint64(off))
 }
 
 // sharedFree frees the block at off in PE owner's shared heap.
-func (pe *PE) sharedFree(owner int, off uint64) error {
-	pool, err := pe.pool(owner)
+func (h *sharedHeap) free(owner int, off uint64) error {
+	pool, err := h.pool(owner)
 	if err != nil {
 		return fmt.Errorf("symheap: SharedFree: %w", err)
 	}
 	if err := pool.Free(alloc.Off(off)); err != nil {
 		return fmt.Errorf("symheap: SharedFree of offset %#x in PE %d's local shared heap: %w", off, owner, err)
 	}
-	c := pe.stats // written by this PE only; symheap stat reads it
+	c := h.stats // written by this PE only; symheap stat reads it
 	c.SharedFrees.Add(1)
-	if owner != pe.rank {
+	if owner != h.rank {
 		c.RemoteFrees.Add(1)
 	}
 	return nil

@@ -350,7 +350,7 @@ func checkSharedRemoteFree(t *testing.T, comp string) {
 			t.Errorf("PE %d counted %d remote frees", pe.Rank(), got)
 		}
 		// Any PE can check any heap.
-		p0 := need(pe.pool(0))
+		p0 := need(pe.ext.shared.pool(0))
 		noErr(t, p0.Check())
 		sync2(t, pe)
 		if pe.AllocatorName() != comp {

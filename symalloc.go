@@ -172,7 +172,7 @@ func Realloc[T any](pe *PE, s []T, n int) ([]T, error) {
 		}
 		return s, err
 	}
-	out := pe.ext.rma.mine[pe.ext.rma.seq%2].out
+	out := pe.ext.sym.mine[pe.ext.sym.seq%2].out
 	return core.SliceAt[T](pe.sp.HeapAddr(pe.rank, core.HeapOff(out)), n), nil
 }
 
@@ -236,7 +236,7 @@ func symAlloc[T any](pe *PE, n int, align uint64, kind uint64, hints Hints) ([]T
 	if err != nil {
 		return nil, err
 	}
-	out := pe.ext.rma.mine[pe.ext.rma.seq%2].out
+	out := pe.ext.sym.mine[pe.ext.sym.seq%2].out
 	return core.SliceAt[T](pe.sp.HeapAddr(pe.rank, core.HeapOff(out)), n), nil
 }
 
@@ -244,7 +244,7 @@ func symAlloc[T any](pe *PE, n int, align uint64, kind uint64, hints Hints) ([]T
 // op performs the local part and returns the resulting offset. Called with
 // pe.mu held.
 func (pe *PE) collective(kind, size, align, in uint64, hints Hints, op func() (uint64, error)) error {
-	st := &pe.ext.rma
+	st := &pe.ext.sym
 	st.call++
 	if kind == callFree || kind == callRealloc {
 		if err := pe.exchange(kind, size, align, in, noOff, hints); err != nil {
@@ -289,6 +289,15 @@ func (pe *PE) undo(kind, out uint64, opErr error) {
 	}
 }
 
+// symState is the symmetric heap's layer state kept in this process: the
+// allocation calls and their records (the records themselves are in every
+// PE's control block, control.allocRec). Guarded by pe.mu.
+type symState struct {
+	seq  uint64       // collective allocation phases made
+	call uint64       // collective allocation calls made
+	mine [2]recValues // this PE's records of the last two phases
+}
+
 // recValues are the values of one allocRecord, read out of shared memory
 // or kept in this process.
 type recValues struct {
@@ -307,7 +316,7 @@ func (r *allocRecord) load() recValues {
 // because reading one's own record back after the others have read it
 // costs a cache miss.
 func (pe *PE) exchange(kind, size, align, in, out uint64, hints Hints) error {
-	st := &pe.ext.rma
+	st := &pe.ext.sym
 	st.seq++
 	seq := st.seq
 	// Field by field: a composite literal is built on the stack and then
@@ -386,7 +395,7 @@ func (pe *PE) compare(seq uint64, withOut bool) error {
 	if testSkipDivergenceCheck {
 		return nil
 	}
-	mine := &pe.ext.rma.mine[seq%2]
+	mine := &pe.ext.sym.mine[seq%2]
 	if pe.allMatch(seq, mine, withOut) {
 		return nil
 	}

@@ -194,7 +194,9 @@ func (pe *PE) formatHeaps() error {
 		}
 		pe.heap = alloc.Report(a, pe.ext.hooks.log.Sink(pe.seg.HeapOff(pe.rank)))
 	}
-	return pe.formatShared()
+	pe.ext.shared = sharedHeap{sp: &pe.sp, rank: pe.rank, component: pe.component, log: pe.ext.hooks.log,
+		alive: pe.seg.Alive, stats: pe.stats}
+	return pe.ext.shared.format()
 }
 
 // Close leaves the job. It is collective: it waits for every PE to reach
