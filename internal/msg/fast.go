@@ -17,9 +17,9 @@ import (
 // kind, another tag, a message longer than the buffer, a box message that
 // waits for ring records, contention for the lock, or a wait longer than
 // fastPolls polls) sends the receive down the general path, which finds
-// the PE's state as the fast path left it. Measured: the general path's
-// posting, progress and completion cost ~50 ns of a ~150 ns Send/Recv
-// half round trip on the machine this was tuned on.
+// the PE's state as the fast path left it. The general path's posting,
+// progress and completion cost about a third of a small Send/Recv half
+// round trip when measured (docs/bench/design-measurements.md).
 //
 // Why it keeps every guarantee:
 //

@@ -13,10 +13,10 @@ import (
 // takes no locked instruction while one P (the Go scheduler's processor)
 // does all the messaging.
 //
-// Why not sync.Mutex. On the machine this was tuned on, a locked
-// instruction (CAS, atomic add) between the arrival of a message and the
-// publishing of the reply adds ~45 ns to a Send/Recv half round trip of
-// ~115 ns; sync.Mutex takes two per critical section.
+// Why not sync.Mutex. A locked instruction (CAS, atomic add) between the
+// arrival of a message and the publishing of the reply adds a large share
+// to a small Send/Recv half round trip (docs/bench/design-measurements.md);
+// sync.Mutex takes two per critical section.
 //
 // # Parking
 //

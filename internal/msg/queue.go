@@ -165,42 +165,20 @@ import (
 // sequentially consistently instead (wait.go's fence P2), and a sleeper
 // whose membarrier fails sleeps in 1 ms slices.
 //
-// # Cost (measured)
+// # Cost
 //
-// On the two-vCPU virtual machine this was tuned on, the PEs pinned to a
-// CPU each, half round trips (best of 40 runs of 30 000 round trips,
-// compared within one run; runs differ by ±20% with the placement of the
-// vCPUs and of the segment):
-//
-//   - One line, each side polling it and writing its slot (the box alone):
-//     ~55 ns with a PAUSE in the polling loop, ~120 ns without. Without
-//     the pause a tight loop of loads takes the line back between the
-//     writer's stores, and leaves the loop through a pipeline flush. The
-//     C cache-line harness (proc_lat) measures 49-62 ns. Whether the
-//     publishing store is an XCHG or a plain MOV makes no difference here.
-//   - Two lines, one per direction (the rings): ~125-155 ns bare.
-//   - Send/Recv of 8 bytes: ~185 ns before the boxes (through the rings),
-//     ~100-130 ns now (BenchmarkMsg: 100-150 ns, Open MPI 305-330 ns in the
-//     same runs). Besides the box and the pause (shmsync.Pause), it took:
-//     no locked instruction between the arrival of a message and the
-//     reply, since one costs ~45 ns there (msgLock); the receive fast
-//     path, ~50 ns of posting, progress and completion less
-//     (fast.go); and no progress in a send that completes at once
-//     and no memmove call for a word payload, a few ns each. Any work on
-//     that path costs 2-3 times what it does in a loop on one CPU.
-//   - Send/Recv of 64 and 512 bytes (two and nine ring cells): ~60 ns more
-//     with word 0 stored by an XCHG than by a release store, which does
-//     not wait for the record's lines.
-//
-// Three things cost more in the rings and are avoided above: the producer
-// clearing the cell after its record (the consumer's next poll then
-// misses on a line the producer holds: ~380 ns), the consumer storing
-// head after every record (a fence on the way back to the caller), and
-// atomic stores for anything but word 0 (each waits for the line).
-//
-// An earlier version of the boxes (~200 ns through Send/Recv) had the box
-// without the rest: its receiver polled without a pause, and a sync.Mutex
-// and the general receive path stood between the arrival and the reply.
+// What decided the paths above, each measured against the alternative
+// (figures: docs/bench/design-measurements.md): one line polled with a
+// pause per pair and direction (the fast box) against two lines, one per
+// direction (the rings); no locked instruction between the arrival of a
+// message and the reply; the receive fast path (fast.go); no progress in
+// a send that completes at once and no memmove call for a word payload;
+// word 0 stored by a release store, not an XCHG, which would wait for the
+// record's lines. Avoided in the rings, each for a measured cost: the
+// producer clearing the cell after its record (the consumer's next poll
+// then misses on a line the producer holds), the consumer storing head
+// after every record (a fence on the way back to the caller), and atomic
+// stores for anything but word 0 (each waits for the line).
 
 const (
 	cellSize   = 64

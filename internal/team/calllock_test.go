@@ -1,4 +1,4 @@
-package symheap
+package team
 
 import (
 	"sync"
@@ -10,7 +10,7 @@ import (
 // holder that keeps the lock long enough for the waiter to back off to
 // sleeping.
 func TestCallLock(t *testing.T) {
-	var l callLock
+	var l CallLock
 	n := 0
 	var wg sync.WaitGroup
 	for range 8 {
