@@ -111,22 +111,6 @@ type Allocator interface {
 	Walk(fn func(off Off, size uint64, used bool) bool) error
 }
 
-// Unfreer is implemented by components that can take back a free. The
-// symmetric heap frees a block while it waits for the other PEs to agree
-// on the call, where the work costs no time, and takes the free back if
-// they disagree.
-type Unfreer interface {
-	// FreeUndoable is Free, remembering what Unfree needs.
-	FreeUndoable(off Off) error
-	// Unfree takes back the last FreeUndoable: the block is allocated
-	// again at the same offset, with the same usable size and contents,
-	// and the metadata is as before the free, free lists' order included,
-	// so that later calls return what they would have returned. Any other
-	// call that changed the region since makes it return ErrBadFree and
-	// change nothing.
-	Unfree() error
-}
-
 // Stats are an allocator's figures.
 type Stats struct {
 	Size        uint64 // region bytes

@@ -45,7 +45,6 @@ func Run(t *testing.T, c alloc.Component) {
 		{"Attach", testAttach},
 		{"Large", testLarge},
 		{"Probe", testProbe},
-		{"Unfree", testUnfree},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, c) })

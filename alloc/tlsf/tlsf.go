@@ -180,7 +180,6 @@ type Allocator struct {
 	maxReq   uint64 // end - first - 8: no larger request can ever succeed
 	sink     uint64 // offset of h.sink
 	headsOff uint64 // offset of h.heads[0][0]
-	undo     undoFree
 }
 
 var _ alloc.Allocator = (*Allocator)(nil)
@@ -557,11 +556,7 @@ func (a *Allocator) lookup(op string, off alloc.Off) (uint64, error) {
 }
 
 // Free releases the block at off.
-func (a *Allocator) Free(off alloc.Off) error { return a.freeBlock(off, false) }
-
-// freeBlock is Free; if undoable, it also records in a.undo what Unfree needs
-// (unfree.go).
-func (a *Allocator) freeBlock(off alloc.Off, undoable bool) error {
+func (a *Allocator) Free(off alloc.Off) error {
 	// Step 1 inline; lookup repeats it to say what is wrong.
 	u := uint64(off)
 	if u-a.first >= a.span || u%alloc.MinAlign != 0 || !a.starts.Test(u/bitsGran) {
@@ -576,9 +571,6 @@ func (a *Allocator) freeBlock(off alloc.Off, undoable bool) error {
 	s := w &^ fMask
 	c.InUse -= s - hdrWord
 	c.Frees++
-	if undoable {
-		a.saveUndo(u, w)
-	}
 	// Steps 2 and 3: release(u, w), written out.
 	if w&fPrev != 0 {
 		p := *a.m.U64(u - 16)
