@@ -20,7 +20,7 @@ import (
 // reverse; there is no transport, no progress engine and no helper thread.
 // The symmetric side of a transfer is located by its offset in the
 // symmetric heap, and the other PE's copy is that offset in its partition
-// (rmaTarget): correct with or without the same-address mapping.
+// (core.Target): correct with or without the same-address mapping.
 //
 // # Completion: Put, NBI, Fence and Quiet
 //

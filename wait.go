@@ -253,11 +253,7 @@ func (pe *PE) sleepFenced(word *atomic.Uint32, cond func() bool, check func() er
 		}
 		if slept += slice; slept >= shmsync.SleepSlice {
 			slept = 0
-			if shmsync.CheckDelay > 0 { // tests only
-				time.Sleep(shmsync.CheckDelay)
-			}
-			// Re-test after a failed check (shmsync, "Liveness").
-			if err := check(); err != nil && !cond() {
+			if err := shmsync.Lost(cond, check); err != nil {
 				return err
 			}
 		}

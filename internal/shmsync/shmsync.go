@@ -47,11 +47,17 @@ const SleepSlice = 50 * time.Millisecond
 // arriving one sleep slice late falls into it every time.
 var CheckDelay time.Duration
 
-// delayCheck is the pause of CheckDelay, if any.
-func delayCheck() {
+// Lost is a wait's liveness check after a sleep slice ran out with cond
+// false: check's error, unless cond holds after it ("Liveness"). Every
+// wait with a liveness check takes it, after the pause of CheckDelay.
+func Lost(cond func() bool, check func() error) error {
 	if CheckDelay > 0 {
 		time.Sleep(CheckDelay)
 	}
+	if err := check(); err != nil && !cond() {
+		return err
+	}
+	return nil
 }
 
 // spinBudget returns how many busy checks a waiter may make before it
@@ -104,8 +110,7 @@ func WaitWord(word *atomic.Uint32, sleepers *atomic.Uint32, waiters int, cond fu
 			return nil
 		}
 		if err == unix.ETIMEDOUT && check != nil {
-			delayCheck()
-			if err := check(); err != nil && !cond() {
+			if err := Lost(cond, check); err != nil {
 				return err
 			}
 		}
@@ -181,9 +186,7 @@ func sleepOnCount(c *atomic.Uint64, want uint64, check func() error) error {
 		// makes FutexWait return at once.
 		err := unix.FutexWait((*uint32)(addrOf(Low32(c))), uint32(v), SleepSlice)
 		if err == unix.ETIMEDOUT && check != nil {
-			delayCheck()
-			// Re-test after a failed check (Liveness).
-			if err := check(); err != nil && !Reached(c.Load(), want) {
+			if err := Lost(func() bool { return Reached(c.Load(), want) }, check); err != nil {
 				return err
 			}
 		}
