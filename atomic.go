@@ -46,7 +46,7 @@ func amo[T Integer](pe *PE, p *T, target int, op string) (*T, error) {
 	if pe == nil || pe.closed.Load() {
 		return nil, pe.check()
 	}
-	if pe.far && uint(target) < uint(pe.npes) && pe.paths[target] == transport.Far {
+	if pe.rma.far && uint(target) < uint(pe.npes) && pe.rma.paths[target] == transport.Far {
 		return nil, errFar
 	}
 	return remoteWord(pe, p, target, op)
@@ -57,7 +57,7 @@ func amo[T Integer](pe *PE, p *T, target int, op string) (*T, error) {
 // protocol needs.
 func (pe *PE) amoDone(target int) {
 	core.Bump(&pe.stats.Atomics)
-	pe.wake(target)
+	pe.rma.wake(target)
 }
 
 // AtomicFetch returns PE target's value of the symmetric variable *p.
@@ -69,7 +69,7 @@ func AtomicFetch[T Integer](pe *PE, p *T, target int) (T, error) {
 		}
 		return 0, err
 	}
-	pe.payFence()
+	pe.rma.payFence()
 	v := core.Load(w)
 	core.Bump(&pe.stats.Atomics)
 	return v, nil

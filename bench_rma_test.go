@@ -318,7 +318,7 @@ func rmaBenchPE(b *testing.B, job string) {
 			pe.mu.Lock()
 			defer pe.mu.Unlock()
 			pe.ext.sym.call++
-			return pe.exchange(callMalloc, 0, 0, noOff, noOff, 0)
+			return pe.ext.sym.exchange(callMalloc, 0, 0, noOff, noOff, 0)
 		})
 	}
 }

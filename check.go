@@ -13,8 +13,8 @@ func (pe *PE) CheckHeaps() error {
 	}
 	pe.mu.Lock()
 	defer pe.mu.Unlock()
-	if pe.heap != nil {
-		if err := pe.heap.Check(); err != nil {
+	if pe.ext.sym.heap != nil {
+		if err := pe.ext.sym.heap.Check(); err != nil {
 			return fmt.Errorf("symheap: PE %d symmetric heap: %w", pe.rank, err)
 		}
 	}

@@ -11,8 +11,7 @@ import (
 // through team.go and collective.go) and messages (internal/msg, through
 // msg.go).
 type peExt struct {
-	sym    symState // symmetric allocation records (symalloc.go)
-	rma    rmaState
+	sym    symHeap    // the symmetric heap and its allocation records (symalloc.go)
 	teams  team.Layer // internal/team
 	shared sharedHeap
 	msg    msg.Layer // internal/msg

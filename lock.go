@@ -61,7 +61,7 @@ func (pe *PE) lockWord(l *int64, op string) (*int64, error) {
 	if err := pe.check(); err != nil {
 		return nil, err
 	}
-	if pe.route(0) == transport.Far {
+	if pe.rma.route(0) == transport.Far {
 		return nil, fmt.Errorf("symheap: %s: the lock's state lives on PE 0, on another node: %w (locks across nodes need the multi-node transport's atomics)", op, errs.ErrNotSupported)
 	}
 	return remoteWord(pe, l, 0, op)
@@ -84,7 +84,7 @@ func (pe *PE) SetLock(l *int64) error {
 	old := uint64(core.FetchAdd(w, int64(1)<<lockNextShift))
 	ticket := lockNext(old)
 	if lockServing(old) != ticket {
-		err := pe.waitSignal(0,
+		err := pe.rma.waitSignal(0,
 			// Seq-cst load; pairs with the ClearLock that serves us.
 			func() bool { return lockServing(uint64(core.Load(w))) == ticket },
 			func() error { return pe.lockLiveness(w) })
@@ -148,7 +148,7 @@ func (pe *PE) ClearLock(l *int64) error {
 	if err != nil {
 		return err
 	}
-	pe.quietAll()
+	pe.rma.quietAll()
 	for {
 		old := uint64(core.Load(w)) // seq-cst load
 		if h := lockHolder(old); h != pe.rank {

@@ -125,7 +125,7 @@ func (pe *PE) initMsg() error {
 	if err != nil {
 		return err
 	}
-	return pe.ext.msg.Init((*msgRuntime)(pe), msg.Config{Space: &pe.sp, Stats: pe.stats, Relaxed: pe.membarrierReady(), Settings: set})
+	return pe.ext.msg.Init((*msgRuntime)(pe), msg.Config{Space: &pe.sp, Stats: pe.stats, Relaxed: pe.rma.membarrierReady(), Settings: set})
 }
 
 // closeMsg ends messaging: requests still outstanding are abandoned (Close
@@ -143,7 +143,7 @@ func (r *msgRuntime) Alive(p int) bool           { return r.seg.Alive(p) }
 func (r *msgRuntime) Pid(p int) int              { return r.seg.Pid(p) }
 
 func (r *msgRuntime) SleepFenced(word *atomic.Uint32, cond func() bool, check func() error) error {
-	return (*PE)(r).sleepFenced(word, cond, check)
+	return r.rma.sleepFenced(word, cond, check)
 }
 
 // AllocBounce and FreeBounce use this PE's pool of its local shared heap

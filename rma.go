@@ -66,7 +66,7 @@ import (
 // On amd64 the first two points cost Quiet nothing but the store-to-load
 // order, and that order matters only to a load that comes after the Quiet.
 // So Quiet does not fence there: it records that a fence is owed
-// (rmaState.owed), and the next operation of this PE that loads shared
+// (rmaLayer.owed), and the next operation of this PE that loads shared
 // memory — Get, IGet, GetNBI, AtomicFetch, WaitUntil, Test — pays it
 // first (the other atomics, Barrier and, in a job of several PEs, the
 // allocation calls are full fences themselves). A put-heavy loop of Put and Quiet thus runs without
@@ -97,8 +97,19 @@ import (
 // compares and leave the rest, and every error message, to a slow path
 // (putSlow, getSlow) that repeats the checks in the order above.
 
-// rmaState is the state of one-sided access kept in this process.
-type rmaState struct {
+// rmaLayer is one-sided access as this process runs it: the completion
+// and wake-up protocol of puts and atomics (this file), the waits on a
+// PE's signal word (wait.go), and the path to each PE (transport.go).
+//
+// Locks: none on the paths of puts, gets, atomics and waits, which use
+// atomics only; mbMu serialises the one registration for membarrier.
+// Its fields other than mb and owed are set in Init (and by useRemote
+// before the PE is used) and read-only after.
+type rmaLayer struct {
+	ctl        []*control // every PE's control block (pe.ctl)
+	stats      *core.Stats
+	rank, npes int
+
 	// mb says whether this process is registered for asymmetric fences
 	// (membarrier): mbReady, puts need no fence; mbNone, they fence.
 	mb   atomic.Int32
@@ -108,13 +119,19 @@ type rmaState struct {
 	// operation of this PE must execute first (see "Quiet's fence" above).
 	// Process-local: only this PE's own loads need the fence.
 	owed atomic.Bool
+
+	// The transport seam (transport.go).
+	far    bool                  // some PE is reached through remote
+	paths  []transport.Path      // by rank, when far
+	remote transport.Remote      // the transport to far PEs, when far
+	farErr atomic.Pointer[error] // the first error of a Quiet of remote, for the next Barrier
 }
 
 // lazyQuiet is whether Quiet may defer its fence (amd64's TSO keeps
 // stores in order without it; see above).
 const lazyQuiet = runtime.GOARCH == "amd64"
 
-// States of rmaState.mb.
+// States of rmaLayer.mb.
 const (
 	mbUnknown = 0
 	mbReady   = 1
@@ -136,7 +153,7 @@ const (
 // Quiet at the latest (in practice at once), and a PE waiting for them in
 // WaitUntil has been woken.
 func Put[T any](pe *PE, dst, src []T, target int) error {
-	if !basic[T]() || pe == nil || pe.closed.Load() || len(src) == 0 || len(dst) < len(src) || uint(target) >= uint(pe.npes) || pe.far {
+	if !basic[T]() || pe == nil || pe.closed.Load() || len(src) == 0 || len(dst) < len(src) || uint(target) >= uint(pe.npes) || pe.rma.far {
 		return putSlow(pe, opPut, dst, src, target)
 	}
 	p, _ := core.SliceData(dst)
@@ -148,8 +165,8 @@ func Put[T any](pe *PE, dst, src []T, target int) error {
 	core.CopyBytes[T](core.PeerAddr[T](&pe.sp, target, off), sp, n)
 	// putDone, inlined by hand: this is the hot path.
 	core.Bump(&pe.stats.Puts)
-	if pe.ext.rma.mb.Load() != mbReady {
-		pe.putFence()
+	if pe.rma.mb.Load() != mbReady {
+		pe.rma.putFence()
 	}
 	// Seq-cst load; pairs with a waiter's sleepers increment followed by
 	// its asymmetric fence (wait.go).
@@ -162,7 +179,7 @@ func Put[T any](pe *PE, dst, src []T, target int) error {
 // PutNBI is Put without the wake-up of waiters on target, which happens
 // at this PE's next Quiet, Fence, Barrier or ClearLock.
 func PutNBI[T any](pe *PE, dst, src []T, target int) error {
-	if !basic[T]() || pe == nil || pe.closed.Load() || len(src) == 0 || len(dst) < len(src) || uint(target) >= uint(pe.npes) || pe.far {
+	if !basic[T]() || pe == nil || pe.closed.Load() || len(src) == 0 || len(dst) < len(src) || uint(target) >= uint(pe.npes) || pe.rma.far {
 		return putSlow(pe, opPutNBI, dst, src, target)
 	}
 	p, _ := core.SliceData(dst)
@@ -178,7 +195,7 @@ func PutNBI[T any](pe *PE, dst, src []T, target int) error {
 
 // Get copies PE source's copy of the symmetric object src into dst.
 func Get[T any](pe *PE, dst, src []T, source int) error {
-	if !basic[T]() || pe == nil || pe.closed.Load() || len(src) == 0 || len(dst) < len(src) || uint(source) >= uint(pe.npes) || pe.far {
+	if !basic[T]() || pe == nil || pe.closed.Load() || len(src) == 0 || len(dst) < len(src) || uint(source) >= uint(pe.npes) || pe.rma.far {
 		return getSlow(pe, opGet, dst, src, source)
 	}
 	p, _ := core.SliceData(src)
@@ -186,7 +203,7 @@ func Get[T any](pe *PE, dst, src []T, source int) error {
 	if !ok {
 		return getSlow(pe, opGet, dst, src, source)
 	}
-	pe.payFence()
+	pe.rma.payFence()
 	d, _ := core.SliceData(dst)
 	core.CopyBytes[T](d, core.PeerAddr[T](&pe.sp, source, off), uint64(len(src))*core.SizeOf[T]())
 	core.Bump(&pe.stats.Gets)
@@ -195,7 +212,7 @@ func Get[T any](pe *PE, dst, src []T, source int) error {
 
 // GetNBI is Get; the copy is made at once, so it is complete on return.
 func GetNBI[T any](pe *PE, dst, src []T, source int) error {
-	if !basic[T]() || pe == nil || pe.closed.Load() || len(src) == 0 || len(dst) < len(src) || uint(source) >= uint(pe.npes) || pe.far {
+	if !basic[T]() || pe == nil || pe.closed.Load() || len(src) == 0 || len(dst) < len(src) || uint(source) >= uint(pe.npes) || pe.rma.far {
 		return getSlow(pe, opGetNBI, dst, src, source)
 	}
 	p, _ := core.SliceData(src)
@@ -203,7 +220,7 @@ func GetNBI[T any](pe *PE, dst, src []T, source int) error {
 	if !ok {
 		return getSlow(pe, opGetNBI, dst, src, source)
 	}
-	pe.payFence()
+	pe.rma.payFence()
 	d, _ := core.SliceData(dst)
 	core.CopyBytes[T](d, core.PeerAddr[T](&pe.sp, source, off), uint64(len(src))*core.SizeOf[T]())
 	core.Bump(&pe.stats.Gets)
@@ -229,7 +246,7 @@ func IPut[T any](pe *PE, dst, src []T, dstStride, srcStride, n, target int) erro
 	for i := 0; i < n; i++ {
 		r[i*dstStride] = src[i*srcStride]
 	}
-	pe.putDone(target)
+	pe.rma.putDone(target)
 	return nil
 }
 
@@ -249,7 +266,7 @@ func IGet[T any](pe *PE, dst, src []T, dstStride, srcStride, n, source int) erro
 	if err != nil || n == 0 {
 		return err
 	}
-	pe.payFence()
+	pe.rma.payFence()
 	for i := 0; i < n; i++ {
 		dst[i*dstStride] = r[i*srcStride]
 	}
@@ -266,14 +283,14 @@ func (pe *PE) Quiet() {
 		return
 	}
 	// quietAll, inlined by hand: this is the hot path.
-	if st := &pe.ext.rma; !lazyQuiet || st.mb.Load() != mbReady {
-		pe.putFence()
+	if st := &pe.rma; !lazyQuiet || st.mb.Load() != mbReady {
+		pe.rma.putFence()
 	} else if !st.owed.Load() {
 		st.owed.Store(true)
 	}
-	pe.wakeSleepers() // waiters fence for a put that did not (wait.go)
-	if pe.far {
-		pe.farComplete()
+	pe.rma.wakeSleepers() // waiters fence for a put that did not (wait.go)
+	if pe.rma.far {
+		pe.rma.farComplete()
 	}
 }
 
@@ -281,21 +298,21 @@ func (pe *PE) Quiet() {
 // into one coherent memory it is the same as Quiet.
 func (pe *PE) Fence() {
 	if pe != nil && !pe.closed.Load() {
-		pe.quietAll()
+		pe.rma.quietAll()
 	}
 }
 
 // quietAll is Quiet without the closed check, for Fence, Close and the
 // barrier of a one-PE job.
-func (pe *PE) quietAll() {
-	st := &pe.ext.rma
+func (r *rmaLayer) quietAll() {
+	st := r
 	switch {
 	case !lazyQuiet || st.mb.Load() != mbReady:
 		// Orders every store before it (puts, Ptr stores) before every
 		// access after it, the sleepers loads below included; pairs
 		// with a waiter's sleepers increment followed by its condition
 		// load (wait.go).
-		pe.putFence()
+		r.putFence()
 	case !st.owed.Load():
 		// The fence is owed to the next load (payFence). The store is
 		// itself a locked instruction, made only when the debt is new:
@@ -303,25 +320,25 @@ func (pe *PE) quietAll() {
 		// below need no fence: waiters fence for them (wait.go).
 		st.owed.Store(true)
 	}
-	pe.wakeSleepers()
-	if pe.far {
-		pe.farComplete()
+	r.wakeSleepers()
+	if r.far {
+		r.farComplete()
 	}
 }
 
 // wakeSleepers takes the wake-up step for every PE if anybody sleeps in
 // the job. The caller has fenced after its stores (or waiters fence for
 // it: wait.go).
-func (pe *PE) wakeSleepers() {
+func (r *rmaLayer) wakeSleepers() {
 	// Seq-cst load; pairs with a waiter's increment of the job's count.
-	if pe.ctl[0].sleeping.Load() != 0 {
-		pe.wakeAll()
+	if r.ctl[0].sleeping.Load() != 0 {
+		r.wakeAll()
 	}
 }
 
 // wakeAll takes the wake-up step for every PE.
-func (pe *PE) wakeAll() {
-	for _, c := range pe.ctl {
+func (r *rmaLayer) wakeAll() {
+	for _, c := range r.ctl {
 		// As wake. Seq-cst load; pairs with a waiter's sleepers increment
 		// (wait.go).
 		if c.sig.sleepers.Load() != 0 {
@@ -332,21 +349,21 @@ func (pe *PE) wakeAll() {
 
 // payFence executes the full fence a Quiet owes, before an operation that
 // loads shared memory; see "Quiet's fence" above.
-func (pe *PE) payFence() {
-	if st := &pe.ext.rma; st.owed.Load() {
+func (r *rmaLayer) payFence() {
+	if st := r; st.owed.Load() {
 		st.owed.Store(false) // a locked instruction: the full fence
 	}
 }
 
 // putDone finishes a blocking put to target: the wake-up step.
-func (pe *PE) putDone(target int) {
-	core.Bump(&pe.stats.Puts)
-	if pe.ext.rma.mb.Load() != mbReady {
-		pe.putFence()
+func (r *rmaLayer) putDone(target int) {
+	core.Bump(&r.stats.Puts)
+	if r.mb.Load() != mbReady {
+		r.putFence()
 	}
 	// As wake, inlined by hand. Seq-cst load; pairs with a waiter's
 	// sleepers increment (wait.go).
-	if s := &pe.ctl[target].sig; s.sleepers.Load() != 0 {
+	if s := &r.ctl[target].sig; s.sleepers.Load() != 0 {
 		s.wake()
 	}
 }
@@ -354,19 +371,19 @@ func (pe *PE) putDone(target int) {
 // putFence is putDone's fence where there is no asymmetric one (or not
 // yet: the first put registers): a full fence must order the data stores
 // before the sleepers load in wake, as in Quiet.
-func (pe *PE) putFence() {
-	pe.membarrierReady()
+func (r *rmaLayer) putFence() {
+	r.membarrierReady()
 	core.FullFence()
 }
 
 // wake wakes the PEs asleep on target's signal word, if any. The caller
 // has made its stores, and either fenced or is covered by the waiters'
 // asymmetric fence (wait.go).
-func (pe *PE) wake(target int) {
+func (r *rmaLayer) wake(target int) {
 	// Seq-cst load; pairs with a waiter's increment before its
 	// asymmetric fence and condition check (wait.go). Zero: no waiter can
 	// be asleep on a state older than our stores.
-	if s := &pe.ctl[target].sig; s.sleepers.Load() != 0 {
+	if s := &r.ctl[target].sig; s.sleepers.Load() != 0 {
 		s.wake()
 	}
 }
@@ -377,8 +394,8 @@ func (s *signal) wake() { shmsync.Wake(&s.word, &s.sleepers) }
 // membarrierReady registers this process for asymmetric fences once, and
 // reports whether it is registered. Registration must come before the
 // first put that skips the fence; putDone fences until it has.
-func (pe *PE) membarrierReady() bool {
-	st := &pe.ext.rma
+func (r *rmaLayer) membarrierReady() bool {
+	st := r
 	switch st.mb.Load() {
 	case mbReady:
 		return true
@@ -427,7 +444,7 @@ func putSlow[T any](pe *PE, op string, dst, src []T, target int) error {
 	if len(src) == 0 {
 		return nil
 	}
-	if pe.route(target) == transport.Far {
+	if pe.rma.route(target) == transport.Far {
 		return farPut(pe, op, dst, src, target)
 	}
 	p, _ := core.SliceData(dst)
@@ -440,7 +457,7 @@ func putSlow[T any](pe *PE, op string, dst, src []T, target int) error {
 	if op == opPutNBI {
 		core.Bump(&pe.stats.Puts)
 	} else {
-		pe.putDone(target)
+		pe.rma.putDone(target)
 	}
 	return nil
 }
@@ -456,7 +473,7 @@ func getSlow[T any](pe *PE, op string, dst, src []T, source int) error {
 	if len(src) == 0 {
 		return nil
 	}
-	if pe.route(source) == transport.Far {
+	if pe.rma.route(source) == transport.Far {
 		return farGet(pe, op, dst, src, source)
 	}
 	p, _ := core.SliceData(src)
@@ -465,7 +482,7 @@ func getSlow[T any](pe *PE, op string, dst, src []T, source int) error {
 	if !ok {
 		return pe.notSymmetric(op, "src", p, n)
 	}
-	pe.payFence()
+	pe.rma.payFence()
 	copy(dst, core.SliceAt[T](r, len(src)))
 	core.Bump(&pe.stats.Gets)
 	return nil
@@ -480,7 +497,7 @@ func stridedTarget[T any](pe *PE, op, what string, sym, local []T, symStride, lo
 	if err := strided(op, what, len(sym), len(local), symStride, localStride, n); err != nil || n == 0 {
 		return nil, err
 	}
-	if pe.route(target) == transport.Far {
+	if pe.rma.route(target) == transport.Far {
 		return nil, errFar
 	}
 	span := (n-1)*symStride + 1

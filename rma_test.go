@@ -57,7 +57,7 @@ func putGetRound[T comparable](t *testing.T, pe *PE, n int, mk func(rank, i int)
 	// Put to itself, through a dst slice that is the right neighbour's
 	// copy (from Ptr): the offset, not the slice's partition, decides.
 	// (No such slice of a far PE: TestSeamLoopback.)
-	if pe.route(r) != transport.Far {
+	if pe.rma.route(r) != transport.Far {
 		theirs := Ptr(pe, dst, r)
 		ok(t, Put(pe, theirs[:n], mine, me))
 		for i := 0; i < n; i++ {

@@ -155,9 +155,9 @@ func Realloc[T any](pe *PE, s []T, n int) ([]T, error) {
 	pe.mu.Lock()
 	defer pe.mu.Unlock()
 	resized := uint64(noOff) // the block's offset once resized here
-	if err := pe.collective(callRealloc, size, 0, in, 0, func() (uint64, error) {
+	if err := pe.ext.sym.collective(callRealloc, size, 0, in, 0, func() (uint64, error) {
 		// The heap reports what it releases (alloc.Reporting).
-		off, err := pe.heap.Realloc(alloc.Off(in), size)
+		off, err := pe.ext.sym.heap.Realloc(alloc.Off(in), size)
 		if err != nil {
 			return noOff, err
 		}
@@ -172,7 +172,7 @@ func Realloc[T any](pe *PE, s []T, n int) ([]T, error) {
 		}
 		return s, err
 	}
-	out := pe.ext.sym.mine[pe.ext.sym.seq%2].out
+	out := pe.ext.sym.out()
 	return core.SliceAt[T](pe.sp.HeapAddr(pe.rank, core.HeapOff(out)), n), nil
 }
 
@@ -193,8 +193,8 @@ func Free[T any](pe *PE, s []T) error {
 	}
 	pe.mu.Lock()
 	defer pe.mu.Unlock()
-	return pe.collective(callFree, 0, 0, in, 0, func() (uint64, error) {
-		if err := pe.heap.Free(alloc.Off(in)); err != nil { // reports the release (alloc.Reporting)
+	return pe.ext.sym.collective(callFree, 0, 0, in, 0, func() (uint64, error) {
+		if err := pe.ext.sym.heap.Free(alloc.Off(in)); err != nil { // reports the release (alloc.Reporting)
 			return noOff, err
 		}
 		return in, nil
@@ -223,8 +223,8 @@ func symAlloc[T any](pe *PE, n int, align uint64, kind uint64, hints Hints) ([]T
 	}
 	pe.mu.Lock()
 	defer pe.mu.Unlock()
-	err = pe.collective(kind, size, align|uint64(hints)<<32, noOff, hints, func() (uint64, error) {
-		off, err := pe.heap.Alloc(size, align)
+	err = pe.ext.sym.collective(kind, size, align|uint64(hints)<<32, noOff, hints, func() (uint64, error) {
+		off, err := pe.ext.sym.heap.Alloc(size, align)
 		if err != nil {
 			return noOff, err
 		}
@@ -236,21 +236,19 @@ func symAlloc[T any](pe *PE, n int, align uint64, kind uint64, hints Hints) ([]T
 	if err != nil {
 		return nil, err
 	}
-	out := pe.ext.sym.mine[pe.ext.sym.seq%2].out
+	out := pe.ext.sym.out()
 	return core.SliceAt[T](pe.sp.HeapAddr(pe.rank, core.HeapOff(out)), n), nil
 }
 
 // collective runs one collective allocation call (steps 2 to 4 above).
-// op performs the local part and returns the resulting offset. Called with
-// pe.mu held.
-func (pe *PE) collective(kind, size, align, in uint64, hints Hints, op func() (uint64, error)) error {
-	st := &pe.ext.sym
-	st.call++
+// op performs the local part and returns the resulting offset.
+func (h *symHeap) collective(kind, size, align, in uint64, hints Hints, op func() (uint64, error)) error {
+	h.call++
 	if kind == callFree || kind == callRealloc {
-		if err := pe.exchange(kind, size, align, in, noOff, hints); err != nil {
+		if err := h.exchange(kind, size, align, in, noOff, hints); err != nil {
 			return err
 		}
-		if err := pe.compare(st.seq, false); err != nil {
+		if err := h.compare(h.seq, false); err != nil {
 			return err
 		}
 	}
@@ -260,43 +258,58 @@ func (pe *PE) collective(kind, size, align, in uint64, hints Hints, op func() (u
 	}
 	if kind == callFree {
 		if opErr != nil {
-			return pe.allocError(kind, size, opErr)
+			return h.allocError(kind, size, opErr)
 		}
-		core.Bump(&pe.stats.SymFrees)
+		core.Bump(&h.stats.SymFrees)
 		return nil
 	}
-	if err := pe.exchange(kind, size, align, in, out, hints); err != nil {
-		pe.undo(kind, out, opErr)
+	if err := h.exchange(kind, size, align, in, out, hints); err != nil {
+		h.undo(kind, out, opErr)
 		return err
 	}
-	if err := pe.compare(st.seq, true); err != nil {
-		pe.undo(kind, out, opErr)
+	if err := h.compare(h.seq, true); err != nil {
+		h.undo(kind, out, opErr)
 		return err
 	}
 	if opErr != nil {
-		return pe.allocError(kind, size, opErr)
+		return h.allocError(kind, size, opErr)
 	}
-	core.Bump(&pe.stats.SymAllocs)
+	core.Bump(&h.stats.SymAllocs)
 	return nil
 }
 
 // undo frees the block a failed call allocated locally, so that a
 // diverged call leaves nothing behind. A Realloc keeps what it has: the
 // old block is gone only if it moved.
-func (pe *PE) undo(kind, out uint64, opErr error) {
+func (h *symHeap) undo(kind, out uint64, opErr error) {
 	if opErr == nil && kind != callRealloc {
-		pe.heap.Free(alloc.Off(out))
+		h.heap.Free(alloc.Off(out))
 	}
 }
 
-// symState is the symmetric heap's layer state kept in this process: the
-// allocation calls and their records (the records themselves are in every
-// PE's control block, control.allocRec). Guarded by pe.mu.
-type symState struct {
+// symHeap is the symmetric heap layer: this PE's heap and the collective
+// allocation calls made on it, with their records (the records themselves
+// are in every PE's control block, control.allocRec).
+//
+// Locks: every call runs under the PE's call lock (pe.mu), which
+// serialises this PE's collective calls; nothing else touches the heap or
+// the fields below, so the heap's allocator has no lock of its own. The
+// records are published and read with atomics ("The records").
+type symHeap struct {
+	heap  alloc.Allocator // this PE's symmetric heap; reports its releases (alloc.Reporting)
+	sp    *core.Space
+	ctl   []*control // every PE's control block
+	stats *core.Stats
+	rma   *rmaLayer    // the completion and wake-up protocol, and the waits
+	lost  func() error // the liveness check of every PE
+
 	seq  uint64       // collective allocation phases made
 	call uint64       // collective allocation calls made
 	mine [2]recValues // this PE's records of the last two phases
 }
+
+// out returns the offset of the last phase's result.
+func (h *symHeap) out() uint64 { return h.mine[h.seq%2].out }
 
 // recValues are the values of one allocRecord, read out of shared memory
 // or kept in this process.
@@ -312,18 +325,18 @@ func (r *allocRecord) load() recValues {
 
 // exchange publishes this PE's record of the next phase and waits until
 // every PE has published its own (see "The records" above). This PE's
-// own values stay in rmaState.mine too: compare reads them from there,
-// because reading one's own record back after the others have read it
-// costs a cache miss.
-func (pe *PE) exchange(kind, size, align, in, out uint64, hints Hints) error {
-	st := &pe.ext.sym
-	st.seq++
-	seq := st.seq
+// own values stay in h.mine too: compare reads them from there, because
+// reading one's own record back after the others have read it costs a
+// cache miss.
+func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) error {
+	h.seq++
+	seq := h.seq
+	rank := h.sp.Rank
 	// Field by field: a composite literal is built on the stack and then
 	// copied, and the copy's wide loads stall on the narrow stores.
-	v := &st.mine[seq%2]
-	v.seq, v.call, v.kind, v.size, v.align, v.in, v.out, v.hints = seq, st.call, kind, size, align, in, out, uint64(hints)
-	rec := &pe.ctl[pe.rank].allocRec[seq%2].allocRecord
+	v := &h.mine[seq%2]
+	v.seq, v.call, v.kind, v.size, v.align, v.in, v.out, v.hints = seq, h.call, kind, size, align, in, out, uint64(hints)
+	rec := &h.ctl[rank].allocRec[seq%2].allocRecord
 	// The fields are published by the seq store below (a release: on
 	// amd64 a locked instruction, on arm64 STLR), so they need no atomic
 	// writes of their own; readers load them after they see seq.
@@ -334,11 +347,11 @@ func (pe *PE) exchange(kind, size, align, in, out uint64, hints Hints) error {
 	core.SetPlain(&rec.in, v.in)
 	core.SetPlain(&rec.out, v.out)
 	core.SetPlain(&rec.hints, v.hints)
-	if pe.npes == 1 {
+	if h.sp.NPEs == 1 {
 		// Nobody to wait for or to publish to: a plain store, and the
 		// barrier's Quiet, as Barrier does in a job of one PE.
 		core.SetPlain(&rec.seq, seq)
-		pe.quietAll()
+		h.rma.quietAll()
 		return nil
 	}
 	// Seq-cst store: publishes the record, and (a full fence) orders this
@@ -348,11 +361,11 @@ func (pe *PE) exchange(kind, size, align, in, out uint64, hints Hints) error {
 	// Wake the PEs waiting for this record, and any waiting for our
 	// earlier puts (NBI ones), as a barrier's Quiet would; the seq store
 	// above is the fence wakeSleepers asks for.
-	pe.wakeSleepers()
+	h.rma.wakeSleepers()
 	arrived := func() bool {
-		for p, c := range pe.ctl {
+		for p, c := range h.ctl {
 			// Seq-cst load; pairs with PE p's seq store above.
-			if p != pe.rank && c.allocRec[seq%2].seq.Load() < seq {
+			if p != rank && c.allocRec[seq%2].seq.Load() < seq {
 				return false
 			}
 		}
@@ -361,8 +374,8 @@ func (pe *PE) exchange(kind, size, align, in, out uint64, hints Hints) error {
 	if arrived() {
 		return nil
 	}
-	if err := pe.waitSignal(pe.rank, arrived, pe.peerLost); err != nil {
-		return fmt.Errorf("symheap: %s (call #%d) waiting for the other PEs: %w", callNames[kind], st.call, err)
+	if err := h.rma.waitSignal(rank, arrived, h.lost); err != nil {
+		return fmt.Errorf("symheap: %s (call #%d) waiting for the other PEs: %w", callNames[kind], h.call, err)
 	}
 	return nil
 }
@@ -370,9 +383,9 @@ func (pe *PE) exchange(kind, size, align, in, out uint64, hints Hints) error {
 // allMatch reports whether every other PE's record of phase seq holds v
 // (out only if withOut). It compares field by field and stops at the
 // first difference; compare then names them all.
-func (pe *PE) allMatch(seq uint64, v *recValues, withOut bool) bool {
-	for p, c := range pe.ctl {
-		if p == pe.rank {
+func (h *symHeap) allMatch(seq uint64, v *recValues, withOut bool) bool {
+	for p, c := range h.ctl {
+		if p == h.sp.Rank {
 			continue
 		}
 		// Loads after PE p's seq store was seen (exchange); the fields
@@ -391,22 +404,22 @@ func (pe *PE) allMatch(seq uint64, v *recValues, withOut bool) bool {
 var testSkipDivergenceCheck bool
 
 // compare checks every PE's record of phase seq against ours.
-func (pe *PE) compare(seq uint64, withOut bool) error {
+func (h *symHeap) compare(seq uint64, withOut bool) error {
 	if testSkipDivergenceCheck {
 		return nil
 	}
-	mine := &pe.ext.sym.mine[seq%2]
-	if pe.allMatch(seq, mine, withOut) {
+	mine := &h.mine[seq%2]
+	if h.allMatch(seq, mine, withOut) {
 		return nil
 	}
 	var bad []string
-	for p := 0; p < pe.npes; p++ {
-		if p == pe.rank {
+	for p, c := range h.ctl {
+		if p == h.sp.Rank {
 			continue
 		}
 		// Loads after PE p's seq store was seen (exchange); the fields
 		// cannot change before this PE publishes its next phase.
-		r := pe.ctl[p].allocRec[seq%2].load()
+		r := c.allocRec[seq%2].load()
 		if !withOut {
 			r.out = mine.out
 		}
@@ -418,7 +431,7 @@ func (pe *PE) compare(seq uint64, withOut bool) error {
 		return nil
 	}
 	return fmt.Errorf("symheap: collective allocation diverged: %s; but %s: %w (every PE must make the same collective allocations in the same order)",
-		describe(pe.rank, *mine), strings.Join(bad, "; "), ErrDiverged)
+		describe(h.sp.Rank, *mine), strings.Join(bad, "; "), ErrDiverged)
 }
 
 func describe(p int, r recValues) string {
@@ -443,11 +456,11 @@ func describe(p int, r recValues) string {
 	return s
 }
 
-func (pe *PE) allocError(kind, size uint64, err error) error {
+func (h *symHeap) allocError(kind, size uint64, err error) error {
 	if errors.Is(err, ErrOutOfMemory) {
-		st := pe.heap.Stats()
+		st := h.heap.Stats()
 		return fmt.Errorf("symheap: %s of %d bytes: %w (symmetric heap %s per PE, largest free block %s; raise SHMEM_SYMMETRIC_SIZE or Config.HeapSize)",
-			callNames[kind], size, ErrOutOfMemory, segment.FormatSize(pe.sp.Lay.HeapSize), segment.FormatSize(st.LargestFree))
+			callNames[kind], size, ErrOutOfMemory, segment.FormatSize(h.sp.Lay.HeapSize), segment.FormatSize(st.LargestFree))
 	}
 	return fmt.Errorf("symheap: %s: %w", callNames[kind], err)
 }
@@ -523,7 +536,7 @@ func pointerPath(t reflect.Type) string {
 // Stores through it are plain stores: Quiet completes them and wakes PEs
 // waiting on them.
 func Ptr[T any](pe *PE, s []T, target int) []T {
-	if pe.check() != nil || target < 0 || target >= pe.npes || s == nil || pe.route(target) == transport.Far {
+	if pe.check() != nil || target < 0 || target >= pe.npes || s == nil || pe.rma.route(target) == transport.Far {
 		return nil
 	}
 	p, n := core.SliceData(s)

@@ -182,10 +182,10 @@ func runCheckList(t *testing.T, pe *PE, checks []peCheck) {
 			c.fn(t, pe)
 			// Every check frees what it allocated: the heap is empty
 			// and consistent again.
-			if st := pe.heap.Stats(); st.Live != 0 {
+			if st := pe.ext.sym.heap.Stats(); st.Live != 0 {
 				t.Errorf("check left %d live blocks (%d bytes) in the symmetric heap", st.Live, st.InUse)
 			}
-			if err := pe.heap.Check(); err != nil {
+			if err := pe.ext.sym.heap.Check(); err != nil {
 				t.Errorf("heap invariants: %v", err)
 			}
 		})
@@ -441,7 +441,7 @@ func alignOne(t *testing.T, pe *PE, k int) {
 // allocating the largest free block until none is left takes exactly
 // Size - Overhead bytes, after which Malloc(1) is ErrOutOfMemory.
 func checkLargest(t *testing.T, pe *PE) {
-	st := pe.heap.Stats()
+	st := pe.ext.sym.heap.Stats()
 	if st.Live != 0 || st.Size != pe.sp.Lay.HeapSize {
 		t.Fatalf("heap not empty or wrong size: %+v (heap %d)", st, pe.sp.Lay.HeapSize)
 	}
@@ -456,7 +456,7 @@ func checkLargest(t *testing.T, pe *PE) {
 	wantErr(t, fmt.Sprintf("Malloc(largest+1 = %d)", st.LargestFree+1), err, ErrOutOfMemory, "SHMEM_SYMMETRIC_SIZE")
 	var blocks [][]byte
 	total := uint64(0)
-	for cur := pe.heap.Stats(); cur.Free > 0; cur = pe.heap.Stats() {
+	for cur := pe.ext.sym.heap.Stats(); cur.Free > 0; cur = pe.ext.sym.heap.Stats() {
 		if len(blocks) == 64 {
 			t.Fatalf("%s: still %d bytes free after 64 allocations of the largest free block", pe.AllocatorName(), cur.Free)
 		}
@@ -494,9 +494,9 @@ func checkRandomFill(t *testing.T, pe *PE) {
 		id uint64
 	}
 	var live []block
-	size := pe.heap.Stats().Size
+	size := pe.ext.sym.heap.Stats().Size
 	id := uint64(0)
-	for pe.heap.Stats().InUse < size*8/10 {
+	for pe.ext.sym.heap.Stats().InUse < size*8/10 {
 		if len(live) > 0 && rng.IntN(4) == 0 {
 			i := rng.IntN(len(live))
 			b := live[i]
@@ -517,7 +517,7 @@ func checkRandomFill(t *testing.T, pe *PE) {
 		id++
 		s, err := Malloc[uint64](pe, n)
 		if err != nil {
-			st := pe.heap.Stats()
+			st := pe.ext.sym.heap.Stats()
 			t.Fatalf("Malloc(%d uint64) at %.1f %% in use: %v (stats %+v)", n, 100*float64(st.InUse)/float64(size), err, st)
 		}
 		for j := range s {
@@ -539,7 +539,7 @@ func checkRandomFill(t *testing.T, pe *PE) {
 		}
 	}
 	barrier(t, pe)
-	t.Logf("%d blocks live at %.1f %% in use after %d allocations", len(live), 100*float64(pe.heap.Stats().InUse)/float64(size), id)
+	t.Logf("%d blocks live at %.1f %% in use after %d allocations", len(live), 100*float64(pe.ext.sym.heap.Stats().InUse)/float64(size), id)
 	for _, b := range live {
 		ok(t, Free(pe, b.s))
 	}
@@ -626,7 +626,7 @@ func checkDivergence(t *testing.T, pe *PE) {
 	}
 	err = Free(pe, victim)
 	wantErr(t, "Free of different blocks", err, ErrDiverged, "Free(offset")
-	if st := pe.heap.Stats(); st.Live != 2 {
+	if st := pe.ext.sym.heap.Stats(); st.Live != 2 {
 		t.Fatalf("after a diverged Free, %d blocks live, want 2", st.Live)
 	}
 	// In step again.
@@ -649,14 +649,14 @@ func checkDivergence(t *testing.T, pe *PE) {
 	// compared too.
 	var stray alloc.Off
 	if me == last {
-		stray = must(pe.heap.Alloc(64, 0))
+		stray = must(pe.ext.sym.heap.Alloc(64, 0))
 	}
 	_, err = Malloc[byte](pe, 64)
 	wantErr(t, "Malloc with the same arguments returning different offsets", err, ErrDiverged, "Malloc(64 B", "-> offset")
 	if me == last {
-		ok(t, pe.heap.Free(stray))
+		ok(t, pe.ext.sym.heap.Free(stray))
 	}
-	if st := pe.heap.Stats(); st.Live != 0 {
+	if st := pe.ext.sym.heap.Stats(); st.Live != 0 {
 		t.Fatalf("after a Malloc whose offsets diverged, %d blocks live, want 0", st.Live)
 	}
 	// Realloc of a PE-dependent size: ErrDiverged, and the block keeps

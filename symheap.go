@@ -26,9 +26,13 @@
 //
 // # Layers
 //
-// This package is the API: thin functions over one receiver per layer
-// (PE, Team, Request). The layers below it are packages of their own, each
-// importing only packages listed after it:
+// This package is the API: thin functions over one receiver per layer.
+// The layers of this package are the symmetric heap and its allocation
+// records (symHeap, symalloc.go), one-sided access, atomics and waits
+// (rmaLayer, rma.go and wait.go), and the local shared heap (sharedHeap,
+// shared.go); PE holds them and the core they share. The layers below
+// it are packages of their own, each importing only packages listed
+// after it:
 //
 //	symheap             the API
 //	internal/msg        message passing: rings, fast boxes, single copy,
@@ -66,7 +70,6 @@ import (
 
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/team"
-	"github.com/symheap/symheap/internal/transport"
 
 	"github.com/symheap/symheap/alloc"
 	_ "github.com/symheap/symheap/alloc/all" // the built-in allocator components
@@ -99,14 +102,10 @@ type PE struct {
 
 	mu     callLock // serialises this PE's collective calls and its heap
 	closed atomic.Bool
-	far    bool                  // some PE is reached through remote (transport.go)
-	paths  []transport.Path      // by rank, when far
-	remote transport.Remote      // the transport to far PEs, when far
-	farErr atomic.Pointer[error] // the first error of a Quiet of remote, for the next Barrier
-	heap   alloc.Allocator       // this PE's symmetric heap
-	ctl    []*control            // every PE's control block
-	sp     core.Space            // the segment as this PE sees it: layout, addresses (a value: the fast paths' first load)
-	stats  *core.Stats           // this PE's counters, which symheap stat shows
+	rma    rmaLayer    // one-sided access and waits (rma.go)
+	ctl    []*control  // every PE's control block
+	sp     core.Space  // the segment as this PE sees it: layout, addresses (a value: the fast paths' first load)
+	stats  *core.Stats // this PE's counters, which symheap stat shows
 
 	watchDone chan struct{}
 	ext       peExt // state of the API layers built on the core
@@ -157,6 +156,8 @@ func Init(cfg Config) (*PE, error) {
 	for i := range pe.ctl {
 		pe.ctl[i] = core.View[control](seg.CB(i))
 	}
+	pe.rma.ctl, pe.rma.stats, pe.rma.rank, pe.rma.npes = pe.ctl, pe.stats, pe.rank, pe.npes
+	pe.ext.sym = symHeap{sp: &pe.sp, ctl: pe.ctl, stats: pe.stats, rma: &pe.rma, lost: pe.peerLost}
 	// The monitor and the release log first: the heaps report their
 	// releases to the log from the first call on.
 	if err := pe.initHooks(); err != nil {
@@ -192,7 +193,7 @@ func (pe *PE) formatHeaps() error {
 		if err != nil {
 			return fmt.Errorf("symheap: format symmetric heap with %s: %w", pe.component.Name, err)
 		}
-		pe.heap = alloc.Report(a, pe.ext.hooks.log.Sink(pe.seg.HeapOff(pe.rank)))
+		pe.ext.sym.heap = alloc.Report(a, pe.ext.hooks.log.Sink(pe.seg.HeapOff(pe.rank)))
 	}
 	pe.ext.shared = sharedHeap{sp: &pe.sp, rank: pe.rank, component: pe.component, log: pe.ext.hooks.log,
 		alive: pe.seg.Alive, stats: pe.stats}
@@ -208,7 +209,7 @@ func (pe *PE) Close() error {
 	}
 	pe.mu.Lock()
 	defer pe.mu.Unlock()
-	pe.quietAll()
+	pe.rma.quietAll()
 	err := pe.seg.Barrier()
 	if err != nil {
 		err = fmt.Errorf("symheap: Close: %w", err)
@@ -240,13 +241,13 @@ func (pe *PE) Barrier() error {
 		return err
 	}
 	pe.syncCacheStats()
-	if pe.far && pe.farErr.Load() != nil { // a Swap (a locked instruction) only then
-		if e := pe.farErr.Swap(nil); e != nil {
+	if pe.rma.far && pe.rma.farErr.Load() != nil { // a Swap (a locked instruction) only then
+		if e := pe.rma.farErr.Swap(nil); e != nil {
 			return fmt.Errorf("symheap: Barrier: completing puts to far PEs: %w", *e)
 		}
 	}
 	if pe.npes == 1 {
-		pe.quietAll()
+		pe.rma.quietAll()
 		return nil
 	}
 	// The world team's barrier (internal/team), which turns a lost PE

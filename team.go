@@ -83,4 +83,4 @@ var _ team.Runtime = (*teamRuntime)(nil)
 
 func (r *teamRuntime) Check() error               { return (*PE)(r).check() }
 func (r *teamRuntime) CheckPeers(pes []int) error { return r.seg.CheckPeers(pes) }
-func (r *teamRuntime) WakeSleepers()              { (*PE)(r).wakeSleepers() }
+func (r *teamRuntime) WakeSleepers()              { r.rma.wakeSleepers() }

@@ -11,10 +11,10 @@ import (
 // The transport seam (package transport). Every one-sided operation
 // resolves its target to a path: PEs of this node are reached by load and
 // store in the segment, inline in Put, Get and the atomics; PEs of other
-// nodes through pe.remote. While the job has no far PE (pe.far false),
-// the fast paths pay one byte load for the seam and take the segment.
-// Otherwise the fast paths step aside to the slow ones, which ask
-// pe.route and call the Remote for far targets.
+// nodes through the rma layer's Remote. While the job has no far PE
+// (rmaLayer.far false), the fast paths pay one byte load for the seam and
+// take the segment. Otherwise the fast paths step aside to the slow ones,
+// which ask route and call the Remote for far targets.
 //
 // The remote paths locate the symmetric side by its offset in this PE's
 // own heap, which names the same object in every PE: a slice onto a far
@@ -27,21 +27,21 @@ var errFar = errors.New("symheap: far target")
 // useRemote makes the PEs in far reachable only through r (the multi-node
 // bootstrap calls it, and tests with a loopback Remote). Call it before
 // the PE is used.
-func (pe *PE) useRemote(r transport.Remote, far []int) {
-	pe.paths = make([]transport.Path, pe.npes)
+func (r *rmaLayer) useRemote(remote transport.Remote, far []int) {
+	r.paths = make([]transport.Path, r.npes)
 	for _, p := range far {
-		pe.paths[p] = transport.Far
+		r.paths[p] = transport.Far
 	}
-	pe.remote = r
-	pe.far = len(far) > 0
+	r.remote = remote
+	r.far = len(far) > 0
 }
 
 // route returns the path to target (a valid rank).
-func (pe *PE) route(target int) transport.Path {
-	if !pe.far {
+func (r *rmaLayer) route(target int) transport.Path {
+	if !r.far {
 		return transport.Local
 	}
-	return pe.paths[target]
+	return r.paths[target]
 }
 
 // farPut puts src into the symmetric object dst of PE target through the
@@ -52,7 +52,7 @@ func farPut[T any](pe *PE, op string, dst, src []T, target int) error {
 		return err
 	}
 	sp, n := core.SliceData(src)
-	if err := pe.remote.Put(target, off, core.Bytes(sp, n), op == opPutNBI); err != nil {
+	if err := pe.rma.remote.Put(target, off, core.Bytes(sp, n), op == opPutNBI); err != nil {
 		return fmt.Errorf("symheap: %s of %d bytes to PE %d: %w", op, n, target, err)
 	}
 	core.Bump(&pe.stats.Puts)
@@ -67,7 +67,7 @@ func farGet[T any](pe *PE, op string, dst, src []T, source int) error {
 		return err
 	}
 	dp, n := core.SliceData(dst[:len(src)])
-	if err := pe.remote.Get(core.Bytes(dp, n), source, off); err != nil {
+	if err := pe.rma.remote.Get(core.Bytes(dp, n), source, off); err != nil {
 		return fmt.Errorf("symheap: %s of %d bytes from PE %d: %w", op, n, source, err)
 	}
 	core.Bump(&pe.stats.Gets)
@@ -93,7 +93,7 @@ func farAMO[T Integer](pe *PE, op transport.AMO, p *T, v, cmp T, target int) (T,
 	if !ok || owner != pe.rank || uint64(off)&(size-1) != 0 {
 		return 0, pe.atomicError(amoNames[op], core.AddrOf(p), size, target)
 	}
-	old, err := pe.remote.Atomic(op, target, off, int(size), uint64(v), uint64(cmp))
+	old, err := pe.rma.remote.Atomic(op, target, off, int(size), uint64(v), uint64(cmp))
 	if err != nil {
 		return 0, fmt.Errorf("symheap: %s on PE %d: %w", amoNames[op], target, err)
 	}
@@ -108,16 +108,16 @@ var amoNames = map[transport.AMO]string{
 }
 
 // farProgress drives the Remote while a wait polls.
-func (pe *PE) farProgress() {
-	if pe.far {
-		pe.remote.Progress()
+func (r *rmaLayer) farProgress() {
+	if r.far {
+		r.remote.Progress()
 	}
 }
 
 // farComplete is Quiet's part for the Remote. Quiet reports no error; a
 // Remote that cannot complete keeps its error for the next Barrier.
-func (pe *PE) farComplete() {
-	if err := pe.remote.Quiet(); err != nil {
-		pe.farErr.CompareAndSwap(nil, &err)
+func (r *rmaLayer) farComplete() {
+	if err := r.remote.Quiet(); err != nil {
+		r.farErr.CompareAndSwap(nil, &err)
 	}
 }

@@ -26,7 +26,7 @@ func (l *loopback) Put(target int, off core.HeapOff, src []byte, nbi bool) error
 	l.puts.Add(1)
 	copy(core.Bytes(l.pe.sp.HeapAddr(target, off), uint64(len(src))), src)
 	if !nbi {
-		l.pe.wake(target)
+		l.pe.rma.wake(target)
 	}
 	return nil
 }
@@ -47,7 +47,7 @@ func (l *loopback) Atomic(op transport.AMO, target int, off core.HeapOff, size i
 		old = amoOn(core.At[uint64](p), op, v, cmp)
 	}
 	if op != transport.AMOFetch {
-		l.pe.wake(target)
+		l.pe.rma.wake(target)
 	}
 	return old, nil
 }
@@ -81,7 +81,7 @@ func (l *loopback) Fence() error { return l.Quiet() }
 func (l *loopback) Quiet() error {
 	l.qts.Add(1)
 	core.FullFence()
-	l.pe.wakeAll()
+	l.pe.rma.wakeAll()
 	return nil
 }
 
@@ -107,7 +107,7 @@ func TestSeamLoopback(t *testing.T) {
 				far = append(far, p)
 			}
 		}
-		pe.useRemote(loop, far)
+		pe.rma.useRemote(loop, far)
 		byName := map[string]peCheck{}
 		for _, c := range peChecks() {
 			byName[c.name] = c

@@ -155,18 +155,18 @@ func WaitUntil[T Integer](pe *PE, p *T, cmp Cmp, v T) error {
 	if err != nil {
 		return err
 	}
-	pe.payFence()
+	pe.rma.payFence()
 	if holds(core.Load(w), cmp, v) { // seq-cst load; pairs with the writer's store
 		return nil
 	}
 	cond := func() bool { return holds(core.Load(w), cmp, v) } // seq-cst load, after W1 and W2
-	if pe.far {
+	if pe.rma.far {
 		// Writers on other nodes reach w only while this PE drives the
 		// Remote (transport.go).
 		local := cond
-		cond = func() bool { pe.farProgress(); return local() }
+		cond = func() bool { pe.rma.farProgress(); return local() }
 	}
-	err = pe.waitSignal(pe.rank, cond, pe.peerLost)
+	err = pe.rma.waitSignal(pe.rank, cond, pe.peerLost)
 	if err != nil {
 		return fmt.Errorf("symheap: PE %d waiting until its variable at %p %v %v: %w", pe.rank, p, cmp, v, err)
 	}
@@ -180,21 +180,21 @@ func Test[T Integer](pe *PE, p *T, cmp Cmp, v T) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	pe.payFence()
-	pe.farProgress()
+	pe.rma.payFence()
+	pe.rma.farProgress()
 	return holds(core.Load(w), cmp, v), nil // seq-cst load; pairs with the writer's store
 }
 
 // waitSignal waits until cond() holds, sleeping on PE owner's signal (the
 // waiter's side of the protocol above). check runs whenever a sleep slice
 // runs out; its error ends the wait.
-func (pe *PE) waitSignal(owner int, cond func() bool, check func() error) error {
+func (r *rmaLayer) waitSignal(owner int, cond func() bool, check func() error) error {
 	if cond() {
 		return nil
 	}
 	// Spin only while every PE can have a core: beyond that, spinning
 	// takes the core of the PE we wait for.
-	if pe.npes <= runtime.NumCPU() {
+	if r.npes <= runtime.NumCPU() {
 		for i := 0; i < 4000; i++ {
 			if cond() {
 				return nil
@@ -212,8 +212,8 @@ func (pe *PE) waitSignal(owner int, cond func() bool, check func() error) error 
 			return nil
 		}
 	}
-	s := &pe.ctl[owner].sig
-	all := &pe.ctl[0].sleeping
+	s := &r.ctl[owner].sig
+	all := &r.ctl[0].sleeping
 	// W1: seq-cst RMWs; pair with the writers' sleepers loads (P3), and
 	// Quiet's load of the job's count before it.
 	all.Add(1)
@@ -222,7 +222,7 @@ func (pe *PE) waitSignal(owner int, cond func() bool, check func() error) error 
 		s.sleepers.Add(^uint32(0))
 		all.Add(^uint32(0))
 	}()
-	return pe.sleepFenced(&s.word, cond, check) // W2..W6
+	return r.sleepFenced(&s.word, cond, check) // W2..W6
 }
 
 // sleepFenced is the sleeping half of a waiter whose writers may publish
@@ -233,9 +233,9 @@ func (pe *PE) waitSignal(owner int, cond func() bool, check func() error) error 
 // the fence is not to be had it sleeps in 1 ms slices, so a store that
 // takes no wake-up step is seen within one. check runs whenever a full
 // SleepSlice has run out; its error ends the wait.
-func (pe *PE) sleepFenced(word *atomic.Uint32, cond func() bool, check func() error) error {
+func (r *rmaLayer) sleepFenced(word *atomic.Uint32, cond func() bool, check func() error) error {
 	slice := shmsync.SleepSlice
-	if !pe.membarrierReady() || unix.MembarrierGlobal() != nil {
+	if !r.membarrierReady() || unix.MembarrierGlobal() != nil {
 		slice = time.Millisecond
 	}
 	slept := time.Duration(0) // in slices run out since the last liveness check

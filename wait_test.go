@@ -184,8 +184,8 @@ func checkWaitSleep(t *testing.T, pe *PE) {
 		if round == 4 {
 			// The rest without asymmetric fences, as on a kernel without
 			// membarrier: puts fence, waiters sleep in short slices.
-			pe.ext.rma.mb.Store(mbNone)
-			defer pe.ext.rma.mb.Store(mbReady)
+			pe.rma.mb.Store(mbNone)
+			defer pe.rma.mb.Store(mbReady)
 		}
 		done := make(chan error, 1)
 		go func() { done <- WaitUntil(pe, &msg[1], CmpEQ, round) }()
@@ -298,7 +298,7 @@ func TestSleepFencedRetestsAfterCheck(t *testing.T) {
 	gone := errors.New("PE 1 closed: a PE of the job is gone")
 	var word atomic.Uint32
 	var done atomic.Bool
-	err = pe.sleepFenced(&word, done.Load, func() error {
+	err = pe.rma.sleepFenced(&word, done.Load, func() error {
 		done.Store(true) // the peer's last store, then it leaves
 		return gone
 	})
@@ -306,7 +306,7 @@ func TestSleepFencedRetestsAfterCheck(t *testing.T) {
 		t.Fatalf("sleepFenced: %v; want nil (the condition held after the failed check)", err)
 	}
 	done.Store(false)
-	if err := pe.sleepFenced(&word, done.Load, func() error { return gone }); !errors.Is(err, gone) {
+	if err := pe.rma.sleepFenced(&word, done.Load, func() error { return gone }); !errors.Is(err, gone) {
 		t.Fatalf("sleepFenced with a lost peer: %v, want %v", err, gone)
 	}
 }

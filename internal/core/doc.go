@@ -51,4 +51,6 @@
 //	release.Log append lock    this process's appends to its release ring
 //	memhook.Monitor.subMu      subscribers, while callbacks run
 //	rcache.Cache.mu            the cache's tree (callbacks only record ranges)
+//	rmaLayer.mbMu              the one registration for membarrier (a leaf;
+//	                           puts, gets, atomics and waits take no lock)
 package core
