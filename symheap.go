@@ -132,6 +132,7 @@ func Init(cfg Config) (*PE, error) {
 	if err != nil {
 		return nil, err
 	}
+	shmsync.SetPEs(j.npes) // every PE of the job runs on this node
 	comp, reason, err := alloc.Select(set.allocator, set.heap)
 	if err != nil {
 		return nil, fmt.Errorf("symheap: choosing the allocator: %w", err)

@@ -2,7 +2,6 @@ package symheap
 
 import (
 	"fmt"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -192,25 +191,10 @@ func (r *rmaLayer) waitSignal(owner int, cond func() bool, check func() error) e
 	if cond() {
 		return nil
 	}
-	// Spin only while every PE can have a core: beyond that, spinning
-	// takes the core of the PE we wait for.
-	if r.npes <= runtime.NumCPU() {
-		for i := 0; i < 4000; i++ {
-			if cond() {
-				return nil
-			}
-			if i&63 == 63 {
-				runtime.Gosched()
-			} else {
-				shmsync.Pause()
-			}
-		}
-	}
-	for i := 0; i < 4; i++ {
-		unix.SchedYield()
-		if cond() {
-			return nil
-		}
+	// Poll, then yield, under the runtime's one pacing (shmsync
+	// "Pacing"), which polls only while every PE has a core.
+	if p := shmsync.Pace(); p.Until(cond) {
+		return nil
 	}
 	s := &r.ctl[owner].sig
 	all := &r.ctl[0].sleeping

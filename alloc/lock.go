@@ -36,11 +36,11 @@ package alloc
 
 import (
 	"fmt"
-	"runtime"
 	"sync/atomic"
 	"time"
 
 	"github.com/symheap/symheap/internal/errs"
+	"github.com/symheap/symheap/internal/shmsync"
 	"github.com/symheap/symheap/internal/unix"
 )
 
@@ -51,9 +51,7 @@ const (
 	// MaxLockID is the largest holder id a Lock accepts.
 	MaxLockID = lockHolder - 1
 
-	lockSpins      = 100                   // CAS attempts before sleeping
-	lockYieldAfter = 20                    // spins before yielding between attempts
-	lockSleep      = 50 * time.Millisecond // one FutexWait; then re-check liveness
+	lockSleep = 50 * time.Millisecond // one FutexWait; then re-check liveness
 )
 
 // Lock is a cross-process lock over a 32-bit word in shared memory. The
@@ -96,14 +94,16 @@ func (l *Lock) TryLock(id uint32) bool {
 }
 
 func (l *Lock) lockSlow(me uint32, alive func(uint32) bool) error {
-	for i := 0; i < lockSpins; i++ {
+	// Poll, then yield, under the runtime's one pacing (shmsync
+	// "Pacing"), then sleep on the word.
+	for p := shmsync.Pace(); ; {
 		// Relaxed read is enough to decide whether to try; the CAS
 		// acquires.
 		if atomic.LoadUint32(l.w) == 0 && atomic.CompareAndSwapUint32(l.w, 0, me) {
 			return nil
 		}
-		if i >= lockYieldAfter {
-			runtime.Gosched()
+		if !p.Next() {
+			break
 		}
 	}
 	for {

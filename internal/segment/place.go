@@ -28,7 +28,7 @@ func (s *Segment) place() error {
 		h.forceOffset.Store(1)
 	}
 	waitFor := func(what string, cond func() bool) error {
-		return shmsync.WaitWord(&h.roundWord, &h.roundSleepers, n, cond, func() error {
+		return shmsync.WaitWord(&h.roundWord, &h.roundSleepers, cond, func() error {
 			if h.state.Load() == stateFailed {
 				return fmt.Errorf("segment: %s: %w", getString(h.failMsg[:]), errs.ErrSegment)
 			}

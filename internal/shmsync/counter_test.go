@@ -13,7 +13,7 @@ import (
 // when a waiter leaves it, and the sleepers must be woken by the arrival
 // that completes a round alone.
 func TestCountRounds(t *testing.T) {
-	for _, spin := range []Spin{{Polls: 1000, Yields: 16}, {}} {
+	for _, spin := range []Pacer{{polls: 1000, yields: 16}, {}} {
 		var c atomic.Uint64
 		const n, rounds = 4, 300
 		var wg sync.WaitGroup
@@ -62,7 +62,7 @@ func TestWaitCountCheck(t *testing.T) {
 	var c atomic.Uint64
 	gone := errors.New("peer gone")
 	start := time.Now()
-	err := WaitCount(&c, 1, Spin{Polls: 10, Yields: 2}, func() error { return gone })
+	err := WaitCount(&c, 1, Pacer{polls: 10, yields: 2}, func() error { return gone })
 	if !errors.Is(err, gone) {
 		t.Fatalf("WaitCount: %v, want %v", err, gone)
 	}

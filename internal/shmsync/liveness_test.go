@@ -19,7 +19,7 @@ func TestWaitWordRetestsAfterCheck(t *testing.T) {
 	var word, sleepers atomic.Uint32
 	var done atomic.Bool
 	checks := 0
-	err := WaitWord(&word, &sleepers, 1, done.Load, func() error {
+	err := WaitWord(&word, &sleepers, done.Load, func() error {
 		checks++
 		done.Store(true) // the peer arrives, then leaves
 		return errGone
@@ -29,21 +29,21 @@ func TestWaitWordRetestsAfterCheck(t *testing.T) {
 	}
 	// A check that fails with the condition still false ends the wait.
 	done.Store(false)
-	if err := WaitWord(&word, &sleepers, 1, done.Load, func() error { return errGone }); !errors.Is(err, errGone) {
+	if err := WaitWord(&word, &sleepers, done.Load, func() error { return errGone }); !errors.Is(err, errGone) {
 		t.Fatalf("WaitWord with a lost peer: %v, want %v", err, errGone)
 	}
 }
 
 func TestWaitCountRetestsAfterCheck(t *testing.T) {
 	var c atomic.Uint64
-	err := WaitCount(&c, 1, Spin{}, func() error {
+	err := WaitCount(&c, 1, Pacer{}, func() error {
 		Arrive(&c, 1) // the last arrival, then the peer leaves
 		return errGone
 	})
 	if err != nil {
 		t.Fatalf("WaitCount: %v; want nil (the count was reached before the check failed)", err)
 	}
-	if err := WaitCount(&c, 2, Spin{}, func() error { return errGone }); !errors.Is(err, errGone) {
+	if err := WaitCount(&c, 2, Pacer{}, func() error { return errGone }); !errors.Is(err, errGone) {
 		t.Fatalf("WaitCount with a lost peer: %v, want %v", err, errGone)
 	}
 }

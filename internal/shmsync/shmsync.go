@@ -7,17 +7,17 @@
 // operations are sequentially consistent, and each access says which other
 // process it pairs with.
 //
-// Waiting follows one pattern everywhere: spin briefly while the machine has
-// a core for every waiter, then yield, then sleep on a non-private futex with
-// a short timeout, and on every timeout ask the caller's liveness check
-// whether the process we wait for is still there. A dead peer therefore
-// turns into an error within one timeout instead of a hang.
+// Waiting follows one pattern everywhere: poll briefly while the machine has
+// a core for every PE, then yield, under one policy ("Pacing", pace.go),
+// then sleep on a non-private futex with a short timeout, and on every
+// timeout ask the caller's liveness check whether the process we wait for
+// is still there. A dead peer therefore turns into an error within one
+// timeout instead of a hang.
 package shmsync
 
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -60,41 +60,14 @@ func Lost(cond func() bool, check func() error) error {
 	return nil
 }
 
-// spinBudget returns how many busy checks a waiter may make before it
-// starts yielding its core, and how many yields it makes before it sleeps.
-// With more waiters than cores, spinning only steals the core of the
-// process being waited for, so the waiter goes straight to yielding: a
-// yield hands the core to a runnable process (likely the one we wait for)
-// and costs a fraction of a microsecond when nobody else wants it.
-func spinBudget(waiters int) (spins, yields int) {
-	if waiters > runtime.NumCPU() {
-		return 0, 16
-	}
-	return 1000, 64
-}
-
 // WaitWord waits until cond(atomic load of *word) is true. word is the futex
 // word that whoever changes the condition increments and wakes; sleepers is
 // a counter that lets wakers skip the wake-up syscall when nobody sleeps.
 // check is called on every sleep timeout; its error ends the wait unless
-// the condition holds after it (Liveness).
-// waiters is the number of processes that may be waiting at once.
-func WaitWord(word *atomic.Uint32, sleepers *atomic.Uint32, waiters int, cond func() bool, check func() error) error {
-	if cond() {
+// the condition holds after it (Liveness). It polls first, paced by Pace.
+func WaitWord(word *atomic.Uint32, sleepers *atomic.Uint32, cond func() bool, check func() error) error {
+	if p := Pace(); p.Until(cond) {
 		return nil
-	}
-	spins, yields := spinBudget(waiters)
-	for i := 0; i < spins; i++ {
-		if cond() {
-			return nil
-		}
-		Pause()
-	}
-	for i := 0; i < yields; i++ {
-		unix.SchedYield()
-		if cond() {
-			return nil
-		}
 	}
 	// Announce the sleep before re-reading the condition; pairs with the
 	// waker's increment of word followed by its load of sleepers (Wake).
@@ -116,10 +89,6 @@ func WaitWord(word *atomic.Uint32, sleepers *atomic.Uint32, waiters int, cond fu
 		}
 	}
 }
-
-// Spin is how long WaitCount polls before it sleeps: Polls polls with a
-// Pause between them, then Yields polls each after a sched_yield.
-type Spin struct{ Polls, Yields int }
 
 // A counter is a 64-bit word in shared memory that counts arrivals in its
 // low CountBits bits, wrapping, and the processes asleep on it in the bits
@@ -153,22 +122,17 @@ func Arrive(c *atomic.Uint64, done uint64) uint64 {
 // Reached reports whether count v has reached want, across the wrap.
 func Reached(v, want uint64) bool { return int64((v-want)<<(64-CountBits)) >= 0 }
 
-// WaitCount waits until the count of counter c reaches want: polls, then
-// yields (spin), then sleeps on the counter's futex word, until the
-// arrival that reaches want wakes it (Arrive). check is called on every
-// sleep timeout; its error ends the wait. The loads are sequentially
-// consistent and pair with the arrivals' adds.
-func WaitCount(c *atomic.Uint64, want uint64, spin Spin, check func() error) error {
-	for i := 0; ; i++ {
+// WaitCount waits until the count of counter c reaches want: polls and
+// yields paced by p (Pace), then sleeps on the counter's futex word, until
+// the arrival that reaches want wakes it (Arrive). check is called on
+// every sleep timeout; its error ends the wait. The loads are
+// sequentially consistent and pair with the arrivals' adds.
+func WaitCount(c *atomic.Uint64, want uint64, p Pacer, check func() error) error {
+	for {
 		if Reached(c.Load(), want) {
 			return nil
 		}
-		switch {
-		case i < spin.Polls:
-			Pause()
-		case i < spin.Polls+spin.Yields:
-			unix.SchedYield()
-		default:
+		if !p.Next() {
 			return sleepOnCount(c, want, check)
 		}
 	}
@@ -268,7 +232,7 @@ func (b *Barrier) Wait(n int, check func() (int, error)) error {
 		return nil
 	}
 	lost := -1
-	err := WaitWord(&b.gen, &b.sleepers, n, func() bool { return b.gen.Load() != g || b.broken.Load() != 0 }, func() error {
+	err := WaitWord(&b.gen, &b.sleepers, func() bool { return b.gen.Load() != g || b.broken.Load() != 0 }, func() error {
 		m, err := check()
 		lost = m
 		return err

@@ -1,10 +1,8 @@
 package team
 
 import (
-	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/symheap/symheap/internal/shmsync"
 )
@@ -33,12 +31,9 @@ func (l *CallLock) Lock() {
 	}
 	l.turn.Lock()
 	defer l.turn.Unlock()
-	for i := 0; !l.held.CompareAndSwap(0, 1); i++ {
-		if i < 64 {
-			runtime.Gosched()
-		} else {
-			time.Sleep(20 * time.Microsecond)
-		}
+	p := shmsync.PaceLocal()
+	for !l.held.CompareAndSwap(0, 1) {
+		p.Step()
 	}
 }
 

@@ -142,13 +142,11 @@ package team
 import (
 	"fmt"
 	"math/bits"
-	"runtime"
 	"sync/atomic"
 
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/errs"
 	"github.com/symheap/symheap/internal/shmsync"
-	"github.com/symheap/symheap/internal/unix"
 )
 
 const (
@@ -156,18 +154,13 @@ const (
 	// included. Split fails with ErrOutOfMemory when all are in use.
 	MaxTeams = 64
 
-	inlineSize      = 24                 // bytes of one buffer in the arrived word's line
-	scratchSize     = 512                // bytes of one scratch buffer
-	teamCounterSize = 128                // one team's barrier counter
-	teamSlotSize    = 64 + 2*scratchSize // one slot
-	pollSpins       = 1024               // polls before waitFor starts to yield the CPU
-	pollYields      = 64                 // sched_yields (and polls) before it sleeps
-	// oversubscribedYields replaces pollSpins and pollYields when a team
-	// has more members than the machine has cores.
-	oversubscribedYields = 256
-	noTeam               = ^uint64(0)                    // "no id left" in Split's exchange
-	worldTeam            = 0                             // the world team's id
-	teamIDMask           = ^uint64(0) >> (64 - MaxTeams) // every id
+	inlineSize      = 24                            // bytes of one buffer in the arrived word's line
+	scratchSize     = 512                           // bytes of one scratch buffer
+	teamCounterSize = 128                           // one team's barrier counter
+	teamSlotSize    = 64 + 2*scratchSize            // one slot
+	noTeam          = ^uint64(0)                    // "no id left" in Split's exchange
+	worldTeam       = 0                             // the world team's id
+	teamIDMask      = ^uint64(0) >> (64 - MaxTeams) // every id
 )
 
 // teamCounter is the barrier counter of one team id (see "Full barriers").
@@ -382,8 +375,8 @@ func (t *Team) enter(what string) error {
 	}
 	// Wait for a Sync of another goroutine to end (it takes no lock).
 	// Plain load; pairs with the release stores of inUse and leave.
-	for t.busy.Load() != 0 {
-		runtime.Gosched()
+	for p := shmsync.PaceLocal(); t.busy.Load() != 0; {
+		p.Step()
 	}
 	shmsync.StoreRelease32(&t.busy, 1)
 	return nil
@@ -505,15 +498,11 @@ func (t *Team) waitFor(j int, a uint32) error {
 	if arrived() {
 		return nil
 	}
-	// Spin: a member running on another core arrives within a few cache
-	// line transfers. Then poll between sched_yields, so that a member
-	// that waits for the CPU we hold gets it (on a loaded or oversubscribed
-	// node this keeps a synchronisation in microseconds instead of a futex
-	// round trip). Then sleep (shmsync.WaitWord spins briefly first).
-	if poll(arrived, spinBudget(t.size)) {
-		return nil
-	}
-	if err := shmsync.WaitWord(&s.arrived, &s.sleepers, t.size, arrived, t.live); err != nil {
+	// Poll, then yield, then sleep, under the runtime's one pacing
+	// (shmsync "Pacing"): a member running on another core arrives within
+	// a few cache-line transfers; one that waits for the core we hold
+	// gets it when we yield.
+	if err := shmsync.WaitWord(&s.arrived, &s.sleepers, arrived, t.live); err != nil {
 		return fmt.Errorf("symheap: team %d (%d PEs) waiting for rank %d (PE %d): %w", t.id, t.size, j, t.members[j], err)
 	}
 	return nil
@@ -560,44 +549,13 @@ func (t *Team) counterBarrier(quiet bool) error {
 		t.rt.WakeSleepers()
 	}
 	if !shmsync.Reached(v, want) {
-		if err := shmsync.WaitCount(c, want, spinBudget(t.size), t.live); err != nil {
+		if err := shmsync.WaitCount(c, want, shmsync.Pace(), t.live); err != nil {
 			lost := fmt.Errorf("symheap: team %d (%d PEs) waiting in a barrier: %w", t.id, t.size, err)
 			t.lost.Store(&lost) // lost, not err: err's address would put every call's err on the heap
 			return lost
 		}
 	}
 	return nil
-}
-
-// spinBudget returns how long one of n processes that wait for each
-// other polls before it yields the CPU, and how many yields it makes
-// before it sleeps.
-func spinBudget(n int) shmsync.Spin {
-	if n > runtime.NumCPU() {
-		// More waiters than cores: spinning only keeps the one we wait
-		// for off the CPU. Yield at once, and for longer before sleeping:
-		// each yield hands the core to a runnable process.
-		return shmsync.Spin{Yields: oversubscribedYields}
-	}
-	return shmsync.Spin{Polls: pollSpins, Yields: pollYields}
-}
-
-// poll polls cond with a pause between polls, then between sched_yields
-// (as WaitCounter), and reports whether it became true.
-func poll(cond func() bool, spin shmsync.Spin) bool {
-	for range spin.Polls {
-		if cond() {
-			return true
-		}
-		shmsync.Pause()
-	}
-	for range spin.Yields {
-		unix.SchedYield()
-		if cond() {
-			return true
-		}
-	}
-	return false
 }
 
 // Sync waits until every member of the team has called Sync

@@ -1,0 +1,284 @@
+package shmsync
+
+import (
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/symheap/symheap/internal/unix"
+)
+
+// # Pacing
+//
+// Every wait of the runtime polls its condition for a while before it
+// sleeps, and one policy decides how long: a Pacer, made by Pace (waits on
+// other processes) or PaceLocal (waits on goroutines of this process).
+// The budgets come from what the machine shows, measured once per process
+// (Calibrate), and from the job (SetPEs), not from constants tuned on one
+// machine:
+//
+//   - While the node has a core for every PE, a waiter polls with a
+//     Pause between polls for SpinLines cache-line transfers' worth of
+//     time: about what a peer needs for the shared-memory work between
+//     two waits (a collective round, a message). The poll count is that
+//     time over the measured cost of one poll, which differs threefold
+//     between CPUs (PAUSE is 10 to 140 cycles). It then yields a few
+//     times and sleeps.
+//   - With more PEs than cores, polling only keeps the PE we wait for off
+//     the core, so the waiter does not poll: it yields, enough times for
+//     every PE sharing its core to run once or twice (each yield hands
+//     the core to a runnable process), then sleeps.
+//
+// Sleeping is the caller's: a futex on a word in shared memory (WaitWord,
+// WaitCount and the root's signal waits), or a short nap for in-process
+// waits.
+
+// SpinLines is how many cache-line transfers' worth of time a waiter
+// polls before it yields, when it has a core of its own.
+const SpinLines = 100
+
+// Bounds of the polling time, whatever the measurements say.
+const (
+	minSpin = 2 * time.Microsecond
+	maxSpin = 50 * time.Microsecond
+)
+
+// Machine is what the waits are paced by: this process's measurement of
+// the machine.
+type Machine struct {
+	Cores  int           // cores this process may run on
+	Poll   time.Duration // one Pause and one poll of a cached word
+	Line   time.Duration // one cache-line transfer between two cores (0: not measured)
+	Yield  time.Duration // one sched_yield with nobody else to run
+	Static bool          // Line was not measured (one core, or no core free in time); a default stands in
+}
+
+// defaultLine stands in for a transfer time that could not be measured.
+const defaultLine = 100 * time.Nanosecond
+
+var (
+	machineMu sync.Mutex
+	machine   Machine
+	measured  bool                 // machine holds Cores, Poll and Yield
+	lineTried bool                 // machine.Line was measured, or could not be
+	pes       atomic.Int32         // PEs on this node (SetPEs); 0: unknown, taken as 1
+	plans     atomic.Pointer[plan] // the budgets for the current PEs and machine
+)
+
+// plan is the budgets of the Pacers.
+type plan struct {
+	polls, yields      int32 // for waits on other processes
+	localPolls, gosche int32 // for waits on this process's goroutines
+}
+
+// Calibrate measures the machine once per process and returns the
+// result; later calls return the same. It takes about 100 µs, and at most
+// a few milliseconds on a busy machine.
+func Calibrate() Machine { return calibrate(true) }
+
+// calibrate is Calibrate, measuring the transfer time only if line.
+func calibrate(line bool) Machine {
+	machineMu.Lock()
+	defer machineMu.Unlock()
+	if !measured {
+		machine, measured = measure(), true
+	}
+	if line && !lineTried {
+		machine.Line, machine.Static = measureLine(machine.Cores)
+		lineTried = true
+	}
+	return machine
+}
+
+// SetPEs tells the pacing how many PEs run on this node, so that it can
+// tell whether each has a core. Init calls it once the job is known.
+func SetPEs(n int) {
+	pes.Store(int32(max(n, 1)))
+	plans.Store(nil)
+}
+
+// currentPlan returns the budgets, computing them on first use. The
+// transfer time is measured only for a job with a core per PE, the only
+// budgets that use it: an oversubscribed job spends no core on it.
+func currentPlan() *plan {
+	if p := plans.Load(); p != nil {
+		return p
+	}
+	n := int(max(pes.Load(), 1))
+	m := calibrate(n <= runtime.NumCPU())
+	p := budgets(m, n)
+	plans.Store(p)
+	return p
+}
+
+// budgets derives the pacing from the machine and the number of PEs on
+// the node ("Pacing").
+func budgets(m Machine, n int) *plan {
+	line := m.Line
+	if line == 0 {
+		line = defaultLine
+	}
+	spin := min(max(SpinLines*line, minSpin), maxSpin)
+	polls := int32(spin / max(m.Poll, time.Nanosecond))
+	p := &plan{polls: polls, yields: 16, localPolls: polls, gosche: 64}
+	if cores := max(m.Cores, 1); n > cores {
+		perCore := (n + cores - 1) / cores
+		p.polls, p.yields = 0, int32(max(4*perCore, 16))
+	}
+	return p
+}
+
+// A Pacer paces the polls of one wait: Next after each poll that found
+// the condition false.
+type Pacer struct {
+	n, polls, yields int32
+	local            bool
+}
+
+// Pace returns the Pacer of a wait for other processes: polls, then
+// sched_yields.
+func Pace() Pacer {
+	p := currentPlan()
+	return Pacer{polls: p.polls, yields: p.yields}
+}
+
+// PaceLocal returns the Pacer of a wait for another goroutine of this
+// process (an in-process lock): polls, then runtime.Gosched, which hands
+// the P to the goroutine we wait for if it is runnable.
+func PaceLocal() Pacer {
+	p := currentPlan()
+	return Pacer{polls: p.localPolls, yields: p.gosche, local: true}
+}
+
+// Next takes one step of the wait: a Pause while the polling budget
+// lasts, then a yield; it reports false, taking no step, once both
+// budgets are spent: the caller then sleeps (or naps, and calls Next
+// again, which keeps reporting false).
+func (p *Pacer) Next() bool {
+	switch {
+	case p.n < p.polls:
+		Pause()
+	case p.n < p.polls+p.yields:
+		if p.local {
+			runtime.Gosched()
+		} else {
+			unix.SchedYield()
+		}
+	default:
+		return false
+	}
+	p.n++
+	return true
+}
+
+// Nap is how long a wait with no futex to sleep on (an in-process lock)
+// sleeps between polls once its Pacer is spent: about the shortest sleep
+// the Go runtime's timers give.
+const Nap = 20 * time.Microsecond
+
+// Step is Next for a wait with no futex to sleep on: once the budgets are
+// spent it naps for Nap instead of returning.
+func (p *Pacer) Step() {
+	if !p.Next() {
+		time.Sleep(Nap)
+	}
+}
+
+// Spinning reports whether the wait is still in its polling stage.
+func (p *Pacer) Spinning() bool { return p.n < p.polls }
+
+// Until polls cond under the pacing of p until it holds (true) or the
+// budgets are spent (false).
+func (p *Pacer) Until(cond func() bool) bool {
+	for {
+		if cond() {
+			return true
+		}
+		if !p.Next() {
+			return false
+		}
+	}
+}
+
+// measure measures the machine (Machine) but for the transfer time, which
+// comes from a ping-pong of one word between two goroutines locked to
+// threads (measureLine), which the kernel runs on two cores when two are
+// free; it gives up after a few milliseconds when they are not (the
+// default stands in then).
+func measure() Machine {
+	m := Machine{Cores: runtime.NumCPU()}
+	const polls = 2000
+	var w atomic.Uint32
+	best := time.Duration(math.MaxInt64)
+	for range 3 {
+		t := time.Now()
+		for range polls {
+			Pause()
+			if w.Load() != 0 {
+				break
+			}
+		}
+		best = min(best, time.Since(t))
+	}
+	m.Poll = max(best/polls, time.Nanosecond)
+	t := time.Now()
+	for range 16 {
+		unix.SchedYield()
+	}
+	m.Yield = time.Since(t) / 16
+	return m
+}
+
+// measureLine measures the transfer time (Machine.Line), or returns the
+// default with static true when it cannot.
+func measureLine(cores int) (line time.Duration, static bool) {
+	if cores < 2 || runtime.GOMAXPROCS(0) < 2 {
+		return defaultLine, true
+	}
+	if l, ok := pingPong(200, 5*time.Millisecond); ok {
+		return l, false
+	}
+	return defaultLine, true
+}
+
+// pingPong returns the time of one cache-line transfer: half a round trip
+// of a word bounced rounds times between two threads, the best of three
+// runs, unless a run takes longer than limit.
+func pingPong(rounds int, limit time.Duration) (time.Duration, bool) {
+	var w atomic.Uint64
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		defer close(done)
+		for i := uint64(1); !stop.Load(); {
+			if w.Load() == i {
+				w.Store(i + 1)
+				i += 2
+			} else {
+				Pause()
+			}
+		}
+	}()
+	defer func() { stop.Store(true); <-done }()
+	best := time.Duration(math.MaxInt64)
+	v := uint64(0)
+	for range 3 {
+		t := time.Now()
+		for range rounds {
+			w.Store(v + 1)
+			for i := 1; w.Load() != v+2; i++ {
+				Pause()
+				if i&1023 == 0 && time.Since(t) > limit {
+					return 0, false
+				}
+			}
+			v += 2
+		}
+		best = min(best, time.Since(t))
+	}
+	return best / time.Duration(2*rounds), true
+}

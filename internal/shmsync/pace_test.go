@@ -1,0 +1,74 @@
+package shmsync
+
+import (
+	"testing"
+	"time"
+)
+
+// TestBudgets: the pacing follows the machine and the job ("Pacing").
+func TestBudgets(t *testing.T) {
+	fast := Machine{Cores: 2, Poll: 10 * time.Nanosecond, Line: 60 * time.Nanosecond}
+	slow := Machine{Cores: 2, Poll: 40 * time.Nanosecond, Line: 60 * time.Nanosecond}
+	far := Machine{Cores: 2, Poll: 10 * time.Nanosecond, Line: 210 * time.Nanosecond}
+
+	// With a core per PE: poll for SpinLines transfers, whatever a poll costs.
+	pf, ps := budgets(fast, 2), budgets(slow, 2)
+	if pf.polls == 0 || pf.polls != 4*ps.polls {
+		t.Errorf("polls with a 10 ns poll %d, with a 40 ns poll %d: want the same time, four times the polls", pf.polls, ps.polls)
+	}
+	if got, want := time.Duration(pf.polls)*fast.Poll, SpinLines*fast.Line; got != want {
+		t.Errorf("polling time %v, want %d transfers of %v = %v", got, SpinLines, fast.Line, want)
+	}
+	if pr := budgets(far, 2); pr.polls <= pf.polls {
+		t.Errorf("a slower transfer (%v) polls %d times, a faster one (%v) %d: want longer", far.Line, pr.polls, fast.Line, pf.polls)
+	}
+	// Bounded both ways.
+	if p := budgets(Machine{Cores: 2, Poll: time.Nanosecond, Line: time.Microsecond}, 2); time.Duration(p.polls) > maxSpin {
+		t.Errorf("polling time %v ns beyond the bound %v", p.polls, maxSpin)
+	}
+	if p := budgets(Machine{Cores: 2, Poll: time.Nanosecond, Line: time.Nanosecond}, 2); time.Duration(p.polls) < minSpin {
+		t.Errorf("polling time %v ns below the bound %v", p.polls, minSpin)
+	}
+	// More PEs than cores: no polling, and more yields the more PEs share a core.
+	p4, p8, p16 := budgets(fast, 4), budgets(fast, 8), budgets(fast, 16)
+	if p4.polls != 0 || p8.polls != 0 {
+		t.Errorf("oversubscribed jobs poll (%d, %d times): want 0", p4.polls, p8.polls)
+	}
+	if !(p16.yields > p8.yields && p4.yields > 0) {
+		t.Errorf("yields for 4, 8, 16 PEs on 2 cores: %d, %d, %d; want growing", p4.yields, p8.yields, p16.yields)
+	}
+	// An unmeasured transfer time takes the default.
+	if a, b := budgets(Machine{Cores: 2, Poll: 10 * time.Nanosecond}, 2), budgets(Machine{Cores: 2, Poll: 10 * time.Nanosecond, Line: defaultLine}, 2); *a != *b {
+		t.Errorf("unmeasured line: %+v, want the default's %+v", *a, *b)
+	}
+}
+
+// TestPacer: a Pacer polls, then yields, then tells its caller to sleep.
+func TestPacer(t *testing.T) {
+	p := Pacer{polls: 3, yields: 2}
+	steps := 0
+	for p.Next() {
+		steps++
+	}
+	if steps != 5 || p.Next() {
+		t.Errorf("%d steps, want 3 polls and 2 yields, then none", steps)
+	}
+	n := 0
+	q := Pacer{polls: 100}
+	if !q.Until(func() bool { n++; return n == 10 }) || n != 10 {
+		t.Errorf("Until stopped after %d polls, want 10", n)
+	}
+	if (&Pacer{}).Until(func() bool { return false }) {
+		t.Error("a spent Pacer's Until reported true")
+	}
+}
+
+// TestCalibrate: the measurement gives figures in a plausible range on
+// any machine (the exact ones are the machine's).
+func TestCalibrate(t *testing.T) {
+	m := Calibrate()
+	if m.Cores < 1 || m.Poll <= 0 || m.Poll > 10*time.Microsecond || m.Line <= 0 || m.Line > 100*time.Microsecond {
+		t.Fatalf("Calibrate: %+v", m)
+	}
+	t.Logf("machine: %+v", m)
+}
