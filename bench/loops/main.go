@@ -1,0 +1,123 @@
+// Command loops times plain loops of small synchronising calls on PE 0:
+// 2-PE barriers and 1-int64 broadcasts, optionally right after a
+// message-rate loop in the same job. Run it as several jobs in a row to
+// see how much a figure moves from job to job (bench/loops/run.sh):
+//
+//	shrun -n 2 ./loops -calls 20000 -after-rate
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/symheap/symheap"
+)
+
+func main() {
+	calls := flag.Int("calls", 20000, "calls per loop")
+	afterRate := flag.Bool("after-rate", false, "run a message-rate loop (windows of 64 Isend/Irecv of 8 B) first")
+	flag.IntVar(&reps, "reps", 0, "also time reps short runs of 100 calls and print the fastest (the cost without interference)")
+	flag.Parse()
+	if err := run(*calls, *afterRate); err != nil {
+		fmt.Fprintln(os.Stderr, "loops:", err)
+		os.Exit(1)
+	}
+}
+
+var reps int
+
+func run(calls int, afterRate bool) error {
+	pe, err := symheap.Init(symheap.Config{})
+	if err != nil {
+		return err
+	}
+	defer pe.Close()
+	if afterRate {
+		if err := rate(pe, 2000); err != nil {
+			return err
+		}
+	}
+	w := pe.World()
+	src, err := symheap.Malloc[int64](pe, 1)
+	if err != nil {
+		return err
+	}
+	dst, err := symheap.Malloc[int64](pe, 1)
+	if err != nil {
+		return err
+	}
+	barrier := func() error { return pe.Barrier() }
+	bcast := func() error { return symheap.Broadcast(w, dst, src, 0) }
+	var figures []string
+	for _, l := range []struct {
+		name string
+		f    func() error
+	}{{"barrier", barrier}, {"bcast", bcast}} {
+		for range calls / 10 { // warm up
+			if err := l.f(); err != nil {
+				return err
+			}
+		}
+		if err := pe.Barrier(); err != nil {
+			return err
+		}
+		t := time.Now()
+		for range calls {
+			if err := l.f(); err != nil {
+				return err
+			}
+		}
+		figures = append(figures, fmt.Sprintf("%s %.3f", l.name, float64(time.Since(t).Nanoseconds())/float64(calls)/1e3))
+		if reps > 0 {
+			best := time.Duration(1 << 62)
+			for range reps {
+				t := time.Now()
+				for range 100 {
+					if err := l.f(); err != nil {
+						return err
+					}
+				}
+				best = min(best, time.Since(t))
+			}
+			figures = append(figures, fmt.Sprintf("%s-best100 %.3f", l.name, float64(best.Nanoseconds())/100/1e3))
+		}
+		if err := pe.Barrier(); err != nil {
+			return err
+		}
+	}
+	if pe.Rank() == 0 {
+		for _, f := range figures {
+			fmt.Println(f, "us")
+		}
+	}
+	return nil
+}
+
+// rate runs windows of 64 Isend of 8 B from PE 0 to PE 1, as the
+// message-rate benchmark does.
+func rate(pe *symheap.PE, windows int) error {
+	const window = 64
+	buf := make([]byte, 8)
+	reqs := make([]*symheap.Request, window)
+	for range windows {
+		for i := range reqs {
+			var err error
+			if pe.Rank() == 0 {
+				reqs[i], err = pe.Isend(buf, 1, 1)
+			} else {
+				reqs[i], err = pe.Irecv(buf, 0, 1)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		for _, r := range reqs {
+			if _, err := r.Wait(); err != nil {
+				return err
+			}
+		}
+	}
+	return pe.Barrier()
+}
