@@ -18,7 +18,7 @@ import (
 func runStat(args []string) error {
 	fs := flag.NewFlagSet("stat", flag.ExitOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
-	watch := fs.Duration("watch", 0, "refresh every `interval` (e.g. 1s) until interrupted")
+	watch := fs.Duration("watch", 0, "refresh every `interval` (e.g. 1s) until the job ends or you interrupt")
 	mapFile := fs.String("map", "", "write a PNG heap map of every PE's heaps to `file`")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: symheap stat [flags] [JOB]\n\nWithout JOB, lists this user's jobs. With JOB (a job id or segment name),\nattaches read-only and shows each PE's figures.")
@@ -60,8 +60,27 @@ func runStat(args []string) error {
 		if *watch <= 0 {
 			return nil
 		}
+		if ended(ji) {
+			// Nothing will move any more: stop, and let go of the
+			// segment (the last PE out has removed its name).
+			if !*asJSON {
+				fmt.Printf("job %s has ended: every PE has left\n", ji.Job)
+			}
+			return nil
+		}
 		time.Sleep(*watch)
 	}
+}
+
+// ended reports whether no PE of the job is attached or starting: each
+// has closed or died.
+func ended(ji inspect.JobInfo) bool {
+	for _, p := range ji.PEs {
+		if p.State == "attached" || p.State == "not started" {
+			return false
+		}
+	}
+	return len(ji.PEs) > 0
 }
 
 // reorder moves flags before positional arguments, so that

@@ -84,10 +84,32 @@ func interrupt(t *testing.T, cmd *exec.Cmd, stderr *strings.Builder) {
 	t.Logf("symheap stat --watch %v ended %v after SIGINT: %v", watchInterval, time.Since(sent).Round(time.Millisecond), cmd.ProcessState)
 }
 
+// endsByItself waits for a watching stat to end on its own after its
+// job has ended (within a few intervals), with status 0 and nothing on
+// stderr.
+func endsByItself(t *testing.T, cmd *exec.Cmd, stderr *strings.Builder) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("symheap stat --watch after its job ended: %v; stderr:\n%s", err, stderr)
+		}
+	case <-time.After(5 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("symheap stat --watch still ran 5 s after its job ended")
+	}
+	if stderr.Len() > 0 {
+		t.Errorf("symheap stat --watch wrote to stderr:\n%s", stderr)
+	}
+}
+
 // TestStatWatch: --watch --json prints a frame per interval (not faster,
 // and not much slower), the live job's figures grow from frame to frame,
-// after the job's end the frames show every PE closed, and SIGINT stops
-// the command. A text-mode watcher of the same job clears the screen
+// after the job's end the last frame shows every PE closed and the
+// command ends by itself, letting go of the segment. A text-mode watcher of the same job clears the screen
 // before each frame and shows the allocation counts moving.
 func TestStatWatch(t *testing.T) {
 	const n = 2
@@ -97,6 +119,7 @@ func TestStatWatch(t *testing.T) {
 	jsonCmd, jsonOut, jsonErr := startWatch(t, nil, "--json", job)
 	textOut := new(statBuffer)
 	textCmd, _, textErr := startWatch(t, textOut, job)
+	intCmd, _, intErr := startWatch(t, io.Discard, job) // stopped by SIGINT while the job runs
 
 	frames := make(chan watchFrame, 1000)
 	go func() {
@@ -160,7 +183,10 @@ func TestStatWatch(t *testing.T) {
 		}
 	}
 
-	// The job ends: the watcher goes on, and shows its PEs closed.
+	interrupt(t, intCmd, intErr)
+
+	// The job ends: the watcher shows its PEs closed, then ends by itself
+	// with status 0, letting go of the segment.
 	j.end(t)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -178,12 +204,16 @@ func TestStatWatch(t *testing.T) {
 			t.Fatalf("10 s after the job's end, the frames still show %+v", f.ji.PEs)
 		}
 	}
-	interrupt(t, jsonCmd, jsonErr)
+	endsByItself(t, jsonCmd, jsonErr)
 
 	// The text watcher: a cleared screen and a table per frame, with the
-	// ALLOCS column of PE 0 moving between frames of the live job.
-	interrupt(t, textCmd, textErr)
+	// ALLOCS column of PE 0 moving between frames of the live job, and a
+	// last line saying the job has ended.
+	endsByItself(t, textCmd, textErr)
 	text := textOut.String()
+	if want := "job " + job + " has ended"; !strings.Contains(text, want) {
+		t.Errorf("text watcher's output lacks %q", want)
+	}
 	const clear = "\033[H\033[2J"
 	chunks := strings.Split(text, clear)
 	if len(chunks) < k+1 {
