@@ -139,7 +139,7 @@ func Init(cfg Config) (*PE, error) {
 	}
 	seg, err := segment.Open(segment.Params{
 		Job: j.id, Rank: j.rank, NPEs: j.npes,
-		HeapSize: set.heap, SharedSize: set.shared, CBSize: core.CBSize(j.npes),
+		HeapSize: set.heap, SharedSize: set.shared, CBSize: core.CBSize(j.npes), CBSum: core.CBSum(j.npes),
 		Allocator: comp.Name, ForceOffset: set.offsetMode, InitTimeout: set.initTimeout,
 		PeerTimeout: set.peerTimeout, Protect: set.protect,
 	})

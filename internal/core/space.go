@@ -1,7 +1,9 @@
 package core
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"sync"
 
@@ -125,6 +127,27 @@ func layout(npes int) (offs []CBOff, total uint64) {
 func CBSize(npes int) uint64 {
 	_, total := layout(npes)
 	return total
+}
+
+// CBSum returns a digest of the control blocks' layout in a job of npes
+// PEs: the fixed part's size and every area's name, size and offset. PEs
+// whose programs were built with different versions of the runtime may
+// agree on CBSize and still disagree on where an area lies; the segment
+// refuses a PE whose digest differs from the job's.
+func CBSum(npes int) uint64 {
+	offs, total := layout(npes)
+	h := fnv.New64a()
+	put := func(v uint64) { h.Write(binary.LittleEndian.AppendUint64(nil, v)) }
+	put(ControlSize)
+	put(total)
+	areas.Lock()
+	defer areas.Unlock()
+	for i, a := range areas.list {
+		h.Write([]byte(a.name))
+		put(a.size(npes))
+		put(uint64(offs[i]))
+	}
+	return h.Sum64()
 }
 
 // Off returns the offset of area a in the control blocks of a job of npes

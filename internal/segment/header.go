@@ -45,7 +45,8 @@ type header struct {
 	mode          atomic.Uint32 // ModeSameAddress or ModeOffset, once decided
 	attached      atomic.Uint32 // PEs attached now
 	base          atomic.Uint64 // the agreed address in same-address mode
-	_             [32]byte
+	cbSum         uint64        // digest of the control blocks' areas (Params.CBSum)
+	_             [24]byte
 
 	// Placement rounds (step 5 of Open).
 	proposal      [MaxRounds]atomic.Uint64 // 0: not yet proposed; noAddress: give up

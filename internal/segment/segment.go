@@ -78,7 +78,7 @@ const (
 	// Magic opens every segment: "SYMHEAP" and a NUL, little-endian.
 	Magic = 0x0050414548_4d5953
 	// Version is the layout version; a segment of another version is refused.
-	Version = 1
+	Version = 2
 	// HeaderSize is the bytes reserved for the header at offset 0.
 	HeaderSize = 64 << 10
 	// MaxPEs is the largest job a segment can hold.
@@ -122,6 +122,7 @@ type Params struct {
 	HeapSize    uint64
 	SharedSize  uint64
 	CBSize      uint64 // bytes of control block per PE
+	CBSum       uint64 // digest of the control blocks' layout (its areas' names, sizes and places): PEs built alike agree
 	Allocator   string // component name, recorded for the job
 	ForceOffset bool   // do not try the same address
 	InitTimeout time.Duration
@@ -398,7 +399,7 @@ func (s *Segment) create() error {
 	h.gen = randomGen()
 	h.npes = uint64(l.NPEs)
 	h.heapSize, h.sharedSize = l.HeapSize, l.SharedSize
-	h.cbOff, h.cbSize = l.CBOff, l.CBSize
+	h.cbOff, h.cbSize, h.cbSum = l.CBOff, l.CBSize, s.p.CBSum
 	h.partOff, h.partStride, h.sharedOff = l.PartOff, l.PartStride, l.SharedOff
 	h.created = uint64(time.Now().UnixNano())
 	putString(h.allocator[:], s.p.Allocator)
@@ -573,6 +574,8 @@ func (s *Segment) validate() error {
 	}
 	if h.cbSize != l.CBSize {
 		diff = append(diff, fmt.Sprintf("control block: job has %d, this PE wants %d (different symheap versions?)", h.cbSize, l.CBSize))
+	} else if h.cbSum != s.p.CBSum {
+		diff = append(diff, fmt.Sprintf("control-block areas: the job's digest is %#x, this PE's %#x (its program was built with a different symheap: build every PE's program with the same version)", h.cbSum, s.p.CBSum))
 	}
 	if a := getString(h.allocator[:]); s.p.Allocator != "" && a != s.p.Allocator {
 		diff = append(diff, fmt.Sprintf("allocator: job uses %q, this PE asks %q (SYMHEAP_ALLOCATOR)", a, s.p.Allocator))

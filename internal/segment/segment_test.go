@@ -291,6 +291,22 @@ func TestParamMismatchRefused(t *testing.T) {
 	}
 }
 
+// TestLayoutSumMismatchRefused: a PE whose control blocks are laid out
+// differently (a program built with another symheap), with the same
+// total size, is refused, naming the cause.
+func TestLayoutSumMismatchRefused(t *testing.T) {
+	job := testJob(t)
+	s := openAll(t, job, 2, nil)
+	defer s[0].Close()
+	defer s[1].Close()
+	p := params(job, 1, 2)
+	p.CBSum++
+	_, err := Open(p)
+	if !errors.Is(err, errs.ErrBadConfig) || !strings.Contains(err.Error(), "control-block areas") {
+		t.Errorf("mismatched control-block digest: %v", err)
+	}
+}
+
 // TestCreatorDiesBeforeReady runs a creator process that kills itself
 // between creating the segment and publishing it.
 func TestCreatorDiesBeforeReady(t *testing.T) {
