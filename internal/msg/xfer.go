@@ -81,6 +81,7 @@ type spentBounce struct {
 // startLarge starts a send above the eager limit: chooses the path, posts
 // the RTS and, for a bounce, the first chunks. Called with the lock held.
 func (l *Layer) startLarge(r *Request) {
+	r.large = true
 	l.nextID++
 	r.id = l.nextID
 	l.sends[r.id] = r
@@ -341,6 +342,7 @@ func (l *Layer) allocBounce(size uint64) (*bounceTx, error) {
 // startRecv starts copying a matched large message into r's buffer.
 // Called with the lock held.
 func (l *Layer) startRecv(r *Request, m *inMsg) {
+	r.large = true
 	m.recv, r.msg = r, m
 	ok := Status{m.src, m.tag, m.size}
 	if (m.path == pathSegment || m.path == pathKernel) && l.trySplit(r, m) {
