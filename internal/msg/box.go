@@ -54,7 +54,7 @@ type boxPair struct {
 func boxOf(area func(int) []byte, npes, p, q int) (line []byte, mine uint64) {
 	lo, hi := min(p, q), max(p, q)
 	o := boxesOff(npes) + uint64(hi)*boxStride
-	line = area(lo)[o : o+cellSize : o+cellSize]
+	line = area(lo)[o : o+lineSize : o+lineSize]
 	if p == hi {
 		mine = boxSlot
 	}

@@ -141,8 +141,8 @@ type Layer struct {
 	out []txPeer  // to each receiver, in its control block
 	box []boxPair // with each peer (box.go)
 
-	posted     []*Request // receives waiting for a message, oldest first
-	unexp      []*inMsg   // messages waiting for a receive, oldest first
+	posted     queue[*Request] // receives waiting for a message, oldest first
+	unexp      queue[*inMsg]   // messages waiting for a receive, oldest first
 	xfers      map[xferKey]*inMsg
 	sends      map[uint64]*Request // this PE's large sends awaiting the receiver, by id
 	noSlab     []*Request          // bounce sends waiting for another transfer's buffer to be freed
@@ -258,7 +258,7 @@ func (l *Layer) Init(rt Runtime, c Config) error {
 	slots := func(a []byte) []*splitSlot {
 		v := make([]*splitSlot, splitSlots)
 		for i := range v {
-			v[i] = core.View[splitSlot](a[splitOff(n)+uint64(i)*cellSize:])
+			v[i] = core.View[splitSlot](a[splitOff(n)+uint64(i)*lineSize:])
 		}
 		return v
 	}
@@ -278,8 +278,8 @@ func (l *Layer) Init(rt Runtime, c Config) error {
 		theirs := area(p)
 		l.bells[p] = core.View[bell](theirs)
 		l.peerSlots[p] = slots(theirs)
-		l.in[p] = rxRing{head: u64At(mine, uint64(cellSize+p*cellSize)), data: cells(mine, p), mask: rb/cellSize - 1}
-		l.out[p].ring = txRing{head: u64At(theirs, uint64(cellSize+l.rank*cellSize)), data: cells(theirs, l.rank),
+		l.in[p] = rxRing{head: u64At(mine, uint64(lineSize+p*lineSize)), data: cells(mine, p), mask: rb/cellSize - 1}
+		l.out[p].ring = txRing{head: u64At(theirs, uint64(lineSize+l.rank*lineSize)), data: cells(theirs, l.rank),
 			cells: rb / cellSize, mask: rb/cellSize - 1, relaxed: l.relaxed}
 		if p != l.rank {
 			b := &l.box[p]
@@ -351,7 +351,8 @@ func ReadSettings(getenv func(string) string, param func(name, value, source str
 func (l *Layer) Close() {
 	l.lock.Lock()
 	defer l.lock.Unlock()
-	l.posted, l.unexp, l.noSlab, l.wantBounce, l.toFree = nil, nil, nil, nil, nil
+	l.posted, l.unexp = queue[*Request]{}, queue[*inMsg]{}
+	l.noSlab, l.wantBounce, l.toFree = nil, nil, nil
 	clear(l.xfers)
 	clear(l.sends)
 }
@@ -555,6 +556,14 @@ func (l *Layer) sent(blocking bool, buf []byte, dest, tag int) *Request {
 	if blocking {
 		return nil
 	}
+	if k := len(l.freeReqs); k > 0 {
+		// A released request is done already: only its result changes
+		// (Release, reuse), with no store to done.
+		r := l.freeReqs[k-1]
+		l.freeReqs = l.freeReqs[:k-1]
+		r.send, r.peer, r.tag, r.st, r.err, r.released = true, dest, tag, Status{Source: l.rank, Tag: tag, Count: len(buf)}, nil, false
+		return r
+	}
 	r := l.allocRequest()
 	r.l, r.send, r.peer, r.tag, r.st = l, true, dest, tag, Status{Source: l.rank, Tag: tag, Count: len(buf)}
 	r.markDone()
@@ -587,9 +596,8 @@ func (l *Layer) newRequest(blocking, send bool, buf []byte, peer, tag int) *Requ
 func (l *Layer) allocRequest() *Request {
 	if k := len(l.freeReqs); k > 0 {
 		r := l.freeReqs[k-1]
-		l.freeReqs[k-1] = nil
 		l.freeReqs = l.freeReqs[:k-1]
-		*r = Request{} // a composite literal: no lock is copied
+		r.reuse()
 		return r
 	}
 	if len(l.reqBlock) == 0 {
@@ -611,6 +619,20 @@ func (l *Layer) recycle(r *Request) {
 	}
 	r.buf = nil
 	l.spare = r
+}
+
+// reuse makes a released request new again. A released request is done,
+// not a blocking call's, took no large message's path and holds no buffer
+// (Release): only these fields differ from a new one's. (Not *r =
+// Request{}: its stores, and the collector's barriers on its pointers,
+// cost a small send more than the rest of it.)
+func (r *Request) reuse() {
+	r.st, r.err, r.checked, r.released, r.path = Status{}, nil, time.Time{}, false, 0
+	if raceEnabled {
+		r.done.Store(0)
+		return
+	}
+	shmsync.StoreRelease32(&r.done, 0) // in-process: nobody else sees r before the call that reuses it returns it
 }
 
 // maxFreeReqs bounds the released requests a PE keeps for reuse: more
@@ -902,7 +924,7 @@ func (l *Layer) failLocked(r *Request, err error) {
 	if r.over() {
 		return
 	}
-	l.posted = remove(l.posted, r)
+	l.posted.s = remove(l.posted.s, r)
 	l.noSlab = remove(l.noSlab, r)       // (bounceWork, if it has r, sees it over)
 	l.splitting = remove(l.splitting, r) // its slot stays busy: the sender may still write
 	if m := r.msg; m != nil {
@@ -961,7 +983,7 @@ func (l *Layer) postRecv(r *Request) {
 // match matches a new receive against the unexpected messages, or posts
 // it, and reports whether it matched. Called with the lock held.
 func (l *Layer) match(r *Request) bool {
-	for i, m := range l.unexp {
+	for i, m := range l.unexp.s {
 		if !r.matches(m.src, m.tag) {
 			continue
 		}
@@ -969,11 +991,11 @@ func (l *Layer) match(r *Request) bool {
 			r.complete(Status{m.src, m.tag, m.size}, truncated(m.src, m.tag, m.size, len(r.buf)))
 			return true
 		}
-		l.unexp = removeAt(l.unexp, i)
+		l.unexp.s = removeAt(l.unexp.s, i)
 		l.deliver(r, m)
 		return true
 	}
-	l.posted = append(l.posted, r)
+	l.posted.push(r)
 	return false
 }
 
@@ -985,13 +1007,13 @@ func (r *Request) matches(src, tag int) bool {
 // message and can hold it; receives that match but are too short end with
 // ErrTruncated on the way.
 func (l *Layer) takePosted(src, tag, size int) *Request {
-	for i := 0; i < len(l.posted); {
-		r := l.posted[i]
+	for i := 0; i < len(l.posted.s); {
+		r := l.posted.s[i]
 		if !r.matches(src, tag) {
 			i++
 			continue
 		}
-		l.posted = removeAt(l.posted, i)
+		l.posted.s = removeAt(l.posted.s, i)
 		if size > len(r.buf) {
 			r.complete(Status{src, tag, size}, truncated(src, tag, size, len(r.buf)))
 			continue
@@ -1056,14 +1078,14 @@ func (l *Layer) write(dst int, rec *outRec) bool {
 		return l.writeEager(dst, rec.w1, rec.payload)
 	}
 	t := &l.out[dst].ring
-	off, ok := t.reserve(1)
+	off, ok := t.reserve(ctlCells)
 	if !ok {
 		return false
 	}
 	for i, v := range rec.body {
 		t.putBody(off, i, v)
 	}
-	t.commit(off, 1, rec.kind, rec.w1)
+	t.commit(off, ctlCells, rec.kind, rec.w1)
 	l.ring(dst)
 	return true
 }
@@ -1228,7 +1250,7 @@ func (l *Layer) handle(src int, r *rxRing, w0, off uint64) {
 			l.startRecv(q, m)
 			return
 		}
-		l.unexp = append(l.unexp, m)
+		l.unexp.push(m)
 	case recChunk:
 		m := l.xfers[xferKey{src, r.word(off, 0)}]
 		if m == nil {
@@ -1251,7 +1273,7 @@ func (l *Layer) handle(src int, r *rxRing, w0, off uint64) {
 			m.recv.complete(Status{src, m.tag, m.size}, err)
 			return
 		}
-		l.unexp = remove(l.unexp, m)
+		l.unexp.s = remove(l.unexp.s, m)
 	case recCTS:
 		if q := l.sends[r.word(off, 0)]; q != nil {
 			l.helpCopy(q, src, r.w1(off), r.word(off, 1), r.word(off, 2), r.word(off, 3))
@@ -1274,7 +1296,7 @@ func (l *Layer) arrive(src, tag int, payload []byte) {
 		q.complete(Status{src, tag, len(payload)}, nil)
 		return
 	}
-	l.unexp = append(l.unexp, l.eagerMsg(src, tag, payload))
+	l.unexp.push(l.eagerMsg(src, tag, payload))
 }
 
 // takeBox takes the message in PE src's box slot, whose word 0 is w0.
@@ -1286,6 +1308,32 @@ func (l *Layer) takeBox(src int, b *boxPair, w0 uint64) {
 	}
 	l.arrive(src, tag, payload)
 	b.got = uint16(w0)
+}
+
+// queue is a FIFO of receives or messages waiting for each other: a slice
+// whose front moves on as its oldest element is taken (removeAt), over an
+// array it goes back to when it empties, so that a window of receives
+// allocates nothing once the array has grown to hold one.
+type queue[E comparable] struct {
+	s   []E // the elements, oldest first
+	arr []E // the array s lies in, from its start
+}
+
+// push appends x.
+func (q *queue[E]) push(x E) {
+	if len(q.s) == 0 {
+		q.s = q.arr[:0]
+	} else if len(q.s) == cap(q.s) && 2*len(q.s) <= cap(q.arr) {
+		// s has moved on to the array's end but fills at most half of
+		// it: move it back to the start instead of growing the array.
+		n := copy(q.arr[:cap(q.arr)], q.s)
+		clear(q.arr[n:cap(q.arr)])
+		q.s = q.arr[:n]
+	}
+	q.s = append(q.s, x)
+	if cap(q.s) > cap(q.arr) { // a new array
+		q.arr = q.s[:0]
+	}
 }
 
 // remove deletes the first x from s, keeping the order.

@@ -181,9 +181,10 @@ import (
 // stores for anything but word 0 (each waits for the line).
 
 const (
-	cellSize   = 64
+	lineSize   = 64 // a cache line: the doorbell, heads, split slots and boxes each take one
+	cellSize   = 16 // a ring cell
 	recHdrSize = 16
-	recBody    = cellSize - recHdrSize // body bytes of a one-cell control record
+	ctlCells   = (recHdrSize + 4*8) / cellSize // the cells of a control record: header and 4 body words
 
 	minRingBytes = 2 << 10
 	maxRingBytes = 64 << 10
@@ -228,7 +229,7 @@ func ringsOff(npes int) uint64 { return boxesOff(npes) + uint64(npes)*boxStride 
 func boxesOff(npes int) uint64 { return splitOff(npes) + splitArea }
 
 // splitOff is the offset of the split slots in the message area.
-func splitOff(npes int) uint64 { return cellSize + uint64(npes)*cellSize }
+func splitOff(npes int) uint64 { return lineSize + uint64(npes)*lineSize }
 
 // bell is a PE's doorbell: the futex word its messaging waits sleep on and
 // the count of sleepers, on a line of their own.

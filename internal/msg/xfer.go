@@ -325,9 +325,9 @@ func (l *Layer) noBounce(r *Request, size uint64, err error) {
 // the chunk size while the heap has no room. Called without the lock.
 func (l *Layer) allocBounce(size uint64) (*bounceTx, error) {
 	var lastErr error = fmt.Errorf("the local shared heap is empty (SYMHEAP_SHARED_SIZE is 0): %w", errs.ErrOutOfMemory)
-	for c := min(uint64(BounceChunk), (size+cellSize-1)&^(cellSize-1)); l.sp.Lay.SharedSize > 0 && c >= min(MinBounceChunk, size); c /= 2 {
+	for c := min(uint64(BounceChunk), (size+lineSize-1)&^(lineSize-1)); l.sp.Lay.SharedSize > 0 && c >= min(MinBounceChunk, size); c /= 2 {
 		slots := min(uint64(BounceSlots), (size+c-1)/c)
-		off, err := l.rt.AllocBounce(slots*c, cellSize)
+		off, err := l.rt.AllocBounce(slots*c, lineSize)
 		if err == nil {
 			return &bounceTx{off: off, seg: l.sp.SharedSeg(l.rank, off), chunk: c, busy: make([]uint64, slots)}, nil
 		}
