@@ -550,19 +550,29 @@ func BenchmarkMsgLocal(b *testing.B) {
 			check(err)
 		}
 	})
-	b.Run("Window64", func(b *testing.B) { // per message: 64 Isends, 64 Irecvs, every Wait
-		reqs := make([]*symheap.Request, 128)
-		for i := 0; i < b.N; i += 64 {
-			for j := range 64 {
-				reqs[j], err = pe.Irecv(rbuf, 0, 2)
-				check(err)
-				reqs[64+j], err = pe.Isend(sbuf, 0, 2)
-				check(err)
-			}
-			for _, r := range reqs {
-				_, err := r.Wait()
-				check(err)
-			}
+	for _, release := range []bool{false, true} {
+		name := "Window64"
+		if release {
+			name += "+Release"
 		}
-	})
+		b.Run(name, func(b *testing.B) { // per message: 64 Isends, 64 Irecvs, every Wait (and Release)
+			b.ReportAllocs()
+			reqs := make([]*symheap.Request, 128)
+			for i := 0; i < b.N; i += 64 {
+				for j := range 64 {
+					reqs[j], err = pe.Irecv(rbuf, 0, 2)
+					check(err)
+					reqs[64+j], err = pe.Isend(sbuf, 0, 2)
+					check(err)
+				}
+				for _, r := range reqs {
+					_, err := r.Wait()
+					check(err)
+					if release {
+						check(r.Release())
+					}
+				}
+			}
+		})
+	}
 }

@@ -86,7 +86,8 @@ func (pe *PE) Irecv(buf []byte, source, tag int) (*Request, error) {
 }
 
 // Wait blocks until the request is done and returns its result. It may be
-// called again and returns the same result.
+// called again and returns the same result, until the request is released
+// (Release).
 func (r *Request) Wait() (Status, error) {
 	st, err := (*msg.Request)(r).Wait()
 	return Status(st), err
@@ -98,6 +99,14 @@ func (r *Request) Test() (done bool, st Status, err error) {
 	done, s, err := (*msg.Request)(r).Test()
 	return done, Status(s), err
 }
+
+// Release gives a done request back to its PE, for a later Isend or Irecv
+// to reuse: a program that releases its requests (a window of Isends, then
+// Wait and Release for each) sends and receives without allocating. r
+// must not be used after Release: a later Isend or Irecv may return it
+// again. Release of a request that is not done, or of one released
+// before, returns ErrBadArg and changes nothing.
+func (r *Request) Release() error { return (*msg.Request)(r).Release() }
 
 // EagerLimit returns the largest message this PE sends through the rings
 // from ordinary memory (larger ones are copied once from the sender's

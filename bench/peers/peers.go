@@ -39,7 +39,7 @@ type harness struct {
 var harnesses = map[string]harness{
 	OSH: {"osh_bench", "oshrun", []string{"put_lat", "get_lat", "put_bw", "put_rate",
 		"fadd_lat", "barrier_lat", "bcast_lat", "reduce_lat", "malloc_lat"}},
-	MPI: {"mpi_bench", "mpirun", []string{"pingpong_lat", "stream_bw", "barrier_lat",
+	MPI: {"mpi_bench", "mpirun", []string{"pingpong_lat", "stream_bw", "stream_rate", "barrier_lat",
 		"bcast_lat", "allreduce_lat"}},
 	Memcpy:    {"memcpy_bench", "", []string{"memcpy_bw", "memcpy_shm_bw"}},
 	Cacheline: {"cacheline_pingpong", "", []string{"thread_lat", "proc_lat"}},

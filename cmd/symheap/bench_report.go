@@ -267,6 +267,7 @@ func targetSpecs() []targetSpec {
 		def = names[0]
 	}
 	atLeast := func(v int64) func(int64) bool { return func(k int64) bool { return k >= v } }
+	upTo256 := func(k int64) bool { return k >= 1 && k <= 256 }
 	return []targetSpec{
 		{"Put 8 B latency vs OpenSHMEM", "put_lat", "symheap:put_lat", "osh:put_lat", is(8), "<=", 0.25},
 		{"Get 8 B latency vs OpenSHMEM", "get_lat", "symheap:get_lat", "osh:get_lat", is(8), "<=", 0.25},
@@ -280,6 +281,8 @@ func targetSpecs() []targetSpec {
 		{"send/recv 8 B half round trip vs Open MPI", "msg_lat", "symheap:msg_lat_heap", "mpi:pingpong_lat", is(8), "<=", 0.5},
 		{"send/recv bandwidth >= 1 MiB, shared-heap buffers, vs Open MPI", "msg_bw", "symheap:msg_bw_shm", "mpi:stream_bw", atLeast(1 << 20), ">=", 1.5},
 		{"send/recv bandwidth >= 1 MiB, ordinary buffers, vs Open MPI", "msg_bw", "symheap:msg_bw_heap", "mpi:stream_bw", atLeast(1 << 20), ">=", 1},
+		{"send/recv message rate 1-256 B, shared-heap buffers, vs Open MPI", "msg_rate", "symheap:msg_rate_shm", "mpi:stream_rate", upTo256, ">=", 1},
+		{"send/recv message rate 1-256 B, ordinary buffers, vs Open MPI", "msg_rate", "symheap:msg_rate_heap", "mpi:stream_rate", upTo256, ">=", 1},
 		{def + " (default allocator) small alloc+free pair vs glibc malloc", "alloc", "symheap:pair_" + def, "glibc:pair", is(16), "<=", 1.5},
 	}
 }

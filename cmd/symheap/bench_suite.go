@@ -272,7 +272,7 @@ func (r *runner) peerUnit(label, h string, tests []string, np int, sizes []int64
 // Test names, in the order they run and print.
 var benchTests = []string{
 	"put_lat", "get_lat", "put_bw", "put_rate", "fadd", "barrier",
-	"bcast", "reduce", "malloc", "alloc", "msg_lat", "msg_bw",
+	"bcast", "reduce", "malloc", "alloc", "msg_lat", "msg_bw", "msg_rate",
 }
 
 // vecSizes are the bytes of the vector collectives: 1 and 1024 int64.
@@ -426,6 +426,25 @@ func (r *runner) newSection(id string) *section {
 			s.Series = append(s.Series,
 				&series{Label: "Open MPI MPI_Isend/MPI_Irecv", Column: "Open MPI (MB/s)", Harness: peers.MPI, Metric: "stream_bw"})
 			add(r.peerUnit("Open MPI", peers.MPI, []string{"stream_bw"}, n, p.Sizes), 2)
+			ratio(0, 2, "shm x MPI")
+			ratio(1, 2, "Go x MPI")
+		}
+	case "msg_rate":
+		s.Title, s.Unit, s.Better = "Send/Recv message rate", "msg/s", "higher"
+		s.What = fmt.Sprintf("PE 0: window of %d Isend, PE 1: as many Irecv, each Wait then Release, then a 4-byte ack (Open MPI: MPI_Waitall)", p.Window)
+		p.Sizes = r.msgRateSizes
+		if len(p.Sizes) == 0 {
+			return nil
+		}
+		s.Series = []*series{
+			{Label: "symheap, shared-heap buffers", Column: "shm buf (msg/s)", Ours: true, Harness: ourHarness, Metric: "msg_rate_shm"},
+			{Label: "symheap, ordinary buffers", Column: "Go buf (msg/s)", Ours: true, Harness: ourHarness, Metric: "msg_rate_heap"},
+		}
+		add(r.ourJob("symheap", "msg_rate", n, p, 2<<20, 2*maxSize(p.Sizes)+8<<20), 0, 1)
+		if withPeers {
+			s.Series = append(s.Series,
+				&series{Label: "Open MPI MPI_Isend/MPI_Irecv", Column: "Open MPI (msg/s)", Harness: peers.MPI, Metric: "stream_rate"})
+			add(r.peerUnit("Open MPI", peers.MPI, []string{"stream_rate"}, n, p.Sizes), 2)
 			ratio(0, 2, "shm x MPI")
 			ratio(1, 2, "Go x MPI")
 		}

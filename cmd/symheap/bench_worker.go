@@ -140,7 +140,8 @@ var peTests = map[string]func(b *peBench) error{
 	"malloc_lat":   (*peBench).mallocFree,
 	"shared_alloc": (*peBench).sharedAlloc,
 	"msg_lat":      (*peBench).pingPong,
-	"msg_bw":       (*peBench).stream,
+	"msg_bw":       func(b *peBench) error { return b.stream(false) },
+	"msg_rate":     func(b *peBench) error { return b.stream(true) },
 }
 
 // runBenchPE is `symheap __bench-pe`.
@@ -633,20 +634,29 @@ func (b *peBench) pingPong() error {
 }
 
 // stream: PE 0 posts a window of Isend, PE 1 a window of Irecv, both wait,
-// PE 1 acknowledges with 4 bytes (as mpi_bench's stream_bw); shared-heap
-// buffers (msg_bw_shm) and ordinary ones (msg_bw_heap).
-func (b *peBench) stream() error {
+// PE 1 acknowledges with 4 bytes (as mpi_bench's stream_bw and
+// stream_rate); shared-heap buffers (msg_bw_shm) and ordinary ones
+// (msg_bw_heap). With rate, the figure is messages per second
+// (msg_rate_shm, msg_rate_heap), and every request is released after its
+// Wait, as MPI_Waitall frees Open MPI's: the loop then allocates nothing.
+func (b *peBench) stream(rate bool) error {
 	if err := b.need2(); err != nil {
 		return err
 	}
 	ack := make([]byte, 4)
 	reqs := make([]*symheap.Request, b.p.Window)
 	for _, shm := range []bool{true, false} {
-		metric, what := "msg_bw_heap", "window of Isend/Irecv + ack, ordinary Go buffers, 10^6 B/s"
+		metric, what, unit := "msg_bw_heap", "window of Isend/Irecv + ack, ordinary Go buffers, 10^6 B/s", "MB/s"
 		if shm {
 			metric, what = "msg_bw_shm", "window of Isend/Irecv + ack, buffers in the local shared heap, 10^6 B/s"
 		}
-		b.unit(metric, "MB/s", what)
+		if rate {
+			metric, what, unit = "msg_rate_heap", "window of Isend/Irecv, Wait and Release, + ack, ordinary Go buffers, messages per second", "msg/s"
+			if shm {
+				metric, what = "msg_rate_shm", "window of Isend/Irecv, Wait and Release, + ack, buffers in the local shared heap, messages per second"
+			}
+		}
+		b.unit(metric, unit, what)
 		sbuf, rbuf, free, err := b.msgBuffers(shm, maxSize(b.p.Sizes))
 		if err != nil {
 			return err
@@ -665,7 +675,7 @@ func (b *peBench) stream() error {
 							reqs[j], err = b.pe.Isend(sb, 1, tagData)
 						}
 						if err == nil {
-							err = waitAll(reqs[:w])
+							err = waitAll(reqs[:w], rate)
 						}
 						if err == nil {
 							_, err = b.pe.Recv(ack, 1, tagAck)
@@ -675,7 +685,7 @@ func (b *peBench) stream() error {
 							reqs[j], err = b.pe.Irecv(rb, 0, tagData)
 						}
 						if err == nil {
-							err = waitAll(reqs[:w])
+							err = waitAll(reqs[:w], rate)
 						}
 						if err == nil {
 							err = b.pe.Send(ack, 0, tagAck)
@@ -690,7 +700,11 @@ func (b *peBench) stream() error {
 			if err != nil {
 				return err
 			}
-			b.result(metric, s, float64(s)*float64(w)/t/1e6)
+			if rate {
+				b.result(metric, s, float64(w)/t)
+			} else {
+				b.result(metric, s, float64(s)*float64(w)/t/1e6)
+			}
 		}
 		if err := free(); err != nil {
 			return err
@@ -699,10 +713,17 @@ func (b *peBench) stream() error {
 	return nil
 }
 
-func waitAll(reqs []*symheap.Request) error {
+// waitAll waits for every request, and releases each (Request.Release)
+// when release is set.
+func waitAll(reqs []*symheap.Request, release bool) error {
 	for _, r := range reqs {
 		if _, err := r.Wait(); err != nil {
 			return err
+		}
+		if release {
+			if err := r.Release(); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

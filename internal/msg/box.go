@@ -40,6 +40,13 @@ type boxPair struct {
 	got    uint16 // messages this PE has consumed from the peer's slot
 	acked  uint16 // got as last published in this PE's slot
 	pos    uint32 // ringPos of this PE's latest message
+	// busy: the last look at the peer's slot (free, or pending in a
+	// receive's poll) found this PE's latest message not taken. A send
+	// then goes to the ring without looking again: in a stream of sends
+	// the box is mostly taken, and each look would pull the line from
+	// the receiver, which writes it. The next poll of the peer's slot,
+	// which every receive and wait makes, looks for it.
+	busy bool
 }
 
 // boxOf returns the line of the box between PEs p and q (p != q) and the
@@ -47,7 +54,7 @@ type boxPair struct {
 func boxOf(area func(int) []byte, npes, p, q int) (line []byte, mine uint64) {
 	lo, hi := min(p, q), max(p, q)
 	o := boxesOff(npes) + uint64(hi)*boxStride
-	line = area(lo)[o : o+cellSize : o+cellSize]
+	line = area(lo)[o : o+lineSize : o+lineSize]
 	if p == hi {
 		mine = boxSlot
 	}
@@ -58,7 +65,8 @@ func boxOf(area func(int) []byte, npes, p, q int) (line []byte, mine uint64) {
 // peer has consumed every one before it.
 func (b *boxPair) free() bool {
 	w := u64At(b.line, b.theirs).Load() // acquire: pairs with the peer's publishing store of its word 0 (ack), made after it read our payload
-	return uint16(w>>16) == b.sent
+	b.busy = uint16(w>>16) != b.sent
+	return !b.busy
 }
 
 // put writes a message into this PE's slot and publishes it, carrying the
@@ -92,6 +100,7 @@ func (b *boxPair) pending(pos uint64) (w0 uint64, ready, ok bool) {
 		return 0, false, false
 	}
 	w0 = u64At(b.line, b.theirs).Load() // acquire: pairs with the peer's publishing store (put)
+	b.busy = uint16(w0>>16) != b.sent
 	if uint16(w0) != b.got+1 {
 		return 0, false, false
 	}

@@ -62,12 +62,16 @@
 //
 // # Progress and waiting
 //
-// There is no progress thread. Every receive, every Test and Wait, and
+// There is no progress thread. Every Recv, every Test and Wait, and
 // every send that cannot complete at once drains this PE's incoming rings
 // and boxes, pushes records that found a ring full (each destination's
 // backlog, in order), and advances bounce transfers. (A send that
 // completes at once returns without: its progress would only delay the
-// return, and pull back the line just written.) A blocking wait does this
+// return, and pull back the line just written. An Irecv that finds no
+// unexpected message posts itself without, too: a window of Irecvs is
+// then posted before its messages are drained, which go straight into
+// their buffers, not through the unexpected queue; it gives back the
+// boxes it may receive from, which progress would have.) A blocking wait does this
 // in a loop (Request.spin): it polls, holding Layer.lock, for up to
 // spinFor while the job has no more PEs than the machine has cores, then
 // spins briefly and yields without it, then sleeps on this PE's doorbell
@@ -79,6 +83,22 @@
 // ErrPeerLost well within a second. Sends check the destination's
 // liveness too: every large one, and on the eager path the first and
 // then one in livenessEvery, and every one to a PE already seen dead.
+//
+// # Requests and the small-message rate
+//
+// A stream of small messages costs per message what the sender's and
+// the receiver's calls cost, and the cache lines that cross between
+// them. So the path of an eager Isend, Irecv and Wait holds no locked
+// instruction (the statistics count with core.Bump, a request is marked
+// done by a release store: a locked instruction would wait for the
+// message's line to reach the sender's core, once per message), a send
+// does not look at a fast box it last saw taken (boxPair.busy), and two
+// small messages share a line of the ring (queue.go). Requests are not
+// reused behind the program's back (Wait may be called again on a done
+// one); a program that releases them (Request.Release) gets them back
+// from its later Isends and Irecvs instead of an allocation: a window
+// of released requests allocates nothing (the collector's cycles, on a
+// machine with as many cores as PEs, take a core from a PE).
 //
 // A blocking Recv from one source first tries the fast path (fast.go):
 // when nothing else is under way it takes the next message from that

@@ -46,11 +46,11 @@ const fastPolls = 4096
 // buf. Called with Layer.lock held, which it keeps; ok is false when the
 // general path must run.
 func (l *Layer) recvFast(buf []byte, source, tag int) (st Status, ok bool) {
-	if source < 0 || len(l.posted) != 0 || l.queued != 0 ||
+	if source < 0 || len(l.posted.s) != 0 || l.queued != 0 ||
 		len(l.splitting) != 0 || len(l.noSlab) != 0 || l.broken != nil {
 		return Status{}, false
 	}
-	for _, m := range l.unexp {
+	for _, m := range l.unexp.s {
 		if m.src == source && (tag == AnyTag || m.tag == tag) {
 			return Status{}, false // an older message matches
 		}

@@ -14,8 +14,8 @@ func TestLayoutSizes(t *testing.T) {
 		name       string
 		size, want uint64
 	}{
-		{"splitSlot", core.SizeOf[splitSlot](), cellSize},
-		{"bell", core.SizeOf[bell](), cellSize},
+		{"splitSlot", core.SizeOf[splitSlot](), lineSize},
+		{"bell", core.SizeOf[bell](), lineSize},
 	} {
 		if c.size != c.want {
 			t.Errorf("%s is %d bytes, the layout reserves %d", c.name, c.size, c.want)

@@ -141,14 +141,15 @@ type Layer struct {
 	out []txPeer  // to each receiver, in its control block
 	box []boxPair // with each peer (box.go)
 
-	posted     []*Request // receives waiting for a message, oldest first
-	unexp      []*inMsg   // messages waiting for a receive, oldest first
+	posted     queue[*Request] // receives waiting for a message, oldest first
+	unexp      queue[*inMsg]   // messages waiting for a receive, oldest first
 	xfers      map[xferKey]*inMsg
 	sends      map[uint64]*Request // this PE's large sends awaiting the receiver, by id
 	noSlab     []*Request          // bounce sends waiting for another transfer's buffer to be freed
 	wantBounce []*Request          // bounce sends whose buffer bounceWork is to allocate
 	toFree     []spentBounce       // bounce buffers bounceWork is to free
 	spare      *Request            // a finished request of a blocking call, for reuse
+	freeReqs   []*Request          // requests the program released (Request.Release), for reuse
 	reqBlock   []Request           // requests not handed out yet (allocRequest)
 	spareMsgs  []*inMsg            // delivered eager messages, for reuse
 	broken     error               // a record that cannot be: every wait fails with it
@@ -213,8 +214,8 @@ type Request struct {
 	peer int // destination, or the source asked for (AnySource)
 	tag  int // tag, or the tag asked for (AnyTag)
 
-	done     atomic.Bool // set (under Layer.lock) after st and err; Wait and Test read it without
-	finished bool        // blocking calls' requests: set instead of done, read under Layer.lock only
+	done     atomic.Uint32 // 1 once done: set (under Layer.lock, by markDone) after st and err; Wait and Test read it without
+	finished bool          // blocking calls' requests: set instead of done, read under Layer.lock only
 	st       Status
 	err      error
 
@@ -231,6 +232,11 @@ type Request struct {
 
 	checked  time.Time // Test: last liveness check
 	blocking bool      // made by Send or Recv: recycled when done
+	// large: the request took a large message's path (startLarge,
+	// startRecv), whose tables may name it after it is done (an inMsg's
+	// recv, a late record): Release does not reuse it.
+	large    bool
+	released bool // in Layer.freeReqs, or dropped by Release
 }
 
 // Init maps the rings of this PE's messaging and applies its settings.
@@ -252,7 +258,7 @@ func (l *Layer) Init(rt Runtime, c Config) error {
 	slots := func(a []byte) []*splitSlot {
 		v := make([]*splitSlot, splitSlots)
 		for i := range v {
-			v[i] = core.View[splitSlot](a[splitOff(n)+uint64(i)*cellSize:])
+			v[i] = core.View[splitSlot](a[splitOff(n)+uint64(i)*lineSize:])
 		}
 		return v
 	}
@@ -272,8 +278,8 @@ func (l *Layer) Init(rt Runtime, c Config) error {
 		theirs := area(p)
 		l.bells[p] = core.View[bell](theirs)
 		l.peerSlots[p] = slots(theirs)
-		l.in[p] = rxRing{head: u64At(mine, uint64(cellSize+p*cellSize)), data: cells(mine, p), mask: rb/cellSize - 1}
-		l.out[p].ring = txRing{head: u64At(theirs, uint64(cellSize+l.rank*cellSize)), data: cells(theirs, l.rank),
+		l.in[p] = rxRing{head: u64At(mine, uint64(lineSize+p*lineSize)), data: cells(mine, p), mask: rb/cellSize - 1}
+		l.out[p].ring = txRing{head: u64At(theirs, uint64(lineSize+l.rank*lineSize)), data: cells(theirs, l.rank),
 			cells: rb / cellSize, mask: rb/cellSize - 1, relaxed: l.relaxed}
 		if p != l.rank {
 			b := &l.box[p]
@@ -345,7 +351,8 @@ func ReadSettings(getenv func(string) string, param func(name, value, source str
 func (l *Layer) Close() {
 	l.lock.Lock()
 	defer l.lock.Unlock()
-	l.posted, l.unexp, l.noSlab, l.wantBounce, l.toFree = nil, nil, nil, nil, nil
+	l.posted, l.unexp = queue[*Request]{}, queue[*inMsg]{}
+	l.noSlab, l.wantBounce, l.toFree = nil, nil, nil
 	clear(l.xfers)
 	clear(l.sends)
 }
@@ -501,9 +508,23 @@ func (l *Layer) Irecv(buf []byte, source, tag int) (*Request, error) {
 		return nil, err
 	}
 	l.lock.Lock()
-	defer l.unlock()
 	r := l.newRequest(false, false, buf, source, tag)
-	l.postRecv(r)
+	// No progress: a window of Irecvs is posted before the messages are
+	// drained (by Wait, Test, or any other call that makes progress),
+	// which then go straight to their receives instead of through the
+	// unexpected queue, and every Irecv is cheaper by a look at every
+	// ring and box. It gives the boxes it may receive from back, though
+	// (a store only when one was taken since), as progress would: a
+	// sender that only sends finds its box free again.
+	if source != AnySource {
+		l.box[source].ack(l.relaxed)
+	} else {
+		for p := range l.box {
+			l.box[p].ack(l.relaxed)
+		}
+	}
+	l.match(r)
+	l.lock.Unlock() // nothing queued (unlock): match makes no progress
 	return r, nil
 }
 
@@ -535,9 +556,17 @@ func (l *Layer) sent(blocking bool, buf []byte, dest, tag int) *Request {
 	if blocking {
 		return nil
 	}
+	if k := len(l.freeReqs); k > 0 {
+		// A released request is done already: only its result changes
+		// (Release, reuse), with no store to done.
+		r := l.freeReqs[k-1]
+		l.freeReqs = l.freeReqs[:k-1]
+		r.send, r.peer, r.tag, r.st, r.err, r.released = true, dest, tag, Status{Source: l.rank, Tag: tag, Count: len(buf)}, nil, false
+		return r
+	}
 	r := l.allocRequest()
 	r.l, r.send, r.peer, r.tag, r.st = l, true, dest, tag, Status{Source: l.rank, Tag: tag, Count: len(buf)}
-	r.done.Store(true) // in-process: publishes st to Wait and Test
+	r.markDone()
 	return r
 }
 
@@ -553,17 +582,24 @@ func (l *Layer) newRequest(blocking, send bool, buf []byte, peer, tag int) *Requ
 	l.spare = nil
 	r.send, r.buf, r.peer, r.tag = send, buf, peer, tag
 	r.err, r.st, r.id, r.path, r.bounce, r.msg = nil, Status{}, 0, 0, nil, nil
-	r.split, r.splitGen, r.finished = 0, 0, false
+	r.split, r.splitGen, r.finished, r.large = 0, 0, false, false
 	return r
 }
 
-// allocRequest returns a new, zero Request. Requests are allocated 64 at a
-// time: one allocation instead of 64 for a window of Isends or Irecvs.
-// Each stays a distinct object that is never reused, so the API's
-// semantics (Wait and Test may be called on a done request at any time)
-// hold; a request kept by the program keeps its 64-request block (12 KiB)
-// alive. Called with the lock held.
+// allocRequest returns a new, zero Request: one the program released
+// (Request.Release) if there is one, which costs no allocation; else one
+// of a block of 64, allocated at once: one allocation instead of 64 for a
+// window of Isends or Irecvs. A request the program did not release is
+// never reused, so the API's semantics (Wait and Test may be called on a
+// done request at any time) hold for it; a request kept by the program
+// keeps its 64-request block (12 KiB) alive. Called with the lock held.
 func (l *Layer) allocRequest() *Request {
+	if k := len(l.freeReqs); k > 0 {
+		r := l.freeReqs[k-1]
+		l.freeReqs = l.freeReqs[:k-1]
+		r.reuse()
+		return r
+	}
 	if len(l.reqBlock) == 0 {
 		l.reqBlock = make([]Request, 64)
 	}
@@ -585,13 +621,58 @@ func (l *Layer) recycle(r *Request) {
 	l.spare = r
 }
 
+// reuse makes a released request new again. A released request is done,
+// not a blocking call's, took no large message's path and holds no buffer
+// (Release): only these fields differ from a new one's. (Not *r =
+// Request{}: its stores, and the collector's barriers on its pointers,
+// cost a small send more than the rest of it.)
+func (r *Request) reuse() {
+	r.st, r.err, r.checked, r.released, r.path = Status{}, nil, time.Time{}, false, 0
+	if raceEnabled {
+		r.done.Store(0)
+		return
+	}
+	shmsync.StoreRelease32(&r.done, 0) // in-process: nobody else sees r before the call that reuses it returns it
+}
+
+// maxFreeReqs bounds the released requests a PE keeps for reuse: more
+// than a window of any size programs use, and few enough bytes (about
+// 200 each) to keep for good.
+const maxFreeReqs = 4096
+
+// Release gives a done request back to its PE for reuse by a later Isend
+// or Irecv, which then allocates nothing: a program that releases its
+// requests sends and receives without allocating. The program must not
+// use r after Release (a later call may hand the same *Request out
+// again). A request that is not done yet is an error, and stays valid.
+func (r *Request) Release() error {
+	if r == nil || r.l == nil {
+		return fmt.Errorf("symheap: Release of a nil Request: %w", errs.ErrBadArg)
+	}
+	l := r.l
+	l.lock.Lock()
+	defer l.lock.Unlock() // nothing queued (unlock)
+	switch {
+	case r.released:
+		return fmt.Errorf("symheap: Release of a Request released before: %w (a released Request must not be used)", errs.ErrBadArg)
+	case r.blocking || !r.over():
+		return fmt.Errorf("symheap: Release of a Request that is not done: %w (Wait or Test it until it is)", errs.ErrBadArg)
+	}
+	r.released = true
+	r.buf = nil
+	if !r.large && !r.inWork && len(l.freeReqs) < maxFreeReqs {
+		l.freeReqs = append(l.freeReqs, r)
+	}
+	return nil
+}
+
 // Wait blocks until the request is done and returns its result. It may be
-// called again and returns the same result.
+// called again and returns the same result (until Release).
 func (r *Request) Wait() (Status, error) {
 	if r == nil || r.l == nil {
 		return Status{}, fmt.Errorf("symheap: Wait on a nil Request: %w", errs.ErrBadArg)
 	}
-	if r.done.Load() {
+	if r.done.Load() != 0 {
 		return r.st, r.err
 	}
 	if err := r.l.rt.Check(); err != nil {
@@ -747,7 +828,7 @@ func (r *Request) Test() (done bool, st Status, err error) {
 	if r == nil || r.l == nil {
 		return false, Status{}, fmt.Errorf("symheap: Test on a nil Request: %w", errs.ErrBadArg)
 	}
-	if r.done.Load() {
+	if r.done.Load() != 0 {
 		return true, r.st, r.err
 	}
 	l := r.l
@@ -757,7 +838,7 @@ func (r *Request) Test() (done bool, st Status, err error) {
 	l.lock.Lock()
 	l.progress()
 	l.unlock() // does the bounce work progress queued, which may complete r
-	if r.done.Load() {
+	if r.done.Load() != 0 {
 		return true, r.st, r.err
 	}
 	if now := time.Now(); now.Sub(r.checked) > shmsync.SleepSlice {
@@ -782,12 +863,26 @@ func (r *Request) complete(st Status, err error) {
 		r.finished = true // its waiter looks under the lock: no fence needed
 		return
 	}
-	r.done.Store(true) // in-process: publishes st and err to Wait and Test
+	r.markDone()
+}
+
+// markDone publishes a request's result (st, err) to Wait and Test in
+// other goroutines: a release store, which pairs with their load of done.
+// Not a sequentially consistent one (an XCHG on amd64): that would wait
+// for every store before it, the message's line in the receiver's ring
+// among them, to reach this core, and in a stream of Isends hold every
+// send up for a transfer between cores.
+func (r *Request) markDone() {
+	if raceEnabled {
+		r.done.Store(1) // the race detector sees no release in StoreRelease32
+		return
+	}
+	shmsync.StoreRelease32(&r.done, 1) // in-process, release: pairs with the loads in Wait, Test and over
 }
 
 // over reports whether the request is complete. Called with the lock
 // held.
-func (r *Request) over() bool { return r.finished || r.done.Load() }
+func (r *Request) over() bool { return r.finished || r.done.Load() != 0 }
 
 // waitCheck is the liveness check of a wait: the PEs the request depends on.
 func (l *Layer) waitCheck(r *Request) error {
@@ -829,7 +924,7 @@ func (l *Layer) failLocked(r *Request, err error) {
 	if r.over() {
 		return
 	}
-	l.posted = remove(l.posted, r)
+	l.posted.s = remove(l.posted.s, r)
 	l.noSlab = remove(l.noSlab, r)       // (bounceWork, if it has r, sees it over)
 	l.splitting = remove(l.splitting, r) // its slot stays busy: the sender may still write
 	if m := r.msg; m != nil {
@@ -878,22 +973,30 @@ func (l *Layer) destAlive(dest int, eager bool) error {
 }
 
 // postRecv matches a new receive against the unexpected messages, or posts
-// it. Called with the lock held.
+// it and makes progress. Called with the lock held.
 func (l *Layer) postRecv(r *Request) {
-	for i, m := range l.unexp {
+	if !l.match(r) {
+		l.progress()
+	}
+}
+
+// match matches a new receive against the unexpected messages, or posts
+// it, and reports whether it matched. Called with the lock held.
+func (l *Layer) match(r *Request) bool {
+	for i, m := range l.unexp.s {
 		if !r.matches(m.src, m.tag) {
 			continue
 		}
 		if m.size > len(r.buf) {
 			r.complete(Status{m.src, m.tag, m.size}, truncated(m.src, m.tag, m.size, len(r.buf)))
-			return
+			return true
 		}
-		l.unexp = removeAt(l.unexp, i)
+		l.unexp.s = removeAt(l.unexp.s, i)
 		l.deliver(r, m)
-		return
+		return true
 	}
-	l.posted = append(l.posted, r)
-	l.progress()
+	l.posted.push(r)
+	return false
 }
 
 func (r *Request) matches(src, tag int) bool {
@@ -904,13 +1007,13 @@ func (r *Request) matches(src, tag int) bool {
 // message and can hold it; receives that match but are too short end with
 // ErrTruncated on the way.
 func (l *Layer) takePosted(src, tag, size int) *Request {
-	for i := 0; i < len(l.posted); {
-		r := l.posted[i]
+	for i := 0; i < len(l.posted.s); {
+		r := l.posted.s[i]
 		if !r.matches(src, tag) {
 			i++
 			continue
 		}
-		l.posted = removeAt(l.posted, i)
+		l.posted.s = removeAt(l.posted.s, i)
 		if size > len(r.buf) {
 			r.complete(Status{src, tag, size}, truncated(src, tag, size, len(r.buf)))
 			continue
@@ -975,14 +1078,14 @@ func (l *Layer) write(dst int, rec *outRec) bool {
 		return l.writeEager(dst, rec.w1, rec.payload)
 	}
 	t := &l.out[dst].ring
-	off, ok := t.reserve(1)
+	off, ok := t.reserve(ctlCells)
 	if !ok {
 		return false
 	}
 	for i, v := range rec.body {
 		t.putBody(off, i, v)
 	}
-	t.commit(off, 1, rec.kind, rec.w1)
+	t.commit(off, ctlCells, rec.kind, rec.w1)
 	l.ring(dst)
 	return true
 }
@@ -998,9 +1101,10 @@ func (l *Layer) writeEager(dst int, w1 uint64, payload []byte) bool {
 	copy(t.data[off+recHdrSize:off+recHdrSize+n], payload)
 	t.commit(off, cellsFor(n), recEager, w1)
 	l.ring(dst)
-	// After the ring: its locked instruction waits for the record's
-	// lines, which the receiver may be waiting for.
-	l.stats.MsgEager.Add(1) // written by this PE only; symheap stat reads it
+	// A plain increment (core.Bump): a locked one would wait for the
+	// record's line to reach this core, which in a stream of sends holds
+	// every send up for a transfer between cores.
+	core.Bump(&l.stats.MsgEager) // written by this PE only, under the lock; symheap stat reads it
 	return true
 }
 
@@ -1012,13 +1116,13 @@ func (l *Layer) writeEager(dst int, w1 uint64, payload []byte) bool {
 // and the publishing store delays the reply (msgLock).
 func (l *Layer) writeBox(dst, tag int, payload []byte) bool {
 	b := &l.box[dst]
-	if b.line == nil || len(l.out[dst].backlog) != 0 || !b.free() {
+	if b.line == nil || b.busy || len(l.out[dst].backlog) != 0 || !b.free() {
 		return false
 	}
 	b.put(tag, payload, l.out[dst].ring.tail, l.relaxed)
 	l.ring(dst)
 	l.boxed++
-	l.stats.MsgEager.Add(1) // written by this PE only; symheap stat reads it
+	core.Bump(&l.stats.MsgEager) // written by this PE only, under the lock; symheap stat reads it (writeEager)
 	return true
 }
 
@@ -1146,7 +1250,7 @@ func (l *Layer) handle(src int, r *rxRing, w0, off uint64) {
 			l.startRecv(q, m)
 			return
 		}
-		l.unexp = append(l.unexp, m)
+		l.unexp.push(m)
 	case recChunk:
 		m := l.xfers[xferKey{src, r.word(off, 0)}]
 		if m == nil {
@@ -1169,7 +1273,7 @@ func (l *Layer) handle(src int, r *rxRing, w0, off uint64) {
 			m.recv.complete(Status{src, m.tag, m.size}, err)
 			return
 		}
-		l.unexp = remove(l.unexp, m)
+		l.unexp.s = remove(l.unexp.s, m)
 	case recCTS:
 		if q := l.sends[r.word(off, 0)]; q != nil {
 			l.helpCopy(q, src, r.w1(off), r.word(off, 1), r.word(off, 2), r.word(off, 3))
@@ -1192,7 +1296,7 @@ func (l *Layer) arrive(src, tag int, payload []byte) {
 		q.complete(Status{src, tag, len(payload)}, nil)
 		return
 	}
-	l.unexp = append(l.unexp, l.eagerMsg(src, tag, payload))
+	l.unexp.push(l.eagerMsg(src, tag, payload))
 }
 
 // takeBox takes the message in PE src's box slot, whose word 0 is w0.
@@ -1204,6 +1308,32 @@ func (l *Layer) takeBox(src int, b *boxPair, w0 uint64) {
 	}
 	l.arrive(src, tag, payload)
 	b.got = uint16(w0)
+}
+
+// queue is a FIFO of receives or messages waiting for each other: a slice
+// whose front moves on as its oldest element is taken (removeAt), over an
+// array it goes back to when it empties, so that a window of receives
+// allocates nothing once the array has grown to hold one.
+type queue[E comparable] struct {
+	s   []E // the elements, oldest first
+	arr []E // the array s lies in, from its start
+}
+
+// push appends x.
+func (q *queue[E]) push(x E) {
+	if len(q.s) == 0 {
+		q.s = q.arr[:0]
+	} else if len(q.s) == cap(q.s) && 2*len(q.s) <= cap(q.arr) {
+		// s has moved on to the array's end but fills at most half of
+		// it: move it back to the start instead of growing the array.
+		n := copy(q.arr[:cap(q.arr)], q.s)
+		clear(q.arr[n:cap(q.arr)])
+		q.s = q.arr[:n]
+	}
+	q.s = append(q.s, x)
+	if cap(q.s) > cap(q.arr) { // a new array
+		q.arr = q.s[:0]
+	}
 }
 
 // remove deletes the first x from s, keeping the order.

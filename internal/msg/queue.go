@@ -26,7 +26,7 @@ import (
 //	boxesOff + n*boxStride
 //	    + s*ringBytes           the cells of sender s's ring
 //
-// A ring is ringBytes/64 cells of 64 bytes (a power of two). Positions
+// A ring is ringBytes/16 cells of 16 bytes (a power of two). Positions
 // count cells from 0 and never wrap (uint64); cell = position mod cells.
 // A record occupies whole, contiguous cells:
 //
@@ -39,9 +39,14 @@ import (
 // first by the consumer, with an atomic load; it publishes the rest of the
 // record, which is plain data (like the payload of a message). A record
 // that would straddle the ring's end is preceded by a skip record that
-// fills the cells up to the end. So a small message is one cache line that
-// crosses from the sender's core to the receiver's: the receiver polls the
-// very word that publishes the data.
+// fills the cells up to the end. So a small message is part of one cache
+// line that crosses from the sender's core to the receiver's: the receiver
+// polls the very word that publishes the data. A message of up to 16
+// bytes takes two cells, half a line: in a stream of them, when the
+// sender is ahead of the receiver, two share a line and its transfer
+// (with 64-byte cells, each took a line of its own; the sender's stores
+// to a line the receiver holds are what a stream of small sends waits
+// for). Control records take ctlCells cells.
 //
 // # Producer (sender), put of an n-cell record
 //
@@ -174,16 +179,18 @@ import (
 // message and the reply; the receive fast path (fast.go); no progress in
 // a send that completes at once and no memmove call for a word payload;
 // word 0 stored by a release store, not an XCHG, which would wait for the
-// record's lines. Avoided in the rings, each for a measured cost: the
+// record's lines; 16-byte cells rather than 64-byte ones, so that small
+// messages share lines. Avoided in the rings, each for a measured cost: the
 // producer clearing the cell after its record (the consumer's next poll
 // then misses on a line the producer holds), the consumer storing head
 // after every record (a fence on the way back to the caller), and atomic
 // stores for anything but word 0 (each waits for the line).
 
 const (
-	cellSize   = 64
+	lineSize   = 64 // a cache line: the doorbell, heads, split slots and boxes each take one
+	cellSize   = 16 // a ring cell
 	recHdrSize = 16
-	recBody    = cellSize - recHdrSize // body bytes of a one-cell control record
+	ctlCells   = (recHdrSize + 4*8) / cellSize // the cells of a control record: header and 4 body words
 
 	minRingBytes = 2 << 10
 	maxRingBytes = 64 << 10
@@ -228,7 +235,7 @@ func ringsOff(npes int) uint64 { return boxesOff(npes) + uint64(npes)*boxStride 
 func boxesOff(npes int) uint64 { return splitOff(npes) + splitArea }
 
 // splitOff is the offset of the split slots in the message area.
-func splitOff(npes int) uint64 { return cellSize + uint64(npes)*cellSize }
+func splitOff(npes int) uint64 { return lineSize + uint64(npes)*lineSize }
 
 // bell is a PE's doorbell: the futex word its messaging waits sleep on and
 // the count of sleepers, on a line of their own.

@@ -17,10 +17,10 @@ import (
 // consumer would see a record out of sequence. The consumer gives cells
 // back lazily, as progress does.
 func TestRingAdversarial(t *testing.T) {
-	const cells = 64
-	mem := alloctest.NewRegion(t, cellSize+cells*cellSize)
-	tx := &txRing{head: u64At(mem, 0), data: mem[cellSize:], cells: cells, mask: cells - 1}
-	rx := &rxRing{head: u64At(mem, 0), data: mem[cellSize:], mask: cells - 1}
+	const cells = 256
+	mem := alloctest.NewRegion(t, lineSize+cells*cellSize)
+	tx := &txRing{head: u64At(mem, 0), data: mem[lineSize:], cells: cells, mask: cells - 1}
+	rx := &rxRing{head: u64At(mem, 0), data: mem[lineSize:], mask: cells - 1}
 	n := 200000
 	if testing.Short() {
 		n = 20000

@@ -63,7 +63,7 @@ const (
 )
 
 // splitArea is the bytes of the split slots in a message area.
-const splitArea = splitSlots * cellSize
+const splitArea = splitSlots * lineSize
 
 // splitSlot is one slot, in the receiver's message area.
 type splitSlot struct {

@@ -16,10 +16,10 @@ func u64At(b []byte, off uint64) *atomic.Uint64 {
 }
 
 // The doorbell and the split slots are exactly one cache line.
-var _ [cellSize - unsafe.Sizeof(splitSlot{})]byte
-var _ [unsafe.Sizeof(splitSlot{}) - cellSize]byte
-var _ [cellSize - unsafe.Sizeof(bell{})]byte
-var _ [unsafe.Sizeof(bell{}) - cellSize]byte
+var _ [lineSize - unsafe.Sizeof(splitSlot{})]byte
+var _ [unsafe.Sizeof(splitSlot{}) - lineSize]byte
+var _ [lineSize - unsafe.Sizeof(bell{})]byte
+var _ [unsafe.Sizeof(bell{}) - lineSize]byte
 
 // procPin pins the calling goroutine to its P (the scheduler's processor:
 // it is not preempted until procUnpin) and returns the P's id; procUnpin

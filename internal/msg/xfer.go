@@ -81,6 +81,7 @@ type spentBounce struct {
 // startLarge starts a send above the eager limit: chooses the path, posts
 // the RTS and, for a bounce, the first chunks. Called with the lock held.
 func (l *Layer) startLarge(r *Request) {
+	r.large = true
 	l.nextID++
 	r.id = l.nextID
 	l.sends[r.id] = r
@@ -324,9 +325,9 @@ func (l *Layer) noBounce(r *Request, size uint64, err error) {
 // the chunk size while the heap has no room. Called without the lock.
 func (l *Layer) allocBounce(size uint64) (*bounceTx, error) {
 	var lastErr error = fmt.Errorf("the local shared heap is empty (SYMHEAP_SHARED_SIZE is 0): %w", errs.ErrOutOfMemory)
-	for c := min(uint64(BounceChunk), (size+cellSize-1)&^(cellSize-1)); l.sp.Lay.SharedSize > 0 && c >= min(MinBounceChunk, size); c /= 2 {
+	for c := min(uint64(BounceChunk), (size+lineSize-1)&^(lineSize-1)); l.sp.Lay.SharedSize > 0 && c >= min(MinBounceChunk, size); c /= 2 {
 		slots := min(uint64(BounceSlots), (size+c-1)/c)
-		off, err := l.rt.AllocBounce(slots*c, cellSize)
+		off, err := l.rt.AllocBounce(slots*c, lineSize)
 		if err == nil {
 			return &bounceTx{off: off, seg: l.sp.SharedSeg(l.rank, off), chunk: c, busy: make([]uint64, slots)}, nil
 		}
@@ -341,6 +342,7 @@ func (l *Layer) allocBounce(size uint64) (*bounceTx, error) {
 // startRecv starts copying a matched large message into r's buffer.
 // Called with the lock held.
 func (l *Layer) startRecv(r *Request, m *inMsg) {
+	r.large = true
 	m.recv, r.msg = r, m
 	ok := Status{m.src, m.tag, m.size}
 	if (m.path == pathSegment || m.path == pathKernel) && l.trySplit(r, m) {

@@ -18,6 +18,9 @@
  *   stream_bw      rank 0 posts a window of MPI_Isend, rank 1 a window of
  *                  MPI_Irecv, both wait, rank 1 acknowledges with a 4-byte
  *                  message; MB/s (10^6 bytes per second), sizes 1 B..64 MiB
+ *   stream_rate    the same loop as stream_bw, reported as messages per
+ *                  second (the window over the time per window), sizes
+ *                  1 B..256 B: the small-message rate
  *   barrier_lat    all ranks: MPI_Barrier, us per call
  *   bcast_lat      all ranks: MPI_Bcast of size/8 int64 from rank 0, us
  *   allreduce_lat  all ranks: MPI_Allreduce sum of size/8 int64, us
@@ -31,7 +34,7 @@
 #include <mpi.h>
 
 #define HARNESS "mpi"
-static const char *const TESTS = "pingpong_lat stream_bw barrier_lat bcast_lat allreduce_lat";
+static const char *const TESTS = "pingpong_lat stream_bw stream_rate barrier_lat bcast_lat allreduce_lat";
 #define TAG_DATA 1
 #define TAG_ACK 2
 
@@ -158,10 +161,17 @@ static void run_p2p(const struct peers_opts *o, char *sbuf, char *rbuf, MPI_Requ
 				peers_result(HARNESS, "pingpong_lat", sz[i], t / 2 * 1e6);
 		}
 	}
-	if (peers_selected(o, "stream_bw")) {
-		if (me == 0)
-			peers_unit("stream_bw", "MB/s", "window of MPI_Isend/MPI_Irecv + ack, 10^6 B/s");
-		ns = o->nsizes ? o->nsizes : default_sizes(dflt, 1, 64L << 20);
+	for (int rate = 0; rate < 2; rate++) {
+		const char *metric = rate ? "stream_rate" : "stream_bw";
+		if (!peers_selected(o, metric))
+			continue;
+		if (me == 0) {
+			if (rate)
+				peers_unit(metric, "msg/s", "window of MPI_Isend/MPI_Irecv + ack, messages per second");
+			else
+				peers_unit(metric, "MB/s", "window of MPI_Isend/MPI_Irecv + ack, 10^6 B/s");
+		}
+		ns = o->nsizes ? o->nsizes : default_sizes(dflt, 1, rate ? 256 : 64L << 20);
 		sz = o->nsizes ? o->sizes : dflt;
 		for (int i = 0; i < ns; i++) {
 			if (sz[i] == 0)
@@ -173,7 +183,7 @@ static void run_p2p(const struct peers_opts *o, char *sbuf, char *rbuf, MPI_Requ
 				w = 1;
 			double t = p2p_measure(o, sbuf, rbuf, sz[i], w, req);
 			if (me == 0)
-				peers_result(HARNESS, "stream_bw", sz[i], (double)sz[i] * w / t / 1e6);
+				peers_result(HARNESS, metric, sz[i], rate ? w / t : (double)sz[i] * w / t / 1e6);
 		}
 	}
 }

@@ -1,0 +1,213 @@
+package symheap
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/symheap/symheap/internal/msg"
+	"github.com/symheap/symheap/internal/petest"
+)
+
+// Tests of the small-message rate work: released requests (Release) and
+// their reuse, the allocation-free window, and ring records that share a
+// cache line (16-byte ring cells: queue.go).
+
+// TestMsgRelease runs windows of Isends against windows of Irecvs, each
+// request waited for and released, with sizes for the box, the ring (one
+// and several cells) and the large paths, and two tags. Per tag the
+// messages must arrive intact and in order; requests released after an
+// eager message must come back from later Isends and Irecvs (reuse), and
+// requests of large messages never (their tables may still name them).
+func TestMsgRelease(t *testing.T) {
+	sizes := []int{0, 1, 8, msg.BoxMax, 24, 100, 1000, 70000}
+	petest.Run(t, 2, func(t *testing.T) {
+		pe := startPE(t)
+		peer := 1 - pe.Rank()
+		const windows, w = 40, 32
+		bufs := make([][]byte, w)
+		for i := range bufs {
+			bufs[i] = make([]byte, 70000)
+		}
+		released := map[*Request]bool{} // released after an eager message
+		large := map[*Request]bool{}    // released after a large one
+		reused := 0
+		seq := [2]int{} // per tag: the next message number
+		var ack [4]byte
+		for n := range windows {
+			reqs := make([]*Request, w)
+			for i := range reqs {
+				k := n*w + i
+				size, tag := sizes[k%len(sizes)], k%3%2
+				if pe.Rank() == 0 {
+					b := bufs[i][:size]
+					fillMsg(b, uint64(k))
+					reqs[i] = need(pe.Isend(b, peer, tag))
+				} else {
+					reqs[i] = need(pe.Irecv(bufs[i], peer, tag))
+				}
+				switch r := reqs[i]; {
+				case large[r]:
+					t.Fatalf("window %d, request %d: a request released after a large message came back", n, i)
+				case released[r]:
+					delete(released, r)
+					reused++
+				}
+			}
+			for i, r := range reqs {
+				k := n*w + i
+				size := sizes[k%len(sizes)]
+				st := need(r.Wait())
+				if pe.Rank() == 1 {
+					// Irecvs with one tag match that tag's messages in the
+					// order they were sent; the window posts them in order.
+					tag := k % 3 % 2
+					if st.Source != 0 || st.Tag != tag || st.Count != size {
+						t.Fatalf("window %d, request %d: status %+v, want %d bytes with tag %d", n, i, st, size, tag)
+					}
+					checkMsg(t, fmt.Sprintf("window %d, request %d (tag %d, number %d)", n, i, tag, seq[tag]), bufs[i][:size], uint64(k))
+					seq[tag]++
+				}
+				noErr(t, r.Release())
+				if size > pe.SharedEagerLimit() {
+					large[r] = true
+				} else {
+					released[r] = true
+				}
+			}
+			if pe.Rank() == 0 {
+				need(pe.Recv(ack[:], peer, 3))
+			} else {
+				noErr(t, pe.Send(ack[:], peer, 3))
+			}
+		}
+		if reused < windows*w/2 {
+			t.Errorf("%d of %d requests were reused ones, want most", reused, windows*w)
+		}
+		sync2(t, pe)
+	}, msgOpts()...)
+}
+
+// TestMsgReleaseErrors: Release of a request that is not done, of one
+// released before, and of nil fail with ErrBadArg and change nothing: the
+// pending receive still gets its message.
+func TestMsgReleaseErrors(t *testing.T) {
+	petest.Run(t, 2, func(t *testing.T) {
+		pe := startPE(t)
+		var r *Request
+		wantIs(t, "Release of nil", r.Release(), ErrBadArg)
+		if pe.Rank() == 1 {
+			buf := make([]byte, 8)
+			r := need(pe.Irecv(buf, 0, 5))
+			wantIs(t, "Release of a pending Irecv", r.Release(), ErrBadArg, "not done")
+			sync2(t, pe) // PE 0 sends
+			st := need(r.Wait())
+			if st != (Status{0, 5, 8}) {
+				t.Fatalf("status %+v after a refused Release", st)
+			}
+			checkMsg(t, "message after a refused Release", buf, 5)
+			noErr(t, r.Release())
+			wantIs(t, "second Release", r.Release(), ErrBadArg, "released before")
+		} else {
+			b := make([]byte, 8)
+			fillMsg(b, 5)
+			sync2(t, pe)
+			s := need(pe.Isend(b, 1, 5))
+			need(s.Wait())
+			noErr(t, s.Release())
+			wantIs(t, "second Release of a send", s.Release(), ErrBadArg, "released before")
+		}
+		sync2(t, pe)
+	}, msgOpts()...)
+}
+
+// TestMsgWindowAllocs: a window of 64 Isends against 64 Irecvs of 8 bytes,
+// each request waited for and released, then an acknowledgement,
+// allocates nothing once the first window has sized the free list and
+// the queues (testing.AllocsPerRun: the average over 50 windows, rounded
+// down, so that an allocation in a rare wait that falls asleep does not
+// count).
+func TestMsgWindowAllocs(t *testing.T) {
+	petest.Run(t, 2, func(t *testing.T) {
+		pe := startPE(t)
+		peer := 1 - pe.Rank()
+		sbuf, rbuf := make([]byte, 8), make([]byte, 8)
+		reqs := make([]*Request, 64)
+		var ack [4]byte
+		window := func() {
+			for i := range reqs {
+				if pe.Rank() == 0 {
+					reqs[i] = need(pe.Isend(sbuf, peer, 2))
+				} else {
+					reqs[i] = need(pe.Irecv(rbuf, peer, 2))
+				}
+			}
+			for _, r := range reqs {
+				need(r.Wait())
+				noErr(t, r.Release())
+			}
+			if pe.Rank() == 0 {
+				need(pe.Recv(ack[:], peer, 3))
+			} else {
+				noErr(t, pe.Send(ack[:], peer, 3))
+			}
+		}
+		// Both PEs run the same number of windows (AllocsPerRun runs the
+		// function once more than asked, to warm up).
+		if a := testing.AllocsPerRun(50, window); a != 0 {
+			t.Errorf("%v allocations per window of 64 released requests, want 0", a)
+		}
+		sync2(t, pe)
+	}, msgOpts()...)
+}
+
+// TestMsgSharedLines: small eager messages take two 16-byte ring cells,
+// so two of them share a cache line, and the receiver polls a position
+// in the middle of a line. The sender sends them one at a time while the
+// receiver waits long enough to fall asleep on its doorbell, then in
+// bursts that fill lines at once, with sizes that end records at every
+// cell of a line; each must arrive intact and in order, with no stale
+// record read in between.
+func TestMsgSharedLines(t *testing.T) {
+	sizes := []int{1, 8, 17, 24, 33, 40, 3, 49}
+	petest.Run(t, 2, func(t *testing.T) {
+		pe := startPE(t)
+		const rounds = 6
+		if pe.Rank() == 0 {
+			for n := range rounds {
+				for i, size := range sizes {
+					b := make([]byte, size)
+					fillMsg(b, uint64(n*100+i))
+					if n%2 == 0 {
+						// One at a time: the receiver is asleep by the time
+						// each arrives.
+						time.Sleep(3 * time.Millisecond)
+					}
+					r := need(pe.Isend(b, 1, 4))
+					need(r.Wait())
+					noErr(t, r.Release())
+				}
+			}
+		} else {
+			bufs := make([][]byte, len(sizes))
+			for i := range bufs {
+				bufs[i] = make([]byte, 64)
+			}
+			for n := range rounds {
+				reqs := make([]*Request, len(sizes))
+				for i := range sizes {
+					reqs[i] = need(pe.Irecv(bufs[i], 0, 4))
+				}
+				for i, r := range reqs {
+					st := need(r.Wait())
+					if st != (Status{0, 4, sizes[i]}) {
+						t.Fatalf("round %d, message %d: status %+v, want %d bytes", n, i, st, sizes[i])
+					}
+					checkMsg(t, fmt.Sprintf("round %d, message %d", n, i), bufs[i][:sizes[i]], uint64(n*100+i))
+					noErr(t, r.Release())
+				}
+			}
+		}
+		sync2(t, pe)
+	}, msgOpts()...)
+}
