@@ -10,7 +10,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/symheap/symheap"
 )
@@ -19,6 +22,7 @@ func main() {
 	calls := flag.Int("calls", 20000, "calls per loop")
 	afterRate := flag.Bool("after-rate", false, "run a message-rate loop (windows of 64 Isend/Irecv of 8 B) first")
 	flag.IntVar(&reps, "reps", 0, "also time reps short runs of 100 calls and print the fastest (the cost without interference)")
+	flag.IntVar(&pin, "pin", -1, "after Init, move every thread of the PE to this CPU (all PEs on one core, as the kernel sometimes places them, while the runtime believes it has a core per PE)")
 	flag.Parse()
 	if err := run(*calls, *afterRate); err != nil {
 		fmt.Fprintln(os.Stderr, "loops:", err)
@@ -26,7 +30,7 @@ func main() {
 	}
 }
 
-var reps int
+var reps, pin int
 
 func run(calls int, afterRate bool) error {
 	pe, err := symheap.Init(symheap.Config{})
@@ -34,6 +38,11 @@ func run(calls int, afterRate bool) error {
 		return err
 	}
 	defer pe.Close()
+	if pin >= 0 {
+		if err := pinTo(pin); err != nil {
+			return err
+		}
+	}
 	if afterRate {
 		if err := rate(pe, 2000); err != nil {
 			return err
@@ -120,4 +129,25 @@ func rate(pe *symheap.PE, windows int) error {
 		}
 	}
 	return pe.Barrier()
+}
+
+// pinTo moves every thread of this process to CPU cpu (threads made later
+// inherit it from their creator).
+func pinTo(cpu int) error {
+	var set unix.CPUSet
+	set.Set(cpu)
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := unix.SchedSetaffinity(tid, &set); err != nil {
+			return fmt.Errorf("pin thread %d to CPU %d: %w", tid, cpu, err)
+		}
+	}
+	return nil
 }

@@ -72,3 +72,46 @@ func TestCalibrate(t *testing.T) {
 	}
 	t.Logf("machine: %+v", m)
 }
+
+// TestAdapt: a wait that ends right after handing the core over cuts the
+// polling share to the least, the time going to yields; waits that end
+// while polling win it back ("Adapting").
+func TestAdapt(t *testing.T) {
+	SetPEs(2)
+	defer SetPEs(1)
+	defer pollShift.Store(0)
+	pollShift.Store(0)
+	full := Pace()
+	if full.polls == 0 {
+		t.Skip("this machine's plan does not poll (one core)")
+	}
+	// Ends at the first test after the first yield: the peer needed our core.
+	p := Pace()
+	n := int32(0)
+	if !p.Until(func() bool { n++; return n == p.polls+2 }) {
+		t.Fatal("Until gave up")
+	}
+	if s := pollShift.Load(); s != maxShift {
+		t.Fatalf("after a wait that ended on a yield, pollShift %d, want %d", s, maxShift)
+	}
+	cut := Pace()
+	if cut.polls >= full.polls || cut.polls < currentPlan().minPolls || cut.yields <= full.yields {
+		t.Errorf("cut pacing %d polls, %d yields; full %d polls, %d yields: want fewer polls (not below %d) and more yields",
+			cut.polls, cut.yields, full.polls, full.yields, currentPlan().minPolls)
+	}
+	// A wait that ends while polling, after a failed poll, wins a step back.
+	n = 0
+	q := Pace()
+	if !q.Until(func() bool { n++; return n == 2 }) {
+		t.Fatal("Until gave up")
+	}
+	if s := pollShift.Load(); s != maxShift-1 {
+		t.Errorf("after a wait that ended while polling, pollShift %d, want %d", s, maxShift-1)
+	}
+	// A condition that holds at once teaches nothing.
+	r := Pace()
+	r.Until(func() bool { return true })
+	if s := pollShift.Load(); s != maxShift-1 {
+		t.Errorf("after a wait that did not wait, pollShift %d, want %d", s, maxShift-1)
+	}
+}
