@@ -144,9 +144,12 @@ func (t *Team) Broadcast(dst, src Vec, root int, typeErr error) error {
 	if err != nil {
 		return err
 	}
+	nb := src.bytes(n)
+	if nb <= postData {
+		return t.postBcast(dst.p, src.p, nb, root, same)
+	}
 	k := t.begin()
 	me := t.rank
-	nb := src.bytes(n)
 	if nb <= scratchSize {
 		if me == root {
 			// Readers are done by their arrival in this call.
@@ -214,6 +217,9 @@ func (t *Team) reduce(dst, src Vec, op Op, opErr error, fold func(acc, x core.Pt
 	dOff, sOff, same, err := t.locatePair(what, dst, src, true)
 	if err != nil {
 		return err
+	}
+	if nb := src.bytes(n); nb <= postData {
+		return t.postReduce(dst.p, src.p, n, nb, op, fold)
 	}
 	k := t.begin()
 	sz := src.esz

@@ -147,6 +147,7 @@ import (
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/errs"
 	"github.com/symheap/symheap/internal/shmsync"
+	"github.com/symheap/symheap/internal/unix"
 )
 
 const (
@@ -154,13 +155,13 @@ const (
 	// included. Split fails with ErrOutOfMemory when all are in use.
 	MaxTeams = 64
 
-	inlineSize      = 24                            // bytes of one buffer in the arrived word's line
-	scratchSize     = 512                           // bytes of one scratch buffer
-	teamCounterSize = 128                           // one team's barrier counter
-	teamSlotSize    = 64 + 2*scratchSize            // one slot
-	noTeam          = ^uint64(0)                    // "no id left" in Split's exchange
-	worldTeam       = 0                             // the world team's id
-	teamIDMask      = ^uint64(0) >> (64 - MaxTeams) // every id
+	inlineSize      = 24                                   // bytes of one buffer in the arrived word's line
+	scratchSize     = 512                                  // bytes of one scratch buffer
+	teamCounterSize = 128                                  // one team's barrier counter
+	teamSlotSize    = 64 + 2*scratchSize + (postRing+3)*64 // one slot
+	noTeam          = ^uint64(0)                           // "no id left" in Split's exchange
+	worldTeam       = 0                                    // the world team's id
+	teamIDMask      = ^uint64(0) >> (64 - MaxTeams)        // every id
 )
 
 // teamCounter is the barrier counter of one team id (see "Full barriers").
@@ -179,6 +180,9 @@ type teamSlot struct {
 	inline   [2][inlineSize]byte
 	_        [8]byte
 	scratch  [2][scratchSize]byte // larger contributions to small collectives, by call parity
+	post     [postRing]postLine   // small Broadcasts this PE roots, by the team's count of them modulo postRing ("Post lines")
+	gather   [2]postLine          // this PE's contributions to small Reduces, by the parity of their count
+	done     postLine             // the small Broadcasts this PE is done with (seq only)
 }
 
 // teamArea is the teams' area of every control block.
@@ -223,6 +227,11 @@ type Layer struct {
 	closed *atomic.Bool
 	world  *Team
 
+	// relaxed: this process is registered for asymmetric fences
+	// (membarrier), so its post lines are published with release stores
+	// ("Post lines", Sleeping). Set by Init.
+	relaxed bool
+
 	handles atomic.Int32 // this PE's handles of split teams not yet destroyed; any goroutine
 }
 
@@ -230,6 +239,7 @@ type Layer struct {
 // are zero in a fresh segment, so the bases are zero.
 func (l *Layer) Init(rt Runtime, c Config) {
 	l.rt, l.sp, l.closed = rt, c.Space, c.Closed
+	l.relaxed = unix.MembarrierRegister() == nil
 	l.world = l.newTeam(worldTeam, 0, 1, l.sp.NPEs, l.sp.Rank, false)
 }
 
@@ -284,6 +294,12 @@ type Team struct {
 	curStart  uint32                // arrivals before the current call
 	readDone  [2]uint32             // per own scratch buffer: the arrival count by which its readers are done
 	seen      []uint32              // per member: arrivals it is known to have made (saves loads of its line)
+	bcasts    uint32                // small Broadcasts made through post lines ("Post lines")
+	gathers   uint32                // small Reduces made through gather lines
+	postBase  []uint32              // per member: the largest seq of its post ring when the team was made
+	gathBase  []uint32              // per member: the largest seq of its gather lines then
+	doneBase  []uint32              // per member: its done line's seq then
+	seenDone  []uint32              // per member: small Broadcasts it is known to be done with
 	memo      [2]offMemo            // the last dst and src found in the symmetric heap
 }
 
@@ -293,6 +309,7 @@ func (l *Layer) newTeam(id, start, stride, size, rank int, readBases bool) *Team
 	rt := l.rt
 	t := &Team{rt: rt, l: l, closed: l.closed, id: id, start: start, stride: stride, size: size, rank: rank,
 		members: make([]int, size), slots: make([]*teamSlot, size), bases: make([]uint32, size), seen: make([]uint32, size),
+		postBase: make([]uint32, size), gathBase: make([]uint32, size), doneBase: make([]uint32, size), seenDone: make([]uint32, size),
 		counter: l.counterOf(id)}
 	if readBases {
 		// Seq-cst load of a word nobody changes now (step 4 of Split):
@@ -310,6 +327,9 @@ func (l *Layer) newTeam(id, start, stride, size, rank int, readBases bool) *Team
 			// Split); the parent barrier of step 3 ordered the slot's
 			// last arrivals, on its previous team, before it.
 			t.bases[i] = t.slots[i].arrived.Load()
+			t.postBase[i] = lastPost(t.slots[i].post[:])
+			t.gathBase[i] = lastPost(t.slots[i].gather[:])
+			t.doneBase[i] = t.slots[i].done.seq.Load()
 		}
 	}
 	members := t.members
