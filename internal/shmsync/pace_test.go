@@ -94,10 +94,13 @@ func TestAdapt(t *testing.T) {
 	if s := pollShift.Load(); s != maxShift {
 		t.Fatalf("after a wait that ended on a yield, pollShift %d, want %d", s, maxShift)
 	}
-	cut := Pace()
-	if cut.polls >= full.polls || cut.polls < currentPlan().minPolls || cut.yields <= full.yields {
-		t.Errorf("cut pacing %d polls, %d yields; full %d polls, %d yields: want fewer polls (not below %d) and more yields",
-			cut.polls, cut.yields, full.polls, full.yields, currentPlan().minPolls)
+	cut, pl := Pace(), currentPlan()
+	if cut.polls >= full.polls || cut.polls < pl.minPolls {
+		t.Errorf("cut pacing %d polls; full %d: want fewer, not below %d", cut.polls, full.polls, pl.minPolls)
+	}
+	// The polling time cut goes to yields, at their measured cost.
+	if want := full.yields + min((full.polls-cut.polls)/pl.yieldPolls, 4*full.yields); cut.yields != want {
+		t.Errorf("cut pacing %d yields, want %d (full %d, and one per %d polls cut)", cut.yields, want, full.yields, pl.yieldPolls)
 	}
 	// A wait that ends while polling, after a failed poll, wins a step back.
 	n = 0
