@@ -12,7 +12,7 @@ import (
 
 // postRing is the number of post lines in a small Broadcast's ring
 // (internal/team): a root runs at most that many calls ahead.
-const postRing = 8
+const postRing = 32
 
 // TestBroadcastRingWrap: a root makes postRing+1 small Broadcasts while
 // the other members hold back. The first postRing return at once; the

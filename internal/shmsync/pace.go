@@ -208,7 +208,7 @@ func (p *Pacer) learn(ok bool) {
 		if s > 0 {
 			pollShift.Store(s - 1)
 		}
-	case ok && (p.handed || p.n == p.polls+1):
+	case ok && p.handed:
 		if s < maxShift {
 			pollShift.Store(maxShift)
 		}

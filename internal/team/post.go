@@ -18,7 +18,7 @@ const (
 	// postRing is the post lines of a member's ring for small
 	// Broadcasts: a root runs up to postRing calls ahead of its slowest
 	// reader.
-	postRing = 8
+	postRing = 32
 	// postData is the bytes a post line carries besides its words: a
 	// Broadcast or Reduce of at most this many bytes goes through post
 	// lines.
