@@ -3,6 +3,7 @@ package symheap_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -193,5 +194,57 @@ func testSmallCollectivePeerLost(t *testing.T, what string) {
 		if res.Status != 0 {
 			t.Errorf("%s: job status %d", what, res.Status)
 		}
+	}
+}
+
+// TestPairBarrierStaysBroken: the full barrier of a team of two (a sync
+// line per member) turns a member that died into ErrPeerLost within a
+// second, and every later one fails the same way at once.
+func TestPairBarrierStaysBroken(t *testing.T) {
+	res := petest.Run(t, 3, func(t *testing.T) {
+		pe, err := symheap.Init(symheap.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pair, err := pe.World().Split(0, 2, 2) // PEs 0 and 2
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 1000 {
+			if pair != nil {
+				if err := pair.Sync(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := pe.Barrier(); err != nil {
+			t.Fatal(err)
+		}
+		switch pe.Rank() {
+		case 2:
+			petest.Exit(0) // gone without Close, status 0: the launcher leaves the others running
+		case 1:
+			pe.Close() // reports the loss; nothing to check here
+			return
+		}
+		defer pe.Close()
+		for i := range 3 {
+			start := time.Now()
+			err := pair.Sync()
+			if !errors.Is(err, symheap.ErrPeerLost) || !strings.Contains(err.Error(), "PE 2") {
+				t.Fatalf("Sync %d with a dead member: %v, want ErrPeerLost naming PE 2", i+1, err)
+			}
+			d := time.Since(start)
+			if d > time.Second {
+				t.Errorf("Sync %d: ErrPeerLost after %v, want within a second", i+1, d)
+			}
+			// Broken for good: no wait, not even one sleep slice (50 ms).
+			if i > 0 && d > 25*time.Millisecond {
+				t.Errorf("Sync %d after the loss waited %v: want the first one's error at once", i+1, d)
+			}
+		}
+	}, petest.Heap("1m"), petest.Env("SYMHEAP_SHARED_SIZE=1m"), petest.Timeout(30*time.Second))
+	if res.Status != 0 {
+		t.Errorf("job status %d", res.Status)
 	}
 }

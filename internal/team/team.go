@@ -158,7 +158,7 @@ const (
 	inlineSize      = 24                                   // bytes of one buffer in the arrived word's line
 	scratchSize     = 512                                  // bytes of one scratch buffer
 	teamCounterSize = 128                                  // one team's barrier counter
-	teamSlotSize    = 64 + 2*scratchSize + (postRing+3)*64 // one slot
+	teamSlotSize    = 64 + 2*scratchSize + (postRing+4)*64 // one slot
 	noTeam          = ^uint64(0)                           // "no id left" in Split's exchange
 	worldTeam       = 0                                    // the world team's id
 	teamIDMask      = ^uint64(0) >> (64 - MaxTeams)        // every id
@@ -183,6 +183,7 @@ type teamSlot struct {
 	post     [postRing]postLine   // small Broadcasts this PE roots, by the team's count of them modulo postRing ("Post lines")
 	gather   [2]postLine          // this PE's contributions to small Reduces, by the parity of their count
 	done     postLine             // the small Broadcasts this PE is done with (seq only)
+	sync     postLine             // a team of two's full barriers (seq only; "Full barriers")
 }
 
 // teamArea is the teams' area of every control block.
@@ -299,6 +300,9 @@ type Team struct {
 	postBase  []uint32              // per member: the largest seq of its post ring when the team was made
 	gathBase  []uint32              // per member: the largest seq of its gather lines then
 	doneBase  []uint32              // per member: its done line's seq then
+	syncBase  []uint32              // per member: its sync line's seq then (teams of two)
+	pairs     atomic.Uint32         // a team of two: this PE's full barriers; like groupEnd
+	fence     atomic.Uint32         // a private word whose read-modify-write is a full fence
 	seenDone  []uint32              // per member: small Broadcasts it is known to be done with
 	memo      [2]offMemo            // the last dst and src found in the symmetric heap
 }
@@ -309,7 +313,7 @@ func (l *Layer) newTeam(id, start, stride, size, rank int, readBases bool) *Team
 	rt := l.rt
 	t := &Team{rt: rt, l: l, closed: l.closed, id: id, start: start, stride: stride, size: size, rank: rank,
 		members: make([]int, size), slots: make([]*teamSlot, size), bases: make([]uint32, size), seen: make([]uint32, size),
-		postBase: make([]uint32, size), gathBase: make([]uint32, size), doneBase: make([]uint32, size), seenDone: make([]uint32, size),
+		postBase: make([]uint32, size), gathBase: make([]uint32, size), doneBase: make([]uint32, size), seenDone: make([]uint32, size), syncBase: make([]uint32, size),
 		counter: l.counterOf(id)}
 	if readBases {
 		// Seq-cst load of a word nobody changes now (step 4 of Split):
@@ -330,6 +334,7 @@ func (l *Layer) newTeam(id, start, stride, size, rank int, readBases bool) *Team
 			t.postBase[i] = lastPost(t.slots[i].post[:])
 			t.gathBase[i] = lastPost(t.slots[i].gather[:])
 			t.doneBase[i] = t.slots[i].done.seq.Load()
+			t.syncBase[i] = t.slots[i].sync.seq.Load()
 		}
 	}
 	members := t.members
@@ -538,10 +543,51 @@ func (t *Team) barrier() error {
 		return nil
 	}
 	t.arrivals++
-	if err := t.counterBarrier(false); err != nil {
+	if err := t.fullBarrier(false); err != nil {
 		return err
 	}
 	t.allAt = t.arrivals
+	return nil
+}
+
+// fullBarrier is a full barrier of the team (see "Full barriers"): a
+// pair's (pairBarrier) for a team of two, else the counter's. quiet is as
+// in counterBarrier.
+func (t *Team) fullBarrier(quiet bool) error {
+	if t.size == 2 {
+		return t.pairBarrier(quiet)
+	}
+	return t.counterBarrier(quiet)
+}
+
+// pairBarrier is the full barrier of a team of two (see "Full
+// barriers"): each member publishes its count of barriers in its sync
+// line and waits for the other's. With quiet it first makes a full fence
+// and takes Quiet's wake-up step, as counterBarrier's add does. Of the
+// process's state it touches pairs and fence only.
+func (t *Team) pairBarrier(quiet bool) error {
+	if lost := t.lost.Load(); lost != nil {
+		return *lost
+	}
+	// Plain load and release store (no read-modify-write): Sync and
+	// Barrier take no lock.
+	b := t.pairs.Load() + 1
+	shmsync.StoreRelease32(&t.pairs, b)
+	if quiet {
+		// A read-modify-write of a private word: the full fence that
+		// completes this PE's puts before the wake-up step.
+		t.fence.Add(1)
+		t.rt.WakeSleepers()
+	}
+	me, peer := t.rank, 1-t.rank
+	// Release store (publish): every earlier store of this PE (data,
+	// puts) is visible to the peer once it sees the count.
+	t.l.publish(&t.slots[me].sync, t.syncBase[me]+b)
+	if err := t.awaitPost(peer, &t.slots[peer].sync, t.syncBase[peer], b); err != nil {
+		lost := fmt.Errorf("symheap: team %d (%d PEs) waiting in a barrier: %w", t.id, t.size, err)
+		t.lost.Store(&lost)
+		return lost
+	}
 	return nil
 }
 
@@ -599,7 +645,7 @@ func (t *Team) lockFreeBarrier(what string, quiet bool) error {
 	if err := t.inUse(what); err != nil {
 		return err
 	}
-	err := t.counterBarrier(quiet)
+	err := t.fullBarrier(quiet)
 	shmsync.StoreRelease32(&t.busy, 0) // release; pairs with the loads in enter and inUse
 	return err
 }
