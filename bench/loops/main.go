@@ -1,5 +1,6 @@
 // Command loops times plain loops of small synchronising calls on PE 0:
-// 2-PE barriers and 1-int64 broadcasts, optionally right after a
+// 2-PE barriers, 1-int64 broadcasts and 1-int64 reductions, optionally
+// right after a
 // message-rate loop in the same job. Run it as several jobs in a row to
 // see how much a figure moves from job to job (bench/loops/run.sh):
 //
@@ -10,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -23,6 +25,7 @@ func main() {
 	afterRate := flag.Bool("after-rate", false, "run a message-rate loop (windows of 64 Isend/Irecv of 8 B) first")
 	flag.IntVar(&reps, "reps", 0, "also time reps short runs of 100 calls and print the fastest (the cost without interference)")
 	flag.IntVar(&pin, "pin", -1, "after Init, move every thread of the PE to this CPU (all PEs on one core, as the kernel sometimes places them, while the runtime believes it has a core per PE)")
+	flag.BoolVar(&spread, "spread", false, "after Init, move every thread of PE r to CPU r modulo the CPUs (a core per PE even on a busy machine, where the kernel may put both on one)")
 	flag.Parse()
 	if err := run(*calls, *afterRate); err != nil {
 		fmt.Fprintln(os.Stderr, "loops:", err)
@@ -30,7 +33,10 @@ func main() {
 	}
 }
 
-var reps, pin int
+var (
+	reps, pin int
+	spread    bool
+)
 
 func run(calls int, afterRate bool) error {
 	pe, err := symheap.Init(symheap.Config{})
@@ -38,6 +44,9 @@ func run(calls int, afterRate bool) error {
 		return err
 	}
 	defer pe.Close()
+	if spread {
+		pin = pe.Rank() % runtime.NumCPU()
+	}
 	if pin >= 0 {
 		if err := pinTo(pin); err != nil {
 			return err
@@ -59,11 +68,12 @@ func run(calls int, afterRate bool) error {
 	}
 	barrier := func() error { return pe.Barrier() }
 	bcast := func() error { return symheap.Broadcast(w, dst, src, 0) }
+	reduce := func() error { return symheap.Reduce(w, dst, src, symheap.OpSum) }
 	var figures []string
 	for _, l := range []struct {
 		name string
 		f    func() error
-	}{{"barrier", barrier}, {"bcast", bcast}} {
+	}{{"barrier", barrier}, {"bcast", bcast}, {"reduce", reduce}} {
 		for range calls / 10 { // warm up
 			if err := l.f(); err != nil {
 				return err

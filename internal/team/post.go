@@ -150,6 +150,8 @@ func (t *Team) postBcast(dst, src core.Ptr, nb uint64, root int, same bool) erro
 		pl := &s.post[n%postRing]
 		core.CopyBytes[byte](core.AddrOf(&pl.data), src, nb)
 		t.l.publish(pl, t.postBase[me]+n+1)
+		// The next call's line: its readers are most likely done with it.
+		prefetchW(&s.post[(n+1)%postRing])
 		if !same {
 			core.CopyBytes[byte](dst, src, nb)
 		}
@@ -210,5 +212,8 @@ func (t *Team) postReduce(dst, src core.Ptr, n int, nb uint64, op Op, fold func(
 	for j := 1; j < t.size; j++ {
 		fold(dst, core.AddrOf(&t.slots[j].gather[g&1].data), n, op)
 	}
+	// The next call's line: every member has read it (each published g,
+	// which it does only after reading every line of g-1).
+	prefetchW(&t.slots[me].gather[(g+1)&1])
 	return nil
 }
