@@ -158,7 +158,7 @@ const (
 	inlineSize      = 24                                   // bytes of one buffer in the arrived word's line
 	scratchSize     = 512                                  // bytes of one scratch buffer
 	teamCounterSize = 128                                  // one team's barrier counter
-	teamSlotSize    = 64 + 2*scratchSize + (postRing+4)*64 // one slot
+	teamSlotSize    = 64 + 2*scratchSize + (postRing+5)*64 // one slot
 	noTeam          = ^uint64(0)                           // "no id left" in Split's exchange
 	worldTeam       = 0                                    // the world team's id
 	teamIDMask      = ^uint64(0) >> (64 - MaxTeams)        // every id
@@ -183,7 +183,7 @@ type teamSlot struct {
 	post     [postRing]postLine   // small Broadcasts this PE roots, by the team's count of them modulo postRing ("Post lines")
 	gather   [2]postLine          // this PE's contributions to small Reduces, by the parity of their count
 	done     postLine             // the small Broadcasts this PE is done with (seq only)
-	sync     postLine             // a team of two's full barriers (seq only; "Full barriers")
+	sync     [2]postLine          // a team of two's full barriers, by parity (seq only; "Full barriers")
 }
 
 // teamArea is the teams' area of every control block.
@@ -334,7 +334,7 @@ func (l *Layer) newTeam(id, start, stride, size, rank int, readBases bool) *Team
 			t.postBase[i] = lastPost(t.slots[i].post[:])
 			t.gathBase[i] = lastPost(t.slots[i].gather[:])
 			t.doneBase[i] = t.slots[i].done.seq.Load()
-			t.syncBase[i] = t.slots[i].sync.seq.Load()
+			t.syncBase[i] = lastPost(t.slots[i].sync[:])
 		}
 	}
 	members := t.members
@@ -582,12 +582,15 @@ func (t *Team) pairBarrier(quiet bool) error {
 	me, peer := t.rank, 1-t.rank
 	// Release store (publish): every earlier store of this PE (data,
 	// puts) is visible to the peer once it sees the count.
-	t.l.publish(&t.slots[me].sync, t.syncBase[me]+b)
-	if err := t.awaitPost(peer, &t.slots[peer].sync, t.syncBase[peer], b); err != nil {
+	t.l.publish(&t.slots[me].sync[b&1], t.syncBase[me]+b)
+	if err := t.awaitPost(peer, &t.slots[peer].sync[b&1], t.syncBase[peer], b); err != nil {
 		lost := fmt.Errorf("symheap: team %d (%d PEs) waiting in a barrier: %w", t.id, t.size, err)
 		t.lost.Store(&lost)
 		return lost
 	}
+	// The next barrier's line: the peer has read it (it published b, which
+	// it does only after it saw our b-1).
+	prefetchW(&t.slots[me].sync[(b+1)&1])
 	return nil
 }
 
