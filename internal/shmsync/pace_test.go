@@ -85,9 +85,22 @@ func TestAdapt(t *testing.T) {
 	if full.polls == 0 {
 		t.Skip("this machine's plan does not poll (one core)")
 	}
-	// Ends at the first test after the first yield: the peer needed our core.
+	// Ends at the first test after a yield that was quick (nothing else
+	// ran): no lesson.
 	p := Pace()
+	p.handOver = time.Hour
 	n := int32(0)
+	if !p.Until(func() bool { n++; return n == p.polls+2 }) {
+		t.Fatal("Until gave up")
+	}
+	if s := pollShift.Load(); s != 0 {
+		t.Fatalf("after a wait that ended on a quick yield, pollShift %d, want 0", s)
+	}
+	// Ends at the first test after a yield that handed the core over (here
+	// any yield counts as one): the peer needed our core.
+	p = Pace()
+	p.handOver = time.Nanosecond
+	n = 0
 	if !p.Until(func() bool { n++; return n == p.polls+2 }) {
 		t.Fatal("Until gave up")
 	}

@@ -5,7 +5,10 @@ package team
 //
 // Every PE reads its peers' symmetric data directly through the shared
 // mapping (core.Space.HeapAddr of the peer plus the object's offset); no data is sent.
-// The team's synchronisation (team.go) gives two shapes of call:
+// The team's synchronisation (team.go) gives three shapes of call:
+//
+// A few words (Broadcast and Reduce of at most postData bytes): through
+// post lines (team.go, "Post lines"; post.go), without a barrier.
 //
 // Small (a member's contribution fits a scratch buffer, scratchSize bytes):
 //

@@ -27,6 +27,13 @@ package team
 //	          contribution to a small collective, chosen by the parity of
 //	          the call number (inline when it fits: the line transfer that
 //	          shows a waiter the arrival then brings the data along)
+//	post      a ring of postRing post lines: the Broadcasts of at most
+//	          postData bytes that the member roots ("Post lines")
+//	gather    two post lines: its contributions to Reduces of at most
+//	          postData bytes
+//	done      a line whose number counts the small Broadcasts the member
+//	          is done with
+//	sync      two lines whose numbers count a team of two's full barriers
 //
 // # Full barriers: one counter per team
 //
@@ -64,6 +71,16 @@ package team
 // barrier no longer separates the PEs' calls (two arrivals of one PE can
 // fill a group). Detected, an overlapping Sync returns ErrBadArg without
 // arriving.
+//
+// A team of two does without the counter (pairBarrier): each member
+// publishes its count of barriers in its sync line b%2 with a release
+// store and waits for the other's ("Post lines" has the publication and
+// the sleep). Both lines cross at once, where the counter's line crosses
+// twice one after the other, and with two lines and the next one asked
+// for ahead, a member's write finds its line ready: 0.13-0.16 against
+// 0.17 µs a barrier (docs/bench/design-measurements.md). PE.Barrier first
+// fences, for Quiet's wake-up step, with a read-modify-write of a private
+// word. A pair that found its peer gone stays broken as the counter does.
 //
 // One word instead of a line per member: with two PEs the line then
 // moves between the cores twice per barrier (each member's add), and the
@@ -122,6 +139,63 @@ package team
 // reader. Calls that work in place on peers' arrays start with a full
 // barrier.
 //
+// # Post lines: collectives of a few words
+//
+// A Broadcast or Reduce of at most postData (56) bytes goes through post
+// lines: cache lines of one owner holding a number (seq), a futex
+// sleepers count and the data, which the line transfer that shows a
+// reader the number brings along. Neither takes a call number or counts
+// as an arrival; each has its own count, the same on every member, since
+// every member makes the same calls with the same sizes.
+//
+// A small Broadcast is the team's n-th: its root writes src into line
+// n%postRing of its ring and publishes seq = base + n + 1; every other
+// member waits for that number, copies the data into dst and publishes
+// n+1 in its done line; the root does too, without waiting. Before the
+// root reuses a line (n >= postRing) every member must be done with call
+// n-postRing (awaitDone). The root keeps what it last saw of each done
+// line (seenDone) and reads one only when that falls short, so a root
+// running ahead reads a reader's done line once every few calls, and its
+// readers never wait for it: consecutive calls use different lines, and a
+// root runs up to postRing calls ahead of its slowest reader.
+//
+// A small Reduce is the team's g-th: every member writes its src into
+// its gather line g%2 and publishes g+1, waits for every other member's
+// line g%2, and folds the lines in rank order (so every member gets the
+// same bits). Two lines suffice: a member that reaches call g has seen
+// every other member publish g-1, which each did only after it had read
+// every line of call g-2, the one that line g%2 held.
+//
+// Publication (publish) is a release store of seq after the data, then a
+// load of the line's sleepers count; the store waits for nothing (a
+// sequentially consistent store would wait for the readers' copies of the
+// line to be invalidated). Once it published, the owner asks for its next
+// line in the exclusive state (prefetchW, which does not wait), so that
+// its next write finds the line ready and the next locked instruction
+// (the next call's lock) does not wait for it: a 1-int64 Broadcast took
+// 0.051 against 0.125 µs (docs/bench/design-measurements.md).
+//
+// Sleeping. A waiter polls and yields under the runtime's pacing, then
+// (S1) adds itself to the line's sleepers, (S2) runs membarrier's global
+// fence, and loops: load seq, test, FutexWait on seq while it still
+// holds that value, with a liveness check on every timeout. The release
+// store gives no order between the publisher's seq store (P1) and its
+// sleepers load (P2), so the sleeper's fence stands in, as for the root
+// package's signal waits (wait.go): if P2 reads zero, P2 precedes S1, so
+// P2 and P1 before it come before the point where S2 splits the
+// publisher, and the waiter's first test after S2 sees P1; if P2 reads
+// non-zero the publisher wakes the futex after P1, and the waiter either
+// saw the new number or its FutexWait finds it changed or is woken. This
+// needs the publisher registered for membarrier (Layer.relaxed); a
+// process that could not register publishes with a sequentially
+// consistent store instead, and a waiter whose fence fails sleeps in 1 ms
+// slices.
+//
+// Every new team reads, at Split step 4, the largest number in each
+// member's ring and gather lines and its done and sync numbers: the
+// bases, as for arrived. A line of the slot's previous team holds at most
+// its base, below anything this team waits for.
+//
 // # Making a team (Split), step by step
 //
 //  1. Every member of the parent checks the triplet; the check depends on
@@ -132,7 +206,7 @@ package team
 //     when all are taken, in its parent scratch buffer.
 //  3. Parent barrier. Every PE reads the id; noTeam is an error on all.
 //  4. Every member of the new team reads every member's arrived word of the
-//     id's slot: the bases. They are stable: the slot's previous team ended
+//     id's slot, and its post lines' numbers: the bases. They are stable: the slot's previous team ended
 //     with a barrier (Destroy), and nobody arrives on the new team before
 //     step 5 is over on every PE.
 //  5. Parent barrier. Members return the new team, the others nil.
