@@ -25,6 +25,7 @@ func main() {
 	afterRate := flag.Bool("after-rate", false, "run a message-rate loop (windows of 64 Isend/Irecv of 8 B) first")
 	flag.IntVar(&reps, "reps", 0, "also time reps short runs of 100 calls and print the fastest (the cost without interference)")
 	flag.IntVar(&pin, "pin", -1, "after Init, move every thread of the PE to this CPU (all PEs on one core, as the kernel sometimes places them, while the runtime believes it has a core per PE)")
+	flag.IntVar(&elems, "elems", 1, "int64 elements per broadcast and reduction")
 	flag.BoolVar(&spread, "spread", false, "after Init, move every thread of PE r to CPU r modulo the CPUs (a core per PE even on a busy machine, where the kernel may put both on one)")
 	flag.Parse()
 	if err := run(*calls, *afterRate); err != nil {
@@ -34,8 +35,8 @@ func main() {
 }
 
 var (
-	reps, pin int
-	spread    bool
+	reps, pin, elems int
+	spread           bool
 )
 
 func run(calls int, afterRate bool) error {
@@ -58,11 +59,11 @@ func run(calls int, afterRate bool) error {
 		}
 	}
 	w := pe.World()
-	src, err := symheap.Malloc[int64](pe, 1)
+	src, err := symheap.Malloc[int64](pe, elems)
 	if err != nil {
 		return err
 	}
-	dst, err := symheap.Malloc[int64](pe, 1)
+	dst, err := symheap.Malloc[int64](pe, elems)
 	if err != nil {
 		return err
 	}
