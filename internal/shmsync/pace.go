@@ -43,8 +43,9 @@ import (
 // spend their time polling and yielding look light to the load balancer).
 // Then every poll is wasted: the peer we wait for runs only once we yield,
 // and a waiter that polls for its whole budget first makes each hand-over
-// cost that budget (a 2-PE barrier took 13-17 µs instead of 0.2 µs, for
-// as long as the pair shared the core; docs/bench/design-measurements.md).
+// cost that budget (a 2-PE barrier then cost ten times what yielding at
+// once costs, for as long as the pair shared the core;
+// docs/bench/design-measurements.md).
 // So each process keeps one share of the polling budget (pollShift: the
 // budget is halved that many times, down to MinSpinLines transfers), fed
 // back by the waits that go through Until or WaitCount:

@@ -54,7 +54,8 @@ func (l *Layer) publish(pl *postLine, v uint32) {
 }
 
 // awaitPost waits until member j's post line pl has reached base+want
-// (modulo 2^32).
+// (modulo 2^32). Its error names neither symheap nor the team: the
+// caller's does (waitErr).
 func (t *Team) awaitPost(j int, pl *postLine, base, want uint32) error {
 	// Seq-cst load; pairs with the owner's store in publish, after which
 	// the line's data are visible here.
@@ -71,10 +72,12 @@ func (t *Team) awaitPostSlow(j int, pl *postLine, base, want uint32) error {
 	if p := shmsync.Pace(); p.Until(cond) {
 		return nil
 	}
-	if err := t.l.sleepOnPost(pl, cond, t.live); err != nil {
-		return fmt.Errorf("symheap: team %d (%d PEs) waiting for rank %d (PE %d): %w", t.id, t.size, j, t.members[j], err)
-	}
-	return nil
+	return t.l.sleepOnPost(pl, cond, t.live)
+}
+
+// waitErr words the error of a collective's wait for member j.
+func (t *Team) waitErr(j int, err error) error {
+	return fmt.Errorf("symheap: team %d (%d PEs) waiting for rank %d (PE %d): %w", t.id, t.size, j, t.members[j], err)
 }
 
 // sleepOnPost sleeps on pl.seq until cond holds ("Post lines",
@@ -158,7 +161,7 @@ func (t *Team) postBcast(dst, src core.Ptr, nb uint64, root int, same bool) erro
 	} else {
 		pl := &t.slots[root].post[n%postRing]
 		if err := t.awaitPost(root, pl, t.postBase[root], n+1); err != nil {
-			return err
+			return t.waitErr(root, err)
 		}
 		core.CopyBytes[byte](dst, core.AddrOf(&pl.data), nb)
 	}
@@ -183,7 +186,7 @@ func (t *Team) awaitDone(j int, a uint32) error {
 		return nil
 	}
 	if err := t.awaitPostSlow(j, &s.done, t.doneBase[j], a); err != nil {
-		return err
+		return t.waitErr(j, err)
 	}
 	t.seenDone[j] = s.done.seq.Load() - t.doneBase[j]
 	return nil
@@ -203,7 +206,7 @@ func (t *Team) postReduce(dst, src core.Ptr, n int, nb uint64, op Op, fold func(
 	for j := range t.slots {
 		if j != me {
 			if err := t.awaitPost(j, &t.slots[j].gather[g&1], t.gathBase[j], g+1); err != nil {
-				return err
+				return t.waitErr(j, err)
 			}
 		}
 	}

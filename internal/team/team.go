@@ -77,8 +77,8 @@ package team
 // store and waits for the other's ("Post lines" has the publication and
 // the sleep). Both lines cross at once, where the counter's line crosses
 // twice one after the other, and with two lines and the next one asked
-// for ahead, a member's write finds its line ready: 0.13-0.16 against
-// 0.17 µs a barrier (docs/bench/design-measurements.md). PE.Barrier first
+// for ahead, a member's write finds its line ready; it measured faster
+// than the counter (docs/bench/design-measurements.md). PE.Barrier first
 // fences, for Quiet's wake-up step, with a read-modify-write of a private
 // word. A pair that found its peer gone stays broken as the counter does.
 //
@@ -172,8 +172,8 @@ package team
 // line to be invalidated). Once it published, the owner asks for its next
 // line in the exclusive state (prefetchW, which does not wait), so that
 // its next write finds the line ready and the next locked instruction
-// (the next call's lock) does not wait for it: a 1-int64 Broadcast took
-// 0.051 against 0.125 µs (docs/bench/design-measurements.md).
+// (the next call's lock) does not wait for it: that more than halved a
+// 1-int64 Broadcast (docs/bench/design-measurements.md).
 //
 // Sleeping. A waiter polls and yields under the runtime's pacing, then
 // (S1) adds itself to the line's sleepers, (S2) runs membarrier's global
@@ -206,9 +206,9 @@ package team
 //     when all are taken, in its parent scratch buffer.
 //  3. Parent barrier. Every PE reads the id; noTeam is an error on all.
 //  4. Every member of the new team reads every member's arrived word of the
-//     id's slot, and its post lines' numbers: the bases. They are stable: the slot's previous team ended
-//     with a barrier (Destroy), and nobody arrives on the new team before
-//     step 5 is over on every PE.
+//     id's slot, and its post lines' numbers: the bases. They are stable:
+//     the slot's previous team ended with a barrier (Destroy), and nobody
+//     arrives on the new team before step 5 is over on every PE.
 //  5. Parent barrier. Members return the new team, the others nil.
 //
 // Destroy is a team barrier, after which the leader clears the id's bit.
@@ -658,7 +658,7 @@ func (t *Team) pairBarrier(quiet bool) error {
 	// puts) is visible to the peer once it sees the count.
 	t.l.publish(&t.slots[me].sync[b&1], t.syncBase[me]+b)
 	if err := t.awaitPost(peer, &t.slots[peer].sync[b&1], t.syncBase[peer], b); err != nil {
-		lost := fmt.Errorf("symheap: team %d (%d PEs) waiting in a barrier: %w", t.id, t.size, err)
+		lost := fmt.Errorf("symheap: team %d (%d PEs) waiting in a barrier for rank %d (PE %d): %w", t.id, t.size, peer, t.members[peer], err)
 		t.lost.Store(&lost)
 		return lost
 	}
