@@ -12,10 +12,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"strconv"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/symheap/symheap"
 )
@@ -140,25 +137,4 @@ func rate(pe *symheap.PE, windows int) error {
 		}
 	}
 	return pe.Barrier()
-}
-
-// pinTo moves every thread of this process to CPU cpu (threads made later
-// inherit it from their creator).
-func pinTo(cpu int) error {
-	var set unix.CPUSet
-	set.Set(cpu)
-	tasks, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return err
-	}
-	for _, t := range tasks {
-		tid, err := strconv.Atoi(t.Name())
-		if err != nil {
-			continue
-		}
-		if err := unix.SchedSetaffinity(tid, &set); err != nil {
-			return fmt.Errorf("pin thread %d to CPU %d: %w", tid, cpu, err)
-		}
-	}
-	return nil
 }
