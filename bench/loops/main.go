@@ -1,5 +1,6 @@
 // Command loops times plain loops of small synchronising calls on PE 0:
-// 2-PE barriers and 1-int64 broadcasts, optionally right after a
+// 2-PE barriers, 1-int64 broadcasts and 1-int64 reductions, optionally
+// right after a
 // message-rate loop in the same job. Run it as several jobs in a row to
 // see how much a figure moves from job to job (bench/loops/run.sh):
 //
@@ -10,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/symheap/symheap"
@@ -19,6 +21,9 @@ func main() {
 	calls := flag.Int("calls", 20000, "calls per loop")
 	afterRate := flag.Bool("after-rate", false, "run a message-rate loop (windows of 64 Isend/Irecv of 8 B) first")
 	flag.IntVar(&reps, "reps", 0, "also time reps short runs of 100 calls and print the fastest (the cost without interference)")
+	flag.IntVar(&pin, "pin", -1, "after Init, move every thread of the PE to this CPU (all PEs on one core, as the kernel sometimes places them, while the runtime believes it has a core per PE)")
+	flag.IntVar(&elems, "elems", 1, "int64 elements per broadcast and reduction")
+	flag.BoolVar(&spread, "spread", false, "after Init, move every thread of PE r to CPU r modulo the CPUs (a core per PE even on a busy machine, where the kernel may put both on one)")
 	flag.Parse()
 	if err := run(*calls, *afterRate); err != nil {
 		fmt.Fprintln(os.Stderr, "loops:", err)
@@ -26,7 +31,10 @@ func main() {
 	}
 }
 
-var reps int
+var (
+	reps, pin, elems int
+	spread           bool
+)
 
 func run(calls int, afterRate bool) error {
 	pe, err := symheap.Init(symheap.Config{})
@@ -34,27 +42,36 @@ func run(calls int, afterRate bool) error {
 		return err
 	}
 	defer pe.Close()
+	if spread {
+		pin = pe.Rank() % runtime.NumCPU()
+	}
+	if pin >= 0 {
+		if err := pinTo(pin); err != nil {
+			return err
+		}
+	}
 	if afterRate {
 		if err := rate(pe, 2000); err != nil {
 			return err
 		}
 	}
 	w := pe.World()
-	src, err := symheap.Malloc[int64](pe, 1)
+	src, err := symheap.Malloc[int64](pe, elems)
 	if err != nil {
 		return err
 	}
-	dst, err := symheap.Malloc[int64](pe, 1)
+	dst, err := symheap.Malloc[int64](pe, elems)
 	if err != nil {
 		return err
 	}
 	barrier := func() error { return pe.Barrier() }
 	bcast := func() error { return symheap.Broadcast(w, dst, src, 0) }
+	reduce := func() error { return symheap.Reduce(w, dst, src, symheap.OpSum) }
 	var figures []string
 	for _, l := range []struct {
 		name string
 		f    func() error
-	}{{"barrier", barrier}, {"bcast", bcast}} {
+	}{{"barrier", barrier}, {"bcast", bcast}, {"reduce", reduce}} {
 		for range calls / 10 { // warm up
 			if err := l.f(); err != nil {
 				return err

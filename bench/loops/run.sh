@@ -4,6 +4,9 @@
 # figure's fastest, median and slowest job and slowest/fastest.
 #
 #	bench/loops/run.sh [jobs] [calls]
+#
+# LOOPS_FLAGS adds flags to every job (LOOPS_FLAGS=-spread: a core per PE
+# on a busy machine).
 set -eu
 jobs=${1:-10}
 calls=${2:-20000}
@@ -11,15 +14,15 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 (cd "$root" && go build -o "$bin/loops" ./bench/loops && go build -o "$bin/shrun" ./cmd/shrun)
-echo "# bench/loops/run.sh: $jobs jobs of $calls calls each, 2 PEs; $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'); $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# bench/loops/run.sh: $jobs jobs of $calls calls each, 2 PEs; $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'); $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg)${LOOPS_FLAGS:+; flags $LOOPS_FLAGS}"
 out=$bin/out
 : >"$out"
 i=0
 while [ "$i" -lt "$jobs" ]; do
-	"$bin/shrun" -n 2 "$bin/loops" -calls "$calls" | sed 's/^/plain /' >>"$out"
+	"$bin/shrun" -n 2 "$bin/loops" -calls "$calls" ${LOOPS_FLAGS:-} | sed 's/^/plain /' >>"$out"
 	i=$((i + 1))
 done
-"$bin/shrun" -n 2 "$bin/loops" -calls "$calls" -after-rate | sed 's/^/after-rate /' >>"$out"
+"$bin/shrun" -n 2 "$bin/loops" -calls "$calls" -after-rate ${LOOPS_FLAGS:-} | sed 's/^/after-rate /' >>"$out"
 awk '
 $1 == "plain" { v[$2] = v[$2] " " $3; n[$2]++ }
 $1 == "after-rate" { a[$2] = $3 }

@@ -34,10 +34,49 @@ import (
 // Sleeping is the caller's: a futex on a word in shared memory (WaitWord,
 // WaitCount and the root's signal waits), or a short nap for in-process
 // waits.
+//
+// # Adapting to the cores the PEs get
+//
+// A core per PE on paper is not always one in fact: other processes take
+// cores, and the kernel often runs both PEs of a pair on one core (a futex
+// wake-up places the woken process beside its waker, and processes that
+// spend their time polling and yielding look light to the load balancer).
+// Then every poll is wasted: the peer we wait for runs only once we yield,
+// and a waiter that polls for its whole budget first makes each hand-over
+// cost that budget (a 2-PE barrier then cost ten times what yielding at
+// once costs, for as long as the pair shared the core;
+// docs/bench/design-measurements.md).
+// So each process keeps one share of the polling budget (pollShift: the
+// budget is halved that many times, down to MinSpinLines transfers), fed
+// back by the waits that go through Until or WaitCount:
+//
+//   - a wait that found its condition while polling, after at least one
+//     poll that failed (the peer was running on another core), doubles
+//     the share back, up to the whole budget;
+//   - a wait whose condition held right after a yield that handed the core
+//     over (at the first test after the first yield, or after a yield
+//     that lasted twice an idle one: somebody ran) cuts it to the least at
+//     once: the peer needed our core.
+//
+// The time taken from polling goes to yields (their measured cost), so a
+// wait spends about as long before it sleeps whatever its share.
 
 // SpinLines is how many cache-line transfers' worth of time a waiter
 // polls before it yields, when it has a core of its own.
 const SpinLines = 100
+
+// MinSpinLines is the least polling, in transfers, that a waiter keeps when
+// its polls kept failing (see "Adapting"): a peer running on another core
+// answers within a few.
+const MinSpinLines = 4
+
+// maxShift bounds pollShift: SpinLines>>maxShift is about MinSpinLines.
+const maxShift = 5
+
+// pollShift is this process's share of the polling budget ("Adapting"):
+// the budget is halved pollShift times. Any goroutine; plain loads and
+// stores (a lost update only delays the adaptation by one wait).
+var pollShift atomic.Int32
 
 // Bounds of the polling time, whatever the measurements say.
 const (
@@ -69,8 +108,11 @@ var (
 
 // plan is the budgets of the Pacers.
 type plan struct {
-	polls, yields      int32 // for waits on other processes
-	localPolls, gosche int32 // for waits on this process's goroutines
+	polls, yields      int32         // for waits on other processes
+	localPolls, gosche int32         // for waits on this process's goroutines
+	minPolls           int32         // the polls a wait keeps at the largest pollShift
+	yieldPolls         int32         // polls one yield stands in for, when polls give way to yields
+	handOver           time.Duration // a yield at least this long handed the core over
 }
 
 // Calibrate measures the machine once per process and returns the
@@ -122,10 +164,14 @@ func budgets(m Machine, n int) *plan {
 	}
 	spin := min(max(SpinLines*line, minSpin), maxSpin)
 	polls := int32(spin / max(m.Poll, time.Nanosecond))
-	p := &plan{polls: polls, yields: 16, localPolls: polls, gosche: 64}
+	yield := max(m.Yield, 100*time.Nanosecond)
+	p := &plan{polls: polls, yields: 16, localPolls: polls, gosche: 64,
+		minPolls:   int32(min(MinSpinLines*line, spin) / max(m.Poll, time.Nanosecond)),
+		yieldPolls: int32(max(yield/max(m.Poll, time.Nanosecond), 1)),
+		handOver:   2 * yield}
 	if cores := max(m.Cores, 1); n > cores {
 		perCore := (n + cores - 1) / cores
-		p.polls, p.yields = 0, int32(max(4*perCore, 16))
+		p.polls, p.yields, p.minPolls = 0, int32(max(4*perCore, 16)), 0
 	}
 	return p
 }
@@ -135,13 +181,39 @@ func budgets(m Machine, n int) *plan {
 type Pacer struct {
 	n, polls, yields int32
 	local            bool
+	handOver         time.Duration // a yield this long handed the core over (0: not told)
+	handed           bool          // the last yield did
 }
 
 // Pace returns the Pacer of a wait for other processes: polls, then
-// sched_yields.
+// sched_yields, the polls cut to this process's share ("Adapting") and
+// the time cut given to yields.
 func Pace() Pacer {
 	p := currentPlan()
-	return Pacer{polls: p.polls, yields: p.yields}
+	q := Pacer{polls: p.polls, yields: p.yields, handOver: p.handOver}
+	if s := pollShift.Load(); s > 0 && p.polls > p.minPolls {
+		q.polls = max(p.polls>>s, p.minPolls)
+		q.yields += min((p.polls-q.polls)/p.yieldPolls, 4*p.yields)
+	}
+	return q
+}
+
+// learn feeds the outcome of a wait back into pollShift ("Adapting"): ok
+// is whether its condition held when it stopped.
+func (p *Pacer) learn(ok bool) {
+	if p.local || p.n == 0 {
+		return
+	}
+	switch s := pollShift.Load(); {
+	case ok && p.n <= p.polls:
+		if s > 0 {
+			pollShift.Store(s - 1)
+		}
+	case ok && p.handed:
+		if s < maxShift {
+			pollShift.Store(maxShift)
+		}
+	}
 }
 
 // PaceLocal returns the Pacer of a wait for another goroutine of this
@@ -163,6 +235,10 @@ func (p *Pacer) Next() bool {
 	case p.n < p.polls+p.yields:
 		if p.local {
 			runtime.Gosched()
+		} else if p.handOver > 0 {
+			t := time.Now()
+			unix.SchedYield()
+			p.handed = time.Since(t) >= p.handOver
 		} else {
 			unix.SchedYield()
 		}
@@ -190,13 +266,16 @@ func (p *Pacer) Step() {
 func (p *Pacer) Spinning() bool { return p.n < p.polls }
 
 // Until polls cond under the pacing of p until it holds (true) or the
-// budgets are spent (false).
+// budgets are spent (false), and feeds the outcome back into the polling
+// share ("Adapting").
 func (p *Pacer) Until(cond func() bool) bool {
 	for {
 		if cond() {
+			p.learn(true)
 			return true
 		}
 		if !p.Next() {
+			p.learn(false)
 			return false
 		}
 	}

@@ -72,3 +72,62 @@ func TestCalibrate(t *testing.T) {
 	}
 	t.Logf("machine: %+v", m)
 }
+
+// TestAdapt: a wait that ends right after handing the core over cuts the
+// polling share to the least, the time going to yields; waits that end
+// while polling win it back ("Adapting").
+func TestAdapt(t *testing.T) {
+	SetPEs(2)
+	defer SetPEs(1)
+	defer pollShift.Store(0)
+	pollShift.Store(0)
+	full := Pace()
+	if full.polls == 0 {
+		t.Skip("this machine's plan does not poll (one core)")
+	}
+	// Ends at the first test after a yield that was quick (nothing else
+	// ran): no lesson.
+	p := Pace()
+	p.handOver = time.Hour
+	n := int32(0)
+	if !p.Until(func() bool { n++; return n == p.polls+2 }) {
+		t.Fatal("Until gave up")
+	}
+	if s := pollShift.Load(); s != 0 {
+		t.Fatalf("after a wait that ended on a quick yield, pollShift %d, want 0", s)
+	}
+	// Ends at the first test after a yield that handed the core over (here
+	// any yield counts as one): the peer needed our core.
+	p = Pace()
+	p.handOver = time.Nanosecond
+	n = 0
+	if !p.Until(func() bool { n++; return n == p.polls+2 }) {
+		t.Fatal("Until gave up")
+	}
+	if s := pollShift.Load(); s != maxShift {
+		t.Fatalf("after a wait that ended on a yield, pollShift %d, want %d", s, maxShift)
+	}
+	cut, pl := Pace(), currentPlan()
+	if cut.polls >= full.polls || cut.polls < pl.minPolls {
+		t.Errorf("cut pacing %d polls; full %d: want fewer, not below %d", cut.polls, full.polls, pl.minPolls)
+	}
+	// The polling time cut goes to yields, at their measured cost.
+	if want := full.yields + min((full.polls-cut.polls)/pl.yieldPolls, 4*full.yields); cut.yields != want {
+		t.Errorf("cut pacing %d yields, want %d (full %d, and one per %d polls cut)", cut.yields, want, full.yields, pl.yieldPolls)
+	}
+	// A wait that ends while polling, after a failed poll, wins a step back.
+	n = 0
+	q := Pace()
+	if !q.Until(func() bool { n++; return n == 2 }) {
+		t.Fatal("Until gave up")
+	}
+	if s := pollShift.Load(); s != maxShift-1 {
+		t.Errorf("after a wait that ended while polling, pollShift %d, want %d", s, maxShift-1)
+	}
+	// A condition that holds at once teaches nothing.
+	r := Pace()
+	r.Until(func() bool { return true })
+	if s := pollShift.Load(); s != maxShift-1 {
+		t.Errorf("after a wait that did not wait, pollShift %d, want %d", s, maxShift-1)
+	}
+}

@@ -130,9 +130,11 @@ func Reached(v, want uint64) bool { return int64((v-want)<<(64-CountBits)) >= 0 
 func WaitCount(c *atomic.Uint64, want uint64, p Pacer, check func() error) error {
 	for {
 		if Reached(c.Load(), want) {
+			p.learn(true)
 			return nil
 		}
 		if !p.Next() {
+			p.learn(false)
 			return sleepOnCount(c, want, check)
 		}
 	}

@@ -5,7 +5,10 @@ package team
 //
 // Every PE reads its peers' symmetric data directly through the shared
 // mapping (core.Space.HeapAddr of the peer plus the object's offset); no data is sent.
-// The team's synchronisation (team.go) gives two shapes of call:
+// The team's synchronisation (team.go) gives three shapes of call:
+//
+// A few words (Broadcast and Reduce of at most postData bytes): through
+// post lines (team.go, "Post lines"; post.go), without a barrier.
 //
 // Small (a member's contribution fits a scratch buffer, scratchSize bytes):
 //
@@ -144,9 +147,12 @@ func (t *Team) Broadcast(dst, src Vec, root int, typeErr error) error {
 	if err != nil {
 		return err
 	}
+	nb := src.bytes(n)
+	if nb <= postData {
+		return t.postBcast(dst.p, src.p, nb, root, same)
+	}
 	k := t.begin()
 	me := t.rank
-	nb := src.bytes(n)
 	if nb <= scratchSize {
 		if me == root {
 			// Readers are done by their arrival in this call.
@@ -214,6 +220,9 @@ func (t *Team) reduce(dst, src Vec, op Op, opErr error, fold func(acc, x core.Pt
 	dOff, sOff, same, err := t.locatePair(what, dst, src, true)
 	if err != nil {
 		return err
+	}
+	if nb := src.bytes(n); nb <= postData {
+		return t.postReduce(dst.p, src.p, n, nb, op, fold)
 	}
 	k := t.begin()
 	sz := src.esz

@@ -18,6 +18,9 @@
 //	               copy, so they work on bytes (Vec: an address, a length
 //	               in elements and an element size); Reduce is generic, so
 //	               that its folding loops are compiled for the element type
+//	post.go        post lines: the Broadcasts and Reduces of a few words,
+//	               their publication and their sleep
+//	prefetch_*     prefetchW (PREFETCHW on amd64)
 //	view.go        views of the team area, the scratch buffers and peers'
 //	               heaps (internal/core does the arithmetic)
 //	calllock.go    CallLock, the mutex of calls that synchronise with other
@@ -39,9 +42,13 @@
 //	Team.groupEnd        the end of this PE's latest full barrier: touched
 //	                     by one call at a time (mu, or busy for Sync and
 //	                     Barrier), with plain loads and release stores
+//	Team.pairs           a team of two's count of full barriers: as groupEnd
+//	Team.fence           a private word whose add is PE.Barrier's fence in
+//	                     a team of two; any goroutine
 //
 // Sync and Layer.Barrier take no lock at all: any atomic read-modify-write
-// besides the barrier's own add costs a sizeable share of a 2-PE barrier.
+// besides the barrier's own add (or, in a team of two, PE.Barrier's
+// fence) costs a sizeable share of a 2-PE barrier.
 // No lock of this package is held while a call waits for another
 // process's lock; a collective waits for the other members with Team.mu
 // held (and, in PE.Barrier's case, nothing held).

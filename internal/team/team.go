@@ -27,6 +27,13 @@ package team
 //	          contribution to a small collective, chosen by the parity of
 //	          the call number (inline when it fits: the line transfer that
 //	          shows a waiter the arrival then brings the data along)
+//	post      a ring of postRing post lines: the Broadcasts of at most
+//	          postData bytes that the member roots ("Post lines")
+//	gather    two post lines: its contributions to Reduces of at most
+//	          postData bytes
+//	done      a line whose number counts the small Broadcasts the member
+//	          is done with
+//	sync      two lines whose numbers count a team of two's full barriers
 //
 // # Full barriers: one counter per team
 //
@@ -64,6 +71,16 @@ package team
 // barrier no longer separates the PEs' calls (two arrivals of one PE can
 // fill a group). Detected, an overlapping Sync returns ErrBadArg without
 // arriving.
+//
+// A team of two does without the counter (pairBarrier): each member
+// publishes its count of barriers in its sync line b%2 with a release
+// store and waits for the other's ("Post lines" has the publication and
+// the sleep). Both lines cross at once, where the counter's line crosses
+// twice one after the other, and with two lines and the next one asked
+// for ahead, a member's write finds its line ready; it measured faster
+// than the counter (docs/bench/design-measurements.md). PE.Barrier first
+// fences, for Quiet's wake-up step, with a read-modify-write of a private
+// word. A pair that found its peer gone stays broken as the counter does.
 //
 // One word instead of a line per member: with two PEs the line then
 // moves between the cores twice per barrier (each member's add), and the
@@ -122,6 +139,63 @@ package team
 // reader. Calls that work in place on peers' arrays start with a full
 // barrier.
 //
+// # Post lines: collectives of a few words
+//
+// A Broadcast or Reduce of at most postData (56) bytes goes through post
+// lines: cache lines of one owner holding a number (seq), a futex
+// sleepers count and the data, which the line transfer that shows a
+// reader the number brings along. Neither takes a call number or counts
+// as an arrival; each has its own count, the same on every member, since
+// every member makes the same calls with the same sizes.
+//
+// A small Broadcast is the team's n-th: its root writes src into line
+// n%postRing of its ring and publishes seq = base + n + 1; every other
+// member waits for that number, copies the data into dst and publishes
+// n+1 in its done line; the root does too, without waiting. Before the
+// root reuses a line (n >= postRing) every member must be done with call
+// n-postRing (awaitDone). The root keeps what it last saw of each done
+// line (seenDone) and reads one only when that falls short, so a root
+// running ahead reads a reader's done line once every few calls, and its
+// readers never wait for it: consecutive calls use different lines, and a
+// root runs up to postRing calls ahead of its slowest reader.
+//
+// A small Reduce is the team's g-th: every member writes its src into
+// its gather line g%2 and publishes g+1, waits for every other member's
+// line g%2, and folds the lines in rank order (so every member gets the
+// same bits). Two lines suffice: a member that reaches call g has seen
+// every other member publish g-1, which each did only after it had read
+// every line of call g-2, the one that line g%2 held.
+//
+// Publication (publish) is a release store of seq after the data, then a
+// load of the line's sleepers count; the store waits for nothing (a
+// sequentially consistent store would wait for the readers' copies of the
+// line to be invalidated). Once it published, the owner asks for its next
+// line in the exclusive state (prefetchW, which does not wait), so that
+// its next write finds the line ready and the next locked instruction
+// (the next call's lock) does not wait for it: that more than halved a
+// 1-int64 Broadcast (docs/bench/design-measurements.md).
+//
+// Sleeping. A waiter polls and yields under the runtime's pacing, then
+// (S1) adds itself to the line's sleepers, (S2) runs membarrier's global
+// fence, and loops: load seq, test, FutexWait on seq while it still
+// holds that value, with a liveness check on every timeout. The release
+// store gives no order between the publisher's seq store (P1) and its
+// sleepers load (P2), so the sleeper's fence stands in, as for the root
+// package's signal waits (wait.go): if P2 reads zero, P2 precedes S1, so
+// P2 and P1 before it come before the point where S2 splits the
+// publisher, and the waiter's first test after S2 sees P1; if P2 reads
+// non-zero the publisher wakes the futex after P1, and the waiter either
+// saw the new number or its FutexWait finds it changed or is woken. This
+// needs the publisher registered for membarrier (Layer.relaxed); a
+// process that could not register publishes with a sequentially
+// consistent store instead, and a waiter whose fence fails sleeps in 1 ms
+// slices.
+//
+// Every new team reads, at Split step 4, the largest number in each
+// member's ring and gather lines and its done and sync numbers: the
+// bases, as for arrived. A line of the slot's previous team holds at most
+// its base, below anything this team waits for.
+//
 // # Making a team (Split), step by step
 //
 //  1. Every member of the parent checks the triplet; the check depends on
@@ -132,9 +206,9 @@ package team
 //     when all are taken, in its parent scratch buffer.
 //  3. Parent barrier. Every PE reads the id; noTeam is an error on all.
 //  4. Every member of the new team reads every member's arrived word of the
-//     id's slot: the bases. They are stable: the slot's previous team ended
-//     with a barrier (Destroy), and nobody arrives on the new team before
-//     step 5 is over on every PE.
+//     id's slot, and its post lines' numbers: the bases. They are stable:
+//     the slot's previous team ended with a barrier (Destroy), and nobody
+//     arrives on the new team before step 5 is over on every PE.
 //  5. Parent barrier. Members return the new team, the others nil.
 //
 // Destroy is a team barrier, after which the leader clears the id's bit.
@@ -147,6 +221,7 @@ import (
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/errs"
 	"github.com/symheap/symheap/internal/shmsync"
+	"github.com/symheap/symheap/internal/unix"
 )
 
 const (
@@ -154,13 +229,13 @@ const (
 	// included. Split fails with ErrOutOfMemory when all are in use.
 	MaxTeams = 64
 
-	inlineSize      = 24                            // bytes of one buffer in the arrived word's line
-	scratchSize     = 512                           // bytes of one scratch buffer
-	teamCounterSize = 128                           // one team's barrier counter
-	teamSlotSize    = 64 + 2*scratchSize            // one slot
-	noTeam          = ^uint64(0)                    // "no id left" in Split's exchange
-	worldTeam       = 0                             // the world team's id
-	teamIDMask      = ^uint64(0) >> (64 - MaxTeams) // every id
+	inlineSize      = 24                                   // bytes of one buffer in the arrived word's line
+	scratchSize     = 512                                  // bytes of one scratch buffer
+	teamCounterSize = 128                                  // one team's barrier counter
+	teamSlotSize    = 64 + 2*scratchSize + (postRing+5)*64 // one slot
+	noTeam          = ^uint64(0)                           // "no id left" in Split's exchange
+	worldTeam       = 0                                    // the world team's id
+	teamIDMask      = ^uint64(0) >> (64 - MaxTeams)        // every id
 )
 
 // teamCounter is the barrier counter of one team id (see "Full barriers").
@@ -179,6 +254,10 @@ type teamSlot struct {
 	inline   [2][inlineSize]byte
 	_        [8]byte
 	scratch  [2][scratchSize]byte // larger contributions to small collectives, by call parity
+	post     [postRing]postLine   // small Broadcasts this PE roots, by the team's count of them modulo postRing ("Post lines")
+	gather   [2]postLine          // this PE's contributions to small Reduces, by the parity of their count
+	done     postLine             // the small Broadcasts this PE is done with (seq only)
+	sync     [2]postLine          // a team of two's full barriers, by parity (seq only; "Full barriers")
 }
 
 // teamArea is the teams' area of every control block.
@@ -223,6 +302,11 @@ type Layer struct {
 	closed *atomic.Bool
 	world  *Team
 
+	// relaxed: this process is registered for asymmetric fences
+	// (membarrier), so its post lines are published with release stores
+	// ("Post lines", Sleeping). Set by Init.
+	relaxed bool
+
 	handles atomic.Int32 // this PE's handles of split teams not yet destroyed; any goroutine
 }
 
@@ -230,6 +314,7 @@ type Layer struct {
 // are zero in a fresh segment, so the bases are zero.
 func (l *Layer) Init(rt Runtime, c Config) {
 	l.rt, l.sp, l.closed = rt, c.Space, c.Closed
+	l.relaxed = unix.MembarrierRegister() == nil
 	l.world = l.newTeam(worldTeam, 0, 1, l.sp.NPEs, l.sp.Rank, false)
 }
 
@@ -284,6 +369,15 @@ type Team struct {
 	curStart  uint32                // arrivals before the current call
 	readDone  [2]uint32             // per own scratch buffer: the arrival count by which its readers are done
 	seen      []uint32              // per member: arrivals it is known to have made (saves loads of its line)
+	bcasts    uint32                // small Broadcasts made through post lines ("Post lines")
+	gathers   uint32                // small Reduces made through gather lines
+	postBase  []uint32              // per member: the largest seq of its post ring when the team was made
+	gathBase  []uint32              // per member: the largest seq of its gather lines then
+	doneBase  []uint32              // per member: its done line's seq then
+	syncBase  []uint32              // per member: its sync line's seq then (teams of two)
+	pairs     atomic.Uint32         // a team of two: this PE's full barriers; like groupEnd
+	fence     atomic.Uint32         // a private word whose read-modify-write is a full fence
+	seenDone  []uint32              // per member: small Broadcasts it is known to be done with
 	memo      [2]offMemo            // the last dst and src found in the symmetric heap
 }
 
@@ -293,6 +387,7 @@ func (l *Layer) newTeam(id, start, stride, size, rank int, readBases bool) *Team
 	rt := l.rt
 	t := &Team{rt: rt, l: l, closed: l.closed, id: id, start: start, stride: stride, size: size, rank: rank,
 		members: make([]int, size), slots: make([]*teamSlot, size), bases: make([]uint32, size), seen: make([]uint32, size),
+		postBase: make([]uint32, size), gathBase: make([]uint32, size), doneBase: make([]uint32, size), seenDone: make([]uint32, size), syncBase: make([]uint32, size),
 		counter: l.counterOf(id)}
 	if readBases {
 		// Seq-cst load of a word nobody changes now (step 4 of Split):
@@ -310,6 +405,10 @@ func (l *Layer) newTeam(id, start, stride, size, rank int, readBases bool) *Team
 			// Split); the parent barrier of step 3 ordered the slot's
 			// last arrivals, on its previous team, before it.
 			t.bases[i] = t.slots[i].arrived.Load()
+			t.postBase[i] = lastPost(t.slots[i].post[:])
+			t.gathBase[i] = lastPost(t.slots[i].gather[:])
+			t.doneBase[i] = t.slots[i].done.seq.Load()
+			t.syncBase[i] = lastPost(t.slots[i].sync[:])
 		}
 	}
 	members := t.members
@@ -518,10 +617,54 @@ func (t *Team) barrier() error {
 		return nil
 	}
 	t.arrivals++
-	if err := t.counterBarrier(false); err != nil {
+	if err := t.fullBarrier(false); err != nil {
 		return err
 	}
 	t.allAt = t.arrivals
+	return nil
+}
+
+// fullBarrier is a full barrier of the team (see "Full barriers"): a
+// pair's (pairBarrier) for a team of two, else the counter's. quiet is as
+// in counterBarrier.
+func (t *Team) fullBarrier(quiet bool) error {
+	if t.size == 2 {
+		return t.pairBarrier(quiet)
+	}
+	return t.counterBarrier(quiet)
+}
+
+// pairBarrier is the full barrier of a team of two (see "Full
+// barriers"): each member publishes its count of barriers in its sync
+// line and waits for the other's. With quiet it first makes a full fence
+// and takes Quiet's wake-up step, as counterBarrier's add does. Of the
+// process's state it touches pairs and fence only.
+func (t *Team) pairBarrier(quiet bool) error {
+	if lost := t.lost.Load(); lost != nil {
+		return *lost
+	}
+	// Plain load and release store (no read-modify-write): Sync and
+	// Barrier take no lock.
+	b := t.pairs.Load() + 1
+	shmsync.StoreRelease32(&t.pairs, b)
+	if quiet {
+		// A read-modify-write of a private word: the full fence that
+		// completes this PE's puts before the wake-up step.
+		t.fence.Add(1)
+		t.rt.WakeSleepers()
+	}
+	me, peer := t.rank, 1-t.rank
+	// Release store (publish): every earlier store of this PE (data,
+	// puts) is visible to the peer once it sees the count.
+	t.l.publish(&t.slots[me].sync[b&1], t.syncBase[me]+b)
+	if err := t.awaitPost(peer, &t.slots[peer].sync[b&1], t.syncBase[peer], b); err != nil {
+		lost := fmt.Errorf("symheap: team %d (%d PEs) waiting in a barrier for rank %d (PE %d): %w", t.id, t.size, peer, t.members[peer], err)
+		t.lost.Store(&lost)
+		return lost
+	}
+	// The next barrier's line: the peer has read it (it published b, which
+	// it does only after it saw our b-1).
+	prefetchW(&t.slots[me].sync[(b+1)&1])
 	return nil
 }
 
@@ -579,7 +722,7 @@ func (t *Team) lockFreeBarrier(what string, quiet bool) error {
 	if err := t.inUse(what); err != nil {
 		return err
 	}
-	err := t.counterBarrier(quiet)
+	err := t.fullBarrier(quiet)
 	shmsync.StoreRelease32(&t.busy, 0) // release; pairs with the loads in enter and inUse
 	return err
 }

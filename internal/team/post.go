@@ -1,0 +1,222 @@
+package team
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/symheap/symheap/internal/core"
+	"github.com/symheap/symheap/internal/shmsync"
+	"github.com/symheap/symheap/internal/unix"
+)
+
+// Post lines: the collectives of a few words. The design is in team.go
+// ("Post lines"); this file has the lines, their publication and their
+// waits.
+
+const (
+	// postRing is the post lines of a member's ring for small
+	// Broadcasts: a root runs up to postRing calls ahead of its slowest
+	// reader.
+	postRing = 32
+	// postData is the bytes a post line carries besides its words: a
+	// Broadcast or Reduce of at most this many bytes goes through post
+	// lines.
+	postData = 56
+)
+
+// postLine is one cache line that its owner publishes and other members
+// wait for: a sequence number, the futex word of its waiters, and the
+// data it publishes, which comes along with the number in the same
+// transfer.
+type postLine struct {
+	seq      atomic.Uint32 // base + the number of the post; only grows (modulo 2^32); futex word
+	sleepers atomic.Uint32 // processes asleep on seq
+	data     [postData]byte
+}
+
+// publish makes the caller's earlier stores (the line's data among them)
+// visible with seq = v, and wakes the sleepers. In a process registered
+// for asymmetric fences the store is a release store, which waits for
+// nothing: the sleepers' membarrier stands in for the fence that would
+// order it before the load of sleepers ("Post lines", Sleeping).
+func (l *Layer) publish(pl *postLine, v uint32) {
+	if l.relaxed {
+		shmsync.StoreRelease32(&pl.seq, v) // release; pairs with the waiters' loads (awaitPost), the sleepers' membarrier orders it before the load below
+	} else {
+		pl.seq.Store(v) // seq-cst; pairs with the waiters' loads and their sleepers increment
+	}
+	// Seq-cst load; pairs with a sleeper's increment before its fence and
+	// its last test of seq.
+	if pl.sleepers.Load() != 0 {
+		shmsync.WakeAll(&pl.seq)
+	}
+}
+
+// awaitPost waits until member j's post line pl has reached base+want
+// (modulo 2^32). Its error names neither symheap nor the team: the
+// caller's does (waitErr).
+func (t *Team) awaitPost(j int, pl *postLine, base, want uint32) error {
+	// Seq-cst load; pairs with the owner's store in publish, after which
+	// the line's data are visible here.
+	if reached(pl.seq.Load()-base, want) {
+		return nil
+	}
+	return t.awaitPostSlow(j, pl, base, want)
+}
+
+// awaitPostSlow is awaitPost once the line was found short: poll and
+// yield under the runtime's pacing, then sleep.
+func (t *Team) awaitPostSlow(j int, pl *postLine, base, want uint32) error {
+	cond := func() bool { return reached(pl.seq.Load()-base, want) }
+	if p := shmsync.Pace(); p.Until(cond) {
+		return nil
+	}
+	return t.l.sleepOnPost(pl, cond, t.live)
+}
+
+// waitErr words the error of a collective's wait for member j.
+func (t *Team) waitErr(j int, err error) error {
+	return fmt.Errorf("symheap: team %d (%d PEs) waiting for rank %d (PE %d): %w", t.id, t.size, j, t.members[j], err)
+}
+
+// sleepOnPost sleeps on pl.seq until cond holds ("Post lines",
+// Sleeping): announce, fence for the publishers, then test and sleep in
+// a loop. check runs whenever a sleep slice has run out.
+func (l *Layer) sleepOnPost(pl *postLine, cond func() bool, check func() error) error {
+	// S1: seq-cst; pairs with publish's load of sleepers.
+	pl.sleepers.Add(1)
+	defer pl.sleepers.Add(^uint32(0))
+	slice := shmsync.SleepSlice
+	// S2: the publishers' missing fence. Where it fails (it cannot, where
+	// the publishers registered: the same kernel) a store that took no
+	// wake-up step is seen within a short slice.
+	if l.relaxed && unix.MembarrierGlobal() != nil {
+		slice = time.Millisecond
+	}
+	slept := time.Duration(0)
+	for {
+		v := pl.seq.Load() // seq-cst; after S2
+		if cond() {
+			return nil
+		}
+		err := unix.FutexWait((*uint32)(core.WordAddr(&pl.seq)), v, slice)
+		if cond() {
+			return nil
+		}
+		if err != unix.ETIMEDOUT || check == nil {
+			continue
+		}
+		if slept += slice; slept >= shmsync.SleepSlice {
+			slept = 0
+			if err := shmsync.Lost(cond, check); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// lastPost returns the largest sequence number among lines (modulo 2^32):
+// the base of a slot's lines for a new team (Split step 4).
+func lastPost(lines []postLine) uint32 {
+	// Seq-cst loads of words nobody changes now (Split step 4).
+	b := lines[0].seq.Load()
+	for i := 1; i < len(lines); i++ {
+		if v := lines[i].seq.Load(); int32(v-b) > 0 {
+			b = v
+		}
+	}
+	return b
+}
+
+// postBcast is the small Broadcast's part on a member ("Post lines"):
+// the root publishes src in line n%postRing of its ring, where n counts
+// the team's small Broadcasts, once every member is done with what that
+// line held; every other member waits for it and copies it into dst.
+// Every member then counts the call as done in its done line. Called
+// with t.mu held; nb <= postData.
+func (t *Team) postBcast(dst, src core.Ptr, nb uint64, root int, same bool) error {
+	n := t.bcasts
+	t.bcasts++
+	me := t.rank
+	s := t.slots[me]
+	if me == root {
+		if n >= postRing {
+			// Line n%postRing last held call n-postRing: every member
+			// must be done with it.
+			for j := range t.slots {
+				if err := t.awaitDone(j, n-postRing+1); err != nil {
+					return err
+				}
+			}
+		}
+		pl := &s.post[n%postRing]
+		core.CopyBytes[byte](core.AddrOf(&pl.data), src, nb)
+		t.l.publish(pl, t.postBase[me]+n+1)
+		// The next call's line: its readers are most likely done with it.
+		prefetchW(&s.post[(n+1)%postRing])
+		if !same {
+			core.CopyBytes[byte](dst, src, nb)
+		}
+	} else {
+		pl := &t.slots[root].post[n%postRing]
+		if err := t.awaitPost(root, pl, t.postBase[root], n+1); err != nil {
+			return t.waitErr(root, err)
+		}
+		core.CopyBytes[byte](dst, core.AddrOf(&pl.data), nb)
+	}
+	// Release store on a line of our own that a root reads once every few
+	// calls; after the copy out of the root's line.
+	t.l.publish(&s.done, t.doneBase[me]+n+1)
+	return nil
+}
+
+// awaitDone waits until member j is done with the team's first a small
+// Broadcasts, reading its done line only when what it saw last falls
+// short.
+func (t *Team) awaitDone(j int, a uint32) error {
+	if j == t.rank || reached(t.seenDone[j], a) {
+		return nil
+	}
+	s := t.slots[j]
+	// Seq-cst load; pairs with j's publish of its done line, made after it
+	// copied out of our line.
+	if v := s.done.seq.Load() - t.doneBase[j]; reached(v, a) {
+		t.seenDone[j] = v
+		return nil
+	}
+	if err := t.awaitPostSlow(j, &s.done, t.doneBase[j], a); err != nil {
+		return t.waitErr(j, err)
+	}
+	t.seenDone[j] = s.done.seq.Load() - t.doneBase[j]
+	return nil
+}
+
+// postReduce is the small Reduce ("Post lines"): every member publishes
+// its src in its gather line g%2, where g counts the team's small
+// reductions, waits for every other member's, and folds them all in rank
+// order. Called with t.mu held; nb <= postData.
+func (t *Team) postReduce(dst, src core.Ptr, n int, nb uint64, op Op, fold func(acc, x core.Ptr, n int, op Op)) error {
+	g := t.gathers
+	t.gathers++
+	me := t.rank
+	mine := &t.slots[me].gather[g&1]
+	core.CopyBytes[byte](core.AddrOf(&mine.data), src, nb)
+	t.l.publish(mine, t.gathBase[me]+g+1)
+	for j := range t.slots {
+		if j != me {
+			if err := t.awaitPost(j, &t.slots[j].gather[g&1], t.gathBase[j], g+1); err != nil {
+				return t.waitErr(j, err)
+			}
+		}
+	}
+	// Every member folds in rank order, so all get the same bits.
+	core.CopyBytes[byte](dst, core.AddrOf(&t.slots[0].gather[g&1].data), nb)
+	for j := 1; j < t.size; j++ {
+		fold(dst, core.AddrOf(&t.slots[j].gather[g&1].data), n, op)
+	}
+	// The next call's line: every member has read it (each published g,
+	// which it does only after reading every line of g-1).
+	prefetchW(&t.slots[me].gather[(g+1)&1])
+	return nil
+}
