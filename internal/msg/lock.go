@@ -1,9 +1,7 @@
 package msg
 
 import (
-	"runtime"
 	"sync/atomic"
-	"time"
 
 	"github.com/symheap/symheap/internal/shmsync"
 	"github.com/symheap/symheap/internal/unix"
@@ -121,7 +119,7 @@ func (l *msgLock) claim(v0 uint32) bool {
 func (l *msgLock) lockSlow() {
 	l.wanting.Add(1) // in-process: read by contended and Unlock
 	defer l.wanting.Add(-1)
-	for i := 0; ; i++ {
+	for p := shmsync.PaceLocal(); ; p.Step() {
 		switch v := l.v.Load(); v & lockState { // in-process
 		case lockFree:
 			if l.v.CompareAndSwap(v, v|lockHeld) { // in-process, acquire: pairs with Unlock's store
@@ -131,14 +129,6 @@ func (l *msgLock) lockSlow() {
 			if l.claim(v) || l.steal(v) {
 				return
 			}
-		}
-		switch {
-		case i < 64:
-			shmsync.Pause()
-		case i < 256:
-			runtime.Gosched()
-		default:
-			time.Sleep(20 * time.Microsecond)
 		}
 	}
 }
@@ -153,12 +143,8 @@ func (l *msgLock) steal(v0 uint32) bool {
 	if unix.MembarrierGlobal() != nil { // S2
 		panic("symheap: membarrier failed after it was registered") // canPark requires it
 	}
-	for i := 0; l.claimed.Load() != 0; i++ { // S3; in-process: the claimer's C3, or its C2 failing
-		if i < 64 {
-			shmsync.Pause()
-		} else {
-			runtime.Gosched()
-		}
+	for p := shmsync.PaceLocal(); l.claimed.Load() != 0; { // S3; in-process: the claimer's C3, or its C2 failing
+		p.Step()
 	}
 	shmsync.StoreRelease32(&l.v, v&^lockState|lockHeld) // S4; in-process: only this goroutine writes v now
 	l.noPark = noParkAfterSteal

@@ -12,7 +12,6 @@ import (
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/errs"
 	"github.com/symheap/symheap/internal/shmsync"
-	"github.com/symheap/symheap/internal/unix"
 )
 
 // AnySource and AnyTag match any sender and any tag in Recv and Irecv.
@@ -35,7 +34,11 @@ const (
 // the job has no more PEs than the machine has cores. It must exceed the
 // time a futex wake-up takes (tens of microseconds on a busy virtual
 // machine): otherwise two PEs that take turns both fall asleep at every
-// turn, each woken by the other, and stay in that rhythm.
+// turn, each woken by the other, and stay in that rhythm. It is longer
+// than the polling of shmsync's pacing, which the rest of the wait
+// follows: with the pacing's budget (about 10 us here) a ping-pong of
+// 8 B messages on a loaded machine fell into that rhythm, 36-73 us a
+// message against 0.15 (docs/bench/design-measurements.md).
 const spinFor = time.Millisecond
 
 // livenessEvery is how many eager sends to one destination go without
@@ -781,26 +784,14 @@ func (r *Request) finish() (Status, error) {
 	return res, err
 }
 
-// sleep waits until poll reports done: it spins and yields as
-// shmsync.WaitWord does, then sleeps on this PE's doorbell: the sleeper's
-// side (S1..S7) of queue.go's "Waking". check runs whenever a sleep slice
-// runs out; its error ends the wait.
+// sleep waits until poll reports done: it polls and yields under the
+// runtime's one pacing (shmsync "Pacing"), then sleeps on this PE's
+// doorbell: the sleeper's side (S1..S7) of queue.go's "Waking". check
+// runs whenever a sleep slice runs out; its error ends the wait.
 func (l *Layer) sleep(poll func() bool, check func() error) error {
 	b := l.bell
-	spins, yields := 1000, 64
-	if l.npes > runtime.NumCPU() {
-		spins, yields = 0, 16 // spinning would take the core of the PE we wait for
-	}
-	for range spins {
-		if poll() {
-			return nil
-		}
-	}
-	for range yields {
-		unix.SchedYield()
-		if poll() {
-			return nil
-		}
+	if p := shmsync.Pace(); p.Until(poll) {
+		return nil
 	}
 	b.sleepers.Add(1)                             // S1: seq-cst; pairs with the writers' sleepers load (W2)
 	defer b.sleepers.Add(^uint32(0))              // S7
