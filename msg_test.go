@@ -325,6 +325,38 @@ func TestMsgNoBounceRoom(t *testing.T) {
 	}, petest.Heap("8m"), petest.Env("SYMHEAP_SHARED_SIZE=0", "SYMHEAP_MSG_NOKERNEL=1"))
 }
 
+// TestMsgAbortedWhileUnexpected: a large message its sender aborts (no
+// bounce room) before any receive matched it keeps its place: the
+// receive that matches it fails with ErrOutOfMemory naming the sender,
+// and the sender's next message with the same tag goes to the next
+// receive, not to that one.
+func TestMsgAbortedWhileUnexpected(t *testing.T) {
+	petest.Run(t, 2, func(t *testing.T) {
+		pe := startPE(t)
+		big := make([]byte, 1<<20)
+		if pe.Rank() == 0 {
+			err := pe.Send(big, 1, 0)
+			wantIs(t, "large Send without bounce room", err, ErrOutOfMemory, "SYMHEAP_SHARED_SIZE")
+			noErr(t, pe.Send([]byte("second"), 1, 0))
+			noErr(t, pe.Send([]byte("x"), 1, 1))
+		} else {
+			// Tag 1 comes last: receiving it first takes the aborted
+			// message and the second one in as unexpected.
+			st := need(pe.Recv(big, 0, 1))
+			if st.Count != 1 {
+				t.Fatalf("tag 1: status %+v", st)
+			}
+			_, err := pe.Recv(big, 0, 0)
+			wantIs(t, "Recv matching the aborted message", err, ErrOutOfMemory, "PE 0")
+			st = need(pe.Recv(big, 0, 0))
+			if got := string(big[:st.Count]); got != "second" {
+				t.Fatalf("the Recv after the aborted message got %q, want %q", got, "second")
+			}
+		}
+		sync2(t, pe)
+	}, petest.Heap("8m"), petest.Env("SYMHEAP_SHARED_SIZE=0", "SYMHEAP_MSG_NOKERNEL=1"))
+}
+
 // TestMsgAllToAll: every PE sends every other PE (and itself) a stream of
 // messages of mixed sizes and tags, and receives them all with AnySource
 // and AnyTag; each (sender, tag) stream arrives in order and intact.

@@ -203,6 +203,7 @@ type inMsg struct {
 	chunks         []chunk  // bounce chunks filled but not yet copied out
 	got            int      // bytes copied into the receive buffer
 	recv           *Request // the receive it matched; nil while unexpected
+	err            error    // the sender aborted it while it was unexpected: its receive fails with this
 }
 
 // chunk is one filled bounce chunk in the sender's shared heap.
@@ -978,6 +979,14 @@ func (l *Layer) match(r *Request) bool {
 		if !r.matches(m.src, m.tag) {
 			continue
 		}
+		if m.err != nil {
+			// Aborted by its sender before any receive matched it: the
+			// receive it would have matched fails, so that it does not
+			// match the sender's next message instead.
+			l.unexp.s = removeAt(l.unexp.s, i)
+			r.complete(Status{m.src, m.tag, m.size}, m.err)
+			return true
+		}
 		if m.size > len(r.buf) {
 			r.complete(Status{m.src, m.tag, m.size}, truncated(m.src, m.tag, m.size, len(r.buf)))
 			return true
@@ -1264,7 +1273,9 @@ func (l *Layer) handle(src int, r *rxRing, w0, off uint64) {
 			m.recv.complete(Status{src, m.tag, m.size}, err)
 			return
 		}
-		l.unexp.s = remove(l.unexp.s, m)
+		// Still unexpected: it stays in its place, and the receive that
+		// matches it fails with err (match).
+		m.err = err
 	case recCTS:
 		if q := l.sends[r.word(off, 0)]; q != nil {
 			l.helpCopy(q, src, r.w1(off), r.word(off, 1), r.word(off, 2), r.word(off, 3))
