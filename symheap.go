@@ -195,7 +195,7 @@ func (pe *PE) formatHeaps() error {
 		pe.heap = alloc.Report(a, pe.ext.hooks.log.Sink(pe.seg.HeapOff(pe.rank)))
 	}
 	pe.ext.shared = sharedHeap{sp: &pe.sp, rank: pe.rank, component: pe.component, log: pe.ext.hooks.log,
-		alive: pe.seg.Alive, stats: pe.stats}
+		alive: pe.seg.Alive, stats: pe.stats, small: pe.set.sharedSmall}
 	return pe.ext.shared.format()
 }
 

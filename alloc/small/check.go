@@ -123,8 +123,10 @@ func (h *Heap) Check() error {
 		if setA != sp.used {
 			return fmt.Errorf("small: span %#x: %d slots allocated, used says %d", s, setA, sp.used)
 		}
-		if sp.allocs-sp.frees != sp.used {
-			return fmt.Errorf("small: span %#x: %d allocs - %d frees != %d used", s, sp.allocs, sp.frees, sp.used)
+		// used falls with the owner's frees and with the remote frees it
+		// collected (those not collected are still marked in R).
+		if rf := sp.rfrees.Load(); rf < setR || sp.allocs-sp.frees-(rf-setR) != sp.used {
+			return fmt.Errorf("small: span %#x: %d allocs - %d own frees - %d collected remote frees != %d used", s, sp.allocs, sp.frees, rf-setR, sp.used)
 		}
 		seen := make([]bool, ci.nslots)
 		var onList uint64

@@ -303,13 +303,16 @@ func Attach(inner alloc.Allocator, mem []byte, hdr alloc.Off, sink alloc.Release
 		return nil, fmt.Errorf("small: region not aligned to %d bytes", SpanSize)
 	}
 	chunks := uint64(len(mem)) >> PageShift
-	us, err := inner.UsableSize(hdr)
-	if err != nil || us < hdrFixed+8*chunks || hdr%8 != 0 {
-		return nil, fmt.Errorf("small: no front-end header at %#x of the region", uint64(hdr))
+	if hdr%8 != 0 || uint64(hdr) > uint64(len(mem)) || hdrFixed+8*chunks > uint64(len(mem))-uint64(hdr) {
+		return nil, fmt.Errorf("small: no front-end header at %#x of a %d-byte region", uint64(hdr), len(mem))
 	}
 	h := open(inner, mem, hdr, sink)
 	if h.hdr.magic.Load() != magic || h.hdr.size.Load() != uint64(len(mem)) || h.hdr.chunks.Load() != chunks {
 		return nil, fmt.Errorf("small: no front-end header at %#x of the region (magic %#x, size %d)", uint64(hdr), h.hdr.magic.Load(), h.hdr.size.Load())
+	}
+	// Reads only (an inspector's mapping may be read-only).
+	if us, err := inner.UsableSize(hdr); err != nil || us < hdrFixed+8*chunks {
+		return nil, fmt.Errorf("small: the front-end header at %#x is not a live block of the region: %v", uint64(hdr), err)
 	}
 	return h, nil
 }
