@@ -77,7 +77,8 @@ type sharedHeap struct {
 	stats     *core.Stats       // this PE's counters
 	small     bool              // put the small-block front end over this PE's pool
 
-	own alloc.Allocator // pools[rank], set in format
+	own   alloc.Allocator // pools[rank], set in format
+	front *small.Heap     // own, when it is the front end: called directly
 
 	mu    sync.Mutex        // guards pools
 	pools []alloc.Allocator // by owner: *small.Heap or *alloc.Locked; pools[rank] is formatted in Init, others attached on use
@@ -106,7 +107,7 @@ func (h *sharedHeap) format() error {
 		f, err := small.Format(l, h.sp.Shared(h.rank), h.sink(h.rank))
 		switch {
 		case err == nil:
-			h.own = f
+			h.own, h.front = f, f
 			h.stats.SharedFront.Store(uint64(f.Header()) + 1) // before Init's barrier, after which other PEs read it
 		case !errors.Is(err, ErrOutOfMemory):
 			return fmt.Errorf("symheap: the local shared heap's small-block front end: %w", err)
@@ -201,7 +202,13 @@ func (h *sharedHeap) alloc(size, align uint64) (uint64, error) {
 	if align < alloc.MinAlign {
 		align = alloc.MinAlign
 	}
-	off, err := p.Alloc(size, align)
+	var off alloc.Off
+	var err error
+	if h.front != nil {
+		off, err = h.front.Alloc(size, align)
+	} else {
+		off, err = p.Alloc(size, align)
+	}
 	if err != nil {
 		if errors.Is(err, ErrOutOfMemory) {
 			st := p.Stats()
@@ -242,14 +249,19 @@ func SharedFree[T any](pe *PE, s []T) error {
 
 // sharedFree frees the block at off in PE owner's shared heap.
 func (h *sharedHeap) free(owner int, off uint64) error {
-	pool := h.own
-	if owner != h.rank || pool == nil {
-		var err error
-		if pool, err = h.pool(owner); err != nil {
-			return fmt.Errorf("symheap: SharedFree: %w", err)
+	var err error
+	if owner == h.rank && h.front != nil {
+		err = h.front.Free(alloc.Off(off))
+	} else {
+		pool := h.own
+		if owner != h.rank || pool == nil {
+			if pool, err = h.pool(owner); err != nil {
+				return fmt.Errorf("symheap: SharedFree: %w", err)
+			}
 		}
+		err = pool.Free(alloc.Off(off))
 	}
-	if err := pool.Free(alloc.Off(off)); err != nil {
+	if err != nil {
 		return fmt.Errorf("symheap: SharedFree of offset %#x in PE %d's local shared heap: %w", off, owner, err)
 	}
 	c := h.stats // statistics: written by this PE only; symheap stat reads them

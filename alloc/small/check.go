@@ -59,7 +59,7 @@ func (h *Heap) Stats() alloc.Stats {
 			largest = max(largest, ci.size)
 		}
 		allocs += sp.allocs
-		frees += sp.frees + sp.rfrees.Load()
+		frees += sp.allocs - n
 		return nil
 	})
 	st := ist
@@ -123,10 +123,8 @@ func (h *Heap) Check() error {
 		if setA != sp.used {
 			return fmt.Errorf("small: span %#x: %d slots allocated, used says %d", s, setA, sp.used)
 		}
-		// used falls with the owner's frees and with the remote frees it
-		// collected (those not collected are still marked in R).
-		if rf := sp.rfrees.Load(); rf < setR || sp.allocs-sp.frees-(rf-setR) != sp.used {
-			return fmt.Errorf("small: span %#x: %d allocs - %d own frees - %d collected remote frees != %d used", s, sp.allocs, sp.frees, rf-setR, sp.used)
+		if sp.allocs < sp.used || sp.rfrees.Load() < setR {
+			return fmt.Errorf("small: span %#x: %d slots handed out, %d used; %d remote frees, %d pending", s, sp.allocs, sp.used, sp.rfrees.Load(), setR)
 		}
 		seen := make([]bool, ci.nslots)
 		var onList uint64

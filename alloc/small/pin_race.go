@@ -14,7 +14,7 @@ type pinState struct{ mu sync.Mutex }
 func (p *pinState) pin() int { p.mu.Lock(); return 0 }
 func (p *pinState) unpin()   { p.mu.Unlock() }
 
-func storeRelease(w *atomic.Uint64, v uint64) { w.Store(v) }
+func setA(w *atomic.Uint64, v uint64) { w.Store(v) }
 
 func (p *pinState) quiet()   { p.mu.Lock() }
 func (p *pinState) unquiet() { p.mu.Unlock() }

@@ -4,9 +4,7 @@ package small
 
 import (
 	"sync/atomic"
-	_ "unsafe" // go:linkname
-
-	"github.com/symheap/symheap/internal/shmsync"
+	"unsafe" // go:linkname, setA
 )
 
 // Pinning: while pinned, the goroutine stays on its P and no other
@@ -25,8 +23,13 @@ type pinState struct{}
 func (*pinState) pin() int { return procPin() }
 func (*pinState) unpin()   { procUnpin() }
 
-// storeRelease is a release store (a plain MOV on amd64).
-func storeRelease(w *atomic.Uint64, v uint64) { shmsync.StoreRelease64(w, v) }
+// setA stores an A word: an ordinary store (the owner is its only
+// writer). It needs release order only towards the store that later hands
+// the block to another PE, which is a sequentially consistent or release
+// store of the program's (a message, a Put, an atomic): x86-64 TSO keeps
+// every store in order, and arm64's STLR orders the stores before it.
+// Freers load A atomically. (core.SetPlain makes the same argument.)
+func setA(w *atomic.Uint64, v uint64) { *(*uint64)(unsafe.Pointer(w)) = v }
 
 // quiet and unquiet bracket Stats, Check and Walk, which read owner words
 // unlocked (see the package comment).

@@ -160,6 +160,7 @@ type classInfo struct {
 	nslots uint64
 	nwords uint64 // of each bitmap
 	slots  uint64 // offset of slot 0 in the span
+	inv    uint64 // 2^32/size rounded up: n/size == n*inv>>32 for n < SpanSize
 }
 
 var (
@@ -174,7 +175,7 @@ func init() {
 			w := (n + 63) / 64
 			start := (spanFixed + 16*w + 15) &^ 15
 			if start+n*sz <= SpanSize {
-				classes[c] = classInfo{size: sz, nslots: n, nwords: w, slots: start}
+				classes[c] = classInfo{size: sz, nslots: n, nwords: w, slots: start, inv: 1<<32/sz + 1}
 				break
 			}
 			n--
@@ -224,12 +225,11 @@ type spanHdr struct {
 	free   uint64        // owner: first slot of the free list + 1, 0 none
 	bump   uint64        // owner: slots below it have been handed out once
 	used   uint64        // owner: slots with A set
-	allocs uint64        // owner: counters for Stats
-	frees  uint64        // owner: local frees
-	_      uint64
+	allocs uint64        // owner: slots handed out, ever (for Stats)
 	stack  atomic.Uint64 // remote-free stack: top slot + 1, 0 empty
-	rfrees atomic.Uint64 // remote frees, ever
-	_      [6]uint64
+	_      uint64
+	rfrees atomic.Uint64 // remote frees, ever: on a line of its own
+	_      [7]uint64
 	// A (nwords words), R (nwords words), then the slots
 }
 
@@ -381,7 +381,7 @@ func (h *Heap) locate(off alloc.Off) (s uint64, ci *classInfo, slot uint64, inSp
 	if rel < ci.slots {
 		return s, ci, 0, true, false
 	}
-	slot = (rel - ci.slots) / ci.size
+	slot = (rel - ci.slots) * ci.inv >> 32 // exact: (rel-slots)*(inv*size-2^32) < 2^15*2^12 < 2^32
 	return s, ci, slot, true, slot < ci.nslots && ci.slots+slot*ci.size == rel
 }
 
@@ -399,7 +399,25 @@ func (h *Heap) Alloc(size, align uint64) (alloc.Off, error) {
 	pid := h.pin()
 	if phs := *h.phs.Load(); pid < len(phs) {
 		if s := phs[pid].cur[c]; s != 0 {
-			if off, ok := h.take(s-1, &classes[c]); ok {
+			// take's first case, written out: the common path.
+			s--
+			ci := &classes[c]
+			sp := h.span(s)
+			if f := sp.free; f != 0 {
+				slot := f - 1
+				next := *h.link(s, ci, slot)
+				a := h.aWord(s, slot/64)
+				av, bit := a.Load(), uint64(1)<<(slot%64)
+				if next <= ci.nslots && av&bit == 0 {
+					sp.free = next
+					setA(a, av|bit) // release: a freer that is handed the block sees it live
+					sp.used++
+					sp.allocs++
+					h.unpin()
+					return alloc.Off(s + ci.slots + slot*ci.size), nil
+				}
+			}
+			if off, ok := h.take(s, ci); ok {
 				h.unpin()
 				return off, nil
 			}
@@ -444,7 +462,7 @@ func (h *Heap) take(s uint64, ci *classInfo) (alloc.Off, bool) {
 		return h.take(s, ci)
 	}
 	a := h.aWord(s, slot/64)
-	storeRelease(a, a.Load()|1<<(slot%64)) // release: a freer that is handed the block sees it live
+	setA(a, a.Load()|1<<(slot%64)) // release: a freer that is handed the block sees it live
 	sp.used++
 	sp.allocs++
 	return alloc.Off(s + ci.slots + slot*ci.size), true
@@ -465,7 +483,7 @@ func (h *Heap) collect(s uint64, ci *classInfo) bool {
 		w, bit := slot/64, uint64(1)<<(slot%64)
 		a := h.aWord(s, w)
 		if a.Load()&bit != 0 {
-			storeRelease(a, a.Load()&^bit) // A before R: from here every free of it is refused
+			setA(a, a.Load()&^bit) // A before R: from here every free of it is refused
 			*h.link(s, ci, slot) = sp.free
 			sp.free = slot + 1
 			sp.used--
@@ -519,7 +537,7 @@ func (h *Heap) allocSlow(c int) (alloc.Off, error) {
 		h.grow(pid)
 	}
 	// The span's memory was inner's: clear what the front end reads.
-	sp.free, sp.bump, sp.used, sp.allocs, sp.frees = 0, 0, 0, 0, 0
+	sp.free, sp.bump, sp.used, sp.allocs = 0, 0, 0, 0
 	sp.stack.Store(0)
 	sp.rfrees.Store(0)
 	for w := uint64(0); w < 2*ci.nwords; w++ {
@@ -611,7 +629,7 @@ func (h *Heap) detach(ph *pheap, s uint64) {
 		h.table[p].Store(0) // from here frees of it go to inner, which refuses them
 	}
 	h.hdr.retAllocs.Add(sp.allocs)
-	h.hdr.retFrees.Add(sp.frees + sp.rfrees.Load())
+	h.hdr.retFrees.Add(sp.allocs) // empty: every slot handed out was freed
 	sp.class.Store(0)
 }
 
@@ -647,7 +665,11 @@ func (h *Heap) Free(off alloc.Off) error {
 			h.unpin()
 			return h.freeRemote(s, ci, slot, reported)
 		}
-		if h.aWord(s, w).Load()&bit == 0 || h.rWord(s, ci, w).Load()&bit != 0 {
+		// R can hold the bit only while the slot is on the stack (or a
+		// remote free of it is between its Or and its push, which is a
+		// double free racing this one): skip its line when the stack is
+		// empty.
+		if h.aWord(s, w).Load()&bit == 0 || (sp.stack.Load() != 0 && h.rWord(s, ci, w).Load()&bit != 0) {
 			h.unpin()
 			return h.badFree(off, s, ci, slot)
 		}
@@ -658,11 +680,10 @@ func (h *Heap) Free(off alloc.Off) error {
 			continue // validate again: the P may have changed
 		}
 		a := h.aWord(s, w)
-		storeRelease(a, a.Load()&^bit)
+		setA(a, a.Load()&^bit)
 		*h.link(s, ci, slot) = sp.free
 		sp.free = slot + 1
 		sp.used--
-		sp.frees++
 		if sp.used != 0 || sp.stack.Load() != 0 {
 			h.unpin()
 			return nil
