@@ -47,8 +47,8 @@
 // # Paths
 //
 //	Alloc (owner)  1. class from the size; pin; the P's current span of
-//	                  the class: pop its free list, else take the slot at
-//	                  bump, else collect its stack (below) and pop
+//	                  the class: pop its free list, else collect its stack
+//	                  (below) and pop, else take the slot at bump
 //	               2. set the slot's A bit; used++; unpin
 //	               3. (slow) another span of the P's in the class with room,
 //	                  else a new span from inner (unpinned: inner may take a
@@ -320,6 +320,15 @@ func Attach(inner alloc.Allocator, mem []byte, hdr alloc.Off, sink alloc.Release
 // Header returns the offset of the front end's header, which Attach needs.
 func (h *Heap) Header() alloc.Off { return h.hoff }
 
+// SpanOf returns the span that holds off, if off lies in one.
+func (h *Heap) SpanOf(off alloc.Off) (alloc.Off, bool) {
+	s, _, _, in, _ := h.locate(off)
+	return alloc.Off(s), in
+}
+
+// Spans returns the number of spans taken from inner and not given back.
+func (h *Heap) Spans() uint64 { return h.hdr.spansTaken.Load() - h.hdr.spansGiven.Load() }
+
 // Inner returns the wrapped allocator.
 func (h *Heap) Inner() alloc.Allocator { return h.inner }
 
@@ -438,7 +447,8 @@ func (h *Heap) allocInner(size, align uint64) (alloc.Off, error) {
 }
 
 // take hands out a slot of span s, the pinned P's: the free list first,
-// then bump, then what remote frees left on the stack.
+// then what remote frees left on the stack (reused before fresh memory),
+// then bump.
 func (h *Heap) take(s uint64, ci *classInfo) (alloc.Off, bool) {
 	sp := h.span(s)
 	var slot uint64
@@ -452,14 +462,13 @@ func (h *Heap) take(s uint64, ci *classInfo) (alloc.Off, bool) {
 			next = 0
 		}
 		sp.free = next
+	case sp.stack.Load() != 0 && h.collect(s, ci):
+		return h.take(s, ci)
 	case sp.bump < ci.nslots:
 		slot = sp.bump
 		sp.bump++
 	default:
-		if sp.stack.Load() == 0 || !h.collect(s, ci) {
-			return 0, false
-		}
-		return h.take(s, ci)
+		return 0, false
 	}
 	a := h.aWord(s, slot/64)
 	setA(a, a.Load()|1<<(slot%64)) // release: a freer that is handed the block sees it live
