@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/symheap/symheap/alloc"
+	"github.com/symheap/symheap/alloc/internal/region"
 )
 
 // spans calls fn for every span in the span table, in offset order.
@@ -166,6 +167,43 @@ func (h *Heap) Check() error {
 		return fmt.Errorf("small: %d spans in the table, the counters say %d", n, live)
 	}
 	return nil
+}
+
+// checkSpan verifies what the pinned owner of span s may rely on at any
+// moment, whatever remote frees do meanwhile: bump in range, used equal
+// to the A bits set, the free list inside bump, unallocated, without a
+// loop, and holding every slot handed out once that is not allocated.
+// SYMHEAP_ALLOC_VERIFY runs it after each of the owner's changes.
+func (h *Heap) checkSpan(s uint64, ci *classInfo) error {
+	sp := h.span(s)
+	if sp.bump > ci.nslots {
+		return fmt.Errorf("small: span %#x: bump %d above its %d slots", s, sp.bump, ci.nslots)
+	}
+	var setA uint64
+	for w := uint64(0); w < ci.nwords; w++ {
+		setA += ones(h.aWord(s, w).Load())
+	}
+	if setA != sp.used {
+		return fmt.Errorf("small: span %#x: %d slots allocated, used says %d", s, setA, sp.used)
+	}
+	seen := make([]bool, ci.nslots)
+	var onList uint64
+	for f := sp.free; f != 0; f = *h.link(s, ci, f-1) {
+		slot := f - 1
+		if slot >= sp.bump || seen[slot] || h.aWord(s, slot/64).Load()&(1<<(slot%64)) != 0 {
+			return fmt.Errorf("small: span %#x: free list reaches slot %d (bump %d): twice, out of range or allocated", s, slot, sp.bump)
+		}
+		seen[slot] = true
+		onList++
+	}
+	if onList+setA != sp.bump {
+		return fmt.Errorf("small: span %#x: %d slots on the free list + %d allocated != %d handed out once", s, onList, setA, sp.bump)
+	}
+	return nil
+}
+
+func (h *Heap) verify(op string, s uint64, ci *classInfo) {
+	region.MustCheck("small", op, func() error { return h.checkSpan(s, ci) })
 }
 
 // Walk reports inner's blocks in offset order, with each span replaced by

@@ -125,6 +125,7 @@ import (
 	"unsafe"
 
 	"github.com/symheap/symheap/alloc"
+	"github.com/symheap/symheap/alloc/internal/region"
 )
 
 const (
@@ -422,6 +423,9 @@ func (h *Heap) Alloc(size, align uint64) (alloc.Off, error) {
 					setA(a, av|bit) // release: a freer that is handed the block sees it live
 					sp.used++
 					sp.allocs++
+					if region.Verify {
+						h.verify("Alloc", s, ci)
+					}
 					h.unpin()
 					return alloc.Off(s + ci.slots + slot*ci.size), nil
 				}
@@ -474,6 +478,9 @@ func (h *Heap) take(s uint64, ci *classInfo) (alloc.Off, bool) {
 	setA(a, a.Load()|1<<(slot%64)) // release: a freer that is handed the block sees it live
 	sp.used++
 	sp.allocs++
+	if region.Verify {
+		h.verify("Alloc", s, ci)
+	}
 	return alloc.Off(s + ci.slots + slot*ci.size), true
 }
 
@@ -693,6 +700,9 @@ func (h *Heap) Free(off alloc.Off) error {
 		*h.link(s, ci, slot) = sp.free
 		sp.free = slot + 1
 		sp.used--
+		if region.Verify {
+			h.verify("Free", s, ci)
+		}
 		if sp.used != 0 || sp.stack.Load() != 0 {
 			h.unpin()
 			return nil
