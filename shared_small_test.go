@@ -2,6 +2,7 @@ package symheap
 
 import (
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -122,10 +123,13 @@ func TestSharedSmallSeen(t *testing.T) {
 
 // TestSharedSmallOwnerCollects: PE 1 frees PE 0's small blocks; PE 0's
 // next allocations of the size take them back (collected from its spans'
-// remote-free stacks) instead of new spans. With SYMHEAP_SHARED_SMALL=0
-// there is no front end.
+// remote-free stacks) instead of new spans. The PEs run on one P: spans
+// belong to the P that took them, and a goroutine that moved to another P
+// would start spans of its own there. With SYMHEAP_SHARED_SMALL=0 there
+// is no front end.
 func TestSharedSmallOwnerCollects(t *testing.T) {
 	petest.Run(t, 2, func(t *testing.T) {
+		runtime.GOMAXPROCS(1)
 		pe := startPE(t)
 		const n = 300
 		box := need(Calloc[uint64](pe, n))

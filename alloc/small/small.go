@@ -110,6 +110,13 @@
 // Alloc and Free may be called from any goroutine. Per-P state (the P's
 // current span and span list per class) lives in Go memory and is touched
 // only while pinned to its P; slow paths that call inner unpin first.
+//
+// The price of per-P spans: a goroutine that moves to another P starts
+// spans of its own there, and frees it makes of blocks from its old P's
+// spans go through their remote-free stacks. A span whose blocks were all
+// freed that way is given back to inner when its P next runs short in its
+// class, or when an allocation on that P finds inner full (reclaim); until
+// then its memory stays with its P.
 // Under the race detector pinning is a mutex (the detector cannot see the
 // exclusion that pinning gives). Stats, Check and Walk read the owner
 // words unlocked: call them when the heap is quiet (at the end of a test,

@@ -281,6 +281,7 @@ func targetSpecs() []targetSpec {
 		{"send/recv bandwidth >= 1 MiB, shared-heap buffers, vs Open MPI", "msg_bw", "symheap:msg_bw_shm", "mpi:stream_bw", atLeast(1 << 20), ">=", 1.5},
 		{"send/recv bandwidth >= 1 MiB, ordinary buffers, vs Open MPI", "msg_bw", "symheap:msg_bw_heap", "mpi:stream_bw", atLeast(1 << 20), ">=", 1},
 		{def + " (default allocator) small alloc+free pair vs glibc malloc", "alloc", "symheap:pair_" + def, "glibc:pair", is(16), "<=", 1.5},
+		{"SharedAlloc small alloc+free pair vs mimalloc", "alloc", ourHarness + ":shared_alloc", "mimalloc:pair", is(16), "<=", 1.2},
 	}
 }
 
