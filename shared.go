@@ -194,6 +194,14 @@ func SharedAlloc[T any](pe *PE, n int) ([]T, error) {
 // sharedAlloc takes size bytes aligned to align from this PE's pool and
 // returns the offset in its shared heap.
 func (h *sharedHeap) alloc(size, align uint64) (uint64, error) {
+	if f := h.front; f != nil && align <= alloc.MinAlign { // the front end's path, first
+		off, err := f.Alloc(size, alloc.MinAlign)
+		if err != nil {
+			return 0, h.allocErr(size, err)
+		}
+		core.Bump(&h.stats.SharedAllocs) // a statistic: written by this PE only; symheap stat reads it
+		return uint64(off), nil
+	}
 	p := h.own
 	if p == nil {
 		_, err := h.pool(h.rank) // the error that says why there is none
@@ -202,23 +210,22 @@ func (h *sharedHeap) alloc(size, align uint64) (uint64, error) {
 	if align < alloc.MinAlign {
 		align = alloc.MinAlign
 	}
-	var off alloc.Off
-	var err error
-	if h.front != nil {
-		off, err = h.front.Alloc(size, align)
-	} else {
-		off, err = p.Alloc(size, align)
-	}
+	off, err := p.Alloc(size, align)
 	if err != nil {
-		if errors.Is(err, ErrOutOfMemory) {
-			st := p.Stats()
-			return 0, fmt.Errorf("symheap: SharedAlloc of %d bytes: %w (local shared heap %s per PE, %s free, largest free block %s; raise SYMHEAP_SHARED_SIZE or Config.SharedSize)",
-				size, ErrOutOfMemory, segment.FormatSize(h.sp.Lay.SharedSize), segment.FormatSize(st.Free), segment.FormatSize(st.LargestFree))
-		}
-		return 0, fmt.Errorf("symheap: SharedAlloc of %d bytes: %w", size, err)
+		return 0, h.allocErr(size, err)
 	}
 	core.Bump(&h.stats.SharedAllocs) // a statistic: written by this PE only; symheap stat reads it
 	return uint64(off), nil
+}
+
+// allocErr is the error of a failed SharedAlloc of size bytes.
+func (h *sharedHeap) allocErr(size uint64, err error) error {
+	if errors.Is(err, ErrOutOfMemory) {
+		st := h.own.Stats()
+		return fmt.Errorf("symheap: SharedAlloc of %d bytes: %w (local shared heap %s per PE, %s free, largest free block %s; raise SYMHEAP_SHARED_SIZE or Config.SharedSize)",
+			size, ErrOutOfMemory, segment.FormatSize(h.sp.Lay.SharedSize), segment.FormatSize(st.Free), segment.FormatSize(st.LargestFree))
+	}
+	return fmt.Errorf("symheap: SharedAlloc of %d bytes: %w", size, err)
 }
 
 // SharedFree releases a block of any PE's local shared heap; any PE may
@@ -251,7 +258,7 @@ func SharedFree[T any](pe *PE, s []T) error {
 func (h *sharedHeap) free(owner int, off uint64) error {
 	var err error
 	if owner == h.rank && h.front != nil {
-		err = h.front.Free(alloc.Off(off))
+		err = h.front.Free(alloc.Off(off)) // the front end's path, first
 	} else {
 		pool := h.own
 		if owner != h.rank || pool == nil {
@@ -262,7 +269,7 @@ func (h *sharedHeap) free(owner int, off uint64) error {
 		err = pool.Free(alloc.Off(off))
 	}
 	if err != nil {
-		return fmt.Errorf("symheap: SharedFree of offset %#x in PE %d's local shared heap: %w", off, owner, err)
+		return h.freeErr(owner, off, err)
 	}
 	c := h.stats // statistics: written by this PE only; symheap stat reads them
 	core.Bump(&c.SharedFrees)
@@ -270,6 +277,11 @@ func (h *sharedHeap) free(owner int, off uint64) error {
 		c.RemoteFrees.Add(1)
 	}
 	return nil
+}
+
+// freeErr is the error of a failed SharedFree.
+func (h *sharedHeap) freeErr(owner int, off uint64, err error) error {
+	return fmt.Errorf("symheap: SharedFree of offset %#x in PE %d's local shared heap: %w", off, owner, err)
 }
 
 // SharedOwner reports whether s lies entirely in some PE's local shared

@@ -353,6 +353,13 @@ func (pe *PE) stopWatch() {
 
 // check returns ErrClosed after Close.
 func (pe *PE) check() error {
+	if pe != nil && !pe.closed.Load() {
+		return nil // inlined: the API's first step
+	}
+	return pe.checkFailed()
+}
+
+func (pe *PE) checkFailed() error {
 	if pe == nil {
 		return fmt.Errorf("symheap: nil PE: %w (call Init)", ErrClosed)
 	}
