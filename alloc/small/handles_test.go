@@ -3,11 +3,14 @@ package small_test
 import (
 	"errors"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/symheap/symheap/alloc"
 	"github.com/symheap/symheap/alloc/alloctest"
+	"github.com/symheap/symheap/alloc/internal/region"
 	"github.com/symheap/symheap/alloc/small"
 	"github.com/symheap/symheap/alloc/tlsf"
 )
@@ -299,5 +302,54 @@ func TestGoroutines(t *testing.T) {
 	}
 	if st := p.owner.Stats(); st.Live != 0 {
 		t.Fatalf("%d blocks live after every one was freed: %+v", st.Live, st)
+	}
+}
+
+// TestWriteAfterFree: a program that writes into a block after freeing
+// it overwrites the free list's link there; the front end must not then
+// hand out a live block twice.
+func TestWriteAfterFree(t *testing.T) {
+	if region.Verify {
+		t.Skip("the test damages a span on purpose, which SYMHEAP_ALLOC_VERIFY turns into a panic")
+	}
+	onOneP(t)
+	p := newPair(t, 2<<20)
+	live, _ := p.owner.Alloc(48, 0)
+	a, _ := p.owner.Alloc(48, 0)
+	b, _ := p.owner.Alloc(48, 0)
+	for _, off := range []alloc.Off{b, a} {
+		if err := p.owner.Free(off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The span was fresh: live, a and b are its slots 0, 1 and 2. a's
+	// link (its first word, slot + 1) names b; make it name live.
+	if a != live+48 || b != a+48 {
+		t.Fatalf("blocks %#x %#x %#x are not a fresh span's first slots", live, a, b)
+	}
+	*(*uint64)(unsafe.Pointer(&p.mem[a])) = 1
+	got := map[alloc.Off]bool{live: true}
+	for range 3 {
+		off, err := p.owner.Alloc(48, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[off] {
+			t.Fatalf("Alloc returned %#x, which is live", off)
+		}
+		got[off] = true
+	}
+	// The slot the damaged link hid is lost, and the checker says so;
+	// freeing every block gives the span back, and the loss with it.
+	if err := p.owner.Check(); err == nil || !strings.Contains(err.Error(), "handed out once") {
+		t.Errorf("Check after a write after free: %v, want the lost slot reported", err)
+	}
+	for off := range got {
+		if err := p.owner.Free(off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.owner.Spans() != 0 {
+		t.Errorf("%d spans left after freeing every block", p.owner.Spans())
 	}
 }

@@ -464,15 +464,15 @@ func (h *Heap) take(s uint64, ci *classInfo) (alloc.Off, bool) {
 	sp := h.span(s)
 	var slot uint64
 	switch {
+	case sp.free != 0 && (sp.free > ci.nslots || h.aWord(s, (sp.free-1)/64).Load()&(1<<((sp.free-1)%64)) != 0):
+		// A link on the free list was overwritten (a write after free)
+		// and led here: drop the list rather than hand out a live block
+		// (its slots are lost until the span is given back).
+		sp.free = 0
+		return h.take(s, ci)
 	case sp.free != 0:
 		slot = sp.free - 1
-		next := *h.link(s, ci, slot)
-		if next > ci.nslots || h.aWord(s, slot/64).Load()&(1<<(slot%64)) != 0 {
-			// A free slot's link was overwritten (a write after free): drop
-			// the rest of the list rather than hand out a live block.
-			next = 0
-		}
-		sp.free = next
+		sp.free = *h.link(s, ci, slot) // checked when it is popped
 	case sp.stack.Load() != 0 && h.collect(s, ci):
 		return h.take(s, ci)
 	case sp.bump < ci.nslots:
