@@ -669,16 +669,62 @@ func (h *Heap) giveBack(s uint64) {
 
 // Free releases the block at off.
 func (h *Heap) Free(off alloc.Off) error {
-	s, ci, slot, inSpan, good := h.locate(off)
-	if !inSpan {
-		if off == h.hoff {
-			return h.fail(fmt.Errorf("small: free of %#x, the front end's header: %w", uint64(off), alloc.ErrBadFree))
+	// locate, written out.
+	page := uint64(off) >> PageShift
+	if page >= uint64(len(h.table)) {
+		return h.freeOther(off)
+	}
+	e := h.table[page].Load() // acquire: pairs with the publishing Store in allocSlow
+	if e == 0 {
+		return h.freeOther(off)
+	}
+	s := e >> 8 << PageShift
+	ci := &classes[e&0xff-1]
+	rel := uint64(off) - s
+	slot := (rel - ci.slots) * ci.inv >> 32
+	if rel < ci.slots || slot >= ci.nslots || ci.slots+slot*ci.size != rel {
+		return h.freeOther(off)
+	}
+	// The common case in one piece: the owner's P, a live slot, nothing
+	// on the stack (so R is clear: see freeSlot), nobody listening for
+	// releases.
+	sp := h.span(s)
+	w, bit := slot/64, uint64(1)<<(slot%64)
+	pid := h.pin()
+	if sp.owner.Load() == ownerWord(h.id.Load(), pid) && sp.stack.Load() == 0 && !region.Verify && (h.sink == nil || !h.sink.Listening()) {
+		a := h.aWord(s, w)
+		if av := a.Load(); av&bit != 0 {
+			setA(a, av&^bit)
+			*h.link(s, ci, slot) = sp.free
+			sp.free = slot + 1
+			if sp.used--; sp.used != 0 {
+				h.unpin()
+				return nil
+			}
+			h.emptied(pid, s) // unpins
+			return nil
 		}
-		return h.inner.Free(off)
 	}
-	if !good {
+	h.unpin()
+	return h.freeSlot(off, s, ci, slot)
+}
+
+// freeOther is Free of an offset that is not a slot's: a large block,
+// or a bad free.
+func (h *Heap) freeOther(off alloc.Off) error {
+	_, ci, _, inSpan, _ := h.locate(off)
+	switch {
+	case inSpan:
 		return h.fail(fmt.Errorf("small: free of %#x, inside a span of %d-byte blocks but not at a block's start: %w", uint64(off), ci.size, alloc.ErrBadFree))
+	case off == h.hoff:
+		return h.fail(fmt.Errorf("small: free of %#x, the front end's header: %w", uint64(off), alloc.ErrBadFree))
 	}
+	return h.inner.Free(off)
+}
+
+// freeSlot is Free of a slot in every case: the owner's (reporting the
+// release first if anyone listens), or another handle's or P's.
+func (h *Heap) freeSlot(off alloc.Off, s uint64, ci *classInfo, slot uint64) error {
 	sp := h.span(s)
 	w, bit := slot/64, uint64(1)<<(slot%64)
 	reported := false
@@ -714,13 +760,18 @@ func (h *Heap) Free(off alloc.Off) error {
 			h.unpin()
 			return nil
 		}
-		// The span is empty: back to inner.
-		ph, _ := h.pheap(pid)
-		h.detach(ph, s)
-		h.unpin()
-		h.giveBack(s)
+		h.emptied(pid, s) // unpins
 		return nil
 	}
+}
+
+// emptied gives back span s, which the pinned P pid owns and which has
+// no slot allocated and nothing on its stack; it unpins.
+func (h *Heap) emptied(pid int, s uint64) {
+	ph, _ := h.pheap(pid)
+	h.detach(ph, s)
+	h.unpin()
+	h.giveBack(s)
 }
 
 // freeRemote frees a slot of a span that another handle or P owns.
