@@ -11,6 +11,8 @@
 // It is the front end of symheap's local shared heap, where any PE may
 // free any block; the symmetric heap keeps its component unchanged (it
 // must be deterministic across PEs, and its frees happen after a barrier).
+// The front end's offsets depend on the P each call runs on, so it is
+// deterministic only on one P (the conformance suite runs it there).
 //
 // # Region layout
 //
@@ -28,7 +30,7 @@
 //
 // # Who writes what
 //
-//	A, owner words   (free-list head, bump, used, allocs, frees) written
+//	A, owner words   (free-list head, bump, used, allocs) written
 //	                 only by the span's owner: the handle whose id and the P
 //	                 number are in the span's owner word, while pinned to
 //	                 that P (runtime.procPin: no other goroutine runs on the
@@ -57,8 +59,10 @@
 //	                  (an offset between slots or in the header is
 //	                  ErrBadFree)
 //	               2. pin; the span is this handle's and this P's: check
-//	                  A=1, R=0 (else ErrBadFree, nothing changed); clear A,
-//	                  push on the free list, used--; unpin
+//	                  A=1, and R=0 unless the stack is empty (R is set only
+//	                  for slots on the stack, or on their way there); else
+//	                  ErrBadFree, nothing changed; clear A, push on the free
+//	                  list, used--; unpin
 //	               3. used == 0 and nothing on the stack: the span goes back
 //	                  to inner (table entry cleared first)
 //	Free (remote)  1. as above
