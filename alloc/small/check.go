@@ -73,7 +73,7 @@ func (h *Heap) Stats() alloc.Stats {
 	st.Allocs = ist.Allocs - 1 - hd.spansTaken.Load() + hd.retAllocs.Load() + allocs
 	st.Frees = ist.Frees - hd.spansGiven.Load() + hd.retFrees.Load() + frees
 	st.Reallocs = ist.Reallocs + hd.reallocs.Load()
-	st.Failed = ist.Failed + hd.failed.Load()
+	st.Failed = ist.Failed + hd.failed.Load() - hd.retried.Load()
 	return st
 }
 

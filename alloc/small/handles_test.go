@@ -353,3 +353,31 @@ func TestWriteAfterFree(t *testing.T) {
 		t.Errorf("%d spans left after freeing every block", p.owner.Spans())
 	}
 }
+
+// TestSmallRegion: a heap too small for a span of every class still
+// serves a block of every class (the classes without a span get theirs
+// from inner, as large blocks are) until it is full.
+func TestSmallRegion(t *testing.T) {
+	onOneP(t)
+	p := newPair(t, 256<<10)
+	var offs []alloc.Off
+	for size := uint64(16); size <= small.MaxSmall; size += size / 4 {
+		off, err := p.owner.Alloc(size, 0)
+		if err != nil {
+			t.Fatalf("Alloc(%d) with %d blocks live in a %d-byte heap: %v", size, len(offs), len(p.mem), err)
+		}
+		offs = append(offs, off)
+	}
+	if _, in := p.owner.SpanOf(offs[len(offs)-1]); in {
+		t.Fatalf("the last class got a span in a heap that has no room for one per class (%d spans)", p.owner.Spans())
+	}
+	for i, off := range offs {
+		h := p.owner
+		if i%2 == 1 {
+			h = p.other
+		}
+		if err := h.Free(off); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -54,7 +54,9 @@
 //	               2. set the slot's A bit; used++; unpin
 //	               3. (slow) another span of the P's in the class with room,
 //	                  else a new span from inner (unpinned: inner may take a
-//	                  lock), formatted and published in the span table
+//	                  lock), formatted and published in the span table; if
+//	                  inner has no room for a span, the block itself from
+//	                  inner, like a large one
 //	Free (owner)   1. span table: not a span → inner.Free; else the slot
 //	                  (an offset between slots or in the header is
 //	                  ErrBadFree)
@@ -226,7 +228,8 @@ type header struct {
 	spansGiven atomic.Uint64
 	failed     atomic.Uint64 // calls of the front end that failed
 	reallocs   atomic.Uint64 // Realloc calls on small blocks
-	_          [6]uint64
+	retried    atomic.Uint64 // failed inner calls that were attempts, retried: not failed calls
+	_          [5]uint64
 	// the span table follows
 }
 
@@ -448,14 +451,16 @@ func (h *Heap) Alloc(size, align uint64) (alloc.Off, error) {
 		}
 	}
 	h.unpin()
-	return h.allocSlow(int(c))
+	return h.allocSlow(int(c), size)
 }
 
 // allocInner is an Alloc of inner; when inner is full it collects what
-// remote frees emptied, and tries once more.
+// remote frees emptied, and tries once more. The first failure was an
+// attempt, not the call's: Stats does not count it (retried).
 func (h *Heap) allocInner(size, align uint64) (alloc.Off, error) {
 	off, err := h.inner.Alloc(size, align)
 	if err != nil && errors.Is(err, alloc.ErrOutOfMemory) && h.reclaim() {
+		h.hdr.retried.Add(1)
 		return h.inner.Alloc(size, align)
 	}
 	return off, err
@@ -526,14 +531,14 @@ func (h *Heap) collect(s uint64, ci *classInfo) bool {
 
 // allocSlow finds the pinned P another span of class c with room, or
 // takes a new one from inner.
-func (h *Heap) allocSlow(c int) (alloc.Off, error) {
+func (h *Heap) allocSlow(c int, size uint64) (alloc.Off, error) {
 	ci := &classes[c]
 	pid := h.pin()
 	ph, ok := h.pheap(pid)
 	if !ok {
 		h.unpin()
 		h.grow(pid)
-		return h.allocSlow(c)
+		return h.allocSlow(c, size)
 	}
 	for _, s := range ph.spans[c] {
 		if off, ok := h.take(s, ci); ok {
@@ -545,7 +550,14 @@ func (h *Heap) allocSlow(c int) (alloc.Off, error) {
 	h.unpin()
 	s, err := h.allocInner(SpanSize, 1<<PageShift)
 	if err != nil {
-		return 0, err
+		if !errors.Is(err, alloc.ErrOutOfMemory) {
+			return 0, err
+		}
+		// No room for a span, but maybe for the block: inner serves it
+		// as it serves large ones (a heap smaller than a span per class
+		// still fills up). The span's failure was an attempt.
+		h.hdr.retried.Add(1)
+		return h.allocInner(size, 0)
 	}
 	if h.id.Load() == 0 {
 		h.mu.Lock()
