@@ -100,7 +100,11 @@
 //     different parties (a race in the program): a remote free that read
 //     A=1 just before the owner freed the block locally can still push it.
 //     The collection then finds A=0 and drops it (no double use), unless
-//     the owner has reallocated the block in between.
+//     the owner has reallocated the block in between; and if that local
+//     free emptied the span and the owner gave it back before the remote
+//     free's Or and push, those land in memory that is no longer a span.
+//     Sequential double frees, in any order of owner and other PEs, are
+//     all refused.
 //
 // # Release events
 //
@@ -120,9 +124,10 @@
 // The price of per-P spans: a goroutine that moves to another P starts
 // spans of its own there, and frees it makes of blocks from its old P's
 // spans go through their remote-free stacks. A span whose blocks were all
-// freed that way is given back to inner when its P next runs short in its
-// class, or when an allocation on that P finds inner full (reclaim); until
-// then its memory stays with its P.
+// freed that way is reused when its P next allocates in its class, and
+// given back to inner only when an allocation on that P finds inner full
+// (reclaim); until then its memory stays with its P.
+//
 // Under the race detector pinning is a mutex (the detector cannot see the
 // exclusion that pinning gives). Stats, Check and Walk read the owner
 // words unlocked: call them when the heap is quiet (at the end of a test,
@@ -135,7 +140,6 @@ import (
 	"math/bits"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/symheap/symheap/alloc"
 	"github.com/symheap/symheap/alloc/internal/region"
@@ -248,13 +252,6 @@ type spanHdr struct {
 	// A (nwords words), R (nwords words), then the slots
 }
 
-var (
-	_ [hdrFixed - unsafe.Sizeof(header{})]byte
-	_ [unsafe.Sizeof(header{}) - hdrFixed]byte
-	_ [spanFixed - unsafe.Sizeof(spanHdr{})]byte
-	_ [unsafe.Sizeof(spanHdr{}) - spanFixed]byte
-)
-
 // pheap is one P's state in one handle, in Go memory: touched only while
 // pinned to its P.
 type pheap struct {
@@ -269,7 +266,7 @@ type Heap struct {
 	inner alloc.Allocator
 	sink  alloc.ReleaseSink // nil: releases are not reported
 	mem   []byte
-	base  unsafe.Pointer // &mem[0]
+	v     view // mem's first byte, for the typed views of mem_unsafe.go
 	hdr   *header
 	hoff  alloc.Off // the header block
 	table []atomic.Uint64
@@ -286,7 +283,7 @@ var _ alloc.Allocator = (*Heap)(nil)
 // over mem, and returns the allocating handle. sink, if not nil, hears of
 // every small block freed through the handle.
 func Format(inner alloc.Allocator, mem []byte, sink alloc.ReleaseSink) (*Heap, error) {
-	if len(mem) == 0 || uintptr(unsafe.Pointer(&mem[0]))%SpanSize != 0 {
+	if !aligned(mem, SpanSize) {
 		return nil, fmt.Errorf("small: region not aligned to %d bytes", SpanSize)
 	}
 	chunks := uint64(len(mem)) >> PageShift
@@ -314,7 +311,7 @@ func Format(inner alloc.Allocator, mem []byte, sink alloc.ReleaseSink) (*Heap, e
 // until the handle allocates, so an inspector may Attach to a read-only
 // mapping for Stats and Walk.
 func Attach(inner alloc.Allocator, mem []byte, hdr alloc.Off, sink alloc.ReleaseSink) (*Heap, error) {
-	if len(mem) == 0 || uintptr(unsafe.Pointer(&mem[0]))%SpanSize != 0 {
+	if !aligned(mem, SpanSize) {
 		return nil, fmt.Errorf("small: region not aligned to %d bytes", SpanSize)
 	}
 	chunks := uint64(len(mem)) >> PageShift
@@ -348,10 +345,9 @@ func (h *Heap) Spans() uint64 { return h.hdr.spansTaken.Load() - h.hdr.spansGive
 func (h *Heap) Inner() alloc.Allocator { return h.inner }
 
 func open(inner alloc.Allocator, mem []byte, hoff alloc.Off, sink alloc.ReleaseSink) *Heap {
-	h := &Heap{inner: inner, sink: sink, mem: mem, base: unsafe.Pointer(&mem[0]), hoff: hoff}
-	h.hdr = (*header)(h.at(uint64(hoff)))
-	chunks := uint64(len(mem)) >> PageShift
-	h.table = unsafe.Slice((*atomic.Uint64)(h.at(uint64(hoff)+hdrFixed)), chunks)
+	h := &Heap{inner: inner, sink: sink, mem: mem, v: viewOf(mem), hoff: hoff}
+	h.hdr = h.v.header(uint64(hoff))
+	h.table = h.v.words(uint64(hoff)+hdrFixed, uint64(len(mem))>>PageShift)
 	phs := []*pheap{}
 	h.phs.Store(&phs)
 	return h
@@ -370,22 +366,20 @@ func (h *Heap) LockWord() *uint32 {
 
 // ---- addresses ----
 
-func (h *Heap) at(off uint64) unsafe.Pointer { return unsafe.Add(h.base, off) }
-
-func (h *Heap) span(off uint64) *spanHdr { return (*spanHdr)(h.at(off)) }
+func (h *Heap) span(off uint64) *spanHdr { return h.v.span(off) }
 
 // aWord and rWord are word w of span s's bitmaps A and R.
-func (h *Heap) aWord(s uint64, w uint64) *atomic.Uint64 {
-	return (*atomic.Uint64)(h.at(s + spanFixed + 8*w))
-}
+func (h *Heap) aWord(s uint64, w uint64) *atomic.Uint64 { return h.v.word(s + spanFixed + 8*w) }
 
 func (h *Heap) rWord(s uint64, ci *classInfo, w uint64) *atomic.Uint64 {
-	return (*atomic.Uint64)(h.at(s + spanFixed + 8*ci.nwords + 8*w))
+	return h.v.word(s + spanFixed + 8*ci.nwords + 8*w)
 }
 
-// link is the word at the start of a free slot: the next slot + 1.
+// link is the word at the start of a free slot: the next slot + 1. Only
+// the slot's owner reads it (plain), and a remote freer writes it before
+// the CAS that publishes it.
 func (h *Heap) link(s uint64, ci *classInfo, slot uint64) *uint64 {
-	return (*uint64)(h.at(s + ci.slots + slot*ci.size))
+	return h.v.plain(s + ci.slots + slot*ci.size)
 }
 
 // locate finds the span of off. ok is false when off is not in a span;
@@ -580,7 +574,7 @@ func (h *Heap) allocSlow(c int, size uint64) (alloc.Off, error) {
 	sp.stack.Store(0)
 	sp.rfrees.Store(0)
 	for w := uint64(0); w < 2*ci.nwords; w++ {
-		(*atomic.Uint64)(h.at(uint64(s) + spanFixed + 8*w)).Store(0)
+		h.v.word(uint64(s) + spanFixed + 8*w).Store(0)
 	}
 	sp.class.Store(spanMagic | uint64(c))
 	sp.owner.Store(ownerWord(h.id.Load(), pid))
