@@ -42,16 +42,18 @@ func (h *Heap) liveIn(s uint64, ci *classInfo) uint64 {
 
 // Stats returns the region's figures: inner's, with the header and the
 // spans taken out and the small blocks put in. A slot freed remotely and
-// not yet collected counts as free.
+// not yet collected counts as free. It writes nothing and asks inner only
+// for its Stats, so that an inspector can call it on a read-only mapping
+// while the owner works (inner's UsableSize of a span given back in the
+// meantime would count a failure, a write).
 func (h *Heap) Stats() alloc.Stats {
 	h.quiet()
 	defer h.unquiet()
 	ist := h.inner.Stats()
-	hdrUse, _ := h.inner.UsableSize(h.hoff)
+	hdrUse := h.hdr.hdrUse.Load()
 	var spanUse, inUse, free, live, allocs, frees, largest uint64
 	h.spans(func(s uint64, sp *spanHdr, _ int, ci *classInfo) error {
-		us, _ := h.inner.UsableSize(alloc.Off(s))
-		spanUse += us
+		spanUse += sp.use.Load()
 		n := h.liveIn(s, ci)
 		live += n
 		inUse += n * ci.size
@@ -89,14 +91,14 @@ func (h *Heap) Check() error {
 	if hd.magic.Load() != magic || hd.size.Load() != uint64(len(h.mem)) || hd.chunks.Load() != uint64(len(h.table)) {
 		return fmt.Errorf("small: header at %#x overwritten (magic %#x, size %d, chunks %d)", uint64(h.hoff), hd.magic.Load(), hd.size.Load(), hd.chunks.Load())
 	}
-	if us, err := h.inner.UsableSize(h.hoff); err != nil || us < hdrFixed+8*uint64(len(h.table)) {
+	if us, err := h.inner.UsableSize(h.hoff); err != nil || us < hdrFixed+8*uint64(len(h.table)) || us != hd.hdrUse.Load() {
 		return fmt.Errorf("small: the header block %#x is not a live block of %d bytes: %v", uint64(h.hoff), hdrFixed+8*len(h.table), err)
 	}
 	var n uint64
 	err := h.spans(func(s uint64, sp *spanHdr, c int, ci *classInfo) error {
 		n++
-		if us, err := h.inner.UsableSize(alloc.Off(s)); err != nil || us < SpanSize {
-			return fmt.Errorf("small: span %#x is not a live %d-byte block of the region: %v", s, SpanSize, err)
+		if us, err := h.inner.UsableSize(alloc.Off(s)); err != nil || us < SpanSize || us != sp.use.Load() {
+			return fmt.Errorf("small: span %#x is not a live %d-byte block of the region (usable %d, recorded %d): %v", s, SpanSize, us, sp.use.Load(), err)
 		}
 		if cw := sp.class.Load(); cw != spanMagic|uint64(c) {
 			return fmt.Errorf("small: span %#x: header says %#x, the span table class %d", s, cw, c)

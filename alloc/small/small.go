@@ -233,7 +233,8 @@ type header struct {
 	failed     atomic.Uint64 // calls of the front end that failed
 	reallocs   atomic.Uint64 // Realloc calls on small blocks
 	retried    atomic.Uint64 // failed inner calls that were attempts, retried: not failed calls
-	_          [5]uint64
+	hdrUse     atomic.Uint64 // inner's usable size of this header block (Stats asks inner nothing)
+	_          [4]uint64
 	// the span table follows
 }
 
@@ -246,7 +247,7 @@ type spanHdr struct {
 	used   uint64        // owner: slots with A set
 	allocs uint64        // owner: slots handed out, ever (for Stats)
 	stack  atomic.Uint64 // remote-free stack: top slot + 1, 0 empty
-	_      uint64
+	use    atomic.Uint64 // inner's usable size of the span's block, set when taken (Stats asks inner nothing)
 	rfrees atomic.Uint64 // remote frees, ever: on a line of its own
 	_      [7]uint64
 	// A (nwords words), R (nwords words), then the slots
@@ -301,6 +302,8 @@ func Format(inner alloc.Allocator, mem []byte, sink alloc.ReleaseSink) (*Heap, e
 	}
 	hd.size.Store(uint64(len(mem)))
 	hd.chunks.Store(chunks)
+	us, _ := inner.UsableSize(off)
+	hd.hdrUse.Store(us)
 	hd.magic.Store(magic) // last: Attach checks it
 	h.id.Store(hd.handles.Add(1))
 	return h, nil
@@ -553,6 +556,7 @@ func (h *Heap) allocSlow(c int, size uint64) (alloc.Off, error) {
 		h.hdr.retried.Add(1)
 		return h.allocInner(size, 0)
 	}
+	us, _ := h.inner.UsableSize(s) // before pinning: inner may take a lock
 	if h.id.Load() == 0 {
 		h.mu.Lock()
 		if h.id.Load() == 0 {
@@ -576,6 +580,7 @@ func (h *Heap) allocSlow(c int, size uint64) (alloc.Off, error) {
 	for w := uint64(0); w < 2*ci.nwords; w++ {
 		h.v.word(uint64(s) + spanFixed + 8*w).Store(0)
 	}
+	sp.use.Store(us)
 	sp.class.Store(spanMagic | uint64(c))
 	sp.owner.Store(ownerWord(h.id.Load(), pid))
 	h.hdr.spansTaken.Add(1)
