@@ -81,6 +81,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzOps$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./alloc/tlsf
 	$(GO) test -run '^$$' -fuzz '^FuzzOps$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./alloc/buddy
 	$(GO) test -run '^$$' -fuzz '^FuzzOps$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./alloc/dlmalloc
+	$(GO) test -run '^$$' -fuzz '^FuzzOps$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./alloc/small
+	$(GO) test -run '^$$' -fuzz '^FuzzRemote$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./alloc/small
 	$(GO) test -run '^$$' -fuzz '^FuzzParseSize$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./internal/config
 	$(GO) test -run '^$$' -fuzz '^FuzzValidateHeader$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./internal/segment
 	$(GO) test -run '^$$' -fuzz '^FuzzCacheModel$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./rcache

@@ -91,6 +91,7 @@ type settings struct {
 	protect      bool
 	initTimeout  time.Duration
 	peerTimeout  time.Duration
+	sharedSmall  bool // the local shared heap's small-block front end
 	params       []Param
 }
 
@@ -98,7 +99,7 @@ func resolve(cfg Config, getenv func(string) string) (settings, error) {
 	c, err := config.Resolve(config.Overrides{HeapSize: cfg.HeapSize, SharedSize: cfg.SharedSize,
 		Allocator: cfg.Allocator, OffsetMode: cfg.OffsetMode, Protect: cfg.Protect}, getenv)
 	s := settings{heap: c.Heap, shared: c.Shared, allocator: c.Allocator, offsetMode: c.OffsetMode,
-		protect: c.Protect, initTimeout: c.InitTimeout, peerTimeout: c.PeerTimeout}
+		protect: c.Protect, initTimeout: c.InitTimeout, peerTimeout: c.PeerTimeout, sharedSmall: c.SharedSmall}
 	for _, p := range c.Params {
 		s.params = append(s.params, Param(p))
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/symheap/symheap/alloc/small"
 	"github.com/symheap/symheap/internal/config"
 	"github.com/symheap/symheap/internal/inspect"
 	"github.com/symheap/symheap/internal/petest"
@@ -204,73 +205,95 @@ func TestRCachePEReleaseReachesEveryPE(t *testing.T) {
 		rc.Put(e)
 		return rc.Stats().Hits > before
 	}
-	t.Run("shared-free-by-other-PE", func(t *testing.T) {
-		petest.Run(t, 2, func(t *testing.T) {
-			pe, err := Init(Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer pe.Close()
-			me := pe.Rank()
-			rc, err := pe.RegistrationCache()
-			if err != nil {
-				t.Fatal(err)
-			}
-			// PE 0 allocates a block in its local shared heap and hands
-			// it to PE 1 through a symmetric word.
-			box, err := Calloc[uint64](pe, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if me == 0 {
-				b, err := SharedAlloc[byte](pe, 64<<10)
+	// A large block (the locked allocator's) and a small one (the
+	// small-block front end's, freed onto its span's remote-free stack).
+	// The small one is freed once by PE 1 and once by its owner, PE 0:
+	// either way the other PE's cache must drop it.
+	for _, c := range []struct{ size, freer int }{{64 << 10, 1}, {256, 1}, {256, 0}} {
+		size, freer := c.size, c.freer
+		name := "shared-free-by-other-PE"
+		switch {
+		case size <= small.MaxSmall && freer == 1:
+			name = "small-shared-free-by-other-PE"
+		case size <= small.MaxSmall:
+			name = "small-shared-free-by-owner"
+		}
+		t.Run(name, func(t *testing.T) {
+			petest.Run(t, 2, func(t *testing.T) {
+				pe, err := Init(Config{})
 				if err != nil {
 					t.Fatal(err)
 				}
-				p, err := SharedPtrOf(pe, b)
+				defer pe.Close()
+				me := pe.Rank()
+				rc, err := pe.RegistrationCache()
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := Put(pe, box, []uint64{uint64(p)}, 1); err != nil {
+				// PE 0 allocates a block in its local shared heap and hands
+				// it to PE 1 through a symmetric word.
+				box, err := Calloc[uint64](pe, 1)
+				if err != nil {
 					t.Fatal(err)
 				}
-				box[0] = uint64(p)
-			}
-			if err := pe.Barrier(); err != nil {
-				t.Fatal(err)
-			}
-			blk, err := SharedAt[byte](pe, SharedPtr(box[0]), 64<<10)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r := memhook.RangeOf(blk)
-			// Both PEs register the block.
-			if hit(t, rc, r) {
-				t.Fatalf("PE %d: first Get of the block was a hit", me)
-			}
-			if !hit(t, rc, r) {
-				t.Fatalf("PE %d: second Get of the block missed", me)
-			}
-			if err := pe.Barrier(); err != nil {
-				t.Fatal(err)
-			}
-			// PE 1 frees PE 0's block (any PE may).
-			if me == 1 {
-				if err := SharedFree(pe, blk); err != nil {
+				if me == 0 {
+					// A neighbour in the same span keeps the span alive:
+					// the event must be the block's own, not the span's
+					// release.
+					keep, err := SharedAlloc[byte](pe, size)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer SharedFree(pe, keep)
+					b, err := SharedAlloc[byte](pe, size)
+					if err != nil {
+						t.Fatal(err)
+					}
+					p, err := SharedPtrOf(pe, b)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := Put(pe, box, []uint64{uint64(p)}, 1); err != nil {
+						t.Fatal(err)
+					}
+					box[0] = uint64(p)
+				}
+				if err := pe.Barrier(); err != nil {
 					t.Fatal(err)
 				}
-			}
-			if err := pe.Barrier(); err != nil {
-				t.Fatal(err)
-			}
-			if hit(t, rc, r) {
-				t.Errorf("PE %d: the registration of PE 0's shared block survived its SharedFree by PE 1 (the freeing PE is PE %d; cache %+v)", me, 1, rc.Stats())
-			}
-			if err := pe.Barrier(); err != nil {
-				t.Fatal(err)
-			}
-		}, rcpeOpts("SYMHEAP_LEAVE_PINNED=yes")...)
-	})
+				blk, err := SharedAt[byte](pe, SharedPtr(box[0]), size)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r := memhook.RangeOf(blk)
+				// Both PEs register the block.
+				if hit(t, rc, r) {
+					t.Fatalf("PE %d: first Get of the block was a hit", me)
+				}
+				if !hit(t, rc, r) {
+					t.Fatalf("PE %d: second Get of the block missed", me)
+				}
+				if err := pe.Barrier(); err != nil {
+					t.Fatal(err)
+				}
+				// PE freer frees PE 0's block (any PE may).
+				if me == freer {
+					if err := SharedFree(pe, blk); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := pe.Barrier(); err != nil {
+					t.Fatal(err)
+				}
+				if hit(t, rc, r) {
+					t.Errorf("PE %d: the registration of PE 0's shared block survived its SharedFree by PE %d (cache %+v)", me, freer, rc.Stats())
+				}
+				if err := pe.Barrier(); err != nil {
+					t.Fatal(err)
+				}
+			}, rcpeOpts("SYMHEAP_LEAVE_PINNED=yes")...)
+		})
+	}
 	t.Run("symmetric-free-of-other-PEs-copy", func(t *testing.T) {
 		petest.Run(t, 2, func(t *testing.T) {
 			pe, err := Init(Config{})

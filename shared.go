@@ -9,6 +9,7 @@ import (
 	"github.com/symheap/symheap/internal/release"
 
 	"github.com/symheap/symheap/alloc"
+	"github.com/symheap/symheap/alloc/small"
 	"github.com/symheap/symheap/internal/segment"
 )
 
@@ -24,9 +25,17 @@ import (
 // # Pools and locks
 //
 //	PE p's pool   the allocator over segment.Shared(p), formatted by p in
-//	              Init (formatShared), wrapped in alloc.Locked: every call,
-//	              by whichever PE, takes the robust lock word of the region
-//	              header, tagged with the caller's rank
+//	              Init (format), wrapped in alloc.Locked: every call, by
+//	              whichever PE, takes the robust lock word of the region
+//	              header, tagged with the caller's rank. Over it, unless
+//	              SYMHEAP_SHARED_SMALL=0, the small-block front end
+//	              (alloc/small): blocks of up to small.MaxSmall bytes come
+//	              from size-class spans that p owns, with no lock; larger
+//	              ones, and the spans, from the locked allocator. The front
+//	              end's header offset is in p's core.Stats (SharedFront),
+//	              where other PEs and symheap stat find it
+//	own           pools[rank], set in Init: the fast paths read it without
+//	              a lock
 //	pools[q]      this PE's handle on PE q's pool, attached on the first
 //	              free into it (Init's closing barrier guarantees q has
 //	              formatted it by then)
@@ -34,15 +43,24 @@ import (
 // # Paths
 //
 //	SharedAlloc   1. validate (pointer-free T, n >= 0, size overflow)
-//	              2. Alloc from this PE's own pool under its lock, aligned
-//	                 to T's alignment (at least alloc.MinAlign)
+//	              2. Alloc from this PE's own pool: a small block from the
+//	                 front end (no lock), any other under the pool's lock,
+//	                 aligned to T's alignment (at least alloc.MinAlign)
 //	              3. return the block as a []T at its address here
 //	SharedFree    1. locate the slice's first element: which PE's pool
 //	                 (sharedOffset), at which offset; anything outside every
 //	                 pool is ErrBadFree, naming what it is instead
-//	              2. Free into that pool under its lock; the allocator
-//	                 refuses double frees and interior offsets (ErrBadFree)
-//	                 without changing anything
+//	              2. Free into that pool: a small block of this PE's own
+//	                 spans onto their free list, one of another PE's onto
+//	                 its span's remote-free stack, any other block under
+//	                 the pool's lock; the allocator and the front end refuse
+//	                 double frees and interior offsets (ErrBadFree) without
+//	                 changing anything
+//
+// Every release reaches the job's release log before the block can be
+// handed out again (package release): the locked allocator's through
+// alloc.Reporting under the lock, the front end's small blocks through
+// the same sink, before the block goes back on a free list or stack.
 //
 // The allocator's lock is owner-tagged: a PE that dies holding it turns
 // the waiters' calls into ErrPeerLost (alloc.Lock), and the heap may then
@@ -57,15 +75,19 @@ type sharedHeap struct {
 	log       *release.Log      // where the pools report their releases
 	alive     func(pe int) bool // the liveness of a lock holder
 	stats     *core.Stats       // this PE's counters
+	small     bool              // put the small-block front end over this PE's pool
 
-	mu    sync.Mutex      // guards pools
-	pools []*alloc.Locked // by owner; pools[rank] is formatted in Init, others attached on use
+	own   alloc.Allocator // pools[rank], set in format
+	front *small.Heap     // own, when it is the front end: called directly
+
+	mu    sync.Mutex        // guards pools
+	pools []alloc.Allocator // by owner: *small.Heap or *alloc.Locked; pools[rank] is formatted in Init, others attached on use
 }
 
 // formatShared writes fresh allocator metadata into this PE's shared heap.
 // A job may run without one (SYMHEAP_SHARED_SIZE=0).
 func (h *sharedHeap) format() error {
-	h.pools = make([]*alloc.Locked, h.sp.NPEs)
+	h.pools = make([]alloc.Allocator, h.sp.NPEs)
 	if h.sp.Lay.SharedSize == 0 {
 		return nil
 	}
@@ -78,8 +100,26 @@ func (h *sharedHeap) format() error {
 	if err != nil {
 		return fmt.Errorf("symheap: local shared heap: %w", err)
 	}
-	h.pools[h.rank] = l
+	h.own = l
+	if h.small {
+		// A heap too small for the front end's header (a few bytes per
+		// 4 KiB) goes without it.
+		f, err := small.Format(l, h.sp.Shared(h.rank), h.sink(h.rank))
+		switch {
+		case err == nil:
+			h.own, h.front = f, f
+			h.stats.SharedFront.Store(uint64(f.Header()) + 1) // before Init's barrier, after which other PEs read it
+		case !errors.Is(err, ErrOutOfMemory):
+			return fmt.Errorf("symheap: the local shared heap's small-block front end: %w", err)
+		}
+	}
+	h.pools[h.rank] = h.own
 	return nil
+}
+
+// sink is where the releases of PE owner's shared heap go.
+func (h *sharedHeap) sink(owner int) alloc.ReleaseSink {
+	return h.log.Sink(uint64(h.sp.SharedSeg(owner, 0)))
 }
 
 // reporting wraps the allocator of PE owner's shared heap so that its
@@ -87,7 +127,7 @@ func (h *sharedHeap) format() error {
 // The wrapper sits inside the lock: a release is in the log before the
 // block can be handed out again.
 func (h *sharedHeap) reporting(a alloc.Allocator, owner int) alloc.Allocator {
-	return alloc.Report(a, h.log.Sink(uint64(h.sp.SharedSeg(owner, 0))))
+	return alloc.Report(a, h.sink(owner))
 }
 
 // holderAlive tells the shared heaps' locks whether a holder still lives.
@@ -97,7 +137,7 @@ func (h *sharedHeap) holderAlive(holder uint32) bool {
 
 // pool returns the allocator over PE owner's shared heap, attaching to it
 // on first use.
-func (h *sharedHeap) pool(owner int) (*alloc.Locked, error) {
+func (h *sharedHeap) pool(owner int) (alloc.Allocator, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if p := h.pools[owner]; p != nil {
@@ -114,8 +154,17 @@ func (h *sharedHeap) pool(owner int) (*alloc.Locked, error) {
 	if err != nil {
 		return nil, fmt.Errorf("symheap: local shared heap of PE %d: %w", owner, err)
 	}
-	h.pools[owner] = l
-	return l, nil
+	var p alloc.Allocator = l
+	// Set by owner before Init's closing barrier, which this PE passed.
+	if hdr := h.sp.Stats(owner).SharedFront.Load(); hdr != 0 {
+		f, err := small.Attach(l, h.sp.Shared(owner), alloc.Off(hdr-1), h.sink(owner))
+		if err != nil {
+			return nil, fmt.Errorf("symheap: local shared heap of PE %d: %w", owner, err)
+		}
+		p = f
+	}
+	h.pools[owner] = p
+	return p, nil
 }
 
 // SharedAlloc allocates n elements of T in this PE's local shared heap. It
@@ -145,8 +194,17 @@ func SharedAlloc[T any](pe *PE, n int) ([]T, error) {
 // sharedAlloc takes size bytes aligned to align from this PE's pool and
 // returns the offset in its shared heap.
 func (h *sharedHeap) alloc(size, align uint64) (uint64, error) {
-	p, err := h.pool(h.rank)
-	if err != nil {
+	if f := h.front; f != nil && align <= alloc.MinAlign { // the front end's path, first
+		off, err := f.Alloc(size, alloc.MinAlign)
+		if err != nil {
+			return 0, h.allocErr(size, err)
+		}
+		core.Bump(&h.stats.SharedAllocs) // a statistic: written by this PE only; symheap stat reads it
+		return uint64(off), nil
+	}
+	p := h.own
+	if p == nil {
+		_, err := h.pool(h.rank) // the error that says why there is none
 		return 0, fmt.Errorf("symheap: SharedAlloc of %d bytes: %w", size, err)
 	}
 	if align < alloc.MinAlign {
@@ -154,15 +212,20 @@ func (h *sharedHeap) alloc(size, align uint64) (uint64, error) {
 	}
 	off, err := p.Alloc(size, align)
 	if err != nil {
-		if errors.Is(err, ErrOutOfMemory) {
-			st := p.Stats()
-			return 0, fmt.Errorf("symheap: SharedAlloc of %d bytes: %w (local shared heap %s per PE, %s free, largest free block %s; raise SYMHEAP_SHARED_SIZE or Config.SharedSize)",
-				size, ErrOutOfMemory, segment.FormatSize(h.sp.Lay.SharedSize), segment.FormatSize(st.Free), segment.FormatSize(st.LargestFree))
-		}
-		return 0, fmt.Errorf("symheap: SharedAlloc of %d bytes: %w", size, err)
+		return 0, h.allocErr(size, err)
 	}
-	h.stats.SharedAllocs.Add(1) // written by this PE only; symheap stat reads it
+	core.Bump(&h.stats.SharedAllocs) // a statistic: written by this PE only; symheap stat reads it
 	return uint64(off), nil
+}
+
+// allocErr is the error of a failed SharedAlloc of size bytes.
+func (h *sharedHeap) allocErr(size uint64, err error) error {
+	if errors.Is(err, ErrOutOfMemory) {
+		st := h.own.Stats()
+		return fmt.Errorf("symheap: SharedAlloc of %d bytes: %w (local shared heap %s per PE, %s free, largest free block %s; raise SYMHEAP_SHARED_SIZE or Config.SharedSize)",
+			size, ErrOutOfMemory, segment.FormatSize(h.sp.Lay.SharedSize), segment.FormatSize(st.Free), segment.FormatSize(st.LargestFree))
+	}
+	return fmt.Errorf("symheap: SharedAlloc of %d bytes: %w", size, err)
 }
 
 // SharedFree releases a block of any PE's local shared heap; any PE may
@@ -193,19 +256,32 @@ func SharedFree[T any](pe *PE, s []T) error {
 
 // sharedFree frees the block at off in PE owner's shared heap.
 func (h *sharedHeap) free(owner int, off uint64) error {
-	pool, err := h.pool(owner)
+	var err error
+	if owner == h.rank && h.front != nil {
+		err = h.front.Free(alloc.Off(off)) // the front end's path, first
+	} else {
+		pool := h.own
+		if owner != h.rank || pool == nil {
+			if pool, err = h.pool(owner); err != nil {
+				return fmt.Errorf("symheap: SharedFree: %w", err)
+			}
+		}
+		err = pool.Free(alloc.Off(off))
+	}
 	if err != nil {
-		return fmt.Errorf("symheap: SharedFree: %w", err)
+		return h.freeErr(owner, off, err)
 	}
-	if err := pool.Free(alloc.Off(off)); err != nil {
-		return fmt.Errorf("symheap: SharedFree of offset %#x in PE %d's local shared heap: %w", off, owner, err)
-	}
-	c := h.stats // written by this PE only; symheap stat reads it
-	c.SharedFrees.Add(1)
+	c := h.stats // statistics: written by this PE only; symheap stat reads them
+	core.Bump(&c.SharedFrees)
 	if owner != h.rank {
 		c.RemoteFrees.Add(1)
 	}
 	return nil
+}
+
+// freeErr is the error of a failed SharedFree.
+func (h *sharedHeap) freeErr(owner int, off uint64, err error) error {
+	return fmt.Errorf("symheap: SharedFree of offset %#x in PE %d's local shared heap: %w", off, owner, err)
 }
 
 // SharedOwner reports whether s lies entirely in some PE's local shared

@@ -197,7 +197,7 @@ func (pe *PE) formatHeaps() error {
 		pe.ext.sym.heap = alloc.Report(a, pe.ext.hooks.log.Sink(pe.seg.HeapOff(pe.rank)))
 	}
 	pe.ext.shared = sharedHeap{sp: &pe.sp, rank: pe.rank, component: pe.component, log: pe.ext.hooks.log,
-		alive: pe.seg.Alive, stats: pe.stats}
+		alive: pe.seg.Alive, stats: pe.stats, small: pe.set.sharedSmall}
 	return pe.ext.shared.format()
 }
 
@@ -355,6 +355,13 @@ func (pe *PE) stopWatch() {
 
 // check returns ErrClosed after Close.
 func (pe *PE) check() error {
+	if pe != nil && !pe.closed.Load() {
+		return nil // inlined: the API's first step
+	}
+	return pe.checkFailed()
+}
+
+func (pe *PE) checkFailed() error {
 	if pe == nil {
 		return fmt.Errorf("symheap: nil PE: %w (call Init)", ErrClosed)
 	}

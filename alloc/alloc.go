@@ -49,6 +49,14 @@
 //     dies holding it produces ErrPeerLost instead of a hang. The heap may
 //     then be inconsistent; the job is going down anyway.
 //
+// That holds for the components. The local shared heap's small blocks
+// have a front end over them, alloc/small, which does use a remote-free
+// list, but validates each remote free before it defers it: the freer
+// claims the block in the span's bitmap with one atomic OR, so a double
+// free, an interior or a foreign offset is refused at the call, and only
+// validated blocks reach the list. There the owner's allocations and frees
+// take no lock at all, which is worth the list.
+//
 // # Checking
 //
 // Every component has a full invariant checker (Check). Setting the

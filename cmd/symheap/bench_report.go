@@ -284,6 +284,7 @@ func targetSpecs() []targetSpec {
 		{"send/recv message rate 1-256 B, shared-heap buffers, vs Open MPI", "msg_rate", "symheap:msg_rate_shm", "mpi:stream_rate", upTo256, ">=", 1},
 		{"send/recv message rate 1-256 B, ordinary buffers, vs Open MPI", "msg_rate", "symheap:msg_rate_heap", "mpi:stream_rate", upTo256, ">=", 1},
 		{def + " (default allocator) small alloc+free pair vs glibc malloc", "alloc", "symheap:pair_" + def, "glibc:pair", is(16), "<=", 1.5},
+		{"SharedAlloc small alloc+free pair vs mimalloc", "alloc", ourHarness + ":shared_alloc", "mimalloc:pair", is(16), "<=", 1.2},
 	}
 }
 

@@ -21,4 +21,8 @@ const (
 	// EnvOffsetMode, when "1", asks the runtime not to try the same-address
 	// mapping and to translate offsets instead.
 	EnvOffsetMode = "SYMHEAP_OFFSET_MODE"
+	// EnvSharedSmall, when "0", turns off the local shared heap's
+	// small-block front end (alloc/small): every block then comes from the
+	// allocator component under its lock.
+	EnvSharedSmall = "SYMHEAP_SHARED_SMALL"
 )

@@ -57,6 +57,7 @@ type Settings struct {
 	Protect      bool
 	InitTimeout  time.Duration
 	PeerTimeout  time.Duration
+	SharedSmall  bool    // the local shared heap's small-block front end (on unless SYMHEAP_SHARED_SMALL=0)
 	Params       []Param // every setting above, in this order, with its source
 }
 
@@ -150,6 +151,17 @@ func Resolve(o Overrides, getenv func(string) string) (Settings, error) {
 	}
 	if s.PeerTimeout, err = dur(EnvPeerTimeout, DefaultPeerTimeout); err != nil {
 		return s, err
+	}
+	s.SharedSmall = true
+	if v := getenv(EnvSharedSmall); v == "" {
+		add(EnvSharedSmall, "1", "default")
+	} else {
+		on, ok := ParseYesNo(v)
+		if !ok {
+			return s, fmt.Errorf("symheap: %s=%q: %w (use 1 or 0, yes or no)", EnvSharedSmall, v, errs.ErrBadConfig)
+		}
+		s.SharedSmall = on
+		add(EnvSharedSmall, v, "environment")
 	}
 	return s, nil
 }

@@ -31,6 +31,7 @@ func TestResolve(t *testing.T) {
 		{EnvProtect, "0", "default"},
 		{EnvInitTimeout, "30s", "default"},
 		{EnvPeerTimeout, "10s", "default"},
+		{EnvSharedSmall, "1", "default"},
 	}
 	if len(s.Params) != len(want) {
 		t.Fatalf("defaults: params %+v, want %+v", s.Params, want)

@@ -55,6 +55,10 @@ func (s *Space) HeapOffset(p Ptr, n uint64) (off HeapOff, owner int, ok bool) {
 
 // SharedOffset locates n bytes at p in some PE's local shared heap.
 func (s *Space) SharedOffset(p Ptr, n uint64) (off SharedOff, owner int, ok bool) {
+	// This PE's own heap first: subtractions, no division.
+	if o := uint64(uintptr(p)-uintptr(unsafe.Pointer(unsafe.SliceData(s.base)))) - s.Lay.PartOff - uint64(s.Rank)*s.Lay.PartStride - s.Lay.SharedOff; o < s.Lay.SharedSize && n <= s.Lay.SharedSize-o { // wraps when below
+		return SharedOff(o), s.Rank, true
+	}
 	so, in := s.SegOffset(p)
 	if !in {
 		return 0, 0, false

@@ -17,6 +17,10 @@ type Stats struct {
 	RCacheRegs, RCacheDeregs  atomic.Uint64
 	RCacheEvicts, RCacheInv   atomic.Uint64
 	RCacheBytes               atomic.Uint64
+	// SharedFront is the offset of the small-block front end's header in
+	// the PE's local shared heap, plus one; 0 when the heap has none
+	// (alloc/small). Written once, before Init's closing barrier.
+	SharedFront atomic.Uint64
 }
 
 var statsArea = RegisterArea("stats", func(int) uint64 { return SizeOf[Stats]() })

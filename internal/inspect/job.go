@@ -9,7 +9,8 @@
 //	segment   the job's header, liveness, pids, the heaps' place (segment.Inspect)
 //	core      the control-block layout: the per-PE counters (core.Stats)
 //	          and the job's team ids in use (core.TeamIDs)
-//	alloc     the heaps' figures and blocks (Component.Attach, Stats, Walk)
+//	alloc     the heaps' figures and blocks (Component.Attach, Stats, Walk;
+//	          alloc/small over a local shared heap that has the front end)
 //	config    the settings and their sources (config.Resolve), as Init resolves them
 //
 // A program that uses it must link the runtime (package symheap), as
@@ -24,6 +25,7 @@ import (
 
 	"github.com/symheap/symheap/alloc"
 	_ "github.com/symheap/symheap/alloc/all" // the built-in components, to read any job's heaps
+	"github.com/symheap/symheap/alloc/small"
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/errs"
 	"github.com/symheap/symheap/internal/segment"
@@ -139,12 +141,27 @@ func (v *Job) Info() JobInfo {
 		if a, err := v.comp.Attach(s.Heap(p)); err == nil {
 			pi.Heap = a.Stats()
 		}
-		if a, err := v.comp.Attach(s.Shared(p)); err == nil {
+		if a, err := v.shared(p); err == nil {
 			pi.Shared = a.Stats()
 		}
 		ji.PEs = append(ji.PEs, pi)
 	}
 	return ji
+}
+
+// shared attaches to PE p's local shared heap: through its small-block
+// front end when it has one (its header offset is in p's counters), so
+// that the figures and the map show the small blocks, not their spans.
+func (v *Job) shared(p int) (alloc.Allocator, error) {
+	mem := v.seg.Shared(p)
+	a, err := v.comp.Attach(mem)
+	if err != nil {
+		return nil, err
+	}
+	if hdr := v.sp.Stats(p).SharedFront.Load(); hdr != 0 {
+		return small.Attach(a, mem, alloc.Off(hdr-1), nil)
+	}
+	return a, nil
 }
 
 // TeamsInUse returns the number of team ids taken in the job now, the
@@ -161,10 +178,11 @@ func (v *Job) HeapMap(p int, shared bool) ([]Block, uint64, error) {
 		return nil, 0, fmt.Errorf("symheap: PE %d: %w", p, errs.ErrBadPE)
 	}
 	mem := v.seg.Heap(p)
+	a, err := v.comp.Attach(mem)
 	if shared {
 		mem = v.seg.Shared(p)
+		a, err = v.shared(p)
 	}
-	a, err := v.comp.Attach(mem)
 	if err != nil {
 		return nil, 0, err
 	}
