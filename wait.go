@@ -222,24 +222,5 @@ func (r *rmaLayer) sleepFenced(word *atomic.Uint32, cond func() bool, check func
 	if !r.membarrierReady() || unix.MembarrierGlobal() != nil {
 		slice = time.Millisecond
 	}
-	slept := time.Duration(0) // in slices run out since the last liveness check
-	for {
-		v := word.Load() // seq-cst; pairs with the writer's word.Add after its store
-		if cond() {
-			return nil
-		}
-		err := unix.FutexWait((*uint32)(core.WordAddr(word)), v, slice)
-		if cond() {
-			return nil
-		}
-		if err != unix.ETIMEDOUT || check == nil {
-			continue
-		}
-		if slept += slice; slept >= shmsync.SleepSlice {
-			slept = 0
-			if err := shmsync.Lost(cond, check); err != nil {
-				return err
-			}
-		}
-	}
+	return shmsync.SleepFenced(word, slice, cond, check)
 }

@@ -319,17 +319,4 @@ func remoteChild(t *testing.T, spec string) {
 }
 
 // TestMain checks that no test left a shared-memory file behind.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	left, _ := filepath.Glob(filepath.Join(unix.ShmDir, fmt.Sprintf("symheap-smalltest-%d-*", os.Getpid())))
-	if len(left) > 0 {
-		fmt.Fprintf(os.Stderr, "tests left shared-memory files behind: %v\n", left)
-		for _, f := range left {
-			os.Remove(f)
-		}
-		if code == 0 {
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { alloctest.MainNoLeftovers(m, "symheap-smalltest") }

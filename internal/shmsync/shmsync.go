@@ -90,6 +90,38 @@ func WaitWord(word *atomic.Uint32, sleepers *atomic.Uint32, cond func() bool, ch
 	}
 }
 
+// SleepFenced is the sleeping half of a waiter whose writers publish
+// with plain or release stores and no fence, and take the wake-up step
+// (Wake) only when they see a sleeper: the caller has announced itself in
+// the sleepers count those writers load, and executed the asymmetric
+// fence (membarrier) that stands in for theirs. It sleeps on word in
+// slices of slice until cond() holds: SleepSlice normally, shorter where
+// the fence could not be had, so that a store that took no wake-up step
+// is seen within one. check runs whenever a full SleepSlice has run out;
+// its error ends the wait unless cond holds after it (Lost).
+func SleepFenced(word *atomic.Uint32, slice time.Duration, cond func() bool, check func() error) error {
+	slept := time.Duration(0) // in slices run out since the last liveness check
+	for {
+		v := word.Load() // seq-cst; pairs with the writer's word.Add after its store
+		if cond() {
+			return nil
+		}
+		err := unix.FutexWait((*uint32)(addrOf(word)), v, slice)
+		if cond() {
+			return nil
+		}
+		if err != unix.ETIMEDOUT || check == nil {
+			continue
+		}
+		if slept += slice; slept >= SleepSlice {
+			slept = 0
+			if err := Lost(cond, check); err != nil {
+				return err
+			}
+		}
+	}
+}
+
 // A counter is a 64-bit word in shared memory that counts arrivals in its
 // low CountBits bits, wrapping, and the processes asleep on it in the bits
 // above. Arrivals add 1 (Arrive); a waiter that goes to sleep adds a

@@ -94,26 +94,7 @@ func (l *Layer) sleepOnPost(pl *postLine, cond func() bool, check func() error) 
 	if l.relaxed && unix.MembarrierGlobal() != nil {
 		slice = time.Millisecond
 	}
-	slept := time.Duration(0)
-	for {
-		v := pl.seq.Load() // seq-cst; after S2
-		if cond() {
-			return nil
-		}
-		err := unix.FutexWait((*uint32)(core.WordAddr(&pl.seq)), v, slice)
-		if cond() {
-			return nil
-		}
-		if err != unix.ETIMEDOUT || check == nil {
-			continue
-		}
-		if slept += slice; slept >= shmsync.SleepSlice {
-			slept = 0
-			if err := shmsync.Lost(cond, check); err != nil {
-				return err
-			}
-		}
-	}
+	return shmsync.SleepFenced(&pl.seq, slice, cond, check) // test and sleep
 }
 
 // lastPost returns the largest sequence number among lines (modulo 2^32):
