@@ -46,13 +46,14 @@ Runs the benchmark suite on real PEs (this executable, started as a job of
 PEs) and prints OSU-style tables: put/get latency, put bandwidth and message
 rate, fetch-add, barrier (2, 4, 8 PEs), broadcast, reduce, collective
 malloc/free, alloc+free pairs (allocator components, SharedAlloc), send/recv
-latency and bandwidth (shared-heap and ordinary buffers), then the targets.
+latency and bandwidth (shared-heap and ordinary buffers), Go copy against
+C memcpy, then the targets.
 
 With --peers it also builds and runs, alternating with ours, Open MPI's
 OpenSHMEM and MPI, C memcpy, a cache-line ping-pong and the C mallocs
 (glibc, jemalloc, mimalloc), and prints each ratio ours/theirs.
 
-tests: ` + "put_lat get_lat put_bw put_rate fadd barrier bcast reduce malloc alloc msg_lat msg_bw" + `
+tests: ` + "put_lat get_lat put_bw put_rate fadd barrier bcast reduce malloc alloc msg_lat msg_bw copy" + `
 
 flags:
 `
@@ -67,7 +68,7 @@ type runner struct {
 	peers      bool
 	timeout    time.Duration
 
-	p2pSizes, msgLatSizes, msgBwSizes []int64
+	p2pSizes, msgLatSizes, msgBwSizes, copySizes []int64
 
 	exe     string
 	peerDir string
@@ -208,11 +209,13 @@ func parseBenchFlags(args []string) (*runner, benchOutput, error) {
 	r.p2pSizes = pow2(8, 4<<20)
 	r.msgLatSizes = append([]int64{0}, pow2(1, 64<<20)...)
 	r.msgBwSizes = pow2(1, 64<<20)
+	r.copySizes = pow2(64, 64<<20)
 	if o.quick {
 		r.params = benchParams{Iters: 200, MinIters: 2, Warmup: 10, Reps: 1, Window: 8, Budget: 3 * time.Millisecond, Pairs: 20_000}
 		r.p2pSizes = []int64{8, 256, 8 << 10, 256 << 10, 4 << 20}
 		r.msgLatSizes = []int64{0, 8, 1 << 10, 64 << 10, 1 << 20}
 		r.msgBwSizes = []int64{8, 64 << 10, 1 << 20}
+		r.copySizes = []int64{64, 64 << 10, 1 << 20}
 	}
 	if flagSet(fs, "time") {
 		r.params.Budget = *budget
@@ -241,9 +244,9 @@ func parseBenchFlags(args []string) (*runner, benchOutput, error) {
 			return bad(fmt.Errorf("bench: --max-size: %w", err))
 		}
 		if o.quick {
-			r.p2pSizes, r.msgLatSizes, r.msgBwSizes = upTo(r.p2pSizes, m), upTo(r.msgLatSizes, m), upTo(r.msgBwSizes, m)
+			r.p2pSizes, r.msgLatSizes, r.msgBwSizes, r.copySizes = upTo(r.p2pSizes, m), upTo(r.msgLatSizes, m), upTo(r.msgBwSizes, m), upTo(r.copySizes, m)
 		} else {
-			r.p2pSizes, r.msgLatSizes, r.msgBwSizes = pow2(8, m), append([]int64{0}, pow2(1, m)...), pow2(1, m)
+			r.p2pSizes, r.msgLatSizes, r.msgBwSizes, r.copySizes = pow2(8, m), append([]int64{0}, pow2(1, m)...), pow2(1, m), pow2(64, m)
 		}
 	}
 	if *sizes != "" {
@@ -253,6 +256,7 @@ func parseBenchFlags(args []string) (*runner, benchOutput, error) {
 		}
 		r.p2pSizes, r.msgLatSizes = list, list
 		r.msgBwSizes = slices.DeleteFunc(slices.Clone(list), func(v int64) bool { return v == 0 })
+		r.copySizes = r.msgBwSizes
 	}
 	if len(r.p2pSizes) == 0 || len(r.msgBwSizes) == 0 {
 		return bad(errors.New("bench: no message sizes left (check --sizes and --max-size)"))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/symheap/symheap/alloc"
@@ -141,10 +142,15 @@ func printSection(w io.Writer, s *section) {
 		header := []string{keyHeader(s)}
 		var cols []int
 		for i, sr := range s.Series {
-			if !sr.Floor {
-				header = append(header, sr.Column)
-				cols = append(cols, i)
+			if sr.Floor {
+				continue
 			}
+			if sr.Derived && s.Floor != nil && s.Floor.Kind == "latency" {
+				header = append(header, "lines")
+				cols = append(cols, -1-i) // the lines of series i's points
+			}
+			header = append(header, sr.Column)
+			cols = append(cols, i)
 		}
 		for _, rc := range s.Ratios {
 			header = append(header, rc.Column)
@@ -153,6 +159,14 @@ func printSection(w io.Writer, s *section) {
 		for _, k := range s.rows() {
 			row := []string{itoa(k)}
 			for _, i := range cols {
+				if i < 0 {
+					if p := s.find(-1-i, k); p != nil && p.Lines != nil {
+						row = append(row, strconv.Itoa(*p.Lines))
+					} else {
+						row = append(row, "-")
+					}
+					continue
+				}
 				if p := s.find(i, k); p != nil {
 					row = append(row, fmtValue(p.Value, s.Unit))
 				} else {
@@ -170,10 +184,24 @@ func printSection(w io.Writer, s *section) {
 		}
 		table(w, header, rows)
 	}
-	for _, sr := range s.Series {
-		if sr.Floor && len(sr.Points) > 0 {
-			fmt.Fprintf(w, "# floor: %s, half a round trip between two processes: %s %s\n", sr.Label, fmtValue(sr.Points[0].Value, s.Unit), s.Unit)
+	if f := s.Floor; f != nil {
+		name := "floor"
+		if f.Kind != "latency" {
+			name = "memcpy"
 		}
+		fmt.Fprintf(w, "# %s = %s", name, f.Formula)
+		if f.Why != "" {
+			fmt.Fprintf(w, "; lines: %s", f.Why)
+		}
+		fmt.Fprintln(w)
+		if f.Line != "" {
+			fmt.Fprintf(w, "# %s\n", f.Line)
+		}
+		if f.Copy != "" {
+			fmt.Fprintf(w, "# memcpy(size): %s\n", f.Copy)
+		}
+	}
+	for _, sr := range s.Series {
 		if sr.Unavailable != "" {
 			fmt.Fprintf(w, "# %s: unavailable: %s\n", sr.Label, oneLine(sr.Unavailable))
 		}

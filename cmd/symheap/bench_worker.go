@@ -141,6 +141,7 @@ var peTests = map[string]func(b *peBench) error{
 	"shared_alloc": (*peBench).sharedAlloc,
 	"msg_lat":      (*peBench).pingPong,
 	"msg_bw":       (*peBench).stream,
+	"floor":        (*peBench).floor,
 }
 
 // runBenchPE is `symheap __bench-pe`.
