@@ -66,6 +66,7 @@ type runner struct {
 	params     benchParams
 	rounds     int
 	peers      bool
+	quick      bool
 	timeout    time.Duration
 
 	p2pSizes, msgLatSizes, msgBwSizes, copySizes []int64
@@ -190,7 +191,7 @@ func parseBenchFlags(args []string) (*runner, benchOutput, error) {
 	if fs.NArg() > 0 {
 		return bad(fmt.Errorf("bench: unexpected argument %q (see symheap bench -h)", fs.Arg(0)))
 	}
-	r := &runner{pes: *pes, peers: *withPeers, timeout: *timeout, peerDir: *peerDir}
+	r := &runner{pes: *pes, peers: *withPeers, quick: o.quick, timeout: *timeout, peerDir: *peerDir}
 	if r.pes < 2 || r.pes > 64 {
 		return bad(fmt.Errorf("bench: --pes %d: want 2 to 64", r.pes))
 	}

@@ -18,6 +18,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/symheap/symheap/bench/peers"
@@ -32,12 +33,13 @@ const coldPool = 256 << 20
 // copySink keeps the copy loops' results observable.
 var copySink byte
 
-// goCopyBW measures Go's copy at each size, warm or cold, in this process.
-func goCopyBW(p benchParams, sizes []int64, cold bool) []peers.Result {
+// goCopyBW measures Go's copy at each size, warm or cold (with pools of
+// pool bytes, or 4 x the largest size), in this process.
+func goCopyBW(p benchParams, sizes []int64, cold bool, pool int64) []peers.Result {
 	big := maxSize(sizes)
 	var dst, src []byte
 	if cold {
-		pool := max(int64(coldPool), 4*big)
+		pool := max(pool, 4*big)
 		dst, src = touched(pool), touched(pool)
 	} else {
 		dst, src = touched(big), touched(big)
@@ -84,18 +86,22 @@ func goCopyBW(p benchParams, sizes []int64, cold bool) []peers.Result {
 // copySection: Go copy and glibc memcpy, warm and cold.
 func (r *runner) copySection(s *section) {
 	s.Title, s.Unit, s.Better, s.PEs = "Copy bandwidth", "MB/s", "higher", 0
-	s.What = "Go copy (runtime memmove) and glibc memcpy between private buffers, one process; warm: the same buffers again and again; " +
-		"cold: the next slice of two 256 MiB pools each time; MB/s = 10^6 B/s"
 	p := r.params
 	sizes := r.copySizes
+	pool := int64(coldPool)
+	if r.quick {
+		pool = 16 << 20 // a quick run checks the plumbing, not the memory
+	}
+	s.What = fmt.Sprintf("Go copy (runtime memmove) and glibc memcpy between private buffers, one process; warm: the same buffers again and again; "+
+		"cold: the next slice of two pools of %d MiB (glibc: %d MiB) each time; MB/s = 10^6 B/s", pool>>20, coldPool>>20)
 	s.Series = []*series{
 		{Label: "Go copy, warm", Column: "Go warm", Ours: true, Harness: ourHarness, Metric: "copy_bw"},
 		{Label: "Go copy, cold", Column: "Go cold", Ours: true, Harness: ourHarness, Metric: "copy_cold_bw"},
 	}
 	s.units = append(s.units, &runUnit{label: "Go copy", ours: true, feeds: []int{0, 1},
 		run: func(ctx context.Context) ([]peers.Result, error) {
-			rs := goCopyBW(p, sizes, false)
-			return append(rs, goCopyBW(p, sizes, true)...), ctx.Err()
+			rs := goCopyBW(p, sizes, false, pool)
+			return append(rs, goCopyBW(p, sizes, true, pool)...), ctx.Err()
 		}})
 	if r.peers {
 		s.Series = append(s.Series,
