@@ -81,6 +81,14 @@ import (
 // not register for membarrier, and on every other architecture, Quiet
 // executes the fence itself.
 //
+// Non-temporal stores: the runtime's memmove, which large copies use
+// (core.CopyBytes), may copy with them on amd64, and x86 keeps them in
+// order neither with each other nor with later ordinary stores. It ends
+// every such copy with SFENCE, so by the time a Put returns its stores are
+// ordered before this PE's later stores as ordinary ones are, and the
+// argument above (TSO orders stores; Quiet owes only the store-to-load
+// fence) holds unchanged for them.
+//
 // Atomics (atomic.go) are single sync/atomic operations on the target's
 // word, themselves full fences, followed by the wake-up step.
 //

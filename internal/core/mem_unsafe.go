@@ -61,6 +61,17 @@ func Reinterpret[U, T any](s []T) []U {
 // transfer of a word or two is the latency that matters most, and the
 // call to memmove was a fifth of it), the runtime's memmove otherwise.
 // Generic for the API's fast paths (see OwnOff).
+//
+// The runtime's memmove is as fast as glibc's memcpy from 1 MiB up on the
+// machines measured (docs/bench/floors.md), so large copies take it too.
+// On amd64 it may copy with non-temporal stores (AVX, from 1 MiB, when the
+// destination is not 16-byte aligned or REP MOVS is not preferred), which
+// x86 does not keep in order with later stores; it ends such a loop with
+// SFENCE, so when CopyBytes returns every store of the copy is ordered
+// before the caller's next store, as ordinary stores are under TSO. The
+// completion rules of the root package (Put, Quiet, Fence, Barrier:
+// rma.go) rely on exactly that, and hold for copies of every size. A copy
+// routine of our own with non-temporal stores must end with SFENCE too.
 func CopyBytes[T any](dst, src Ptr, n uint64) {
 	if n-8 <= 8 { // 8 <= n <= 16
 		a := *(*uint64)(src)
