@@ -81,13 +81,15 @@ import (
 // not register for membarrier, and on every other architecture, Quiet
 // executes the fence itself.
 //
-// Non-temporal stores: the runtime's memmove, which large copies use
-// (core.CopyBytes), may copy with them on amd64, and x86 keeps them in
-// order neither with each other nor with later ordinary stores. It ends
-// every such copy with SFENCE, so by the time a Put returns its stores are
-// ordered before this PE's later stores as ordinary ones are, and the
-// argument above (TSO orders stores; Quiet owes only the store-to-load
-// fence) holds unchanged for them.
+// Large copies (core.CopyBytes from 1 MiB: internal/memcopy) are made
+// with REP MOVSB or with the runtime's memmove, which on amd64 may use
+// non-temporal stores; x86 keeps those in order neither with each other
+// nor with later ordinary stores. Both are safe here: the stores of a REP
+// MOVSB are not reordered with the stores after it, and the runtime ends
+// every non-temporal loop with SFENCE. So by the time a Put returns its
+// stores are ordered before this PE's later stores as ordinary ones are,
+// and the argument above (TSO orders stores; Quiet owes only the
+// store-to-load fence) holds for copies of every size.
 //
 // Atomics (atomic.go) are single sync/atomic operations on the target's
 // word, themselves full fences, followed by the wake-up step.
@@ -444,7 +446,8 @@ func putSlow[T any](pe *PE, op string, dst, src []T, target int) error {
 	if !ok {
 		return pe.notSymmetric(op, "dst", p, n)
 	}
-	copy(core.SliceAt[T](r, len(src)), src)
+	sp, _ := core.SliceData(src)
+	core.CopyBytes[T](r, sp, n)
 	if op == opPutNBI {
 		core.Bump(&pe.stats.Puts)
 	} else {
@@ -474,7 +477,8 @@ func getSlow[T any](pe *PE, op string, dst, src []T, source int) error {
 		return pe.notSymmetric(op, "src", p, n)
 	}
 	pe.payFence()
-	copy(dst, core.SliceAt[T](r, len(src)))
+	dp, _ := core.SliceData(dst)
+	core.CopyBytes[T](dp, r, n)
 	core.Bump(&pe.stats.Gets)
 	return nil
 }

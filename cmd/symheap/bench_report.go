@@ -331,8 +331,9 @@ func targetSpecs() []targetSpec {
 		{"Put bandwidth >= 1 MiB vs memcpy", "put_bw", "symheap:put_bw", fDerived, atLeast(1 << 20), ">=", 0.95},
 		{"send/recv bandwidth >= 1 MiB, shared-heap buffers, vs memcpy", "msg_bw", "symheap:msg_bw_shm", fDerived, atLeast(1 << 20), ">=", 0.95},
 		{"send/recv bandwidth >= 1 MiB, ordinary buffers, vs memcpy", "msg_bw", "symheap:msg_bw_heap", fDerived, atLeast(1 << 20), ">=", 0.95},
-		{"Go copy >= 1 MiB, warm, vs glibc memcpy", "copy", "symheap:copy_bw", "memcpy:memcpy_bw", atLeast(1 << 20), ">=", 0.95},
-		{"Go copy >= 1 MiB, cold, vs glibc memcpy", "copy", "symheap:copy_cold_bw", "memcpy:memcpy_cold_bw", atLeast(1 << 20), ">=", 0.95},
+		{"symheap copy >= 1 MiB, warm, vs glibc memcpy", "copy", "symheap:copy_bw", "memcpy:memcpy_bw", atLeast(1 << 20), ">=", 0.95},
+		{"symheap copy >= 1 MiB, odd destination, vs glibc memcpy", "copy", "symheap:copy_odd_bw", "memcpy:memcpy_odd_bw", atLeast(1 << 20), ">=", 0.95},
+		{"symheap copy >= 1 MiB, cold, vs glibc memcpy", "copy", "symheap:copy_cold_bw", "memcpy:memcpy_cold_bw", atLeast(1 << 20), ">=", 0.95},
 	}
 }
 

@@ -3,6 +3,8 @@ package core
 import (
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/symheap/symheap/internal/memcopy"
 )
 
 // Generic views and primitives on memory, for the layers above.
@@ -59,25 +61,28 @@ func Reinterpret[U, T any](s []T) []U {
 // CopyBytes copies n bytes from src to dst, as copy does (overlap
 // included): two word loads then two word stores for 8 to 16 bytes (a
 // transfer of a word or two is the latency that matters most, and the
-// call to memmove was a fifth of it), the runtime's memmove otherwise.
-// Generic for the API's fast paths (see OwnOff).
+// call to memmove was a fifth of it), the runtime's memmove up to
+// memcopy.Large, and memcopy.Move from there (REP MOVSB where the
+// runtime's memmove would stream into memory what glibc's memcpy keeps in
+// cache: internal/memcopy). Generic for the API's fast paths (see
+// OwnOff); the large case is one compare more on the path of copies
+// larger than 16 bytes, and none on the 8-to-16-byte one.
 //
-// The runtime's memmove is as fast as glibc's memcpy from 1 MiB up on the
-// machines measured (docs/bench/floors.md), so large copies take it too.
-// On amd64 it may copy with non-temporal stores (AVX, from 1 MiB, when the
-// destination is not 16-byte aligned or REP MOVS is not preferred), which
-// x86 does not keep in order with later stores; it ends such a loop with
-// SFENCE, so when CopyBytes returns every store of the copy is ordered
-// before the caller's next store, as ordinary stores are under TSO. The
-// completion rules of the root package (Put, Quiet, Fence, Barrier:
-// rma.go) rely on exactly that, and hold for copies of every size. A copy
-// routine of our own with non-temporal stores must end with SFENCE too.
+// Memory order: either way, every store of the copy is ordered before
+// the caller's next store when CopyBytes returns, as ordinary stores are
+// under TSO (REP MOVSB's stores are not reordered with later stores; the
+// runtime's non-temporal loops end with SFENCE), which the completion
+// rules of the root package (Put, Quiet, Fence, Barrier: rma.go) rely on.
 func CopyBytes[T any](dst, src Ptr, n uint64) {
 	if n-8 <= 8 { // 8 <= n <= 16
 		a := *(*uint64)(src)
 		b := *(*uint64)(unsafe.Add(src, n-8))
 		*(*uint64)(dst) = a
 		*(*uint64)(unsafe.Add(dst, n-8)) = b
+		return
+	}
+	if n >= memcopy.Large {
+		memcopy.Move(dst, src, uintptr(n))
 		return
 	}
 	copy(unsafe.Slice((*byte)(dst), n), unsafe.Slice((*byte)(src), n))

@@ -12,6 +12,8 @@
  *   memcpy_shm_bw   memcpy from a private buffer into a MAP_SHARED mapping of
  *                   a POSIX shared-memory object (what a put into a symmetric
  *                   heap does); the object is unlinked at once
+ *   memcpy_odd_bw   memcpy_bw with a destination 8 bytes past a 16-byte
+ *                   boundary (what a copy into s[1:] of an int64 slice sees)
  *   memcpy_cold_bw  memcpy between private buffers out of cache: each copy
  *                   takes the next size-byte slice of two pools of
  *                   COLD_POOL bytes (or 4 x size, if larger), so that what
@@ -29,7 +31,7 @@
 #include <sys/stat.h>
 
 #define HARNESS "memcpy"
-static const char *const TESTS = "memcpy_bw memcpy_shm_bw memcpy_cold_bw";
+static const char *const TESTS = "memcpy_bw memcpy_shm_bw memcpy_odd_bw memcpy_cold_bw";
 static const char *prog = "memcpy_bench";
 
 /* Called through a volatile pointer so the compiler keeps every copy. */
@@ -140,6 +142,14 @@ int main(int argc, char **argv)
 				peers_result(HARNESS, "memcpy_shm_bw", o.sizes[i],
 					     measure(&o, dst, src, o.sizes[i]));
 		munmap(dst, (size_t)big);
+	}
+	if (peers_selected(&o, "memcpy_odd_bw")) {
+		peers_unit("memcpy_odd_bw", "MB/s", "memcpy between private buffers, destination 8 bytes off a 16-byte boundary, 10^6 B/s");
+		char *dst = peers_alloc(prog, (size_t)big + 64);
+		for (int i = 0; i < o.nsizes; i++)
+			if (o.sizes[i] > 0)
+				peers_result(HARNESS, "memcpy_odd_bw", o.sizes[i], measure(&o, dst + 8, src, o.sizes[i]));
+		free(dst);
 	}
 	if (peers_selected(&o, "memcpy_cold_bw")) {
 		peers_unit("memcpy_cold_bw", "MB/s", "memcpy between private buffers out of cache, 10^6 B/s");
