@@ -33,7 +33,9 @@
 //  4. the blocks do not overlap with dst after src (REP MOVSB copies
 //     forward; memmove handles that overlap).
 //
-// Everywhere else (arm64, other vendors, older CPUs) Move is copy.
+// Everywhere else (arm64, other vendors, older CPUs, and under the race
+// detector, which sees copy's accesses but not an assembly routine's) Move
+// is copy.
 //
 // # Memory order
 //
