@@ -9,11 +9,12 @@ import (
 // BenchmarkCopyBytes measures CopyBytes, the copy of every Put, Get and
 // collective, per size, warm (the same buffers again and again) and cold
 // (the next slice of two 256 MiB pools each time, so that memory is read
-// and written rather than cache). Compare with glibc's memcpy on the same
+// and written rather than cache; 64 MiB is the largest size). Compare with glibc's memcpy on the same
 // machine with `symheap bench --peers --tests copy`, which runs Go's copy
 // and the C harness alternately (docs/bench/floors.md has the figures).
 func BenchmarkCopyBytes(b *testing.B) {
 	const pool = 256 << 20
+	var pdst, psrc []byte // the cold pools, made once
 	for _, cold := range []bool{false, true} {
 		name := "warm"
 		if cold {
@@ -22,10 +23,13 @@ func BenchmarkCopyBytes(b *testing.B) {
 		for n := uint64(64); n <= 64<<20; n *= 4 {
 			b.Run(fmt.Sprintf("%s/%d", name, n), func(b *testing.B) {
 				size := n
+				dst, src := make([]byte, n), make([]byte, n)
 				if cold {
-					size = max(pool, 4*n)
+					if pdst == nil {
+						pdst, psrc = make([]byte, pool), make([]byte, pool)
+					}
+					size, dst, src = pool, pdst, psrc
 				}
-				dst, src := make([]byte, size), make([]byte, size)
 				for i := range src {
 					src[i], dst[i] = 1, 2
 				}
