@@ -88,9 +88,9 @@ func checkPutGet(t *testing.T, pe *PE) {
 
 // checkPutGetOverlap: a transfer between overlapping parts of one object
 // on this PE behaves as copy (memmove), at the small sizes that take the
-// word-move path, at a larger one, and at sizes that internal/memcopy may
-// copy forward with REP MOVSB (a destination off a 16-byte boundary,
-// before or after the source).
+// word-move path, at a larger one, and at sizes where internal/memcopy
+// chooses between REP MOVSB and memmove (a destination off a 16-byte
+// boundary, before or after the source: overlap must take memmove).
 func checkPutGetOverlap(t *testing.T, pe *PE) {
 	me := pe.Rank()
 	const big = 1<<20 + 5

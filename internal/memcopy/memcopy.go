@@ -30,8 +30,11 @@
 //     stream, and streaming is right;
 //  3. the destination is not 16-byte aligned (aligned, the runtime uses
 //     REP MOVSQ already);
-//  4. the blocks do not overlap with dst after src (REP MOVSB copies
-//     forward; memmove handles that overlap).
+//  4. the blocks do not overlap (memmove handles overlap).
+//
+// Like glibc, it then copies the first 64 bytes with the runtime's
+// memmove and the rest with REP MOVSB from the destination's first 64-byte
+// boundary: string moves run faster into an aligned destination.
 //
 // Everywhere else (arm64, other vendors, older CPUs, and under the race
 // detector, which sees copy's accesses but not an assembly routine's) Move
