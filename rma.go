@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/symheap/symheap/internal/core"
+	"github.com/symheap/symheap/internal/memcopy"
 	"github.com/symheap/symheap/internal/transport"
 
 	"github.com/symheap/symheap/internal/shmsync"
@@ -81,7 +82,7 @@ import (
 // not register for membarrier, and on every other architecture, Quiet
 // executes the fence itself.
 //
-// Large copies (core.CopyBytes from 1 MiB: internal/memcopy) are made
+// Large copies (from memcopy.Large, 1 MiB: internal/memcopy) are made
 // with REP MOVSB or with the runtime's memmove, which on amd64 may use
 // non-temporal stores; x86 keeps those in order neither with each other
 // nor with later ordinary stores. Both are safe here: the stores of a REP
@@ -155,7 +156,11 @@ func Put[T any](pe *PE, dst, src []T, target int) error {
 		return putSlow(pe, opPut, dst, src, target)
 	}
 	sp, n := core.SliceData(src)
-	core.CopyBytes[T](core.PeerAddr[T](&pe.sp, target, off), sp, n)
+	if d := core.PeerAddr[T](&pe.sp, target, off); n < memcopy.Large {
+		core.CopyBytes[T](d, sp, n)
+	} else {
+		memcopy.Move(d, sp, uintptr(n))
+	}
 	// putDone, inlined by hand: this is the hot path.
 	core.Bump(&pe.stats.Puts)
 	if pe.ext.rma.mb.Load() != mbReady {
@@ -181,7 +186,11 @@ func PutNBI[T any](pe *PE, dst, src []T, target int) error {
 		return putSlow(pe, opPutNBI, dst, src, target)
 	}
 	sp, n := core.SliceData(src)
-	core.CopyBytes[T](core.PeerAddr[T](&pe.sp, target, off), sp, n)
+	if d := core.PeerAddr[T](&pe.sp, target, off); n < memcopy.Large {
+		core.CopyBytes[T](d, sp, n)
+	} else {
+		memcopy.Move(d, sp, uintptr(n))
+	}
 	core.Bump(&pe.stats.Puts)
 	return nil
 }
@@ -198,7 +207,11 @@ func Get[T any](pe *PE, dst, src []T, source int) error {
 	}
 	pe.payFence()
 	d, _ := core.SliceData(dst)
-	core.CopyBytes[T](d, core.PeerAddr[T](&pe.sp, source, off), uint64(len(src))*core.SizeOf[T]())
+	if n := uint64(len(src)) * core.SizeOf[T](); n < memcopy.Large {
+		core.CopyBytes[T](d, core.PeerAddr[T](&pe.sp, source, off), n)
+	} else {
+		memcopy.Move(d, core.PeerAddr[T](&pe.sp, source, off), uintptr(n))
+	}
 	core.Bump(&pe.stats.Gets)
 	return nil
 }
@@ -215,7 +228,11 @@ func GetNBI[T any](pe *PE, dst, src []T, source int) error {
 	}
 	pe.payFence()
 	d, _ := core.SliceData(dst)
-	core.CopyBytes[T](d, core.PeerAddr[T](&pe.sp, source, off), uint64(len(src))*core.SizeOf[T]())
+	if n := uint64(len(src)) * core.SizeOf[T](); n < memcopy.Large {
+		core.CopyBytes[T](d, core.PeerAddr[T](&pe.sp, source, off), n)
+	} else {
+		memcopy.Move(d, core.PeerAddr[T](&pe.sp, source, off), uintptr(n))
+	}
 	core.Bump(&pe.stats.Gets)
 	return nil
 }
@@ -447,7 +464,7 @@ func putSlow[T any](pe *PE, op string, dst, src []T, target int) error {
 		return pe.notSymmetric(op, "dst", p, n)
 	}
 	sp, _ := core.SliceData(src)
-	core.CopyBytes[T](r, sp, n)
+	memcopy.Move(r, sp, uintptr(n))
 	if op == opPutNBI {
 		core.Bump(&pe.stats.Puts)
 	} else {
@@ -478,7 +495,7 @@ func getSlow[T any](pe *PE, op string, dst, src []T, source int) error {
 	}
 	pe.payFence()
 	dp, _ := core.SliceData(dst)
-	core.CopyBytes[T](dp, r, n)
+	memcopy.Move(dp, r, uintptr(n))
 	core.Bump(&pe.stats.Gets)
 	return nil
 }

@@ -3,8 +3,6 @@ package core
 import (
 	"sync/atomic"
 	"unsafe"
-
-	"github.com/symheap/symheap/internal/memcopy"
 )
 
 // Generic views and primitives on memory, for the layers above.
@@ -61,28 +59,25 @@ func Reinterpret[U, T any](s []T) []U {
 // CopyBytes copies n bytes from src to dst, as copy does (overlap
 // included): two word loads then two word stores for 8 to 16 bytes (a
 // transfer of a word or two is the latency that matters most, and the
-// call to memmove was a fifth of it), the runtime's memmove up to
-// memcopy.Large, and memcopy.Move from there (REP MOVSB where the
-// runtime's memmove would stream into memory what glibc's memcpy keeps in
-// cache: internal/memcopy). Generic for the API's fast paths (see
-// OwnOff); the large case is one compare more on the path of copies
-// larger than 16 bytes, and none on the 8-to-16-byte one.
+// call to memmove was a fifth of it), the runtime's memmove otherwise.
+// Generic for the API's fast paths (see OwnOff), and small enough (inline
+// cost 42 of 80) to be inlined into them: a branch to a call more, for
+// the large copies of internal/memcopy, would not be (109), and every Put
+// would pay a call. So the callers that copy large blocks test for
+// memcopy.Large themselves and call memcopy.Move (rma.go).
 //
-// Memory order: either way, every store of the copy is ordered before
-// the caller's next store when CopyBytes returns, as ordinary stores are
-// under TSO (REP MOVSB's stores are not reordered with later stores; the
-// runtime's non-temporal loops end with SFENCE), which the completion
-// rules of the root package (Put, Quiet, Fence, Barrier: rma.go) rely on.
+// Memory order: every store of the copy is ordered before the caller's
+// next store when CopyBytes returns, as ordinary stores are under TSO:
+// the runtime's non-temporal loops (amd64, from 1 MiB) end with SFENCE,
+// and memcopy.Move's REP MOVSB is not reordered with later stores. The
+// completion rules of the root package (Put, Quiet, Fence, Barrier:
+// rma.go) rely on that.
 func CopyBytes[T any](dst, src Ptr, n uint64) {
 	if n-8 <= 8 { // 8 <= n <= 16
 		a := *(*uint64)(src)
 		b := *(*uint64)(unsafe.Add(src, n-8))
 		*(*uint64)(dst) = a
 		*(*uint64)(unsafe.Add(dst, n-8)) = b
-		return
-	}
-	if n >= memcopy.Large {
-		memcopy.Move(dst, src, uintptr(n))
 		return
 	}
 	copy(unsafe.Slice((*byte)(dst), n), unsafe.Slice((*byte)(src), n))
