@@ -255,8 +255,9 @@ func TestBenchPeersQuick(t *testing.T) {
 	// One test per kind of peer: OpenSHMEM, memcpy, MPI with the
 	// cache-line floor, and the C mallocs (each Open MPI start takes
 	// seconds on a loaded machine).
-	out := benchCmd(t, "bench", "--quick", "--peers", "--tests", "put_lat,put_bw,alloc,msg_lat")
+	out := benchCmd(t, "bench", "--quick", "--peers", "--tests", "put_lat,put_bw,alloc,msg_lat,copy")
 	for _, want := range []string{"# Put latency:", "# Put bandwidth:", "# Alloc+free pairs:", "# Send/Recv latency:",
+		"# Copy bandwidth:", "warm Go x glibc", "odd ours x glibc", "cold ours x glibc",
 		"x OpenSHMEM", "x memcpy", "shm x MPI", "Go x MPI", "x glibc", "glibc malloc",
 		"ratio = ours/theirs", "; the C ping-pong: ", "glibc memcpy into shared memory (C harness"} {
 		if !strings.Contains(out, want) {
@@ -266,7 +267,8 @@ func TestBenchPeersQuick(t *testing.T) {
 	// The targets of these tests are read off the figures (a peer run that
 	// failed would leave "n/a").
 	tgt := out[strings.Index(out, "# Targets:"):]
-	for _, name := range []string{"Put 8 B latency", "Put bandwidth 4 MiB vs C memcpy", "send/recv 8 B half round trip", "small alloc+free pair vs glibc"} {
+	for _, name := range []string{"Put 8 B latency", "Put bandwidth 4 MiB vs C memcpy", "send/recv 8 B half round trip", "small alloc+free pair vs glibc",
+		"Put latency, every size, vs floor", "send/recv 8 B, ordinary buffers, vs floor", "symheap copy >= 1 MiB, odd destination"} {
 		i := strings.Index(tgt, name)
 		if i < 0 {
 			t.Errorf("targets lack %q", name)
