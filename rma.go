@@ -207,10 +207,11 @@ func Get[T any](pe *PE, dst, src []T, source int) error {
 	}
 	pe.payFence()
 	d, _ := core.SliceData(dst)
-	if n := uint64(len(src)) * core.SizeOf[T](); n < memcopy.Large {
-		core.CopyBytes[T](d, core.PeerAddr[T](&pe.sp, source, off), n)
+	s, n := core.PeerAddr[T](&pe.sp, source, off), uint64(len(src))*core.SizeOf[T]()
+	if n < memcopy.Large {
+		core.CopyBytes[T](d, s, n)
 	} else {
-		memcopy.Move(d, core.PeerAddr[T](&pe.sp, source, off), uintptr(n))
+		memcopy.Move(d, s, uintptr(n))
 	}
 	core.Bump(&pe.stats.Gets)
 	return nil
@@ -228,10 +229,11 @@ func GetNBI[T any](pe *PE, dst, src []T, source int) error {
 	}
 	pe.payFence()
 	d, _ := core.SliceData(dst)
-	if n := uint64(len(src)) * core.SizeOf[T](); n < memcopy.Large {
-		core.CopyBytes[T](d, core.PeerAddr[T](&pe.sp, source, off), n)
+	s, n := core.PeerAddr[T](&pe.sp, source, off), uint64(len(src))*core.SizeOf[T]()
+	if n < memcopy.Large {
+		core.CopyBytes[T](d, s, n)
 	} else {
-		memcopy.Move(d, core.PeerAddr[T](&pe.sp, source, off), uintptr(n))
+		memcopy.Move(d, s, uintptr(n))
 	}
 	core.Bump(&pe.stats.Gets)
 	return nil
