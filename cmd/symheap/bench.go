@@ -49,6 +49,12 @@ malloc/free, alloc+free pairs (allocator components, SharedAlloc), send/recv
 latency and bandwidth (shared-heap and ordinary buffers), Go copy against
 C memcpy, then the targets.
 
+Every latency is printed beside its floor (the cache-line transfers it
+needs at least, times one transfer between PE 0 and PE 1, plus a memcpy of
+its bytes) and every bandwidth beside memcpy, both measured in the same
+run by a job of the same PEs, alternating with the other figures; memcpy
+is glibc's when --peers built the C harness, else Go's copy.
+
 With --peers it also builds and runs, alternating with ours, Open MPI's
 OpenSHMEM and MPI, C memcpy, a cache-line ping-pong and the C mallocs
 (glibc, jemalloc, mimalloc), and prints each ratio ours/theirs.
