@@ -525,6 +525,37 @@ func BenchmarkLocalPath(b *testing.B) {
 			Get(pe, buf, x[:8], 0)
 		}
 	})
+	// Larger copies: the small ones must cost what they did, and the 2 MiB
+	// ones show the copy routine (internal/memcopy), with the symmetric
+	// side 16-byte aligned and 8 bytes off (odd).
+	big, err := Malloc[byte](pe, 2<<20+64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	local := make([]byte, 2<<20+64)
+	for _, n := range []int{64, 4 << 10, 2 << 20} {
+		for _, off := range []int{0, 8} {
+			if off != 0 && n < 2<<20 {
+				continue
+			}
+			name := fmt.Sprintf("%d", n)
+			if off != 0 {
+				name += "odd"
+			}
+			b.Run("Put"+name, func(b *testing.B) {
+				b.SetBytes(int64(n))
+				for range b.N {
+					Put(pe, big[off:off+n], local[:n], 0)
+				}
+			})
+			b.Run("Get"+name, func(b *testing.B) {
+				b.SetBytes(int64(n))
+				for range b.N {
+					Get(pe, local[off:off+n], big[:n], 0)
+				}
+			})
+		}
+	}
 	b.Run("Quiet", func(b *testing.B) {
 		for range b.N {
 			pe.Quiet()

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/symheap/symheap/internal/core"
+	"github.com/symheap/symheap/internal/memcopy"
 	"github.com/symheap/symheap/internal/transport"
 
 	"github.com/symheap/symheap/internal/shmsync"
@@ -80,6 +81,16 @@ import (
 // order reads with Test or AtomicFetch instead. Where this process could
 // not register for membarrier, and on every other architecture, Quiet
 // executes the fence itself.
+//
+// Large copies (from memcopy.Large, 1 MiB: internal/memcopy) are made
+// with REP MOVSB or with the runtime's memmove, which on amd64 may use
+// non-temporal stores; x86 keeps those in order neither with each other
+// nor with later ordinary stores. Both are safe here: the stores of a REP
+// MOVSB are not reordered with the stores after it, and the runtime ends
+// every non-temporal loop with SFENCE. So by the time a Put returns its
+// stores are ordered before this PE's later stores as ordinary ones are,
+// and the argument above (TSO orders stores; Quiet owes only the
+// store-to-load fence) holds for copies of every size.
 //
 // Atomics (atomic.go) are single sync/atomic operations on the target's
 // word, themselves full fences, followed by the wake-up step.
@@ -162,7 +173,11 @@ func Put[T any](pe *PE, dst, src []T, target int) error {
 		return putSlow(pe, opPut, dst, src, target)
 	}
 	sp, n := core.SliceData(src)
-	core.CopyBytes[T](core.PeerAddr[T](&pe.sp, target, off), sp, n)
+	if d := core.PeerAddr[T](&pe.sp, target, off); n < memcopy.Large {
+		core.CopyBytes[T](d, sp, n)
+	} else {
+		memcopy.Move(d, sp, uintptr(n))
+	}
 	// putDone, inlined by hand: this is the hot path.
 	core.Bump(&pe.stats.Puts)
 	if pe.rma.mb.Load() != mbReady {
@@ -188,7 +203,11 @@ func PutNBI[T any](pe *PE, dst, src []T, target int) error {
 		return putSlow(pe, opPutNBI, dst, src, target)
 	}
 	sp, n := core.SliceData(src)
-	core.CopyBytes[T](core.PeerAddr[T](&pe.sp, target, off), sp, n)
+	if d := core.PeerAddr[T](&pe.sp, target, off); n < memcopy.Large {
+		core.CopyBytes[T](d, sp, n)
+	} else {
+		memcopy.Move(d, sp, uintptr(n))
+	}
 	core.Bump(&pe.stats.Puts)
 	return nil
 }
@@ -205,7 +224,12 @@ func Get[T any](pe *PE, dst, src []T, source int) error {
 	}
 	pe.rma.payFence()
 	d, _ := core.SliceData(dst)
-	core.CopyBytes[T](d, core.PeerAddr[T](&pe.sp, source, off), uint64(len(src))*core.SizeOf[T]())
+	s, n := core.PeerAddr[T](&pe.sp, source, off), uint64(len(src))*core.SizeOf[T]()
+	if n < memcopy.Large {
+		core.CopyBytes[T](d, s, n)
+	} else {
+		memcopy.Move(d, s, uintptr(n))
+	}
 	core.Bump(&pe.stats.Gets)
 	return nil
 }
@@ -222,7 +246,12 @@ func GetNBI[T any](pe *PE, dst, src []T, source int) error {
 	}
 	pe.rma.payFence()
 	d, _ := core.SliceData(dst)
-	core.CopyBytes[T](d, core.PeerAddr[T](&pe.sp, source, off), uint64(len(src))*core.SizeOf[T]())
+	s, n := core.PeerAddr[T](&pe.sp, source, off), uint64(len(src))*core.SizeOf[T]()
+	if n < memcopy.Large {
+		core.CopyBytes[T](d, s, n)
+	} else {
+		memcopy.Move(d, s, uintptr(n))
+	}
 	core.Bump(&pe.stats.Gets)
 	return nil
 }
@@ -453,7 +482,8 @@ func putSlow[T any](pe *PE, op string, dst, src []T, target int) error {
 	if !ok {
 		return pe.notSymmetric(op, "dst", p, n)
 	}
-	copy(core.SliceAt[T](r, len(src)), src)
+	sp, _ := core.SliceData(src)
+	memcopy.Move(r, sp, uintptr(n))
 	if op == opPutNBI {
 		core.Bump(&pe.stats.Puts)
 	} else {
@@ -483,7 +513,8 @@ func getSlow[T any](pe *PE, op string, dst, src []T, source int) error {
 		return pe.notSymmetric(op, "src", p, n)
 	}
 	pe.rma.payFence()
-	copy(dst, core.SliceAt[T](r, len(src)))
+	dp, _ := core.SliceData(dst)
+	memcopy.Move(dp, r, uintptr(n))
 	core.Bump(&pe.stats.Gets)
 	return nil
 }

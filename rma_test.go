@@ -81,15 +81,22 @@ func checkPutGet(t *testing.T, pe *PE) {
 			putGetRound(t, pe, n, func(rank, i int) point { return point{int32(rank), int32(i), float64(i) / 3} })
 		}
 	}
+	// Large enough for internal/memcopy's rule (the put lands at offset
+	// 3, off a 16-byte boundary).
+	putGetRound(t, pe, 1<<20+5, func(rank, i int) byte { return pattern(rank, i) })
 }
 
 // checkPutGetOverlap: a transfer between overlapping parts of one object
 // on this PE behaves as copy (memmove), at the small sizes that take the
-// word-move path and at a large one.
+// word-move path, at a larger one, and at sizes where internal/memcopy
+// chooses between REP MOVSB and memmove (a destination off a 16-byte
+// boundary, before or after the source: overlap must take memmove).
 func checkPutGetOverlap(t *testing.T, pe *PE) {
 	me := pe.Rank()
-	s := must(Malloc[byte](pe, 4096))
-	for _, c := range []struct{ from, to, n int }{{0, 4, 12}, {4, 0, 12}, {0, 3, 8}, {5, 1, 16}, {0, 100, 3000}, {100, 0, 3000}} {
+	const big = 1<<20 + 5
+	s := must(Malloc[byte](pe, big+8192))
+	for _, c := range []struct{ from, to, n int }{{0, 4, 12}, {4, 0, 12}, {0, 3, 8}, {5, 1, 16}, {0, 100, 3000}, {100, 0, 3000},
+		{0, 3, big}, {19, 3, big}, {3, 4099, big}} {
 		for _, put := range []bool{true, false} {
 			for i := range s {
 				s[i] = byte(i)

@@ -50,6 +50,8 @@
 //	memhook             the memory-release monitor
 //	alloc, alloc/...    allocators over offsets in a region, chosen by priority
 //	internal/shmsync    futex waits and wake-ups on words in shared memory
+//	internal/memcopy    large copies at memcpy speed: REP MOVSB where the
+//	                    runtime's memmove would stream (Put, Get, messages)
 //	internal/config     settings and their sources, sizes, the job's variables
 //	internal/errs       the sentinel errors
 //	internal/unix       the only importer of golang.org/x/sys/unix

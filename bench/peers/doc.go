@@ -10,7 +10,8 @@
 //	                                         barrier_lat bcast_lat reduce_lat malloc_lat
 //	mpi        mpi_bench           mpirun    pingpong_lat stream_bw stream_rate
 //	                                         barrier_lat bcast_lat allreduce_lat
-//	memcpy     memcpy_bench        -         memcpy_bw memcpy_shm_bw
+//	memcpy     memcpy_bench        -         memcpy_bw memcpy_shm_bw memcpy_odd_bw
+//	                                         memcpy_cold_bw
 //	cacheline  cacheline_pingpong  -         thread_lat proc_lat
 //
 // The C sources live in csrc/ (a Go package directory may not hold C files

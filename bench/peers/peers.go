@@ -41,7 +41,7 @@ var harnesses = map[string]harness{
 		"fadd_lat", "barrier_lat", "bcast_lat", "reduce_lat", "malloc_lat"}},
 	MPI: {"mpi_bench", "mpirun", []string{"pingpong_lat", "stream_bw", "stream_rate", "barrier_lat",
 		"bcast_lat", "allreduce_lat"}},
-	Memcpy:    {"memcpy_bench", "", []string{"memcpy_bw", "memcpy_shm_bw"}},
+	Memcpy:    {"memcpy_bench", "", []string{"memcpy_bw", "memcpy_shm_bw", "memcpy_odd_bw", "memcpy_cold_bw"}},
 	Cacheline: {"cacheline_pingpong", "", []string{"thread_lat", "proc_lat"}},
 }
 

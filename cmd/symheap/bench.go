@@ -47,13 +47,19 @@ PEs) and prints OSU-style tables: put/get latency, put bandwidth and message
 rate, fetch-add, barrier (2, 4, 8 PEs), broadcast, reduce, collective
 malloc/free, alloc+free pairs (allocator components, SharedAlloc), send/recv
 latency, bandwidth and small-message rate (shared-heap and ordinary
-buffers), then the targets.
+buffers), Go copy against C memcpy, then the targets.
+
+Every latency is printed beside its floor (the cache-line transfers it
+needs at least, times one transfer between PE 0 and PE 1, plus a memcpy of
+its bytes) and every bandwidth beside memcpy, both measured in the same
+run by a job of the same PEs, alternating with the other figures; memcpy
+is glibc's when --peers built the C harness, else Go's copy.
 
 With --peers it also builds and runs, alternating with ours, Open MPI's
 OpenSHMEM and MPI, C memcpy, a cache-line ping-pong and the C mallocs
 (glibc, jemalloc, mimalloc), and prints each ratio ours/theirs.
 
-tests: ` + "put_lat get_lat put_bw put_rate fadd barrier bcast reduce malloc alloc msg_lat msg_bw msg_rate" + `
+tests: ` + "put_lat get_lat put_bw put_rate fadd barrier bcast reduce malloc alloc msg_lat msg_bw msg_rate copy" + `
 
 flags:
 `
@@ -66,9 +72,10 @@ type runner struct {
 	params     benchParams
 	rounds     int
 	peers      bool
+	quick      bool
 	timeout    time.Duration
 
-	p2pSizes, msgLatSizes, msgBwSizes, msgRateSizes []int64
+	p2pSizes, msgLatSizes, msgBwSizes, msgRateSizes, copySizes []int64
 
 	exe     string
 	peerDir string
@@ -190,7 +197,7 @@ func parseBenchFlags(args []string) (*runner, benchOutput, error) {
 	if fs.NArg() > 0 {
 		return bad(fmt.Errorf("bench: unexpected argument %q (see symheap bench -h)", fs.Arg(0)))
 	}
-	r := &runner{pes: *pes, peers: *withPeers, timeout: *timeout, peerDir: *peerDir}
+	r := &runner{pes: *pes, peers: *withPeers, quick: o.quick, timeout: *timeout, peerDir: *peerDir}
 	if r.pes < 2 || r.pes > 64 {
 		return bad(fmt.Errorf("bench: --pes %d: want 2 to 64", r.pes))
 	}
@@ -210,12 +217,14 @@ func parseBenchFlags(args []string) (*runner, benchOutput, error) {
 	r.msgLatSizes = append([]int64{0}, pow2(1, 64<<20)...)
 	r.msgBwSizes = pow2(1, 64<<20)
 	r.msgRateSizes = pow2(1, 256)
+	r.copySizes = pow2(64, 64<<20)
 	if o.quick {
 		r.params = benchParams{Iters: 200, MinIters: 2, Warmup: 10, Reps: 1, Window: 8, Budget: 3 * time.Millisecond, Pairs: 20_000}
 		r.p2pSizes = []int64{8, 256, 8 << 10, 256 << 10, 4 << 20}
 		r.msgLatSizes = []int64{0, 8, 1 << 10, 64 << 10, 1 << 20}
 		r.msgBwSizes = []int64{8, 64 << 10, 1 << 20}
 		r.msgRateSizes = []int64{8, 256}
+		r.copySizes = []int64{64, 64 << 10, 1 << 20}
 	}
 	if flagSet(fs, "time") {
 		r.params.Budget = *budget
@@ -244,10 +253,10 @@ func parseBenchFlags(args []string) (*runner, benchOutput, error) {
 			return bad(fmt.Errorf("bench: --max-size: %w", err))
 		}
 		if o.quick {
-			r.p2pSizes, r.msgLatSizes, r.msgBwSizes = upTo(r.p2pSizes, m), upTo(r.msgLatSizes, m), upTo(r.msgBwSizes, m)
+			r.p2pSizes, r.msgLatSizes, r.msgBwSizes, r.copySizes = upTo(r.p2pSizes, m), upTo(r.msgLatSizes, m), upTo(r.msgBwSizes, m), upTo(r.copySizes, m)
 		} else {
 			r.msgRateSizes = pow2(1, min(m, 256))
-			r.p2pSizes, r.msgLatSizes, r.msgBwSizes = pow2(8, m), append([]int64{0}, pow2(1, m)...), pow2(1, m)
+			r.p2pSizes, r.msgLatSizes, r.msgBwSizes, r.copySizes = pow2(8, m), append([]int64{0}, pow2(1, m)...), pow2(1, m), pow2(64, m)
 		}
 	}
 	if *sizes != "" {
@@ -258,6 +267,7 @@ func parseBenchFlags(args []string) (*runner, benchOutput, error) {
 		r.p2pSizes, r.msgLatSizes = list, list
 		r.msgBwSizes = slices.DeleteFunc(slices.Clone(list), func(v int64) bool { return v == 0 })
 		r.msgRateSizes = r.msgBwSizes
+		r.copySizes = r.msgBwSizes
 	}
 	if len(r.p2pSizes) == 0 || len(r.msgBwSizes) == 0 {
 		return bad(errors.New("bench: no message sizes left (check --sizes and --max-size)"))

@@ -2,13 +2,19 @@ package main
 
 // Charts of `symheap bench --plot DIR` (gonum.org/v1/plot):
 //
-//	put_get_latency.png  Put and Get latency vs size, ours and OpenSHMEM (log-log)
-//	put_bandwidth.png    Put bandwidth vs size, ours, OpenSHMEM and C memcpy (log-log)
-//	msg_latency.png      Send/Recv latency vs size, both buffer kinds, Open MPI,
-//	                     and the cache-line ping-pong floor (log-log)
-//	msg_bandwidth.png    Send/Recv bandwidth vs size (log-log)
+//	put_get_latency.png  Put and Get latency vs size, ours, OpenSHMEM and the
+//	                     floors (log-log)
+//	put_bandwidth.png    Put bandwidth vs size, ours, OpenSHMEM and memcpy (log-log)
+//	msg_latency.png      Send/Recv latency vs size, both buffer kinds, Open MPI
+//	                     and the floor (log-log)
+//	msg_bandwidth.png    Send/Recv bandwidth vs size, and memcpy (log-log)
+//	copy_bandwidth.png   Go copy and glibc memcpy, warm and cold (log-log)
 //	scalars.png          fetch-add, barrier, collective malloc+free, reduce and
-//	                     broadcast: ours vs OpenSHMEM, bars on a log axis
+//	                     broadcast: ours vs OpenSHMEM and the floor, bars on a
+//	                     log axis
+//
+// The floor of a table (bench_floorcol.go) is a dotted black line (a grey
+// bar in scalars.png); its ingredients are not drawn.
 //
 // A chart is written only when its tests ran. Ours are solid lines with
 // round markers, the peers dashed with other markers; colours are fixed
@@ -24,6 +30,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -39,6 +46,7 @@ var (
 		"mpi":       color.RGBA{44, 160, 44, 255},
 		"memcpy":    color.RGBA{127, 127, 127, 255},
 		"cacheline": color.RGBA{214, 39, 40, 255},
+		"floor":     color.RGBA{0, 0, 0, 255},
 	}
 	colOther = color.RGBA{140, 86, 75, 255}
 )
@@ -75,6 +83,7 @@ func writePlots(dir string, rep *benchReport) ([]string, error) {
 		{"put_bandwidth.png", "Put bandwidth (higher is better)", "bandwidth (MB/s, 10⁶ B/s)", []string{"put_bw"}},
 		{"msg_latency.png", "Send/Recv latency, half round trip (lower is better)", "latency (µs)", []string{"msg_lat"}},
 		{"msg_bandwidth.png", "Send/Recv bandwidth (higher is better)", "bandwidth (MB/s, 10⁶ B/s)", []string{"msg_bw"}},
+		{"copy_bandwidth.png", "Go copy and glibc memcpy (higher is better)", "bandwidth (MB/s, 10⁶ B/s)", []string{"copy"}},
 	}
 	for _, c := range charts {
 		var secs []*section
@@ -132,8 +141,8 @@ func savePNG(p *plot.Plot, path string) error {
 }
 
 // sizeChart draws every series of secs against message size, log-log.
-// Sizes of 0 bytes cannot sit on a log axis and are left out. A floor
-// series becomes a horizontal line.
+// Sizes of 0 bytes cannot sit on a log axis and are left out. A table's
+// floor is a dotted black line; the floor's ingredients are not drawn.
 func sizeChart(title, ylabel string, latency bool, secs []*section) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = title
@@ -148,21 +157,17 @@ func sizeChart(title, ylabel string, latency bool, secs []*section) (*plot.Plot,
 	p.Legend.ThumbnailWidth = 0.9 * vg.Centimeter
 	p.Legend.TextStyle.Font.Size = vg.Points(9)
 	p.Add(plotter.NewGrid())
-	xmin, xmax := math.Inf(1), math.Inf(-1)
 	ours, drawn := 0, 0
 	peerSeen := map[string]int{}
-	var floors []*series
 	for _, s := range secs {
 		for _, sr := range s.Series {
 			if sr.Floor {
-				floors = append(floors, sr)
 				continue
 			}
 			var xys plotter.XYs
 			for _, pt := range sr.Points {
 				if pt.Size > 0 && pt.Value > 0 {
 					xys = append(xys, plotter.XY{X: float64(pt.Size), Y: pt.Value})
-					xmin, xmax = math.Min(xmin, float64(pt.Size)), math.Max(xmax, float64(pt.Size))
 				}
 			}
 			if len(xys) == 0 {
@@ -174,6 +179,18 @@ func sizeChart(title, ylabel string, latency bool, secs []*section) (*plot.Plot,
 			}
 			line.Width = vg.Points(1.6)
 			points.Radius = vg.Points(2.2)
+			label := sr.Label
+			if sr.Derived {
+				line.Color, points.Color = peerColor("floor"), peerColor("floor")
+				line.Width, points.Radius = vg.Points(1.2), vg.Points(1.2)
+				line.Dashes = []vg.Length{vg.Points(1.5), vg.Points(2.5)}
+				if len(secs) > 1 {
+					label += ", " + strings.ToLower(strings.Fields(s.Title)[0])
+				}
+				p.Add(line, points)
+				p.Legend.Add(label, line, points)
+				continue
+			}
 			// The n-th series of ours, or of one peer, on this chart.
 			nth := ours
 			c := colOurs[nth%len(colOurs)]
@@ -195,27 +212,12 @@ func sizeChart(title, ylabel string, latency bool, secs []*section) (*plot.Plot,
 				line.Dashes = []vg.Length{vg.Points(1.5), vg.Points(2)}
 			}
 			p.Add(line, points)
-			p.Legend.Add(sr.Label, line, points)
+			p.Legend.Add(label, line, points)
 			drawn++
 		}
 	}
 	if drawn == 0 {
 		return nil, nil
-	}
-	for _, f := range floors {
-		if len(f.Points) == 0 || !(f.Points[0].Value > 0) {
-			continue
-		}
-		v := f.Points[0].Value
-		l, err := plotter.NewLine(plotter.XYs{{X: xmin, Y: v}, {X: xmax, Y: v}})
-		if err != nil {
-			return nil, err
-		}
-		l.Color = peerColor(f.Harness)
-		l.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
-		l.Width = vg.Points(1.2)
-		p.Add(l)
-		p.Legend.Add(f.Label, l)
 	}
 	return p, nil
 }
@@ -270,13 +272,13 @@ func shortSize(n int64) string {
 	return fmt.Sprint(n)
 }
 
-// scalarChart draws one group of bars per scalar figure: ours, and
-// OpenSHMEM's when it was measured, on a log axis of microseconds; the tick
-// label carries the ratio.
+// scalarChart draws one group of bars per scalar figure: ours,
+// OpenSHMEM's when it was measured, and the floor, on a log axis of
+// microseconds; the tick label carries the ratios.
 func scalarChart(sub string, byID map[string]*section) (*plot.Plot, error) {
 	type group struct {
-		label        string
-		ours, theirs float64
+		label               string
+		ours, theirs, floor float64
 	}
 	var groups []group
 	addRows := func(id, metric, name string, label func(k int64) string) {
@@ -284,14 +286,19 @@ func scalarChart(sub string, byID map[string]*section) (*plot.Plot, error) {
 		if s == nil {
 			return
 		}
-		num, den := s.seriesIndex(ourHarness+":"+metric), s.seriesIndex("osh:"+metric)
+		num, den, fl := s.seriesIndex(ourHarness+":"+metric), s.seriesIndex("osh:"+metric), s.seriesIndex(fDerived)
 		if num < 0 {
 			return
 		}
 		for _, k := range s.rows() {
-			g := group{label: name + "\n" + label(k), theirs: math.NaN(), ours: math.NaN()}
+			g := group{label: name + "\n" + label(k), theirs: math.NaN(), ours: math.NaN(), floor: math.NaN()}
 			if p := s.find(num, k); p != nil {
 				g.ours = p.Value
+			}
+			if fl >= 0 {
+				if p := s.find(fl, k); p != nil {
+					g.floor = p.Value
+				}
 			}
 			if den >= 0 {
 				if p := s.find(den, k); p != nil {
@@ -318,28 +325,34 @@ func scalarChart(sub string, byID map[string]*section) (*plot.Plot, error) {
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Legend.TextStyle.Font.Size = vg.Points(9)
 	p.Add(plotter.NewGrid())
-	const w = 0.36 // bar width in group units
-	ours := &logBars{color: colOurs[0], offset: -w / 2, width: w}
-	theirs := &logBars{color: peerColor("osh"), offset: w / 2, width: w}
+	const w = 0.27 // bar width in group units
+	ours := &logBars{color: colOurs[0], offset: -w, width: w}
+	theirs := &logBars{color: peerColor("osh"), offset: 0, width: w}
+	floors := &logBars{color: color.RGBA{170, 170, 170, 255}, offset: w, width: w}
 	var ticks []plot.Tick
 	lo, hi := math.Inf(1), math.Inf(-1)
-	hasPeer := false
-	var labels [2]plotter.XYLabels
+	hasPeer, hasFloor := false, false
+	var labels [3]plotter.XYLabels
 	for i, g := range groups {
 		x := float64(i)
 		ours.add(x, g.ours)
 		theirs.add(x, g.theirs)
+		floors.add(x, g.floor)
 		label := g.label
-		for j, v := range []float64{g.ours, g.theirs} {
+		for j, v := range []float64{g.ours, g.theirs, g.floor} {
 			if v > 0 {
 				lo, hi = math.Min(lo, v), math.Max(hi, v)
-				labels[j].XYs = append(labels[j].XYs, plotter.XY{X: x + []float64{-w / 2, w / 2}[j], Y: v})
+				labels[j].XYs = append(labels[j].XYs, plotter.XY{X: x + []float64{-w, 0, w}[j], Y: v})
 				labels[j].Labels = append(labels[j].Labels, fmtValue(v, "us"))
 			}
 		}
 		if g.theirs > 0 {
 			hasPeer = true
 			label += fmt.Sprintf("\n×%s", fmtRatio(g.ours/g.theirs))
+		}
+		if g.floor > 0 {
+			hasFloor = true
+			label += fmt.Sprintf("\n%s×floor", fmtRatio(g.ours/g.floor))
 		}
 		ticks = append(ticks, plot.Tick{Value: x, Label: label})
 	}
@@ -352,6 +365,10 @@ func scalarChart(sub string, byID map[string]*section) (*plot.Plot, error) {
 	if hasPeer {
 		p.Add(theirs)
 		p.Legend.Add("OpenSHMEM (Open MPI)", theirs)
+	}
+	if hasFloor {
+		p.Add(floors)
+		p.Legend.Add("floor", floors)
 	}
 	for j := range labels {
 		if len(labels[j].XYs) == 0 {

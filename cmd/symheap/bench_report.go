@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/symheap/symheap/alloc"
@@ -141,10 +142,15 @@ func printSection(w io.Writer, s *section) {
 		header := []string{keyHeader(s)}
 		var cols []int
 		for i, sr := range s.Series {
-			if !sr.Floor {
-				header = append(header, sr.Column)
-				cols = append(cols, i)
+			if sr.Floor {
+				continue
 			}
+			if sr.Derived && s.Floor != nil && s.Floor.Kind == "latency" {
+				header = append(header, "lines")
+				cols = append(cols, -1-i) // the lines of series i's points
+			}
+			header = append(header, sr.Column)
+			cols = append(cols, i)
 		}
 		for _, rc := range s.Ratios {
 			header = append(header, rc.Column)
@@ -153,6 +159,14 @@ func printSection(w io.Writer, s *section) {
 		for _, k := range s.rows() {
 			row := []string{itoa(k)}
 			for _, i := range cols {
+				if i < 0 {
+					if p := s.find(-1-i, k); p != nil && p.Lines != nil {
+						row = append(row, strconv.Itoa(*p.Lines))
+					} else {
+						row = append(row, "-")
+					}
+					continue
+				}
 				if p := s.find(i, k); p != nil {
 					row = append(row, fmtValue(p.Value, s.Unit))
 				} else {
@@ -170,10 +184,24 @@ func printSection(w io.Writer, s *section) {
 		}
 		table(w, header, rows)
 	}
-	for _, sr := range s.Series {
-		if sr.Floor && len(sr.Points) > 0 {
-			fmt.Fprintf(w, "# floor: %s, half a round trip between two processes: %s %s\n", sr.Label, fmtValue(sr.Points[0].Value, s.Unit), s.Unit)
+	if f := s.Floor; f != nil {
+		name := "floor"
+		if f.Kind != "latency" {
+			name = "memcpy"
 		}
+		fmt.Fprintf(w, "# %s = %s", name, f.Formula)
+		if f.Why != "" {
+			fmt.Fprintf(w, "; lines: %s", f.Why)
+		}
+		fmt.Fprintln(w)
+		if f.Line != "" {
+			fmt.Fprintf(w, "# %s\n", f.Line)
+		}
+		if f.Copy != "" {
+			fmt.Fprintf(w, "# memcpy(size): %s\n", f.Copy)
+		}
+	}
+	for _, sr := range s.Series {
 		if sr.Unavailable != "" {
 			fmt.Fprintf(w, "# %s: unavailable: %s\n", sr.Label, oneLine(sr.Unavailable))
 		}
@@ -285,8 +313,36 @@ func targetSpecs() []targetSpec {
 		{"send/recv message rate 1-256 B, ordinary buffers, vs Open MPI", "msg_rate", "symheap:msg_rate_heap", "mpi:stream_rate", upTo256, ">=", 1},
 		{def + " (default allocator) small alloc+free pair vs glibc malloc", "alloc", "symheap:pair_" + def, "glibc:pair", is(16), "<=", 1.5},
 		{"SharedAlloc small alloc+free pair vs mimalloc", "alloc", ourHarness + ":shared_alloc", "mimalloc:pair", is(16), "<=", 1.2},
+
+		// Floors (bench_floorcol.go): every latency within 1.5x its floor,
+		// 8 B send/recv within 1.3x, and every copy of 1 MiB or more at
+		// 0.95x memcpy or better. A Put or Get latency's floor from 1 MiB
+		// up is its copy alone, so 0.95x memcpy there is 1/0.95 = 1.053x
+		// the floor.
+		{"Put latency, every size, vs floor", "put_lat", "symheap:put_lat", fDerived, all, "<=", 1.5},
+		{"Get latency, every size, vs floor", "get_lat", "symheap:get_lat", fDerived, all, "<=", 1.5},
+		{"fetch-add latency vs floor", "fadd", "symheap:fadd_lat", fDerived, all, "<=", 1.5},
+		{"barrier, 2 PEs, vs floor", "barrier", "symheap:barrier_lat", fDerived, is(2), "<=", 1.5},
+		{"broadcast latency, every size, vs floor", "bcast", "symheap:bcast_lat", fDerived, all, "<=", 1.5},
+		{"reduce latency, every size, vs floor", "reduce", "symheap:reduce_lat", fDerived, all, "<=", 1.5},
+		{"collective malloc+free, every size, vs floor", "malloc", "symheap:malloc_lat", fDerived, all, "<=", 1.5},
+		{"send/recv latency, every size, shared-heap buffers, vs floor", "msg_lat", "symheap:msg_lat_shm", fDerived, all, "<=", 1.5},
+		{"send/recv latency, every size, ordinary buffers, vs floor", "msg_lat", "symheap:msg_lat_heap", fDerived, all, "<=", 1.5},
+		{"send/recv 8 B, shared-heap buffers, vs floor", "msg_lat", "symheap:msg_lat_shm", fDerived, is(8), "<=", 1.3},
+		{"send/recv 8 B, ordinary buffers, vs floor", "msg_lat", "symheap:msg_lat_heap", fDerived, is(8), "<=", 1.3},
+		{"Put >= 1 MiB (copy >= 0.95x memcpy), vs floor", "put_lat", "symheap:put_lat", fDerived, atLeast(1 << 20), "<=", 1 / 0.95},
+		{"Get >= 1 MiB (copy >= 0.95x memcpy), vs floor", "get_lat", "symheap:get_lat", fDerived, atLeast(1 << 20), "<=", 1 / 0.95},
+		{"Put bandwidth >= 1 MiB vs memcpy", "put_bw", "symheap:put_bw", fDerived, atLeast(1 << 20), ">=", 0.95},
+		{"send/recv bandwidth >= 1 MiB, shared-heap buffers, vs memcpy", "msg_bw", "symheap:msg_bw_shm", fDerived, atLeast(1 << 20), ">=", 0.95},
+		{"send/recv bandwidth >= 1 MiB, ordinary buffers, vs memcpy", "msg_bw", "symheap:msg_bw_heap", fDerived, atLeast(1 << 20), ">=", 0.95},
+		{"symheap copy >= 1 MiB, warm, vs glibc memcpy", "copy", "symheap:copy_bw", "memcpy:memcpy_bw", atLeast(1 << 20), ">=", 0.95},
+		{"symheap copy >= 1 MiB, odd destination, vs glibc memcpy", "copy", "symheap:copy_odd_bw", "memcpy:memcpy_odd_bw", atLeast(1 << 20), ">=", 0.95},
+		{"symheap copy >= 1 MiB, cold, vs glibc memcpy", "copy", "symheap:copy_cold_bw", "memcpy:memcpy_cold_bw", atLeast(1 << 20), ">=", 0.95},
 	}
 }
+
+// all accepts every row.
+func all(int64) bool { return true }
 
 // seriesIndex finds the series "harness:metric" in s.
 func (s *section) seriesIndex(id string) int {
@@ -301,7 +357,7 @@ func (s *section) seriesIndex(id string) int {
 func evalTargets(sections []*section) []targetResult {
 	var out []targetResult
 	for _, t := range targetSpecs() {
-		res := targetResult{Name: t.Name, Want: fmt.Sprintf("%s %g", t.Op, t.Limit), Status: "n/a"}
+		res := targetResult{Name: t.Name, Want: fmt.Sprintf("%s %.4g", t.Op, t.Limit), Status: "n/a"}
 		var s *section
 		for _, x := range sections {
 			if x.ID == t.Section {
@@ -317,6 +373,8 @@ func evalTargets(sections []*section) []targetResult {
 			res.Reason = "test " + t.Section + " not run"
 		case num < 0:
 			res.Reason = "no figure of ours"
+		case den < 0 && t.Den == fDerived:
+			res.Reason = "no floor measured"
 		case den < 0:
 			res.Reason = "peer not run (use --peers)"
 		case s.Series[den].Unavailable != "":

@@ -25,6 +25,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -50,9 +51,13 @@ type section struct {
 	Ratios []ratioCol `json:"ratios,omitempty"`
 	Notes  []string   `json:"notes,omitempty"`
 	Errors []string   `json:"errors,omitempty"`
+	// Floor says how the floor column was made: from what, measured by
+	// whom (floor.go).
+	Floor *floorInfo `json:"floor,omitempty"`
 
 	transpose bool // print a row per series (alloc)
 	units     []*runUnit
+	floor     *floorSpec // how to compute the floor column; nil: none
 }
 
 // series is one contender's figures in a section.
@@ -65,9 +70,13 @@ type series struct {
 	Points  []*point `json:"points"`
 	// Unavailable says why the peer has no figures (not built, failed).
 	Unavailable string `json:"unavailable,omitempty"`
-	// Floor marks a single reference figure (cache-line ping-pong): a note
-	// in the table, a horizontal line in the chart.
+	// Floor marks an ingredient of the floor (a cache-line ping-pong, an
+	// atomic, a memcpy): noted under the table, not a column of its own.
 	Floor bool `json:"floor,omitempty"`
+	// Derived marks the floor itself, computed per row from the
+	// ingredients (floor.go): a column, and the denominator of "x floor"
+	// or "x memcpy".
+	Derived bool `json:"derived,omitempty"`
 
 	scale float64 // harness unit to the section's unit; 0 means 1
 }
@@ -78,6 +87,9 @@ type point struct {
 	PEs   int       `json:"pes"`
 	Value float64   `json:"value"`
 	Runs  []float64 `json:"runs"`
+	// Lines is, on a latency floor's points, the cache-line transfers
+	// the operation needs at least (floorSpec).
+	Lines *int `json:"lines,omitempty"`
 }
 
 type ratioCol struct {
@@ -123,7 +135,7 @@ func (s *section) rows() []int64 {
 	seen := map[int64]bool{}
 	var out []int64
 	for _, sr := range s.Series {
-		if sr.Floor {
+		if sr.Floor || sr.Derived {
 			continue
 		}
 		for _, p := range sr.Points {
@@ -214,6 +226,7 @@ func (r *runner) runSection(ctx context.Context, s *section) error {
 	for _, sr := range s.Series {
 		sort.Slice(sr.Points, func(i, j int) bool { return s.key(sr.Points[i]) < s.key(sr.Points[j]) })
 	}
+	s.computeFloor()
 	return nil
 }
 
@@ -272,7 +285,7 @@ func (r *runner) peerUnit(label, h string, tests []string, np int, sizes []int64
 // Test names, in the order they run and print.
 var benchTests = []string{
 	"put_lat", "get_lat", "put_bw", "put_rate", "fadd", "barrier",
-	"bcast", "reduce", "malloc", "alloc", "msg_lat", "msg_bw", "msg_rate",
+	"bcast", "reduce", "malloc", "alloc", "msg_lat", "msg_bw", "msg_rate", "copy",
 }
 
 // vecSizes are the bytes of the vector collectives: 1 and 1024 int64.
@@ -316,6 +329,15 @@ func (r *runner) newSection(id string) *section {
 			add(r.peerUnit("OpenSHMEM", peers.OSH, []string{id}, n, p.Sizes), 1)
 			ratio(0, 1, "x OpenSHMEM")
 		}
+		// Floor: 0 line transfers + one copy. PE 1 never touches its copy
+		// while PE 0 puts into it (or gets from it) again and again, so
+		// after the first operation the lines stay in PE 0's cache
+		// (modified for a put, shared for a get) and no line moves; what
+		// is left is the copy of size bytes (Quiet fences nothing on
+		// amd64: rma.go). A put into a line the target is reading would
+		// add 1 transfer: that case is the send/recv table's.
+		r.addFloor(s, floorSpec{kind: "latency", lines: constLines(0), copies: 1, np: n, sizes: p.Sizes,
+			why: "0 line transfers: PE 1 does not touch its copy between operations, so the lines stay in PE 0's cache; one copy of size bytes"})
 	case "put_bw":
 		s.Title, s.Unit, s.Better = "Put bandwidth", "MB/s", "higher"
 		s.What = fmt.Sprintf("window of %d PutNBI into PE 1 (at most 64 MiB), then Quiet; MB/s = 10^6 B/s", p.Window)
@@ -329,8 +351,10 @@ func (r *runner) newSection(id string) *section {
 			add(r.peerUnit("OpenSHMEM", peers.OSH, []string{"put_bw"}, n, p.Sizes), 1)
 			add(r.peerUnit("C memcpy", peers.Memcpy, []string{"memcpy_shm_bw"}, 0, p.Sizes), 2)
 			ratio(0, 1, "x OpenSHMEM")
-			ratio(0, 2, "x memcpy")
 		}
+		// Floor: memcpy of size bytes into shared memory, the same
+		// buffers again and again (as the window puts one buffer).
+		r.addFloor(s, floorSpec{kind: "bandwidth", np: n, sizes: p.Sizes})
 	case "put_rate":
 		s.Title, s.Unit, s.Better = "Put message rate", "msg/s", "higher"
 		s.What = fmt.Sprintf("window of %d PutNBI of 8 B into PE 1, then Quiet", p.Window)
@@ -342,6 +366,8 @@ func (r *runner) newSection(id string) *section {
 			add(r.peerUnit("OpenSHMEM", peers.OSH, []string{"put_rate"}, n, p.Sizes), 1)
 			ratio(0, 1, "x OpenSHMEM")
 		}
+		// Floor: as many 8-byte memcpys per second as memcpy(8 B) allows.
+		r.addFloor(s, floorSpec{kind: "rate", np: n, sizes: p.Sizes})
 	case "fadd":
 		s.Title = "Atomic fetch-add latency"
 		s.What = "AtomicFetchAdd on PE 1's int64 from PE 0, per operation"
@@ -352,6 +378,11 @@ func (r *runner) newSection(id string) *section {
 			add(r.peerUnit("OpenSHMEM", peers.OSH, []string{"fadd_lat"}, n, nil), 1)
 			ratio(0, 1, "x OpenSHMEM")
 		}
+		// Floor: 0 line transfers + one atomic. PE 1 does not touch its
+		// word, so after the first fetch-add its line stays in PE 0's
+		// cache and each one is a locked add on a cached line.
+		r.addFloor(s, floorSpec{kind: "latency", lines: constLines(0), rmws: 1, np: n,
+			why: "0 line transfers: PE 1 does not touch its word, so its line stays in PE 0's cache; one atomic read-modify-write"})
 	case "barrier":
 		s.Title, s.Key, s.PEs = "Barrier latency", "pes", 0
 		s.What = "Barrier, the slowest PE's mean per call"
@@ -366,6 +397,18 @@ func (r *runner) newSection(id string) *section {
 				add(r.peerUnit(fmt.Sprintf("OpenSHMEM, %d PEs", np), peers.OSH, []string{"barrier_lat"}, np, nil), 1)
 			}
 		}
+		// Floor: N line transfers for N PEs, while every PE has a CPU of
+		// its own. Each arrival is an add to one counter, so the line
+		// goes to each PE in turn (the first arriver's add may find it
+		// already there: N-1), and the PEs waiting must then fetch the
+		// final count (1 more, in parallel). With 2 PEs: 2, the line
+		// there and back, which is also what any barrier needs when the
+		// two PEs' arrivals must each reach the other in turn (two
+		// flags written at once could overlap the directions: 1).
+		// More PEs than CPUs: no floor, the scheduler decides.
+		r.addFloor(s, floorSpec{kind: "latency", np: 2, lines: func(k int64) (int, bool) {
+			return int(k), k >= 2 && k <= int64(runtime.NumCPU())
+		}, why: "N line transfers for N PEs on N CPUs: the counter line goes to each arriving PE in turn, then back to the waiters; none with more PEs than CPUs"})
 	case "bcast", "reduce":
 		metric, title, peerOp := "bcast_lat", "Broadcast latency", "shmem_broadcast64"
 		what := "Broadcast from PE 0 of size/8 int64 over the world team"
@@ -382,6 +425,14 @@ func (r *runner) newSection(id string) *section {
 			add(r.peerUnit("OpenSHMEM", peers.OSH, []string{metric}, n, p.Sizes), 1)
 			ratio(0, 1, "x OpenSHMEM")
 		}
+		// Floor, 2 PEs: 2 line transfers + one copy of size bytes. The
+		// data (and the flag beside them) must reach the other PE (1),
+		// and, before the next call may overwrite the buffer it was read
+		// from, word that it was read must come back (1). Broadcast: the
+		// receiver copies the root's data once; Reduce: each PE reads the
+		// other's vector once (the adds ride along). More PEs: none here.
+		r.addFloor(s, floorSpec{kind: "latency", copies: 1, np: n, sizes: p.Sizes, lines: func(int64) (int, bool) { return 2, n == 2 },
+			why: "2 PEs: 2 line transfers (the data to the other PE, word of their use back before the buffer is reused) + one copy of size bytes"})
 	case "malloc":
 		s.Title = "Collective malloc+free latency"
 		s.What = "Malloc + Free pair (collective), the slowest PE's mean per pair"
@@ -393,8 +444,16 @@ func (r *runner) newSection(id string) *section {
 			add(r.peerUnit("OpenSHMEM", peers.OSH, []string{"malloc_lat"}, n, p.Sizes), 1)
 			ratio(0, 1, "x OpenSHMEM")
 		}
+		// Floor, 2 PEs: 4 line transfers. A collective Malloc must learn
+		// that every PE made the same call (an exchange: 2, as a
+		// barrier), and a Free may free only once every PE has reached it
+		// (a barrier: 2). No bytes are copied; the size does not matter.
+		r.addFloor(s, floorSpec{kind: "latency", np: n, lines: func(int64) (int, bool) { return 4, n == 2 },
+			why: "2 PEs: 4 line transfers, an exchange for Malloc (2) and an entry barrier for Free (2)"})
 	case "alloc":
 		r.allocSection(s)
+	case "copy":
+		r.copySection(s)
 	case "msg_lat":
 		s.Title = "Send/Recv latency"
 		s.What = "Send/Recv ping-pong between PEs 0 and 1, half a round trip"
@@ -406,13 +465,19 @@ func (r *runner) newSection(id string) *section {
 		add(r.ourJob("symheap", "msg_lat", n, p, 2<<20, 2*maxSize(p.Sizes)+8<<20), 0, 1)
 		if withPeers {
 			s.Series = append(s.Series,
-				&series{Label: "Open MPI MPI_Send/MPI_Recv", Column: "Open MPI (us)", Harness: peers.MPI, Metric: "pingpong_lat"},
-				&series{Label: "cache-line ping-pong (floor)", Column: "floor (us)", Harness: peers.Cacheline, Metric: "proc_lat", Floor: true, scale: 1e-3})
+				&series{Label: "Open MPI MPI_Send/MPI_Recv", Column: "Open MPI (us)", Harness: peers.MPI, Metric: "pingpong_lat"})
 			add(r.peerUnit("Open MPI", peers.MPI, []string{"pingpong_lat"}, n, p.Sizes), 2)
-			add(r.peerUnit("cache-line ping-pong", peers.Cacheline, []string{"proc_lat"}, 0, nil), 3)
 			ratio(0, 2, "shm x MPI")
 			ratio(1, 2, "Go x MPI")
 		}
+		// Floor: 1 line transfer + one copy of size bytes. Half a round
+		// trip moves the message from PE 0 to PE 1 once: the line
+		// holding it (and its flag) must travel to the receiver, which
+		// is exactly half a round trip of the line ping-pong; a larger
+		// message needs at least one copy of its bytes (single copy),
+		// whose other lines can travel in parallel.
+		r.addFloor(s, floorSpec{kind: "latency", lines: constLines(1), copies: 1, np: n, sizes: p.Sizes,
+			why: "1 line transfer (the message's line to the receiver: half a round trip) + one copy of size bytes"})
 	case "msg_bw":
 		s.Title, s.Unit, s.Better = "Send/Recv bandwidth", "MB/s", "higher"
 		s.What = fmt.Sprintf("PE 0: window of %d Isend (at most 64 MiB), PE 1: as many Irecv, then a 4-byte ack; MB/s = 10^6 B/s", p.Window)
@@ -429,6 +494,9 @@ func (r *runner) newSection(id string) *section {
 			ratio(0, 2, "shm x MPI")
 			ratio(1, 2, "Go x MPI")
 		}
+		// Floor: memcpy of size bytes, the same buffers again and again
+		// (a message is copied once; the window reuses one buffer).
+		r.addFloor(s, floorSpec{kind: "bandwidth", np: n, sizes: p.Sizes})
 	case "msg_rate":
 		s.Title, s.Unit, s.Better = "Send/Recv message rate", "msg/s", "higher"
 		s.What = fmt.Sprintf("PE 0: window of %d Isend, PE 1: as many Irecv, each Wait then Release, then a 4-byte ack (Open MPI: MPI_Waitall)", p.Window)

@@ -142,6 +142,7 @@ var peTests = map[string]func(b *peBench) error{
 	"msg_lat":      (*peBench).pingPong,
 	"msg_bw":       func(b *peBench) error { return b.stream(false) },
 	"msg_rate":     func(b *peBench) error { return b.stream(true) },
+	"floor":        (*peBench).floor,
 }
 
 // runBenchPE is `symheap __bench-pe`.

@@ -60,7 +60,18 @@ func Reinterpret[U, T any](s []T) []U {
 // included): two word loads then two word stores for 8 to 16 bytes (a
 // transfer of a word or two is the latency that matters most, and the
 // call to memmove was a fifth of it), the runtime's memmove otherwise.
-// Generic for the API's fast paths (see OwnOff).
+// Generic for the API's fast paths (see OwnOff), and small enough (inline
+// cost 42 of 80) to be inlined into them: a branch to a call more, for
+// the large copies of internal/memcopy, would not be (109), and every Put
+// would pay a call. So the callers that copy large blocks test for
+// memcopy.Large themselves and call memcopy.Move (rma.go).
+//
+// Memory order: every store of the copy is ordered before the caller's
+// next store when CopyBytes returns, as ordinary stores are under TSO:
+// the runtime's non-temporal loops (amd64, from 1 MiB) end with SFENCE,
+// and memcopy.Move's REP MOVSB is not reordered with later stores. The
+// completion rules of the root package (Put, Quiet, Fence, Barrier:
+// rma.go) rely on that.
 func CopyBytes[T any](dst, src Ptr, n uint64) {
 	if n-8 <= 8 { // 8 <= n <= 16
 		a := *(*uint64)(src)

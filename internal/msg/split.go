@@ -7,6 +7,7 @@ import (
 
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/errs"
+	"github.com/symheap/symheap/internal/memcopy"
 	"github.com/symheap/symheap/internal/unix"
 )
 
@@ -188,7 +189,7 @@ func (l *Layer) copyIn(r *Request, m *inMsg, off, n uint64) error {
 		if m.where > uint64(len(l.sp.Mem())) || off+n > uint64(len(l.sp.Mem()))-m.where {
 			return fmt.Errorf("symheap: PE %d sent a descriptor outside the segment (offset %#x, %d bytes): %w", m.src, m.where, m.size, errs.ErrBadArg)
 		}
-		copy(r.buf[off:off+n], l.sp.Mem()[m.where+off:])
+		memcopy.Bytes(r.buf[off:off+n], l.sp.Mem()[m.where+off:])
 		return nil
 	}
 	err := ReadFrom(l.rt.Pid(m.src), r.buf[off:off+n], uintptr(m.where+off))
@@ -234,7 +235,7 @@ func (l *Layer) helpCopy(r *Request, dst int, kind, idx, gen, where uint64) {
 				sl.orphan.Store(off + 1) // release: R copies it (and fails the same way, reporting it)
 				break
 			}
-			copy(l.sp.WMem()[where+off:where+off+n], r.buf[off:off+n])
+			memcopy.Bytes(l.sp.WMem()[where+off:where+off+n], r.buf[off:off+n])
 		} else if err := WriteTo(l.rt.Pid(dst), r.buf[off:off+n], uintptr(where+off)); err != nil {
 			sl.orphan.Store(off + 1) // release: R copies the chunk we could not write
 			break

@@ -7,6 +7,7 @@ import (
 
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/errs"
+	"github.com/symheap/symheap/internal/memcopy"
 	"github.com/symheap/symheap/internal/unix"
 )
 
@@ -167,7 +168,7 @@ func (l *Layer) pushChunks(r *Request) {
 		}
 		n := min(b.chunk, size-b.sent)
 		at := uint64(b.seg) + uint64(slot)*b.chunk
-		copy(l.sp.Mem()[at:at+n], r.buf[b.sent:b.sent+n])
+		memcopy.Bytes(l.sp.Mem()[at:at+n], r.buf[b.sent:b.sent+n])
 		b.busy[slot] = n
 		b.sent += n
 		l.post(r.peer, outRec{kind: recChunk, body: [4]uint64{r.id, uint64(slot), at, n}})
@@ -355,7 +356,7 @@ func (l *Layer) startRecv(r *Request, m *inMsg) {
 			r.complete(ok, fmt.Errorf("symheap: PE %d sent a descriptor outside the segment (offset %#x, %d bytes): %w", m.src, m.where, m.size, errs.ErrBadArg))
 			return
 		}
-		copy(r.buf[:m.size], l.sp.Mem()[m.where:])
+		memcopy.Bytes(r.buf[:m.size], l.sp.Mem()[m.where:])
 		l.post(m.src, outRec{kind: recAck, body: [4]uint64{m.id, 0}})
 		r.complete(ok, nil)
 	case pathKernel:
@@ -416,7 +417,7 @@ func (l *Layer) copyChunks(m *inMsg) {
 			r.complete(Status{m.src, m.tag, m.size}, fmt.Errorf("symheap: PE %d sent a bounce chunk outside its buffer (offset %#x, %d bytes): %w", m.src, c.off, c.n, errs.ErrBadArg))
 			return
 		}
-		copy(r.buf[m.got:], l.sp.Mem()[c.off:c.off+c.n])
+		memcopy.Bytes(r.buf[m.got:], l.sp.Mem()[c.off:c.off+c.n])
 		m.got += int(c.n)
 		l.post(m.src, outRec{kind: recChunkAck, body: [4]uint64{m.id, c.slot}})
 	}

@@ -1,0 +1,68 @@
+//go:build !race
+
+package memcopy
+
+import "testing"
+
+// cpu is a CPUID table for probe.
+type cpu struct {
+	vendor     [3]uint32 // EBX, EDX, ECX of leaf 0
+	maxLeaf    uint32
+	ebx7, edx7 uint32
+	caches     [][4]uint32 // leaf 4 subleafs: EAX, EBX, ECX, EDX
+}
+
+func (c cpu) id(leaf, sub uint32) (a, b, cc, d uint32) {
+	switch leaf {
+	case 0:
+		return c.maxLeaf, c.vendor[0], c.vendor[2], c.vendor[1]
+	case 7:
+		return 0, c.ebx7, 0, c.edx7
+	case 4:
+		if int(sub) < len(c.caches) {
+			r := c.caches[sub]
+			return r[0], r[1], r[2], r[3]
+		}
+	}
+	return 0, 0, 0, 0
+}
+
+var (
+	intel = [3]uint32{0x756e6547, 0x49656e69, 0x6c65746e}
+	amd   = [3]uint32{0x68747541, 0x69746e65, 0x444d4163} // "Auth" "enti" "cAMD"
+)
+
+// cache builds a leaf-4 subleaf: type (1 data, 2 instruction, 3 unified),
+// level, sharing threads, and the size as ways x 64-byte lines x sets.
+func cache(kind, level, sharing, ways, sets uint32) [4]uint32 {
+	return [4]uint32{kind | level<<5 | (sharing-1)<<14, (ways-1)<<22 | 63, sets - 1, 0}
+}
+
+func TestProbe(t *testing.T) {
+	l1d := cache(1, 1, 2, 12, 64)     // 48 KiB
+	l1i := cache(2, 1, 2, 8, 128)     // 64 KiB, ignored
+	l2 := cache(3, 2, 2, 16, 2048)    // 2 MiB
+	l3 := cache(3, 3, 16, 16, 32768)  // 32 MiB for 16 threads: 2 MiB each
+	tiny := cache(3, 3, 64, 16, 4096) // 4 MiB for 64 threads
+	ermsFSRM := func(c cpu) cpu { c.ebx7, c.edx7 = 1<<9, 1<<4; return c }
+	for _, tc := range []struct {
+		name  string
+		c     cpu
+		rep   bool
+		below uintptr
+	}{
+		{"intel", ermsFSRM(cpu{vendor: intel, maxLeaf: 0x20, caches: [][4]uint32{l1d, l1i, l2, l3}}), true, 3 << 19}, // 2 MiB x 3/4
+		{"intel, L3 listed first", ermsFSRM(cpu{vendor: intel, maxLeaf: 0x20, caches: [][4]uint32{l3, l1d, l2}}), true, 3 << 19},
+		{"no FSRM", cpu{vendor: intel, maxLeaf: 0x20, ebx7: 1 << 9, caches: [][4]uint32{l3}}, false, 0},
+		{"no ERMS", cpu{vendor: intel, maxLeaf: 0x20, edx7: 1 << 4, caches: [][4]uint32{l3}}, false, 0},
+		{"amd", ermsFSRM(cpu{vendor: amd, maxLeaf: 0x20, caches: [][4]uint32{l3}}), false, 0},
+		{"no leaf 7", ermsFSRM(cpu{vendor: intel, maxLeaf: 4, caches: [][4]uint32{l3}}), false, 0},
+		{"no cache leaf", ermsFSRM(cpu{vendor: intel, maxLeaf: 0x20}), false, 0},
+		{"share below 1 MiB", ermsFSRM(cpu{vendor: intel, maxLeaf: 0x20, caches: [][4]uint32{l2, tiny}}), false, 0},
+	} {
+		rep, below := probe(tc.c.id)
+		if rep != tc.rep || below != tc.below {
+			t.Errorf("%s: probe = %v, %d; want %v, %d", tc.name, rep, below, tc.rep, tc.below)
+		}
+	}
+}

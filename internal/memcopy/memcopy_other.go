@@ -1,0 +1,11 @@
+//go:build !amd64 || race
+
+package memcopy
+
+import "unsafe"
+
+// Other architectures, and the race detector (which sees copy's accesses
+// but not an assembly routine's), copy with the runtime's memmove.
+const useRep, repBelow = false, 0
+
+func repMovsb(dst, src unsafe.Pointer, n uintptr) { panic("memcopy: no REP MOVSB here") }

@@ -1,0 +1,97 @@
+package memcopy
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+)
+
+// pattern fills b with bytes that differ at every offset of a period
+// that is not a power of two, so that a misplaced block shows.
+func pattern(b []byte, seed int) {
+	for i := range b {
+		b[i] = byte((i*7 + seed) % 251)
+	}
+}
+
+// TestBytes copies blocks around the sizes where the rule changes, at
+// aligned and unaligned destinations, and checks every byte of the
+// destination and its neighbours against copy's result.
+func TestBytes(t *testing.T) {
+	for _, n := range []int{0, 1, 100, Large - 1, Large, Large + 1, 3<<20 + 5} {
+		for _, doff := range []int{0, 1, 8, 16, 33} {
+			for _, soff := range []int{0, 3} {
+				src := make([]byte, n+64)
+				pattern(src, 1)
+				got, want := make([]byte, n+64), make([]byte, n+64)
+				pattern(got, 2)
+				pattern(want, 2)
+				if c := Bytes(got[doff:doff+n], src[soff:soff+n]); c != n {
+					t.Fatalf("n %d: Bytes returned %d", n, c)
+				}
+				copy(want[doff:doff+n], src[soff:soff+n])
+				if !bytes.Equal(got, want) {
+					t.Fatalf("n %d, dst+%d, src+%d: copy differs at byte %d", n, doff, soff, firstDiff(got, want))
+				}
+			}
+		}
+	}
+	// Shorter of the two, as copy.
+	if c := Bytes(make([]byte, 5), make([]byte, Large+8)); c != 5 {
+		t.Errorf("Bytes into 5 bytes returned %d", c)
+	}
+}
+
+// TestBytesOverlap copies within one buffer, both ways, by less than the
+// block's length: the forward string move must not take the case where
+// the destination starts inside the source.
+func TestBytesOverlap(t *testing.T) {
+	n := 2<<20 + 3
+	for _, shift := range []int{-4097, -9, -1, 1, 9, 4097} {
+		buf := make([]byte, n+16384)
+		pattern(buf, 5)
+		want := bytes.Clone(buf)
+		s, d := 8192, 8192+shift
+		Bytes(buf[d:d+n], buf[s:s+n])
+		copy(want[d:d+n], want[s:s+n])
+		if !bytes.Equal(buf, want) {
+			t.Errorf("shift %d: overlapping copy differs at byte %d", shift, firstDiff(buf, want))
+		}
+	}
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range a {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return -1
+}
+
+// BenchmarkBytes compares Bytes with copy, per size, for a 16-byte
+// aligned destination and one 8 bytes off, warm (the same buffers again
+// and again). `symheap bench --peers --tests copy` sets both against
+// glibc's memcpy, alternating (docs/bench/floors.md).
+func BenchmarkBytes(b *testing.B) {
+	for _, n := range []int{64 << 10, 1 << 20, 4 << 20, 16 << 20} {
+		for _, off := range []int{0, 8} {
+			src, dst := make([]byte, n), make([]byte, n+64)
+			pattern(src, 1)
+			pattern(dst, 2)
+			d := dst[off : off+n]
+			for _, how := range []string{"copy", "memcopy"} {
+				b.Run(fmt.Sprintf("%s/dst+%d/%d", how, off, n), func(b *testing.B) {
+					b.SetBytes(int64(n))
+					for b.Loop() {
+						if how == "copy" {
+							copy(d, src)
+						} else {
+							Bytes(d, src)
+						}
+					}
+				})
+			}
+		}
+	}
+}

@@ -1,0 +1,29 @@
+package memcopy
+
+import "unsafe"
+
+// Move copies n bytes from src to dst (overlap allowed, as copy).
+func Move(dst, src unsafe.Pointer, n uintptr) {
+	if useRep && n >= Large && n < repBelow && uintptr(dst)&15 != 0 && apart(dst, src, n) {
+		// As glibc does: the first 64 bytes by the runtime, then REP
+		// MOVSB from the first 64-byte boundary of the destination on
+		// (string moves run faster into an aligned destination). The
+		// head and the string move overlap by less than 64 bytes, which
+		// is harmless because the blocks are apart.
+		head := -uintptr(dst) & 63
+		copy(unsafe.Slice((*byte)(dst), 64), unsafe.Slice((*byte)(src), 64))
+		repMovsb(unsafe.Add(dst, head), unsafe.Add(src, head), n-head)
+		return
+	}
+	copy(unsafe.Slice((*byte)(dst), n), unsafe.Slice((*byte)(src), n))
+}
+
+// apart reports whether the n-byte blocks at dst and src do not overlap.
+func apart(dst, src unsafe.Pointer, n uintptr) bool {
+	d, s := uintptr(dst), uintptr(src)
+	return d-s >= n && s-d >= n
+}
+
+func moveBytes(dst, src []byte, n int) {
+	Move(unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(src)), uintptr(n))
+}
