@@ -241,6 +241,32 @@ type Request struct {
 	// recv, a late record): Release does not reuse it.
 	large    bool
 	released bool // in Layer.freeReqs, or dropped by Release
+
+	// The poll and the liveness check of a wait that sleeps, made once
+	// per Request (sleepFuncs), so that a reused request's sleeping wait
+	// allocates nothing.
+	pollFn  func() bool
+	checkFn func() error
+}
+
+// sleepFuncs returns r's poll and liveness check for Layer.sleep, making
+// them on first use.
+func (r *Request) sleepFuncs() (poll func() bool, check func() error) {
+	if r.pollFn == nil {
+		l := r.l
+		r.pollFn = func() bool {
+			l.lock.Lock()
+			l.progress()
+			if l.bouncing() {
+				l.flushBounce()
+			}
+			done := r.over() || l.broken != nil
+			l.unlock()
+			return done
+		}
+		r.checkFn = func() error { return l.waitCheck(r) }
+	}
+	return r.pollFn, r.checkFn
 }
 
 // Init maps the rings of this PE's messaging and applies its settings.
@@ -703,17 +729,7 @@ func (r *Request) waitLocked(first int) (Status, error) {
 	} else {
 		l.unlock()
 	}
-	poll := func() bool {
-		l.lock.Lock()
-		l.progress()
-		if l.bouncing() {
-			l.flushBounce()
-		}
-		done := r.over() || l.broken != nil
-		l.unlock()
-		return done
-	}
-	if err := l.sleep(poll, func() error { return l.waitCheck(r) }); err != nil {
+	if err := l.sleep(r.sleepFuncs()); err != nil {
 		l.fail(r, err)
 	}
 	l.lock.Lock()
