@@ -68,6 +68,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/symheap/symheap/internal/cabi"
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/team"
 
@@ -312,6 +313,7 @@ func (pe *PE) GlobalExit(code int) {
 		}
 		pe.leaveNow()
 	}
+	beforeExit()
 	os.Exit(code)
 }
 
@@ -323,6 +325,14 @@ func (pe *PE) leaveNow() {
 }
 
 const exitSet = 1 << 31
+
+// beforeExit runs what the C library asked to run before the runtime ends
+// the process (cabi.BeforeExit: flushing C's stdio).
+func beforeExit() {
+	if f := cabi.BeforeExit; f != nil {
+		f()
+	}
+}
 
 // watchExit sleeps until some PE calls GlobalExit, then exits with its code.
 func (pe *PE) watchExit() {
@@ -336,6 +346,7 @@ func (pe *PE) watchExit() {
 		v := c.exitWord.Load()
 		if code := g.exitCode.Load(); code&exitSet != 0 {
 			pe.leaveNow()
+			beforeExit()
 			os.Exit(int(code &^ exitSet))
 		}
 		if c.watchStop.Load() != 0 {
