@@ -37,7 +37,7 @@ struct shmemi_team {
 	shmem_team_config_t config;
 };
 
-struct shmemi_team shmemi_team_world_, shmemi_team_shared_;
+static struct shmemi_team shmemi_team_world_, shmemi_team_shared_;
 
 /* A symmetric scratch buffer for collect's counts, allocated at init. */
 static uint64_t *shmemi_counts;
@@ -81,6 +81,10 @@ static struct shmemi_team *team_of(shmem_team_t team, const char *op)
 {
 	if (team == SHMEM_TEAM_INVALID)
 		shmemi_fatal(op, "the team is SHMEM_TEAM_INVALID");
+	if (team == SHMEM_TEAM_WORLD)
+		team = &shmemi_team_world_;
+	else if (team == SHMEM_TEAM_SHARED)
+		team = &shmemi_team_shared_;
 	if (!shmemi_L.initialized || shmemi_L.finalized)
 		shmemi_fatal(op, "called outside shmem_init ... shmem_finalize");
 	if (team->id < 0)

@@ -515,8 +515,6 @@ void shmem_clear_lock(long *lock)
 
 /* ---- contexts ---- */
 
-struct shmemi_ctx shmemi_ctx_default_ = {SHMEM_TEAM_WORLD, 0, 1};
-
 int shmem_team_create_ctx(shmem_team_t team, long options, shmem_ctx_t *ctx)
 {
 	shmemi_need_init("shmem_team_create_ctx");
@@ -560,7 +558,7 @@ int shmem_ctx_get_team(shmem_ctx_t ctx, shmem_team_t *team)
 			*team = SHMEM_TEAM_INVALID;
 		return -1;
 	}
-	*team = ctx->team;
+	*team = ctx == SHMEM_CTX_DEFAULT ? SHMEM_TEAM_WORLD : ctx->team;
 	return 0;
 }
 

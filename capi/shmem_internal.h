@@ -328,6 +328,8 @@ struct shmemi_ctx {
 
 static inline void shmemi_ctx_check(shmem_ctx_t ctx, const char *op)
 {
+	if (SHMEMI_LIKELY(ctx == SHMEM_CTX_DEFAULT))
+		return;
 	if (SHMEMI_UNLIKELY(ctx == SHMEM_CTX_INVALID || !ctx->valid))
 		shmemi_fatal(op, "the context is SHMEM_CTX_INVALID or destroyed (create it with shmem_ctx_create)");
 }

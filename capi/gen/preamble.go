@@ -95,12 +95,13 @@ typedef struct {
 	int num_contexts;
 } shmem_team_config_t;
 
-extern struct shmemi_team shmemi_team_world_, shmemi_team_shared_;
-extern struct shmemi_ctx shmemi_ctx_default_;
-#define SHMEM_TEAM_WORLD (&shmemi_team_world_)
-#define SHMEM_TEAM_SHARED (&shmemi_team_shared_)
+/* The predefined handles are constants, not the addresses of objects in
+ * the library: a non-PIE program would use copies of those (copy
+ * relocations), which the library would not see. */
+#define SHMEM_TEAM_WORLD ((shmem_team_t)(uintptr_t)1)
+#define SHMEM_TEAM_SHARED ((shmem_team_t)(uintptr_t)2)
 #define SHMEM_TEAM_INVALID ((shmem_team_t)0)
-#define SHMEM_CTX_DEFAULT (&shmemi_ctx_default_)
+#define SHMEM_CTX_DEFAULT ((shmem_ctx_t)(uintptr_t)1)
 #define SHMEM_CTX_INVALID ((shmem_ctx_t)0)
 
 /* Setup, exit, query. */

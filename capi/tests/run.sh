@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# capi/tests/run.sh BIN - the C library's tests (make test-c).
+#
+# Builds every capi/tests/t_*.c with BIN/symcc, runs each under BIN/shrun
+# on 2, 3 and 4 PEs with the default allocator and with buddy, then runs
+# t_err's misuse cases and checks their exit status and message, and that
+# no job left a segment in /dev/shm. Exits 1 if anything failed.
+set -uo pipefail
+BIN=${1:?usage: run.sh BIN}
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+OUT=$(mktemp -d "${TMPDIR:-/tmp}/symheap-ctest.XXXXXX")
+trap 'rm -rf "$OUT"' EXIT
+fail=0
+export SHMEM_SYMMETRIC_SIZE=${SHMEM_SYMMETRIC_SIZE:-32m} SYMHEAP_SHARED_SIZE=${SYMHEAP_SHARED_SIZE:-4m}
+
+command -v gcc >/dev/null 2>&1 || command -v cc >/dev/null 2>&1 ||
+	{ echo "run.sh: no C compiler (make capi installs gcc as root)" >&2; exit 1; }
+[ -x "$BIN/symcc" ] && [ -f "$BIN/libsymheap.so" ] ||
+	{ echo "run.sh: $BIN/symcc or $BIN/libsymheap.so missing: run make build" >&2; exit 1; }
+
+# The segments of this user's jobs before we start: a job of ours must
+# leave none behind (other jobs may run meanwhile: only new names count).
+mine() { ls /dev/shm 2>/dev/null | grep "^symheap-$(id -u)-" | sort; }
+before=$(mine)
+jobs_ran=()
+
+for src in "$HERE"/t_*.c; do
+	t=$(basename "$src" .c)
+	"$BIN/symcc" -std=gnu11 -O2 -Wall -Werror -o "$OUT/$t" "$src" || { echo "FAIL build $t"; fail=1; continue; }
+done
+# The static library too, for one program.
+"$BIN/symcc" --symheap-static -std=gnu11 -O2 -o "$OUT/t_rma_static" "$HERE/t_rma.c" || { echo "FAIL build t_rma_static"; fail=1; }
+
+run() { # run NAME NP ALLOC ARGS...: the job's exit status
+	local name=$1 np=$2 alloc=$3
+	shift 3
+	SYMHEAP_ALLOCATOR=$alloc timeout 120 "$BIN/shrun" -n "$np" --timeout 100s "$OUT/$name" "$@" \
+		>"$OUT/out" 2>"$OUT/err"
+}
+
+for t in t_rma t_amo t_sync t_coll t_mem t_rma_static; do
+	[ -x "$OUT/$t" ] || continue
+	for alloc in "" buddy; do
+		for np in 2 3 4; do
+			if run "$t" "$np" "$alloc"; then
+				echo "ok   $t -n $np ${alloc:-default}"
+			else
+				echo "FAIL $t -n $np ${alloc:-default} (status $?)"
+				sed 's/^/    /' "$OUT/out" "$OUT/err" | head -20
+				fail=1
+			fi
+		done
+	done
+done
+
+# expect CASE NP STATUS PATTERN: t_err CASE ends with STATUS and, when
+# PATTERN is not empty, its stderr has a line matching it that says
+# "symheap:" exactly once.
+expect() {
+	local c=$1 np=$2 want=$3 pat=$4
+	run t_err "$np" "" "$c"
+	local got=$?
+	local ok=1
+	[ "$got" -eq "$want" ] || ok=0
+	if [ -n "$pat" ]; then
+		local line
+		line=$(grep -E -- "$pat" "$OUT/err" | head -1)
+		[ -n "$line" ] || ok=0
+		[ "$(grep -o 'symheap:' <<<"$line" | wc -l)" -eq 1 ] || ok=0
+	fi
+	if [ $ok = 1 ]; then
+		echo "ok   t_err $c: status $got"
+	else
+		echo "FAIL t_err $c: status $got (want $want), stderr:"
+		sed 's/^/    /' "$OUT/err" | head -10
+		fail=1
+	fi
+}
+expect pe 2 1 'symheap: PE 0: shmem_long_p: PE 7 does not exist \(the job has 2 PEs, 0 to 1\)'
+expect notsym 2 1 'shmem_long_put: 8 bytes at 0x[0-9a-f]+ are not symmetric'
+expect align 2 1 'shmem_int_atomic_add: the variable at 0x[0-9a-f]+ is not aligned'
+expect clearlock 2 1 'shmem_clear_lock: the lock at 0x[0-9a-f]+ is not held'
+expect cmp 2 1 'shmem_long_wait_until: comparison 42 is none of SHMEM_CMP_EQ'
+expect toobig 2 1 'shmem_putmem: 67108864 bytes at 0x[0-9a-f]+ run past the end'
+expect noinit 2 1 'symheap: shmem_long_p: called before shmem_init'
+expect gexit0 3 0 ''
+expect nofinalize 2 0 ''
+expect gexit 3 3 ''
+if [ "$(grep -c 'flushed before the exit' "$OUT/out")" -ne 3 ]; then
+	echo "FAIL t_err gexit: stdout not flushed by shmem_global_exit:"
+	sed 's/^/    /' "$OUT/out"
+	fail=1
+fi
+
+left=$(comm -13 <(echo "$before") <(mine) | while read -r s; do
+	# Still held by a live PE (another job running now) is not a leftover.
+	"$BIN/symheap" clean >/dev/null 2>&1
+	[ -e "/dev/shm/$s" ] && echo "$s"
+done)
+if [ -n "$left" ]; then
+	# Other jobs of this user may be running: only names that stay after
+	# their PEs are gone count, and symheap clean removed those.
+	for s in $left; do
+		if ! "$BIN/symheap" stat 2>/dev/null | grep -q "${s#symheap-*-}"; then
+			echo "FAIL /dev/shm/$s left behind"
+			fail=1
+		fi
+	done
+fi
+if [ $fail = 0 ]; then
+	echo "test-c: all C tests passed"
+else
+	echo "test-c: FAILED"
+fi
+exit $fail
