@@ -20,6 +20,7 @@
 #include "../include/shmemx.h"
 
 struct shmemi_layout shmemi_L;
+__thread int shmemi_owed __attribute__((tls_model("initial-exec")));
 
 /* ---- errors ---- */
 
@@ -208,6 +209,17 @@ static int shmemi_init(int requested, int *provided, const char *op)
 	if (shmemi_static_init() != 0)
 		shmemi_fatal(op, "making static data symmetric failed");
 	atexit(shmemi_atexit);
+	const char *dbg = getenv("SYMHEAP_CDEBUG");
+	if (dbg && *dbg && strcmp(dbg, "0") != 0)
+		fprintf(stderr,
+			"symheap: PE %d of %d: segment at %p (%s), heap %llu bytes at stride %llu, membarrier %s, "
+			"waits poll %d times then yield %d times, static data %p +%llu%s%s\n",
+			shmemi_L.me, shmemi_L.npes, (void *)shmemi_L.base,
+			shmemi_L.same_address ? "same address" : "offset mode",
+			(unsigned long long)shmemi_L.heap_size, (unsigned long long)shmemi_L.part_stride,
+			shmemi_L.mb_ready ? "registered" : "not registered", shmemi_L.polls, shmemi_L.yields,
+			(void *)shmemi_L.static_lo, (unsigned long long)shmemi_L.static_size,
+			shmemi_L.static_why ? ": not symmetric: " : "", shmemi_L.static_why ? shmemi_L.static_why : "");
 	if (provided)
 		*provided = requested;
 	return 0;
@@ -385,7 +397,7 @@ void shmem_quiet(void)
 
 void shmem_fence(void)
 {
-	shmemi_quiet();
+	shmemi_quiet(); /* ordering by completion, as the runtime's Fence */
 }
 
 void shmem_ctx_quiet(shmem_ctx_t ctx)
@@ -608,6 +620,11 @@ void shmem_clear_cache_line_inv(void *dest) { (void)dest; }
 void shmem_set_cache_line_inv(void *dest) { (void)dest; }
 void shmem_udcflush(void) {}
 void shmem_udcflush_line(void *dest) { (void)dest; }
+
+/* shmem_pcontrol passes its level to a profiling library, when one is
+ * interposed; symheap's own does nothing with it, as the specification
+ * allows. */
+void shmem_pcontrol(const int level, ...) { (void)level; }
 
 /* ---- extensions (shmemx.h) ---- */
 

@@ -3902,6 +3902,7 @@ float shmem_float_atomic_fetch(const float *source, int pe)
 {
 	float *w = shmemi_amo_addr(source, sizeof(float), pe, "shmem_float_atomic_fetch");
 	float r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;
@@ -3912,6 +3913,7 @@ float shmem_ctx_float_atomic_fetch(shmem_ctx_t ctx, const float *source, int pe)
 	shmemi_ctx_check(ctx, "shmem_ctx_float_atomic_fetch");
 	float *w = shmemi_amo_addr(source, sizeof(float), pe, "shmem_ctx_float_atomic_fetch");
 	float r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;
@@ -3932,6 +3934,7 @@ double shmem_double_atomic_fetch(const double *source, int pe)
 {
 	double *w = shmemi_amo_addr(source, sizeof(double), pe, "shmem_double_atomic_fetch");
 	double r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;
@@ -3942,6 +3945,7 @@ double shmem_ctx_double_atomic_fetch(shmem_ctx_t ctx, const double *source, int 
 	shmemi_ctx_check(ctx, "shmem_ctx_double_atomic_fetch");
 	double *w = shmemi_amo_addr(source, sizeof(double), pe, "shmem_ctx_double_atomic_fetch");
 	double r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;
@@ -3962,6 +3966,7 @@ int shmem_int_atomic_fetch(const int *source, int pe)
 {
 	int *w = shmemi_amo_addr(source, sizeof(int), pe, "shmem_int_atomic_fetch");
 	int r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;
@@ -3972,6 +3977,7 @@ int shmem_ctx_int_atomic_fetch(shmem_ctx_t ctx, const int *source, int pe)
 	shmemi_ctx_check(ctx, "shmem_ctx_int_atomic_fetch");
 	int *w = shmemi_amo_addr(source, sizeof(int), pe, "shmem_ctx_int_atomic_fetch");
 	int r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;
@@ -3992,6 +3998,7 @@ long shmem_long_atomic_fetch(const long *source, int pe)
 {
 	long *w = shmemi_amo_addr(source, sizeof(long), pe, "shmem_long_atomic_fetch");
 	long r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;
@@ -4002,6 +4009,7 @@ long shmem_ctx_long_atomic_fetch(shmem_ctx_t ctx, const long *source, int pe)
 	shmemi_ctx_check(ctx, "shmem_ctx_long_atomic_fetch");
 	long *w = shmemi_amo_addr(source, sizeof(long), pe, "shmem_ctx_long_atomic_fetch");
 	long r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;
@@ -4022,6 +4030,7 @@ long long shmem_longlong_atomic_fetch(const long long *source, int pe)
 {
 	long long *w = shmemi_amo_addr(source, sizeof(long long), pe, "shmem_longlong_atomic_fetch");
 	long long r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;
@@ -4032,6 +4041,7 @@ long long shmem_ctx_longlong_atomic_fetch(shmem_ctx_t ctx, const long long *sour
 	shmemi_ctx_check(ctx, "shmem_ctx_longlong_atomic_fetch");
 	long long *w = shmemi_amo_addr(source, sizeof(long long), pe, "shmem_ctx_longlong_atomic_fetch");
 	long long r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;
@@ -4052,6 +4062,7 @@ unsigned int shmem_uint_atomic_fetch(const unsigned int *source, int pe)
 {
 	unsigned int *w = shmemi_amo_addr(source, sizeof(unsigned int), pe, "shmem_uint_atomic_fetch");
 	unsigned int r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;
@@ -4062,6 +4073,7 @@ unsigned int shmem_ctx_uint_atomic_fetch(shmem_ctx_t ctx, const unsigned int *so
 	shmemi_ctx_check(ctx, "shmem_ctx_uint_atomic_fetch");
 	unsigned int *w = shmemi_amo_addr(source, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_fetch");
 	unsigned int r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;
@@ -4082,6 +4094,7 @@ unsigned long shmem_ulong_atomic_fetch(const unsigned long *source, int pe)
 {
 	unsigned long *w = shmemi_amo_addr(source, sizeof(unsigned long), pe, "shmem_ulong_atomic_fetch");
 	unsigned long r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;
@@ -4092,6 +4105,7 @@ unsigned long shmem_ctx_ulong_atomic_fetch(shmem_ctx_t ctx, const unsigned long 
 	shmemi_ctx_check(ctx, "shmem_ctx_ulong_atomic_fetch");
 	unsigned long *w = shmemi_amo_addr(source, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_fetch");
 	unsigned long r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;
@@ -4112,6 +4126,7 @@ unsigned long long shmem_ulonglong_atomic_fetch(const unsigned long long *source
 {
 	unsigned long long *w = shmemi_amo_addr(source, sizeof(unsigned long long), pe, "shmem_ulonglong_atomic_fetch");
 	unsigned long long r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;
@@ -4122,6 +4137,7 @@ unsigned long long shmem_ctx_ulonglong_atomic_fetch(shmem_ctx_t ctx, const unsig
 	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_atomic_fetch");
 	unsigned long long *w = shmemi_amo_addr(source, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_fetch");
 	unsigned long long r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;
@@ -4142,6 +4158,7 @@ int32_t shmem_int32_atomic_fetch(const int32_t *source, int pe)
 {
 	int32_t *w = shmemi_amo_addr(source, sizeof(int32_t), pe, "shmem_int32_atomic_fetch");
 	int32_t r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;
@@ -4152,6 +4169,7 @@ int32_t shmem_ctx_int32_atomic_fetch(shmem_ctx_t ctx, const int32_t *source, int
 	shmemi_ctx_check(ctx, "shmem_ctx_int32_atomic_fetch");
 	int32_t *w = shmemi_amo_addr(source, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_fetch");
 	int32_t r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;
@@ -4172,6 +4190,7 @@ int64_t shmem_int64_atomic_fetch(const int64_t *source, int pe)
 {
 	int64_t *w = shmemi_amo_addr(source, sizeof(int64_t), pe, "shmem_int64_atomic_fetch");
 	int64_t r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;
@@ -4182,6 +4201,7 @@ int64_t shmem_ctx_int64_atomic_fetch(shmem_ctx_t ctx, const int64_t *source, int
 	shmemi_ctx_check(ctx, "shmem_ctx_int64_atomic_fetch");
 	int64_t *w = shmemi_amo_addr(source, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_fetch");
 	int64_t r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;
@@ -4202,6 +4222,7 @@ uint32_t shmem_uint32_atomic_fetch(const uint32_t *source, int pe)
 {
 	uint32_t *w = shmemi_amo_addr(source, sizeof(uint32_t), pe, "shmem_uint32_atomic_fetch");
 	uint32_t r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;
@@ -4212,6 +4233,7 @@ uint32_t shmem_ctx_uint32_atomic_fetch(shmem_ctx_t ctx, const uint32_t *source, 
 	shmemi_ctx_check(ctx, "shmem_ctx_uint32_atomic_fetch");
 	uint32_t *w = shmemi_amo_addr(source, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_fetch");
 	uint32_t r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;
@@ -4232,6 +4254,7 @@ uint64_t shmem_uint64_atomic_fetch(const uint64_t *source, int pe)
 {
 	uint64_t *w = shmemi_amo_addr(source, sizeof(uint64_t), pe, "shmem_uint64_atomic_fetch");
 	uint64_t r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;
@@ -4242,6 +4265,7 @@ uint64_t shmem_ctx_uint64_atomic_fetch(shmem_ctx_t ctx, const uint64_t *source, 
 	shmemi_ctx_check(ctx, "shmem_ctx_uint64_atomic_fetch");
 	uint64_t *w = shmemi_amo_addr(source, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_fetch");
 	uint64_t r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;
@@ -4262,6 +4286,7 @@ size_t shmem_size_atomic_fetch(const size_t *source, int pe)
 {
 	size_t *w = shmemi_amo_addr(source, sizeof(size_t), pe, "shmem_size_atomic_fetch");
 	size_t r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;
@@ -4272,6 +4297,7 @@ size_t shmem_ctx_size_atomic_fetch(shmem_ctx_t ctx, const size_t *source, int pe
 	shmemi_ctx_check(ctx, "shmem_ctx_size_atomic_fetch");
 	size_t *w = shmemi_amo_addr(source, sizeof(size_t), pe, "shmem_ctx_size_atomic_fetch");
 	size_t r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;
@@ -4292,6 +4318,7 @@ ptrdiff_t shmem_ptrdiff_atomic_fetch(const ptrdiff_t *source, int pe)
 {
 	ptrdiff_t *w = shmemi_amo_addr(source, sizeof(ptrdiff_t), pe, "shmem_ptrdiff_atomic_fetch");
 	ptrdiff_t r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;
@@ -4302,6 +4329,7 @@ ptrdiff_t shmem_ctx_ptrdiff_atomic_fetch(shmem_ctx_t ctx, const ptrdiff_t *sourc
 	shmemi_ctx_check(ctx, "shmem_ctx_ptrdiff_atomic_fetch");
 	ptrdiff_t *w = shmemi_amo_addr(source, sizeof(ptrdiff_t), pe, "shmem_ctx_ptrdiff_atomic_fetch");
 	ptrdiff_t r;
+	shmemi_pay();
 	__atomic_load(w, &r, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return r;

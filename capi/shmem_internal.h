@@ -141,6 +141,49 @@ static inline void shmemi_wake(int pe)
 		shmemi_wake_slow(pe);
 }
 
+/*
+ * Completion: quiet and fence, as the runtime's Quiet (the root's rma.go,
+ * "Quiet's fence, owed to the next load"). On x86-64, whose stores become
+ * visible in program order, quiet issues SFENCE, which orders the
+ * non-temporal stores of glibc's large memcpy before every later store,
+ * and owes the full fence (store-to-load order) to this thread's next
+ * operation that loads shared memory through the API (get, g, fetch,
+ * wait, test), which pays it first (shmemi_pay). AMOs, locks and
+ * barriers are full fences themselves. Where the process has no
+ * membarrier registration, and on other architectures, quiet executes
+ * the full fence at once.
+ */
+#if defined(__x86_64__)
+#define SHMEMI_LAZY_QUIET 1
+#else
+#define SHMEMI_LAZY_QUIET 0
+#endif
+extern __thread int shmemi_owed __attribute__((tls_model("initial-exec")));
+
+static inline void shmemi_pay(void)
+{
+	if (SHMEMI_UNLIKELY(shmemi_owed)) {
+		shmemi_owed = 0;
+		shmemi_full_fence();
+	}
+}
+
+static inline void shmemi_quiet(void)
+{
+	if (SHMEMI_LAZY_QUIET && SHMEMI_LIKELY(shmemi_L.mb_ready)) {
+#if defined(__x86_64__)
+		__asm__ __volatile__("sfence" ::: "memory");
+#endif
+		shmemi_owed = 1;
+	} else {
+		shmemi_full_fence();
+	}
+	/* Seq-cst load; pairs with a waiter's increment of the job's count
+	 * (waiters' membarrier stands in for our fence, as for a put). */
+	if (__atomic_load_n(shmemi_job_sleeping(), __ATOMIC_SEQ_CST) != 0)
+		shmemi_wake_all();
+}
+
 static inline void shmemi_put(void *dst, const void *src, size_t n, int pe, const char *op)
 {
 	char *d = shmemi_addr(dst, n, pe, op);
@@ -162,6 +205,7 @@ static inline void shmemi_put_nbi(void *dst, const void *src, size_t n, int pe, 
 static inline void shmemi_get(void *dst, const void *src, size_t n, int pe, const char *op)
 {
 	const char *s = shmemi_addr(src, n, pe, op);
+	shmemi_pay();
 	memcpy(dst, s, n);
 	shmemi_bump(shmemi_L.stat_gets);
 }
@@ -197,6 +241,7 @@ static inline void shmemi_iget(void *dst, const void *src, ptrdiff_t dst_stride,
 		shmemi_fatal(op, "strides dst %td and src %td must be at least 1", dst_stride, src_stride);
 	const char *s = shmemi_addr(src, ((nelems - 1) * (size_t)src_stride + 1) * size, pe, op);
 	char *d = dst;
+	shmemi_pay();
 	for (size_t i = 0; i < nelems; i++)
 		memcpy(d + i * (size_t)dst_stride * size, s + i * (size_t)src_stride * size, size);
 	shmemi_bump(shmemi_L.stat_gets);
@@ -236,6 +281,7 @@ static inline void shmemi_ibget(void *dst, const void *src, ptrdiff_t dst_stride
 			     src_stride, bsize);
 	const char *s = shmemi_addr(src, ((nblocks - 1) * (size_t)src_stride + bsize) * size, pe, op);
 	char *d = dst;
+	shmemi_pay();
 	for (size_t i = 0; i < nblocks; i++)
 		memcpy(d + i * (size_t)dst_stride * size, s + i * (size_t)src_stride * size, bsize * size);
 	shmemi_bump(shmemi_L.stat_gets);
@@ -254,15 +300,6 @@ static inline void shmemi_amo_done(int pe)
 {
 	shmemi_bump(shmemi_L.stat_atomics);
 	shmemi_wake(pe);
-}
-
-/* Completion: quiet and fence. */
-static inline void shmemi_quiet(void)
-{
-	shmemi_full_fence();
-	/* Seq-cst load; pairs with a waiter's increment of the job's count. */
-	if (__atomic_load_n(shmemi_job_sleeping(), __ATOMIC_SEQ_CST) != 0)
-		shmemi_wake_all();
 }
 
 /* Put with signal: the data, a full fence (the signal must not be seen

@@ -143,6 +143,7 @@ static uint64_t load_u(const void *p, int size)
 
 int shmemi_holds(const void *p, struct shmemi_cmp t, int cmp, const void *value)
 {
+	shmemi_pay();
 	if (t.is_signed)
 		return cmp_signed(load_s(p, t.size), cmp, load_s(value, t.size));
 	return cmp_unsigned(load_u(p, t.size), cmp, load_u(value, t.size));
@@ -275,6 +276,7 @@ size_t shmemi_wait_set(const void *ivars, size_t nelems, const int *status, stru
 uint64_t shmem_signal_fetch(const uint64_t *sig_addr)
 {
 	const uint64_t *s = shmemi_amo_addr(sig_addr, sizeof(uint64_t), shmemi_L.me, "shmem_signal_fetch");
+	shmemi_pay();
 	return __atomic_load_n(s, __ATOMIC_SEQ_CST);
 }
 

@@ -173,6 +173,9 @@ void shmem_set_cache_line_inv(void *dest);
 void shmem_udcflush(void);
 void shmem_udcflush_line(void *dest);
 
+/* Profiling interface: symheap has no profiling library to control. */
+void shmem_pcontrol(const int level, ...);
+
 /* RMA: put, get, p, g, iput, iget, ibput, ibget, their _nbi forms; typed, sized and mem */
 void shmem_float_put(float *dest, const float *source, size_t nelems, int pe);
 void shmem_ctx_float_put(shmem_ctx_t ctx, float *dest, const float *source, size_t nelems, int pe);
@@ -2838,6 +2841,44 @@ void shmem_wait(long *ivar, long cmp_value);
 	unsigned int: shmem_uint_alltoalls, \
 	unsigned long: shmem_ulong_alltoalls, \
 	unsigned long long: shmem_ulonglong_alltoalls)(a0, a1, a2, a3, a4, a5)
+#define shmem_finc(a0, a1) _Generic(*(a0), \
+	int: shmem_int_finc, \
+	long: shmem_long_finc, \
+	long long: shmem_longlong_finc)(a0, a1)
+#define shmem_inc(a0, a1) _Generic(*(a0), \
+	int: shmem_int_inc, \
+	long: shmem_long_inc, \
+	long long: shmem_longlong_inc)(a0, a1)
+#define shmem_fadd(a0, a1, a2) _Generic(*(a0), \
+	int: shmem_int_fadd, \
+	long: shmem_long_fadd, \
+	long long: shmem_longlong_fadd)(a0, a1, a2)
+#define shmem_add(a0, a1, a2) _Generic(*(a0), \
+	int: shmem_int_add, \
+	long: shmem_long_add, \
+	long long: shmem_longlong_add)(a0, a1, a2)
+#define shmem_cswap(a0, a1, a2, a3) _Generic(*(a0), \
+	int: shmem_int_cswap, \
+	long: shmem_long_cswap, \
+	long long: shmem_longlong_cswap)(a0, a1, a2, a3)
+#define shmem_swap(a0, a1, a2) _Generic(*(a0), \
+	int: shmem_int_swap, \
+	long: shmem_long_swap, \
+	long long: shmem_longlong_swap, \
+	float: shmem_float_swap, \
+	double: shmem_double_swap)(a0, a1, a2)
+#define shmem_fetch(a0, a1) _Generic(*(a0), \
+	int: shmem_int_fetch, \
+	long: shmem_long_fetch, \
+	long long: shmem_longlong_fetch, \
+	float: shmem_float_fetch, \
+	double: shmem_double_fetch)(a0, a1)
+#define shmem_set(a0, a1, a2) _Generic(*(a0), \
+	int: shmem_int_set, \
+	long: shmem_long_set, \
+	long long: shmem_longlong_set, \
+	float: shmem_float_set, \
+	double: shmem_double_set)(a0, a1, a2)
 #endif
 
 #ifdef __cplusplus

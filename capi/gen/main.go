@@ -223,7 +223,7 @@ var amoKinds = []struct {
 	modifies                bool
 	table                   string // "std", "ext", "bit"
 }{
-	{"atomic_fetch", "$T", "const $T *source, int pe", "\t$T r;\n\t__atomic_load(w, &r, __ATOMIC_SEQ_CST);\n", 2, false, "ext"},
+	{"atomic_fetch", "$T", "const $T *source, int pe", "\t$T r;\n\tshmemi_pay();\n\t__atomic_load(w, &r, __ATOMIC_SEQ_CST);\n", 2, false, "ext"},
 	{"atomic_set", "void", "$T *dest, $T value, int pe", "\t__atomic_store(w, &value, __ATOMIC_SEQ_CST);\n", 3, true, "ext"},
 	{"atomic_swap", "$T", "$T *dest, $T value, int pe", "\t$T r;\n\t__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);\n", 3, true, "ext"},
 	{"atomic_compare_swap", "$T", "$T *dest, $T cond, $T value, int pe",
@@ -443,6 +443,15 @@ func (g *gen) oldAmos() {
 		g.fn("void", "shmem_"+t.name+"_wait", sub("$T *ivar, $T cmp_value", t),
 			"\tshmemi_wait_until(ivar, "+cmpOf(t)+", SHMEM_CMP_NE, &cmp_value, $OP);\n")
 	}
+	// The 1.4 generic names of the deprecated atomics.
+	g.addGeneric("shmem_finc", 2, 0, "$N_finc", oldAmoTypes, false)
+	g.addGeneric("shmem_inc", 2, 0, "$N_inc", oldAmoTypes, false)
+	g.addGeneric("shmem_fadd", 3, 0, "$N_fadd", oldAmoTypes, false)
+	g.addGeneric("shmem_add", 3, 0, "$N_add", oldAmoTypes, false)
+	g.addGeneric("shmem_cswap", 4, 0, "$N_cswap", oldAmoTypes, false)
+	g.addGeneric("shmem_swap", 3, 0, "$N_swap", oldExtAmoTypes, false)
+	g.addGeneric("shmem_fetch", 2, 0, "$N_fetch", oldExtAmoTypes, false)
+	g.addGeneric("shmem_set", 3, 0, "$N_set", oldExtAmoTypes, false)
 	g.fn("void", "shmem_wait", "long *ivar, long cmp_value",
 		"\tshmemi_wait_until(ivar, (struct shmemi_cmp){sizeof(long), 1}, SHMEM_CMP_NE, &cmp_value, $OP);\n")
 }

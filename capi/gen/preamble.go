@@ -177,6 +177,9 @@ void shmem_clear_cache_line_inv(void *dest);
 void shmem_set_cache_line_inv(void *dest);
 void shmem_udcflush(void);
 void shmem_udcflush_line(void *dest);
+
+/* Profiling interface: symheap has no profiling library to control. */
+void shmem_pcontrol(const int level, ...);
 `
 
 const headerBottom = `

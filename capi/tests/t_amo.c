@@ -120,6 +120,13 @@ int main(void)
 		CHECK(scount == 3, "set");
 		shmem_double_set(&sdbl, 2.0, 0);
 		CHECK(shmem_double_swap(&sdbl, 4.0, 0) == 2.0, "double swap");
+		/* The 1.4 generic names. */
+		shmem_set(&scount, 5L, 0);
+		CHECK(shmem_fetch(&scount, 0) == 5, "generic fetch");
+		CHECK(shmem_finc(&scount, 0) == 5 && shmem_fadd(&scount, 2L, 0) == 6, "generic finc/fadd");
+		shmem_inc(&scount, 0);
+		shmem_add(&scount, 1L, 0);
+		CHECK(shmem_cswap(&scount, 10L, 0L, 0) == 10 && shmem_swap(&scount, 1L, 0) == 0, "generic cswap/swap");
 	}
 
 	shmem_barrier_all();
