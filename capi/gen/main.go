@@ -25,13 +25,7 @@ func main() {
 	root := flag.String("root", ".", "the module's root directory")
 	check := flag.Bool("check", false, "only check that the generated files are current")
 	flag.Parse()
-	var g gen
-	g.all()
-	files := map[string][]byte{
-		"include/shmem.h":  []byte(headerTop + g.h.String() + g.genericBlock() + headerBottom),
-		"include/shmemx.h": []byte(shmemxH),
-		"capi/shmem_gen.c": []byte(cTop + g.c.String()),
-	}
+	files := render()
 	stale := false
 	for name, data := range files {
 		path := filepath.Join(*root, name)
@@ -50,6 +44,17 @@ func main() {
 	}
 	if stale {
 		os.Exit(1)
+	}
+}
+
+// render returns the generated files by their paths from the module root.
+func render() map[string][]byte {
+	var g gen
+	g.all()
+	return map[string][]byte{
+		"include/shmem.h":  []byte(headerTop + g.h.String() + g.genericBlock() + headerBottom),
+		"include/shmemx.h": []byte(shmemxH),
+		"capi/shmem_gen.c": []byte(cTop + g.c.String()),
 	}
 }
 
