@@ -12,7 +12,6 @@ import (
 func init() {
 	cabi.Describe = func(p any) cabi.Layout { return p.(*PE).describeForC() }
 	cabi.CheckPeers = func(p any) error { return p.(*PE).peerLost() }
-	cabi.Leave = func(p any) { p.(*PE).leaveNow() }
 }
 
 func (pe *PE) describeForC() cabi.Layout {

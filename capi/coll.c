@@ -38,6 +38,7 @@ struct shmemi_team {
 };
 
 static struct shmemi_team shmemi_team_world_, shmemi_team_shared_;
+void shmemi_world_barrier(const char *op);
 
 /* A symmetric scratch buffer for collect's counts, allocated at init. */
 static uint64_t *shmemi_counts;
@@ -138,6 +139,10 @@ int shmem_team_sync(shmem_team_t team)
 {
 	char err[1024];
 	struct shmemi_team *t = team_of(team, "shmem_team_sync");
+	if (t == &shmemi_team_world_ || t == &shmemi_team_shared_) {
+		shmemi_world_barrier("shmem_team_sync");
+		return 0;
+	}
 	shmemi_full_fence();
 	if (t->size == 1)
 		return 0;
@@ -246,17 +251,6 @@ void shmem_team_destroy(shmem_team_t team)
 
 /* ---- the active-set barrier over pSync ---- */
 
-struct flag_wait {
-	long *p;
-	long v;
-};
-
-static int flag_is(void *arg)
-{
-	struct flag_wait *f = arg;
-	return __atomic_load_n(f->p, __ATOMIC_SEQ_CST) == f->v;
-}
-
 void shmemi_block(int owner, int (*cond)(void *), void *arg, const char *op); /* wait.c */
 
 static void set_check(int start, int logstride, int size, const char *op)
@@ -271,30 +265,60 @@ static void set_check(int start, int logstride, int size, const char *op)
 			     shmemi_L.me, start, logstride, size);
 }
 
-static void set_barrier(int start, int logstride, int size, long *pSync, const char *op)
+/*
+ * counter_barrier: the barrier of the world team and of the active sets.
+ * Every member adds one to every other member's copy of the counter word
+ * cnt (seq-cst RMWs: full fences, so every store before the barrier is
+ * visible to whoever sees the arrival), wakes them, then waits until its
+ * own copy has counted size-1 arrivals and takes them off: a subtraction,
+ * not a reset, so that the arrival of a member that has already left this
+ * episode for the next one stays counted. The word is back to its value
+ * before the call (SHMEM_SYNC_VALUE for a pSync) once every member has
+ * left: OpenSHMEM's rule for reusing pSync.
+ */
+struct count_wait {
+	long *p;
+	long v;
+};
+
+static int count_reached(void *arg)
+{
+	struct count_wait *c = arg;
+	return __atomic_load_n(c->p, __ATOMIC_SEQ_CST) >= c->v;
+}
+
+static void counter_barrier(long *cnt, int start, int logstride, int size, const char *op)
 {
 	shmemi_quiet();
 	if (size == 1)
 		return;
-	if (shmemi_L.me == start) {
-		struct flag_wait f = {pSync, size - 1};
-		(void)shmemi_addr(pSync, 2 * sizeof(long), start, op);
-		shmemi_block(shmemi_L.me, flag_is, &f, op);
-		__atomic_store_n(&pSync[0], SHMEM_SYNC_VALUE, __ATOMIC_SEQ_CST);
-		for (int i = 1; i < size; i++) {
-			int q = start + (i << logstride);
-			long *r = shmemi_amo_addr(&pSync[1], sizeof(long), q, op);
-			__atomic_store_n(r, 1, __ATOMIC_SEQ_CST);
-			shmemi_amo_done(q);
-		}
-	} else {
-		long *c = shmemi_amo_addr(&pSync[0], sizeof(long), start, op);
-		__atomic_fetch_add(c, 1, __ATOMIC_SEQ_CST);
-		shmemi_amo_done(start);
-		struct flag_wait f = {&pSync[1], 1};
-		shmemi_block(shmemi_L.me, flag_is, &f, op);
-		__atomic_store_n(&pSync[1], SHMEM_SYNC_VALUE, __ATOMIC_SEQ_CST);
+	(void)shmemi_amo_addr(cnt, sizeof(long), shmemi_L.me, op);
+	for (int i = 0; i < size; i++) {
+		int q = start + (i << logstride);
+		if (q != shmemi_L.me)
+			__atomic_fetch_add((long *)shmemi_amo_addr(cnt, sizeof(long), q, op), 1, __ATOMIC_SEQ_CST);
 	}
+	for (int i = 0; i < size; i++) {
+		int q = start + (i << logstride);
+		if (q != shmemi_L.me)
+			shmemi_amo_done(q);
+	}
+	struct count_wait c = {cnt, size - 1};
+	if (!count_reached(&c))
+		shmemi_block(shmemi_L.me, count_reached, &c, op);
+	__atomic_fetch_sub(cnt, size - 1, __ATOMIC_SEQ_CST);
+}
+
+static void set_barrier(int start, int logstride, int size, long *pSync, const char *op)
+{
+	counter_barrier(&pSync[0], start, logstride, size, op);
+}
+
+/* shmemi_world_barrier is barrier_all and the sync of SHMEM_TEAM_WORLD and
+ * SHMEM_TEAM_SHARED (the same PEs on one node), on a counter of their own. */
+void shmemi_world_barrier(const char *op)
+{
+	counter_barrier((long *)&shmemi_counts[1], 0, 0, shmemi_L.npes, op);
 }
 
 void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long *pSync)

@@ -412,15 +412,12 @@ void shmem_ctx_fence(shmem_ctx_t ctx)
 		shmemi_quiet();
 }
 
+void shmemi_world_barrier(const char *op); /* coll.c */
+
 void shmem_barrier_all(void)
 {
-	char err[2048];
 	shmemi_need_init("shmem_barrier_all");
-	shmemi_quiet();
-	if (symheapc_go_barrier_all(err, sizeof err) != 0) {
-		shmemi_go_error("shmem_barrier_all", err);
-		_exit(1);
-	}
+	shmemi_world_barrier("shmem_barrier_all"); /* quiet, then every PE's arrival */
 }
 
 void shmem_sync_all(void)

@@ -130,6 +130,11 @@ static inline char *shmemi_addr(const void *p, size_t n, int pe, const char *op)
 			return (char *)p;
 		return shmemi_L.wbase + shmemi_L.part_off + (uint64_t)pe * shmemi_L.part_stride + off;
 	}
+	/* The program's static data: PE pe's window. */
+	off = (uint64_t)((uintptr_t)p - (uintptr_t)shmemi_L.static_lo);
+	if (off < shmemi_L.static_size && n <= shmemi_L.static_size - off && (unsigned)pe < (unsigned)shmemi_L.npes &&
+	    shmemi_L.static_peer != NULL && shmemi_L.static_peer[pe] != NULL)
+		return shmemi_L.static_peer[pe] + off;
 	return shmemi_addr_slow(p, n, pe, op);
 }
 
@@ -184,10 +189,26 @@ static inline void shmemi_quiet(void)
 		shmemi_wake_all();
 }
 
+/* shmemi_copy: two word loads then two word stores for 8 to 16 bytes (the
+ * transfers whose latency matters most; as the runtime's core.CopyBytes),
+ * memcpy otherwise. */
+static inline void shmemi_copy(void *d, const void *s, size_t n)
+{
+	if (n - 8 <= 8) { /* 8 <= n <= 16 */
+		uint64_t a, b;
+		memcpy(&a, s, 8);
+		memcpy(&b, (const char *)s + n - 8, 8);
+		memcpy(d, &a, 8);
+		memcpy((char *)d + n - 8, &b, 8);
+		return;
+	}
+	memcpy(d, s, n);
+}
+
 static inline void shmemi_put(void *dst, const void *src, size_t n, int pe, const char *op)
 {
 	char *d = shmemi_addr(dst, n, pe, op);
-	memcpy(d, src, n);
+	shmemi_copy(d, src, n);
 	shmemi_bump(shmemi_L.stat_puts);
 	if (SHMEMI_UNLIKELY(!shmemi_L.mb_ready))
 		shmemi_full_fence();
@@ -198,7 +219,7 @@ static inline void shmemi_put(void *dst, const void *src, size_t n, int pe, cons
 static inline void shmemi_put_nbi(void *dst, const void *src, size_t n, int pe, const char *op)
 {
 	char *d = shmemi_addr(dst, n, pe, op);
-	memcpy(d, src, n);
+	shmemi_copy(d, src, n);
 	shmemi_bump(shmemi_L.stat_puts);
 }
 
@@ -206,7 +227,7 @@ static inline void shmemi_get(void *dst, const void *src, size_t n, int pe, cons
 {
 	const char *s = shmemi_addr(src, n, pe, op);
 	shmemi_pay();
-	memcpy(dst, s, n);
+	shmemi_copy(dst, s, n);
 	shmemi_bump(shmemi_L.stat_gets);
 }
 

@@ -1,7 +1,7 @@
 //go:build symheap_capi
 
 /* shmemi_go.h - the functions the Go runtime exports to the C library
- * (main.go). err/n: a buffer for the error message, which says "symheap:". */
+ * (export_unsafe.go). err/n: a buffer for the error message, which says "symheap:". */
 #ifndef SHMEMI_GO_H
 #define SHMEMI_GO_H
 #include <stddef.h>

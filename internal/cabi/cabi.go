@@ -30,7 +30,6 @@ type Layout struct {
 var (
 	Describe   func(p any) Layout
 	CheckPeers func(p any) error // nil, or the error naming a lost PE
-	Leave      func(p any)       // leave the job at once, without a barrier (the process is ending)
 	// BeforeExit, when set (by the C library), runs before the runtime
 	// ends the process on a GlobalExit (this PE's or another's): it
 	// flushes C's stdio.
