@@ -423,12 +423,54 @@ static void broadcast(const struct group *g, void *dest, const void *src, size_t
 		shmemi_fatal(op, "root %d is not a rank of the group (0 to %d)", root, g->size - 1);
 	(void)shmemi_addr(dest, bytes, shmemi_L.me, op);
 	(void)shmemi_addr(src, bytes, shmemi_L.me, op);
-	gsync(g, op);
-	if (g->rank != root)
-		memcpy(dest, shmemi_addr(src, bytes, gpe(g, root), op), bytes);
-	else if (self && dest != src)
-		memmove(dest, src, bytes);
-	gsync(g, op);
+	long *tick = NULL; /* two counter words: see below */
+	if (!g->world)
+		tick = &g->pSync[2];
+	else if (g->team == SHMEM_TEAM_WORLD || g->team == SHMEM_TEAM_SHARED)
+		tick = (long *)&shmemi_counts[2];
+	if (tick == NULL) { /* a split team: two syncs of the team */
+		gsync(g, op);
+		if (g->rank != root)
+			memcpy(dest, shmemi_addr(src, bytes, gpe(g, root), op), bytes);
+		else if (self && dest != src)
+			memmove(dest, src, bytes);
+		gsync(g, op);
+		return;
+	}
+	/*
+	 * A handshake instead of two barriers: the root hands every other
+	 * member a ticket in its tick[0] (its source is ready), each member
+	 * copies from the root's source and hands the root a ticket in the
+	 * root's tick[1]; the root returns once it has them all (its source
+	 * may then change). Tickets are counted and subtracted, as the
+	 * barrier's arrivals.
+	 */
+	int rootpe = gpe(g, root);
+	(void)shmemi_amo_addr(&tick[1], sizeof(long), shmemi_L.me, op);
+	if (g->rank == root) {
+		shmemi_quiet();
+		for (int r = 0; r < g->size; r++)
+			if (r != root)
+				__atomic_fetch_add((long *)shmemi_amo_addr(&tick[0], sizeof(long), gpe(g, r), op), 1,
+						   __ATOMIC_SEQ_CST);
+		for (int r = 0; r < g->size; r++)
+			if (r != root)
+				shmemi_amo_done(gpe(g, r));
+		if (self && dest != src)
+			memmove(dest, src, bytes);
+		struct count_wait c = {&tick[1], g->size - 1};
+		if (!count_reached(&c))
+			shmemi_block(shmemi_L.me, count_reached, &c, op);
+		__atomic_fetch_sub(&tick[1], g->size - 1, __ATOMIC_SEQ_CST);
+		return;
+	}
+	struct count_wait c = {&tick[0], 1};
+	if (!count_reached(&c))
+		shmemi_block(shmemi_L.me, count_reached, &c, op);
+	__atomic_fetch_sub(&tick[0], 1, __ATOMIC_SEQ_CST);
+	memcpy(dest, shmemi_addr(src, bytes, rootpe, op), bytes);
+	__atomic_fetch_add((long *)shmemi_amo_addr(&tick[1], sizeof(long), rootpe, op), 1, __ATOMIC_SEQ_CST);
+	shmemi_amo_done(rootpe);
 }
 
 int shmemi_team_broadcast(shmem_team_t team, void *dest, const void *src, size_t n, int root, const char *op)

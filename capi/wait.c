@@ -46,6 +46,12 @@ void shmemi_block(int owner, int (*cond)(void *), void *arg, const char *op)
 		if (cond(arg))
 			return;
 		shmemi_pause();
+		/* Now and then hand the core over, in case the PE we wait
+		 * for is queued behind us on it (the kernel put both on one
+		 * core, or others load the machine): a yield with nothing
+		 * else to run costs a fraction of a microsecond. */
+		if ((i & 7) == 7)
+			sched_yield();
 	}
 	for (int i = 0; i < shmemi_L.yields; i++) {
 		if (cond(arg))

@@ -178,6 +178,18 @@ int main(void)
 	shmem_alltoall32(idst, isrc, 1, 0, 0, n, pSync[0]);
 	for (int p = 0; p < n; p++)
 		CHECK(idst[p] == p * 10 + me, "alltoall32 %d", idst[p]);
+	/* Many broadcasts back to back, rotating roots: the handshake's
+	 * tickets must never let a member read a source from another round. */
+	for (int it = 0; it < 300; it++) {
+		int root = it % n;
+		lsrc[0] = (long)it * 100 + me;
+		shmem_broadcast64(ldst, lsrc, 1, root, 0, 0, n, pSync[it & 1]);
+		if (me != root)
+			CHECK(ldst[0] == (long)it * 100 + root, "broadcast64 round %d: %ld", it, ldst[0]);
+		shmem_long_broadcast(SHMEM_TEAM_WORLD, &ldst[1], lsrc, 1, root);
+		CHECK(ldst[1] == (long)it * 100 + root, "team broadcast round %d: %ld", it, ldst[1]);
+	}
+	shmem_barrier_all();
 	/* An active set of stride 2: PEs 0, 2, ... */
 	shmem_barrier_all();
 	if (me % 2 == 0) {
