@@ -28,8 +28,11 @@ for src in "$HERE"/t_*.c; do
 	t=$(basename "$src" .c)
 	"$BIN/symcc" -std=gnu11 -O2 -Wall -Werror -o "$OUT/$t" "$src" || { echo "FAIL build $t"; fail=1; continue; }
 done
-# The static library too, for one program.
+# The static library too, for one program; and a non-PIE executable
+# (gcc's default here is PIE), whose static data lie at the same address
+# in every PE and hold copy relocations of libc's data.
 "$BIN/symcc" --symheap-static -std=gnu11 -O2 -o "$OUT/t_rma_static" "$HERE/t_rma.c" || { echo "FAIL build t_rma_static"; fail=1; }
+"$BIN/symcc" -std=gnu11 -O2 -no-pie -o "$OUT/t_sync_nopie" "$HERE/t_sync.c" || { echo "FAIL build t_sync_nopie"; fail=1; }
 
 run() { # run NAME NP ALLOC ARGS...: the job's exit status
 	local name=$1 np=$2 alloc=$3
@@ -38,7 +41,7 @@ run() { # run NAME NP ALLOC ARGS...: the job's exit status
 		>"$OUT/out" 2>"$OUT/err"
 }
 
-for t in t_rma t_amo t_sync t_coll t_mem t_rma_static; do
+for t in t_rma t_amo t_sync t_coll t_mem t_rma_static t_sync_nopie; do
 	[ -x "$OUT/$t" ] || continue
 	for alloc in "" buddy; do
 		for np in 2 3 4; do
@@ -51,6 +54,18 @@ for t in t_rma t_amo t_sync t_coll t_mem t_rma_static; do
 			fi
 		done
 	done
+done
+
+# The runtime's other modes: offset translation, and protected mode (other
+# PEs' heaps read-only but through the write alias).
+for mode in SYMHEAP_OFFSET_MODE=1 SYMHEAP_PROTECT=1; do
+	if env "$mode" timeout 120 "$BIN/shrun" -n 3 --timeout 100s "$OUT/t_rma" >"$OUT/out" 2>"$OUT/err"; then
+		echo "ok   t_rma -n 3 $mode"
+	else
+		echo "FAIL t_rma -n 3 $mode (status $?)"
+		sed 's/^/    /' "$OUT/out" "$OUT/err" | head -20
+		fail=1
+	fi
 done
 
 # expect CASE NP STATUS PATTERN: t_err CASE ends with STATUS and, when
