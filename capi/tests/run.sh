@@ -9,7 +9,6 @@ set -uo pipefail
 BIN=${1:?usage: run.sh BIN}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/symheap-ctest.XXXXXX")
-trap 'rm -rf "$OUT"' EXIT
 fail=0
 export SHMEM_SYMMETRIC_SIZE=${SHMEM_SYMMETRIC_SIZE:-32m} SYMHEAP_SHARED_SIZE=${SYMHEAP_SHARED_SIZE:-4m}
 
@@ -18,15 +17,26 @@ command -v gcc >/dev/null 2>&1 || command -v cc >/dev/null 2>&1 ||
 [ -x "$BIN/symcc" ] && [ -f "$BIN/libsymheap.so" ] ||
 	{ echo "run.sh: $BIN/symcc or $BIN/libsymheap.so missing: run make build" >&2; exit 1; }
 
-# The segments of this user's jobs before we start: a job of ours must
-# leave none behind (other jobs may run meanwhile: only new names count).
-mine() { ls /dev/shm 2>/dev/null | grep "^symheap-$(id -u)-" | sort; }
-before=$(mine)
-jobs_ran=()
+# Every job's segment is named after its shrun's pid (symheap-UID-jPID-...):
+# those of our jobs must all be gone at the end. Other jobs of this user
+# may run meanwhile; their segments are not looked at.
+pids=()
+leftovers() {
+	local p
+	for p in "${pids[@]}"; do
+		ls /dev/shm 2>/dev/null | grep "^symheap-$(id -u)-j$p-" || true
+	done
+}
+cleanup() {
+	local s
+	for s in $(leftovers); do rm -f "/dev/shm/$s"; done
+	rm -rf "$OUT"
+}
+trap cleanup EXIT
 
 for src in "$HERE"/t_*.c; do
 	t=$(basename "$src" .c)
-	"$BIN/symcc" -std=gnu11 -O2 -Wall -Werror -o "$OUT/$t" "$src" || { echo "FAIL build $t"; fail=1; continue; }
+	"$BIN/symcc" -std=gnu11 -O2 -Wall -Werror -pthread -o "$OUT/$t" "$src" || { echo "FAIL build $t"; fail=1; continue; }
 done
 # The static library too, for one program; and a non-PIE executable
 # (gcc's default here is PIE), whose static data lie at the same address
@@ -34,14 +44,25 @@ done
 "$BIN/symcc" --symheap-static -std=gnu11 -O2 -o "$OUT/t_rma_static" "$HERE/t_rma.c" || { echo "FAIL build t_rma_static"; fail=1; }
 "$BIN/symcc" -std=gnu11 -O2 -no-pie -o "$OUT/t_sync_nopie" "$HERE/t_sync.c" || { echo "FAIL build t_sync_nopie"; fail=1; }
 
+# job ENV... -- SHRUN-ARGS...: one job under shrun (its own timeout ends
+# it), recording shrun's pid; returns the job's exit status.
+job() {
+	local env=()
+	while [ "$1" != -- ]; do env+=("$1"); shift; done
+	shift
+	env "${env[@]}" "$BIN/shrun" --timeout 100s "$@" >"$OUT/out" 2>"$OUT/err" &
+	local p=$!
+	pids+=("$p")
+	wait "$p"
+}
+
 run() { # run NAME NP ALLOC ARGS...: the job's exit status
 	local name=$1 np=$2 alloc=$3
 	shift 3
-	SYMHEAP_ALLOCATOR=$alloc timeout 120 "$BIN/shrun" -n "$np" --timeout 100s "$OUT/$name" "$@" \
-		>"$OUT/out" 2>"$OUT/err"
+	job SYMHEAP_ALLOCATOR="$alloc" -- -n "$np" "$OUT/$name" "$@"
 }
 
-for t in t_rma t_amo t_sync t_coll t_mem t_rma_static t_sync_nopie; do
+for t in t_rma t_amo t_sync t_coll t_mem t_thread t_rma_static t_sync_nopie; do
 	[ -x "$OUT/$t" ] || continue
 	for alloc in "" buddy; do
 		for np in 2 3 4; do
@@ -59,7 +80,7 @@ done
 # The runtime's other modes: offset translation, and protected mode (other
 # PEs' heaps read-only but through the write alias).
 for mode in SYMHEAP_OFFSET_MODE=1 SYMHEAP_PROTECT=1; do
-	if env "$mode" timeout 120 "$BIN/shrun" -n 3 --timeout 100s "$OUT/t_rma" >"$OUT/out" 2>"$OUT/err"; then
+	if job "$mode" -- -n 3 "$OUT/t_rma"; then
 		echo "ok   t_rma -n 3 $mode"
 	else
 		echo "FAIL t_rma -n 3 $mode (status $?)"
@@ -107,20 +128,11 @@ if [ "$(grep -c 'flushed before the exit' "$OUT/out")" -ne 3 ]; then
 	fail=1
 fi
 
-left=$(comm -13 <(echo "$before") <(mine) | while read -r s; do
-	# Still held by a live PE (another job running now) is not a leftover.
-	"$BIN/symheap" clean >/dev/null 2>&1
-	[ -e "/dev/shm/$s" ] && echo "$s"
-done)
+left=$(leftovers)
 if [ -n "$left" ]; then
-	# Other jobs of this user may be running: only names that stay after
-	# their PEs are gone count, and symheap clean removed those.
-	for s in $left; do
-		if ! "$BIN/symheap" stat 2>/dev/null | grep -q "${s#symheap-*-}"; then
-			echo "FAIL /dev/shm/$s left behind"
-			fail=1
-		fi
-	done
+	echo "FAIL segments left in /dev/shm (removed now):"
+	sed 's/^/    /' <<<"$left"
+	fail=1
 fi
 if [ $fail = 0 ]; then
 	echo "test-c: all C tests passed"
