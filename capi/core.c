@@ -464,12 +464,36 @@ static int lock_served(void *arg)
 
 void shmemi_block(int owner, int (*cond)(void *), void *arg, const char *op); /* wait.c */
 
+/* The locks this thread holds. The lock word records the holding PE (the
+ * runtime's format); under SHMEM_THREAD_MULTIPLE another thread of the PE
+ * may ask for the lock and waits its turn like any other PE, so re-taking
+ * a lock is told apart by thread here. */
+#define SHMEMI_MAX_HELD 64
+static __thread long *shmemi_held[SHMEMI_MAX_HELD];
+static __thread int shmemi_nheld;
+
+static int held_here(long *lock)
+{
+	for (int i = 0; i < shmemi_nheld; i++)
+		if (shmemi_held[i] == lock)
+			return i;
+	return -1;
+}
+
+static void hold(long *lock, const char *op)
+{
+	if (shmemi_nheld == SHMEMI_MAX_HELD)
+		shmemi_fatal(op, "this thread holds %d locks already (the most one thread may hold at once)",
+			     SHMEMI_MAX_HELD);
+	shmemi_held[shmemi_nheld++] = lock;
+}
+
 void shmem_set_lock(long *lock)
 {
 	uint64_t *w = lock_word(lock, "shmem_set_lock");
 	uint64_t tag = (uint64_t)shmemi_L.me + 1;
-	if (lock_holder(__atomic_load_n(w, __ATOMIC_SEQ_CST)) == shmemi_L.me)
-		shmemi_fatal("shmem_set_lock", "the lock at %p is already held by this PE (call shmem_clear_lock first)",
+	if (held_here(lock) >= 0)
+		shmemi_fatal("shmem_set_lock", "the lock at %p is already held by this thread (call shmem_clear_lock first)",
 			     (void *)lock);
 	/* Take a ticket: seq-cst RMW on PE 0's word. */
 	uint64_t old = __atomic_fetch_add(w, 1ULL << LOCK_NEXT_SHIFT, __ATOMIC_SEQ_CST);
@@ -479,6 +503,7 @@ void shmem_set_lock(long *lock)
 	/* Our turn: holder is zero; only we write it now. */
 	__atomic_fetch_add(w, tag << LOCK_HOLDER_SHIFT, __ATOMIC_SEQ_CST);
 	shmemi_bump(shmemi_L.stat_atomics);
+	hold(lock, "shmem_set_lock");
 }
 
 int shmem_test_lock(long *lock)
@@ -492,6 +517,7 @@ int shmem_test_lock(long *lock)
 		uint64_t nw = (old + (1ULL << LOCK_NEXT_SHIFT)) | tag << LOCK_HOLDER_SHIFT;
 		if (__atomic_compare_exchange_n(w, &old, nw, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
 			shmemi_bump(shmemi_L.stat_atomics);
+			hold(lock, "shmem_test_lock");
 			return 0;
 		}
 	}
@@ -500,6 +526,12 @@ int shmem_test_lock(long *lock)
 void shmem_clear_lock(long *lock)
 {
 	uint64_t *w = lock_word(lock, "shmem_clear_lock");
+	int i = held_here(lock);
+	if (i < 0 && lock_holder(__atomic_load_n(w, __ATOMIC_SEQ_CST)) == shmemi_L.me)
+		shmemi_fatal("shmem_clear_lock",
+			     "the lock at %p is held by another thread of this PE (only the thread holding a lock may "
+			     "clear it)",
+			     (void *)lock);
 	shmemi_quiet();
 	for (;;) {
 		uint64_t old = __atomic_load_n(w, __ATOMIC_SEQ_CST);
@@ -519,6 +551,7 @@ void shmem_clear_lock(long *lock)
 		if (__atomic_compare_exchange_n(w, &old, nw, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 			break;
 	}
+	shmemi_held[i] = shmemi_held[--shmemi_nheld];
 	shmemi_amo_done(0);
 }
 

@@ -116,6 +116,7 @@ expect pe 2 1 'symheap: PE 0: shmem_long_p: PE 7 does not exist \(the job has 2 
 expect notsym 2 1 'shmem_long_put: 8 bytes at 0x[0-9a-f]+ are not symmetric'
 expect align 2 1 'shmem_int_atomic_add: the variable at 0x[0-9a-f]+ is not aligned'
 expect clearlock 2 1 'shmem_clear_lock: the lock at 0x[0-9a-f]+ is not held'
+expect relock 2 1 'shmem_set_lock: the lock at 0x[0-9a-f]+ is already held by this thread'
 expect cmp 2 1 'shmem_long_wait_until: comparison 42 is none of SHMEM_CMP_EQ'
 expect toobig 2 1 'shmem_putmem: 67108864 bytes at 0x[0-9a-f]+ run past the end'
 expect noinit 2 1 'symheap: shmem_long_p: called before shmem_init'

@@ -27,6 +27,10 @@ int main(int argc, char **argv)
 		shmem_int_atomic_add((int *)((char *)&x + 1), 1, 1);
 	if (strcmp(c, "clearlock") == 0 && me == 0)
 		shmem_clear_lock(&lock);
+	if (strcmp(c, "relock") == 0 && me == 0) {
+		shmem_set_lock(&lock);
+		shmem_set_lock(&lock);
+	}
 	if (strcmp(c, "cmp") == 0 && me == 0)
 		shmem_long_wait_until(&x, 42, 0);
 	if (strcmp(c, "toobig") == 0) {
