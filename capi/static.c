@@ -109,15 +109,26 @@ __attribute__((constructor(101))) static void shmemi_static_ctor(void)
 		static_fail = "ftruncate of the memfd failed";
 		return;
 	}
-	size_t done = 0;
-	while (done < n) {
-		ssize_t k = pwrite(fd, (const char *)r.lo + done, n - done, (off_t)done);
-		if (k <= 0) {
-			close(fd);
-			static_fail = "copying the static data into the memfd failed";
-			return;
+	/* Page by page, skipping pages of zeros (most of a large .bss): the
+	 * memfd reads as zeros there and takes no memory until written. */
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	for (size_t at = 0; at < n; at += page) {
+		const uint64_t *w = (const uint64_t *)(r.lo + at);
+		size_t k = 0;
+		while (k < page / 8 && w[k] == 0)
+			k++;
+		if (k == page / 8)
+			continue;
+		size_t done = 0;
+		while (done < page) {
+			ssize_t m = pwrite(fd, (const char *)r.lo + at + done, page - done, (off_t)(at + done));
+			if (m <= 0) {
+				close(fd);
+				static_fail = "copying the static data into the memfd failed";
+				return;
+			}
+			done += (size_t)m;
 		}
-		done += (size_t)k;
 	}
 	void *m = mmap((void *)r.lo, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
 	if (m == MAP_FAILED) {
