@@ -41,6 +41,8 @@
 //	                    full barrier, Broadcast, Reduce, FCollect, AllToAll
 //	                    (team.go and collective.go are its API here)
 //	internal/transport  the seam where a transport to other nodes plugs in
+//	internal/cabi       what the C library (capi, libsymheap) reads of a PE
+//	                    once at shmem_init, and the runtime steps it asks for
 //	internal/core       the segment as the runtime sees it: layout, typed
 //	                    offsets, the one address translator, control-block areas
 //	internal/segment    the shared segment: create or attach, same-address

@@ -20,6 +20,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,10 +29,12 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	os.Exit(run(os.Args[1:], os.Stdout))
 }
 
-func run(args []string) int {
+// run runs (execs) the compiler, or prints what --showme asks on stdout,
+// and returns the exit status when it does not exec.
+func run(args []string, stdout io.Writer) int {
 	inc, lib, err := locate()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "symcc: %v\n", err)
@@ -66,16 +69,16 @@ func run(args []string) int {
 	}
 	switch showme {
 	case "--showme:compile":
-		fmt.Println(strings.Join(compileFlags, " "))
+		fmt.Fprintln(stdout, strings.Join(compileFlags, " "))
 		return 0
 	case "--showme:link":
-		fmt.Println(strings.Join(linkFlags, " "))
+		fmt.Fprintln(stdout, strings.Join(linkFlags, " "))
 		return 0
 	case "--showme":
 		if len(user) == 0 { // as oshcc: the whole command for a link
 			argv = append(argv, linkFlags...)
 		}
-		fmt.Println(strings.Join(argv, " "))
+		fmt.Fprintln(stdout, strings.Join(argv, " "))
 		return 0
 	case "":
 	default:
