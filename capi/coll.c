@@ -3,12 +3,12 @@
 /*
  * coll.c - teams and collectives.
  *
- * Teams are the Go runtime's (internal/team): split, sync and destroy call
- * into Go; this side keeps each team's world PEs, so that translation and
- * the collectives need no call. The collectives themselves are made here,
- * over the fast path: every member reads the other members' copies
- * directly (single copy: the segment maps every partition), between two
- * synchronisations of the team:
+ * Teams are the Go runtime's (internal/team): split, destroy and the sync
+ * of a split team call into Go; this side keeps each team's world PEs, so
+ * that translation and the collectives need no call. The collectives
+ * themselves are made here, over the fast path: every member reads the
+ * other members' copies directly (single copy: the segment maps every
+ * partition), between two synchronisations of the group:
  *
  *   1. sync: every member's source is ready, every destination free;
  *   2. read the members' sources, combine into a private buffer
@@ -16,11 +16,17 @@
  *   3. sync: nobody reads a source any more; a reduction then copies its
  *      buffer to the destination (which may be the source).
  *
- * The active-set routines of OpenSHMEM 1.4 (PE_start, logPE_stride,
- * PE_size, pSync) do the same with a barrier over pSync instead of a team
- * sync: pSync[0] on the set's first PE counts arrivals, pSync[1] on every
- * other PE is its release flag; each is reset to SHMEM_SYNC_VALUE before
- * anybody can use it again, so pSync is as it was on return.
+ * Broadcast needs less: a handshake of tickets between the root and the
+ * others (broadcast, below).
+ *
+ * The sync of the world (barrier_all, sync_all, the syncs of
+ * SHMEM_TEAM_WORLD and SHMEM_TEAM_SHARED) and of the active sets of
+ * OpenSHMEM 1.4 (PE_start, logPE_stride, PE_size, pSync) is a counter
+ * barrier in C (counter_barrier). The words each routine uses, in a
+ * symmetric scratch block for the world and in pSync for an active set:
+ * [0] the barrier's arrivals, [1] collect's counts, [2] and [3] the
+ * broadcast's tickets; each word is back to its value (SHMEM_SYNC_VALUE)
+ * once every member has left the routine, as OpenSHMEM asks of pSync.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -40,7 +46,7 @@ struct shmemi_team {
 static struct shmemi_team shmemi_team_world_, shmemi_team_shared_;
 void shmemi_world_barrier(const char *op);
 
-/* A symmetric scratch buffer for collect's counts, allocated at init. */
+/* The world's symmetric scratch words (see the top), allocated at init. */
 static uint64_t *shmemi_counts;
 
 static void team_fill(struct shmemi_team *t, int id, int size, int *world)
@@ -491,11 +497,11 @@ void shmemi_set_broadcast(void *dest, const void *src, size_t n, int root, int s
 
 /* collect: member r's n_r bytes go to dest at the sum of the n of the
  * ranks before it. fixed: every n is the same (fcollect). The counts are
- * published in a symmetric scratch word (team) or pSync[2] (active set). */
+ * published in a symmetric scratch word (team) or pSync[1] (active set; pSync[0] is the barrier's, pSync[2..3] the broadcast's). */
 static void collect(const struct group *g, void *dest, const void *src, size_t n, int fixed, const char *op)
 {
 	(void)shmemi_addr(src, n, shmemi_L.me, op);
-	uint64_t *cnt = g->world ? shmemi_counts : (uint64_t *)&g->pSync[2];
+	uint64_t *cnt = g->world ? shmemi_counts : (uint64_t *)&g->pSync[1];
 	if (!fixed)
 		__atomic_store_n(cnt, (uint64_t)n + 1, __ATOMIC_SEQ_CST);
 	gsync(g, op);
