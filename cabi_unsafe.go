@@ -31,6 +31,7 @@ func (pe *PE) describeForC() cabi.Layout {
 		Rank:        pe.rank, NPEs: pe.npes,
 		MembarrierReady: pe.rma.membarrierReady(),
 		SameAddress:     pe.seg.SameAddress(), Protected: pe.seg.Protected(),
+		Far:   pe.rma.far,
 		Polls: polls, Yields: yields,
 		SegPath: pe.seg.Path(),
 	}

@@ -24,6 +24,7 @@ package main
 import "C"
 
 import (
+	"errors"
 	"sync"
 	"unsafe"
 
@@ -67,6 +68,11 @@ func symheapc_go_init(l *C.struct_shmemi_layout, errbuf *C.char, n C.size_t) C.i
 	teams[0] = p.World()
 	cabi.BeforeExit = func() { C.shmemi_flush_stdio() }
 	d := cabi.Describe(p)
+	if d.Far {
+		p.Close()
+		setErr(errbuf, n, errors.New("symheap: the job spans several nodes: the C library reaches only the PEs of one node (run the job on one node)"))
+		return 1
+	}
 	l.base = (*C.char)(unsafe.Pointer(d.Base))
 	l.wbase = (*C.char)(unsafe.Pointer(d.WBase))
 	l.part_off, l.part_stride, l.heap_size = C.uint64_t(d.PartOff), C.uint64_t(d.PartStride), C.uint64_t(d.HeapSize)

@@ -22,7 +22,8 @@ type Layout struct {
 	Rank, NPEs                 int
 	MembarrierReady            bool // puts need no fence (wait.go)
 	SameAddress, Protected     bool
-	Polls, Yields              int // the pacing of waits for other processes (shmsync.Pace)
+	Far                        bool // some PE is on another node (the ucx build): the C fast path cannot reach it
+	Polls, Yields              int  // the pacing of waits for other processes (shmsync.Pace)
 	SegPath                    string
 }
 
