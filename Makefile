@@ -67,9 +67,11 @@ fmt:
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags symheap_capi ./capi
 
 staticcheck: $(STATICCHECK)
 	$(STATICCHECK) ./...
+	$(STATICCHECK) -tags symheap_capi ./capi
 
 # The tests run in both builds: with -race, and as users build it, where
 # other code is compiled (the store-release assembly of shmsync, the

@@ -19,15 +19,15 @@ func (pe *PE) describeForC() cabi.Layout {
 	polls, yields := shmsync.Budgets()
 	l := pe.sp.Lay
 	return cabi.Layout{
-		Base: pe.sp.Base(), WBase: uintptr(unsafe.Pointer(unsafe.SliceData(pe.sp.WMem()))),
+		Base: unsafe.Pointer(unsafe.SliceData(pe.sp.Mem())), WBase: unsafe.Pointer(unsafe.SliceData(pe.sp.WMem())),
 		PartOff: l.PartOff, PartStride: l.PartStride, HeapSize: l.HeapSize,
-		CBOff: l.CBOff, CBStride: l.CBSize,
+		CBBase: unsafe.Pointer(unsafe.SliceData(pe.sp.Mem()[l.CBOff:])), CBStride: l.CBSize,
 		SigWord:     uint64(unsafe.Offsetof(c.sig) + unsafe.Offsetof(c.sig.word)),
 		SigSleepers: uint64(unsafe.Offsetof(c.sig) + unsafe.Offsetof(c.sig.sleepers)),
 		Sleeping:    uint64(unsafe.Offsetof(c.sleeping)),
-		StatPuts:    uintptr(unsafe.Pointer(&pe.stats.Puts)),
-		StatGets:    uintptr(unsafe.Pointer(&pe.stats.Gets)),
-		StatAt:      uintptr(unsafe.Pointer(&pe.stats.Atomics)),
+		StatPuts:    unsafe.Pointer(&pe.stats.Puts),
+		StatGets:    unsafe.Pointer(&pe.stats.Gets),
+		StatAt:      unsafe.Pointer(&pe.stats.Atomics),
 		Rank:        pe.rank, NPEs: pe.npes,
 		MembarrierReady: pe.rma.membarrierReady(),
 		SameAddress:     pe.seg.SameAddress(), Protected: pe.seg.Protected(),

@@ -73,15 +73,16 @@ func symheapc_go_init(l *C.struct_shmemi_layout, errbuf *C.char, n C.size_t) C.i
 		setErr(errbuf, n, errors.New("symheap: the job spans several nodes: the C library reaches only the PEs of one node (run the job on one node)"))
 		return 1
 	}
-	l.base = (*C.char)(unsafe.Pointer(d.Base))
-	l.wbase = (*C.char)(unsafe.Pointer(d.WBase))
+	// Addresses in the shared segment, never in Go memory: C may keep them.
+	l.base = (*C.char)(d.Base)
+	l.wbase = (*C.char)(d.WBase)
 	l.part_off, l.part_stride, l.heap_size = C.uint64_t(d.PartOff), C.uint64_t(d.PartStride), C.uint64_t(d.HeapSize)
-	l.cb_base = (*C.char)(unsafe.Pointer(d.Base + uintptr(d.CBOff)))
+	l.cb_base = (*C.char)(d.CBBase)
 	l.cb_stride = C.uint64_t(d.CBStride)
 	l.sig_word, l.sig_sleepers, l.sleeping = C.uint64_t(d.SigWord), C.uint64_t(d.SigSleepers), C.uint64_t(d.Sleeping)
-	l.stat_puts = (*C.uint64_t)(unsafe.Pointer(d.StatPuts))
-	l.stat_gets = (*C.uint64_t)(unsafe.Pointer(d.StatGets))
-	l.stat_atomics = (*C.uint64_t)(unsafe.Pointer(d.StatAt))
+	l.stat_puts = (*C.uint64_t)(d.StatPuts)
+	l.stat_gets = (*C.uint64_t)(d.StatGets)
+	l.stat_atomics = (*C.uint64_t)(d.StatAt)
 	l.me, l.npes = C.int(d.Rank), C.int(d.NPEs)
 	l.mb_ready, l.same_address, l.protected_ = cbool(d.MembarrierReady), cbool(d.SameAddress), cbool(d.Protected)
 	l.polls, l.yields = C.int(d.Polls), C.int(d.Yields)

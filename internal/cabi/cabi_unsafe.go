@@ -7,18 +7,20 @@
 // and its companions from an init function; nothing else imports it.
 package cabi
 
+import "unsafe"
+
 // Layout is what the C fast paths read: where the segment is, where each
 // partition and control block lies, and where the words of the wake-up
-// protocol are (see the root's wait.go). Addresses are integers: the C
-// side turns them into pointers.
+// protocol are (see the root's wait.go).
 type Layout struct {
-	Base, WBase                uintptr // the segment as mapped here; where the runtime writes other PEs' heaps
-	PartOff, PartStride        uint64  // partition p begins at Base+PartOff+p*PartStride, with its symmetric heap
+	Base, WBase                unsafe.Pointer // the segment as mapped here; where the runtime writes other PEs' heaps
+	PartOff, PartStride        uint64         // partition p begins at Base+PartOff+p*PartStride, with its symmetric heap
 	HeapSize                   uint64
-	CBOff, CBStride            uint64 // control block p begins at Base+CBOff+p*CBStride
+	CBBase                     unsafe.Pointer // PE 0's control block; PE p's is CBStride bytes further per PE
+	CBStride                   uint64
 	SigWord, SigSleepers       uint64 // offsets in a control block of the signal's futex word and sleepers count
 	Sleeping                   uint64 // offset in PE 0's control block of the job's sleepers count
-	StatPuts, StatGets, StatAt uintptr
+	StatPuts, StatGets, StatAt unsafe.Pointer
 	Rank, NPEs                 int
 	MembarrierReady            bool // puts need no fence (wait.go)
 	SameAddress, Protected     bool
