@@ -38,9 +38,10 @@
  *   6. Locks: the runtime's ticket lock on PE 0's copy of the lock word
  *      (lock.go's format: next<<48 | (holder+1)<<32 | serving).
  *
- * What calls into Go: shmem_init/finalize, the symmetric allocator,
- * barrier_all, team syncs and splits, global_exit and the liveness check
- * of a wait that has slept 50 ms.
+ * What calls into Go: shmem_init/finalize, the symmetric allocator, the
+ * split, sync and destroy of split teams, global_exit and the liveness
+ * check of a wait that has slept 50 ms. barrier_all and the collectives
+ * are C (coll.c).
  */
 #ifndef SHMEM_INTERNAL_H
 #define SHMEM_INTERNAL_H
