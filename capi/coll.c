@@ -25,12 +25,17 @@
  * barrier in C (counter_barrier). The words each routine uses, in a
  * symmetric scratch block for the world and in pSync for an active set:
  * [0] the barrier's arrivals, [1] collect's counts, [2] and [3] the
- * broadcast's tickets; each word is back to its value (SHMEM_SYNC_VALUE)
+ * broadcast's tickets (the world's block also holds, at [6] and [7], the
+ * collectives' futex word and sleepers count, see coll_wake); each word is back to its value (SHMEM_SYNC_VALUE)
  * once every member has left the routine, as OpenSHMEM asks of pSync.
  */
 #define _GNU_SOURCE
+#include <limits.h>
+#include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "shmem_internal.h"
 #include "shmemi_go.h"
@@ -258,6 +263,40 @@ void shmem_team_destroy(shmem_team_t team)
 /* ---- the active-set barrier over pSync ---- */
 
 void shmemi_block(int owner, int (*cond)(void *), void *arg, const char *op); /* wait.c */
+void shmemi_block_word(uint32_t *word, uint32_t *sleepers, int (*cond)(void *), void *arg, const char *op);
+
+/*
+ * The collectives' own wake-up channel: a futex word and a sleepers count
+ * per PE in the world's scratch block ([6] and [7]), apart from the signal
+ * that puts and AMOs wake. A PE asleep in a barrier would otherwise make
+ * every put aimed at it pay a FUTEX_WAKE. Every change a collective waits
+ * for is a seq-cst RMW, so no membarrier is needed: a writer's RMW then its
+ * sleepers load, against the waiter's sleepers increment then its
+ * condition check, cannot both miss.
+ */
+static uint32_t *coll_word(int pe, const char *op)
+{
+	return (uint32_t *)shmemi_addr(&shmemi_counts[6], 4, pe, op);
+}
+
+static uint32_t *coll_sleepers(int pe, const char *op)
+{
+	return (uint32_t *)shmemi_addr(&shmemi_counts[7], 4, pe, op);
+}
+
+static void coll_wake(int pe, const char *op)
+{
+	if (__atomic_load_n(coll_sleepers(pe, op), __ATOMIC_SEQ_CST) != 0) {
+		uint32_t *w = coll_word(pe, op);
+		__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
+		syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX >> 1, NULL, NULL, 0);
+	}
+}
+
+static void coll_block(int (*cond)(void *), void *arg, const char *op)
+{
+	shmemi_block_word(coll_word(shmemi_L.me, op), coll_sleepers(shmemi_L.me, op), cond, arg, op);
+}
 
 static void set_check(int start, int logstride, int size, const char *op)
 {
@@ -307,11 +346,11 @@ static void counter_barrier(long *cnt, int start, int logstride, int size, const
 	for (int i = 0; i < size; i++) {
 		int q = start + (i << logstride);
 		if (q != shmemi_L.me)
-			shmemi_amo_done(q);
+			coll_wake(q, op);
 	}
 	struct count_wait c = {cnt, size - 1};
 	if (!count_reached(&c))
-		shmemi_block(shmemi_L.me, count_reached, &c, op);
+		coll_block(count_reached, &c, op);
 	__atomic_fetch_sub(cnt, size - 1, __ATOMIC_SEQ_CST);
 }
 
@@ -461,22 +500,22 @@ static void broadcast(const struct group *g, void *dest, const void *src, size_t
 						   __ATOMIC_SEQ_CST);
 		for (int r = 0; r < g->size; r++)
 			if (r != root)
-				shmemi_amo_done(gpe(g, r));
+				coll_wake(gpe(g, r), op);
 		if (self && dest != src)
 			memmove(dest, src, bytes);
 		struct count_wait c = {&tick[1], g->size - 1};
 		if (!count_reached(&c))
-			shmemi_block(shmemi_L.me, count_reached, &c, op);
+			coll_block(count_reached, &c, op);
 		__atomic_fetch_sub(&tick[1], g->size - 1, __ATOMIC_SEQ_CST);
 		return;
 	}
 	struct count_wait c = {&tick[0], 1};
 	if (!count_reached(&c))
-		shmemi_block(shmemi_L.me, count_reached, &c, op);
+		coll_block(count_reached, &c, op);
 	__atomic_fetch_sub(&tick[0], 1, __ATOMIC_SEQ_CST);
 	memcpy(dest, shmemi_addr(src, bytes, rootpe, op), bytes);
 	__atomic_fetch_add((long *)shmemi_amo_addr(&tick[1], sizeof(long), rootpe, op), 1, __ATOMIC_SEQ_CST);
-	shmemi_amo_done(rootpe);
+	coll_wake(rootpe, op);
 }
 
 int shmemi_team_broadcast(shmem_team_t team, void *dest, const void *src, size_t n, int root, const char *op)

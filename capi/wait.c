@@ -40,7 +40,12 @@ static inline void shmemi_pause(void)
 #endif
 }
 
-void shmemi_block(int owner, int (*cond)(void *), void *arg, const char *op)
+/* block_on: the sleeping wait on word, announced in sleepers (and in the
+ * job's count all, when not NULL). membar: writers may have made plain
+ * stores without a fence (puts), for which the waiter's membarrier stands
+ * in; without it, writers' seq-cst RMWs order their stores themselves. */
+static void block_on(uint32_t *word, uint32_t *sleepers, uint32_t *all, int membar, int (*cond)(void *),
+		     void *arg, const char *op)
 {
 	for (int i = 0; i < shmemi_L.polls; i++) {
 		if (cond(arg))
@@ -58,12 +63,11 @@ void shmemi_block(int owner, int (*cond)(void *), void *arg, const char *op)
 			return;
 		sched_yield();
 	}
-	uint32_t *word = shmemi_sigword(owner), *sleepers = shmemi_sigsleepers(owner);
-	uint32_t *all = shmemi_job_sleeping();
-	__atomic_fetch_add(all, 1, __ATOMIC_SEQ_CST);      /* W1 */
+	if (all)
+		__atomic_fetch_add(all, 1, __ATOMIC_SEQ_CST);  /* W1 */
 	__atomic_fetch_add(sleepers, 1, __ATOMIC_SEQ_CST); /* W1 */
 	long slice_ms = 50;
-	if (!shmemi_L.mb_ready || syscall(SYS_membarrier, MEMBARRIER_GLOBAL_EXPEDITED, 0, 0) != 0) /* W2 */
+	if (membar && (!shmemi_L.mb_ready || syscall(SYS_membarrier, MEMBARRIER_GLOBAL_EXPEDITED, 0, 0) != 0)) /* W2 */
 		slice_ms = 1; /* writers' fence-free puts are seen within a slice */
 	long slept = 0;
 	for (;;) {
@@ -88,7 +92,18 @@ void shmemi_block(int owner, int (*cond)(void *), void *arg, const char *op)
 		}
 	}
 	__atomic_fetch_sub(sleepers, 1, __ATOMIC_SEQ_CST); /* W7 */
-	__atomic_fetch_sub(all, 1, __ATOMIC_SEQ_CST);
+	if (all)
+		__atomic_fetch_sub(all, 1, __ATOMIC_SEQ_CST);
+}
+
+void shmemi_block(int owner, int (*cond)(void *), void *arg, const char *op)
+{
+	block_on(shmemi_sigword(owner), shmemi_sigsleepers(owner), shmemi_job_sleeping(), 1, cond, arg, op);
+}
+
+void shmemi_block_word(uint32_t *word, uint32_t *sleepers, int (*cond)(void *), void *arg, const char *op)
+{
+	block_on(word, sleepers, NULL, 0, cond, arg, op);
 }
 
 /* ---- comparisons ---- */
