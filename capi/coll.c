@@ -84,7 +84,8 @@ void shmemi_teams_init(void)
 	/* Every PE of a job shares this node's memory. */
 	team_fill(&shmemi_team_shared_, 0, shmemi_L.npes, w2);
 	char err[1024];
-	shmemi_counts = symheapc_go_malloc(0, sizeof(uint64_t) * 8, 0, 0, err, sizeof err);
+	/* One cache line: an arrival's add and its sleepers load touch one line. */
+	shmemi_counts = symheapc_go_malloc(2, sizeof(uint64_t) * 8, 64, 0, err, sizeof err);
 	if (shmemi_counts == NULL)
 		shmemi_fatal("shmem_init", "allocating the collectives' scratch: %s", err);
 }
