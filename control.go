@@ -14,7 +14,11 @@ type control struct {
 	exitSleepers atomic.Uint32
 	watchStop    atomic.Uint32 // set by this PE's Close to end its watcher
 
-	_ [48]byte
+	// Global (PE 0's block): the watchers that have run their
+	// before-exit step (cabi.BeforeExit) on a GlobalExit.
+	exitReady atomic.Uint32
+
+	_ [44]byte
 
 	// This PE's wake-up channel for point-to-point synchronisation
 	// (wait.go), on a cache line of its own: writers load sig.sleepers

@@ -41,6 +41,8 @@
 //	                    full barrier, Broadcast, Reduce, FCollect, AllToAll
 //	                    (team.go and collective.go are its API here)
 //	internal/transport  the seam where a transport to other nodes plugs in
+//	internal/cabi       what the C library (capi, libsymheap) reads of a PE
+//	                    once at shmem_init, and the runtime steps it asks for
 //	internal/core       the segment as the runtime sees it: layout, typed
 //	                    offsets, the one address translator, control-block areas
 //	internal/segment    the shared segment: create or attach, same-address
@@ -70,6 +72,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/symheap/symheap/internal/cabi"
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/team"
 
@@ -102,12 +105,13 @@ type PE struct {
 	component  alloc.Component
 	reason     string // why the component was chosen
 
-	mu     callLock // serialises this PE's collective calls and its heap
-	closed atomic.Bool
-	rma    rmaLayer    // one-sided access and waits (rma.go)
-	ctl    []*control  // every PE's control block
-	sp     core.Space  // the segment as this PE sees it: layout, addresses (a value: the fast paths' first load)
-	stats  *core.Stats // this PE's counters, which symheap stat shows
+	mu      callLock // serialises this PE's collective calls and its heap
+	closed  atomic.Bool
+	exiting atomic.Bool // this PE called GlobalExit: its watcher leaves the exit to it
+	rma     rmaLayer    // one-sided access and waits (rma.go)
+	ctl     []*control  // every PE's control block
+	sp      core.Space  // the segment as this PE sees it: layout, addresses (a value: the fast paths' first load)
+	stats   *core.Stats // this PE's counters, which symheap stat shows
 
 	watchDone chan struct{}
 	ext       peExt // state of the API layers built on the core
@@ -296,6 +300,10 @@ func (pe *PE) GlobalExit(code int) {
 	ossignal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	if !pe.closed.Load() {
 		g := pe.ctl[0]
+		// This PE's own watcher leaves the exit to us. Our before-exit
+		// step ran before the call (the C library flushes first).
+		pe.exiting.Store(true)
+		g.exitReady.Add(1) // seq-cst RMW; pairs with awaitExitReady's loads
 		// First request wins; pairs with every PE's watcher load.
 		g.exitCode.CompareAndSwap(0, uint32(code)&0xff|exitSet)
 		for i := range pe.ctl {
@@ -303,7 +311,11 @@ func (pe *PE) GlobalExit(code int) {
 		}
 		// Give the others a moment to exit with the code themselves, so
 		// that a launcher sees the same status from every PE rather than
-		// stopping them with a signal when this one exits first.
+		// stopping them with a signal when this one exits first: first
+		// until every live PE has run its before-exit step (flushed C's
+		// stdio; a loaded machine may take a while to run them, a PE
+		// that is stopped takes the whole bound), then until they left.
+		pe.awaitExitReady(exitReadyWait)
 		deadline := time.Now().Add(time.Second)
 		for p := 0; p < pe.npes && time.Now().Before(deadline); {
 			if p == pe.rank || !pe.seg.Alive(p) {
@@ -314,6 +326,7 @@ func (pe *PE) GlobalExit(code int) {
 		}
 		pe.leaveNow()
 	}
+	beforeExit()
 	os.Exit(code)
 }
 
@@ -326,6 +339,40 @@ func (pe *PE) leaveNow() {
 
 const exitSet = 1 << 31
 
+// exitReadyWait bounds a GlobalExit's wait for the PEs' before-exit steps.
+const exitReadyWait = 5 * time.Second
+
+// awaitExitReady waits, at most d, until every live PE has run its
+// before-exit step (control.exitReady, counted once by every PE: by the
+// PE that called GlobalExit there, by the others' watchers).
+func (pe *PE) awaitExitReady(d time.Duration) {
+	g := pe.ctl[0]
+	deadline := time.Now().Add(d)
+	// Seq-cst load; pairs with the increments.
+	for int(g.exitReady.Load()) < 1+pe.liveOthers() && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// liveOthers counts the other PEs that are alive.
+func (pe *PE) liveOthers() int {
+	n := 0
+	for p := 0; p < pe.npes; p++ {
+		if p != pe.rank && pe.seg.Alive(p) {
+			n++
+		}
+	}
+	return n
+}
+
+// beforeExit runs what the C library asked to run before the runtime ends
+// the process (cabi.BeforeExit: flushing C's stdio).
+func beforeExit() {
+	if f := cabi.BeforeExit; f != nil {
+		f()
+	}
+}
+
 // watchExit sleeps until some PE calls GlobalExit, then exits with its code.
 func (pe *PE) watchExit() {
 	defer close(pe.watchDone)
@@ -336,7 +383,17 @@ func (pe *PE) watchExit() {
 	c.exitSleepers.Store(1)
 	for {
 		v := c.exitWord.Load()
-		if code := g.exitCode.Load(); code&exitSet != 0 {
+		if code := g.exitCode.Load(); code&exitSet != 0 && !pe.exiting.Load() {
+			// As in GlobalExit: a launcher that sees another PE exit
+			// first and stops the rest must not cut the flush short.
+			ossignal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+			beforeExit() // before leaving: the PE that asked waits for us to leave
+			// Nor may this PE's exit, seen first, cut another's flush
+			// short: wait (a second at most) until every live PE but the
+			// one that asked has run its step. Seq-cst RMW; pairs with
+			// the other watchers' loads.
+			g.exitReady.Add(1)
+			pe.awaitExitReady(exitReadyWait)
 			pe.leaveNow()
 			os.Exit(int(code &^ exitSet))
 		}

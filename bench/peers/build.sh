@@ -2,6 +2,8 @@
 # bench/peers/build.sh [OUTDIR] - build the peer benchmark harnesses.
 #
 #   osh_bench           OpenSHMEM (Open MPI 4.1 OSHMEM), built with oshcc
+#   osh_bench_symheap   the same source on symheap's C library, built with
+#                       symcc (when symcc is in PATH: make build puts it in .bin)
 #   mpi_bench           MPI (Open MPI 4.1), built with mpicc
 #   memcpy_bench        glibc memcpy bandwidth, gcc
 #   cacheline_pingpong  one cache line bounced between two cores, gcc
@@ -126,6 +128,14 @@ if command -v oshcc >/dev/null 2>&1; then
 fi
 if command -v mpicc >/dev/null 2>&1; then
 	build mpi_bench mpi_bench.c mpicc
+fi
+# symcc links against the libsymheap beside it: rebuild whenever symcc is
+# newer than the binary (a new make build).
+if command -v symcc >/dev/null 2>&1; then
+	if [ -x "$OUT/osh_bench_symheap" ] && [ "$(command -v symcc)" -nt "$OUT/osh_bench_symheap" ]; then
+		rm -f "$OUT/osh_bench_symheap"
+	fi
+	build osh_bench_symheap osh_bench.c symcc
 fi
 
 if [ ${#missing[@]} -gt 0 ]; then

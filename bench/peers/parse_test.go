@@ -2,6 +2,8 @@ package peers
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -182,5 +184,26 @@ func TestTestsTable(t *testing.T) {
 	}
 	if Tests("nope") != nil {
 		t.Errorf("Tests(nope) not nil")
+	}
+}
+
+// The "symheap (C)" harness runs osh_bench built with symcc under shrun,
+// whose flag for the number of PEs is -n.
+func TestCommandLineShrun(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "shrun"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir)
+	argv, err := CommandLine(Spec{Harness: SymheapC, Dir: "/x", NP: 3, Tests: []string{"put_lat"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(dir, "shrun") + " -n 3 /x/osh_bench_symheap put_lat"
+	if got := strings.Join(argv, " "); got != want {
+		t.Errorf("CommandLine = %q, want %q", got, want)
+	}
+	if err := HarnessAvailable(SymheapC); err == nil || !strings.Contains(err.Error(), "symcc") {
+		t.Errorf("HarnessAvailable without symcc = %v, want an error naming symcc", err)
 	}
 }

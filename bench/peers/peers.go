@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 // Harness names.
 const (
 	OSH       = "osh"       // Open MPI OSHMEM (OpenSHMEM 1.4), via oshrun
+	SymheapC  = "oshc"      // the same osh_bench.c on symheap's C library (symcc), via shrun
 	MPI       = "mpi"       // Open MPI, via mpirun
 	Memcpy    = "memcpy"    // glibc memcpy, one process
 	Cacheline = "cacheline" // cache-line ping-pong, two threads or processes
@@ -39,6 +41,8 @@ type harness struct {
 var harnesses = map[string]harness{
 	OSH: {"osh_bench", "oshrun", []string{"put_lat", "get_lat", "put_bw", "put_rate",
 		"fadd_lat", "barrier_lat", "bcast_lat", "reduce_lat", "malloc_lat"}},
+	SymheapC: {"osh_bench_symheap", "shrun", []string{"put_lat", "get_lat", "put_bw", "put_rate",
+		"fadd_lat", "barrier_lat", "bcast_lat", "reduce_lat", "malloc_lat"}},
 	MPI: {"mpi_bench", "mpirun", []string{"pingpong_lat", "stream_bw", "stream_rate", "barrier_lat",
 		"bcast_lat", "allreduce_lat"}},
 	Memcpy:    {"memcpy_bench", "", []string{"memcpy_bw", "memcpy_shm_bw", "memcpy_odd_bw", "memcpy_cold_bw"}},
@@ -56,7 +60,7 @@ var launcherFlags = map[string][]string{
 }
 
 // Harnesses returns the harness names, in a fixed order.
-func Harnesses() []string { return []string{OSH, MPI, Memcpy, Cacheline} }
+func Harnesses() []string { return []string{OSH, SymheapC, MPI, Memcpy, Cacheline} }
 
 // Tests returns the tests of a harness; each test reports the metric of the
 // same name. Nil for an unknown harness.
@@ -181,6 +185,8 @@ func needs(h string) []string {
 		return []string{"oshcc", "oshrun"}
 	case MPI:
 		return []string{"mpicc", "mpirun"}
+	case SymheapC:
+		return []string{"symcc", "shrun"}
 	}
 	return []string{"gcc"}
 }
@@ -223,6 +229,9 @@ func missingError(missing []string) error {
 	if len(missing) == 1 && missing[0] == "gcc" {
 		pkgs = "gcc"
 	}
+	if slices.Contains(missing, "symcc") || slices.Contains(missing, "shrun") {
+		return fmt.Errorf("peers: %s not found in PATH (make build puts symcc and shrun in .bin)", strings.Join(missing, ", "))
+	}
 	return fmt.Errorf("peers: %s not found in PATH (Debian packages: %s; bench/peers/build.sh or peers.Build installs them as root)",
 		strings.Join(missing, ", "), pkgs)
 }
@@ -263,7 +272,11 @@ func command(spec Spec) (argv []string, bin string, err error) {
 		}
 		argv = append(argv, launcher)
 		argv = append(argv, launcherFlags[spec.Harness]...)
-		argv = append(argv, "-np", strconv.Itoa(np))
+		if spec.Harness == SymheapC {
+			argv = append(argv, "-n", strconv.Itoa(np)) // shrun's flag
+		} else {
+			argv = append(argv, "-np", strconv.Itoa(np))
+		}
 		argv = append(argv, spec.LauncherArgs...)
 	}
 	argv = append(argv, bin)
@@ -350,6 +363,9 @@ func Run(ctx context.Context, spec Spec) ([]Result, error) {
 	for i := range results {
 		if results[i].PEs == 0 && harnesses[spec.Harness].launcher != "" {
 			results[i].PEs = np
+		}
+		if spec.Harness == SymheapC && results[i].Harness == OSH {
+			results[i].Harness = SymheapC // osh_bench.c names itself osh
 		}
 	}
 	cmd := strings.Join(argv, " ")

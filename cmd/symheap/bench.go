@@ -360,6 +360,11 @@ func upTo(list []int64, m int64) []int64 {
 // cannot run.
 func (r *runner) preparePeers(ctx context.Context, rep *benchReport) {
 	r.peerErr = map[string]error{}
+	// symcc and shrun, which build and run the "symheap (C)" harness, are
+	// beside this executable (make build puts them in .bin).
+	if dir := filepath.Dir(r.exe); dir != "" {
+		os.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	}
 	r.prog.step("building the peer harnesses in " + r.peerDir + " (the first run may install Open MPI)")
 	buildErr := peers.Build(ctx, r.peerDir)
 	for _, h := range peers.Harnesses() {

@@ -306,6 +306,13 @@ func targetSpecs() []targetSpec {
 		{"collective malloc+free 64 B vs OpenSHMEM", "malloc", "symheap:malloc_lat", "osh:malloc_lat", is(64), "<=", 0.5},
 		{"collective malloc+free 1 MiB vs OpenSHMEM", "malloc", "symheap:malloc_lat", "osh:malloc_lat", is(1 << 20), "<=", 0.5},
 		{"Put bandwidth 4 MiB vs C memcpy", "put_bw", "symheap:put_bw", "memcpy:memcpy_shm_bw", is(4 << 20), ">=", 0.9},
+		{"C: put 8 B latency vs OpenSHMEM", "put_lat", "oshc:put_lat", "osh:put_lat", is(8), "<=", 0.25},
+		{"C: get 8 B latency vs OpenSHMEM", "get_lat", "oshc:get_lat", "osh:get_lat", is(8), "<=", 0.25},
+		{"C: fetch-add latency vs OpenSHMEM", "fadd", "oshc:fadd_lat", "osh:fadd_lat", is(8), "<=", 0.5},
+		{"C: barrier, 2 PEs vs OpenSHMEM", "barrier", "oshc:barrier_lat", "osh:barrier_lat", is(2), "<=", 0.5},
+		{"C: malloc+free 64 B vs OpenSHMEM", "malloc", "oshc:malloc_lat", "osh:malloc_lat", is(64), "<=", 0.5},
+		{"C: malloc+free 1 MiB vs OpenSHMEM", "malloc", "oshc:malloc_lat", "osh:malloc_lat", is(1 << 20), "<=", 0.5},
+		{"C: put bandwidth 4 MiB vs C memcpy", "put_bw", "oshc:put_bw", "memcpy:memcpy_shm_bw", is(4 << 20), ">=", 0.9},
 		{"send/recv 8 B half round trip vs Open MPI", "msg_lat", "symheap:msg_lat_heap", "mpi:pingpong_lat", is(8), "<=", 0.5},
 		{"send/recv bandwidth >= 1 MiB, shared-heap buffers, vs Open MPI", "msg_bw", "symheap:msg_bw_shm", "mpi:stream_bw", atLeast(1 << 20), ">=", 1.5},
 		{"send/recv bandwidth >= 1 MiB, ordinary buffers, vs Open MPI", "msg_bw", "symheap:msg_bw_heap", "mpi:stream_bw", atLeast(1 << 20), ">=", 1},
@@ -379,6 +386,8 @@ func evalTargets(sections []*section) []targetResult {
 			res.Reason = "peer not run (use --peers)"
 		case s.Series[den].Unavailable != "":
 			res.Reason = "peer unavailable: " + oneLine(s.Series[den].Unavailable)
+		case s.Series[num].Unavailable != "":
+			res.Reason = "unavailable: " + oneLine(s.Series[num].Unavailable)
 		}
 		if res.Reason != "" {
 			out = append(out, res)

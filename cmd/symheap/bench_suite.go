@@ -312,6 +312,20 @@ func (r *runner) newSection(id string) *section {
 	ratio := func(num, den int, column string) {
 		s.Ratios = append(s.Ratios, ratioCol{Num: num, Den: den, Column: column})
 	}
+	// withC adds the "symheap (C)" column: OpenSHMEM's own harness
+	// (osh_bench.c) built with symcc and run by shrun, fed by a unit run
+	// right after OpenSHMEM's in every round; its ratio is to OpenSHMEM
+	// (series osh), and to memcpy when mc >= 0.
+	withC := func(metric, column string, osh, np int, sizes []int64, mc int) {
+		i := len(s.Series)
+		s.Series = append(s.Series, &series{Label: "symheap (C) osh_bench.c", Column: "symheap (C) " + column,
+			Harness: peers.SymheapC, Metric: metric})
+		add(r.peerUnit("symheap (C)", peers.SymheapC, []string{metric}, np, sizes), i)
+		ratio(i, osh, "C x OpenSHMEM")
+		if mc >= 0 {
+			ratio(i, mc, "C x memcpy")
+		}
+	}
 	withPeers := r.peers
 	switch id {
 	case "put_lat", "get_lat":
@@ -328,6 +342,7 @@ func (r *runner) newSection(id string) *section {
 			s.Series = append(s.Series, osh(id, "OpenSHMEM "+peerOp, "OpenSHMEM (us)"))
 			add(r.peerUnit("OpenSHMEM", peers.OSH, []string{id}, n, p.Sizes), 1)
 			ratio(0, 1, "x OpenSHMEM")
+			withC(id, "(us)", 1, n, p.Sizes, -1)
 		}
 		// Floor: 0 line transfers + one copy. PE 1 never touches its copy
 		// while PE 0 puts into it (or gets from it) again and again, so
@@ -351,6 +366,7 @@ func (r *runner) newSection(id string) *section {
 			add(r.peerUnit("OpenSHMEM", peers.OSH, []string{"put_bw"}, n, p.Sizes), 1)
 			add(r.peerUnit("C memcpy", peers.Memcpy, []string{"memcpy_shm_bw"}, 0, p.Sizes), 2)
 			ratio(0, 1, "x OpenSHMEM")
+			withC("put_bw", "(MB/s)", 1, n, p.Sizes, 2)
 		}
 		// Floor: memcpy of size bytes into shared memory, the same
 		// buffers again and again (as the window puts one buffer).
@@ -365,6 +381,7 @@ func (r *runner) newSection(id string) *section {
 			s.Series = append(s.Series, osh("put_rate", "OpenSHMEM shmem_putmem_nbi", "OpenSHMEM (msg/s)"))
 			add(r.peerUnit("OpenSHMEM", peers.OSH, []string{"put_rate"}, n, p.Sizes), 1)
 			ratio(0, 1, "x OpenSHMEM")
+			withC("put_rate", "(msg/s)", 1, n, p.Sizes, -1)
 		}
 		// Floor: as many 8-byte memcpys per second as memcpy(8 B) allows.
 		r.addFloor(s, floorSpec{kind: "rate", np: n, sizes: p.Sizes})
@@ -377,6 +394,7 @@ func (r *runner) newSection(id string) *section {
 			s.Series = append(s.Series, osh("fadd_lat", "OpenSHMEM shmem_long_atomic_fetch_add", "OpenSHMEM (us)"))
 			add(r.peerUnit("OpenSHMEM", peers.OSH, []string{"fadd_lat"}, n, nil), 1)
 			ratio(0, 1, "x OpenSHMEM")
+			withC("fadd_lat", "(us)", 1, n, nil, -1)
 		}
 		// Floor: 0 line transfers + one atomic. PE 1 does not touch its
 		// word, so after the first fetch-add its line stays in PE 0's
@@ -388,13 +406,16 @@ func (r *runner) newSection(id string) *section {
 		s.What = "Barrier, the slowest PE's mean per call"
 		s.Series = []*series{oursLat("barrier_lat", "symheap Barrier")}
 		if withPeers {
-			s.Series = append(s.Series, osh("barrier_lat", "OpenSHMEM shmem_barrier_all", "OpenSHMEM (us)"))
+			s.Series = append(s.Series, osh("barrier_lat", "OpenSHMEM shmem_barrier_all", "OpenSHMEM (us)"),
+				&series{Label: "symheap (C) osh_bench.c", Column: "symheap (C) (us)", Harness: peers.SymheapC, Metric: "barrier_lat"})
 			ratio(0, 1, "x OpenSHMEM")
+			ratio(2, 1, "C x OpenSHMEM")
 		}
 		for _, np := range r.barrierPEs {
 			add(r.ourJob(fmt.Sprintf("symheap, %d PEs", np), "barrier_lat", np, p, 2<<20, 1<<20), 0)
 			if withPeers {
 				add(r.peerUnit(fmt.Sprintf("OpenSHMEM, %d PEs", np), peers.OSH, []string{"barrier_lat"}, np, nil), 1)
+				add(r.peerUnit(fmt.Sprintf("symheap (C), %d PEs", np), peers.SymheapC, []string{"barrier_lat"}, np, nil), 2)
 			}
 		}
 		// Floor: N line transfers for N PEs, while every PE has a CPU of
@@ -424,6 +445,7 @@ func (r *runner) newSection(id string) *section {
 			s.Series = append(s.Series, osh(metric, "OpenSHMEM "+peerOp, "OpenSHMEM (us)"))
 			add(r.peerUnit("OpenSHMEM", peers.OSH, []string{metric}, n, p.Sizes), 1)
 			ratio(0, 1, "x OpenSHMEM")
+			withC(metric, "(us)", 1, n, p.Sizes, -1)
 		}
 		// Floor, 2 PEs: 2 line transfers + one copy of size bytes. The
 		// data (and the flag beside them) must reach the other PE (1),
@@ -443,6 +465,7 @@ func (r *runner) newSection(id string) *section {
 			s.Series = append(s.Series, osh("malloc_lat", "OpenSHMEM shmem_malloc+shmem_free", "OpenSHMEM (us)"))
 			add(r.peerUnit("OpenSHMEM", peers.OSH, []string{"malloc_lat"}, n, p.Sizes), 1)
 			ratio(0, 1, "x OpenSHMEM")
+			withC("malloc_lat", "(us)", 1, n, p.Sizes, -1)
 		}
 		// Floor, 2 PEs: 4 line transfers. A collective Malloc must learn
 		// that every PE made the same call (an exchange: 2, as a

@@ -361,3 +361,10 @@ func pingPong(rounds int, limit time.Duration) (time.Duration, bool) {
 	}
 	return best / time.Duration(2*rounds), true
 }
+
+// Budgets returns the current plan's polls and yields of a wait for other
+// processes (Pace), for waits that run outside Go (the C library's).
+func Budgets() (polls, yields int) {
+	p := currentPlan()
+	return int(p.polls), int(p.yields)
+}

@@ -1,0 +1,618 @@
+//go:build symheap_capi
+
+/*
+ * coll.c - teams and collectives.
+ *
+ * Teams are the Go runtime's (internal/team): split, destroy and the sync
+ * of a split team call into Go; this side keeps each team's world PEs, so
+ * that translation and the collectives need no call. The collectives
+ * themselves are made here, over the fast path: every member reads the
+ * other members' copies directly (single copy: the segment maps every
+ * partition), between two synchronisations of the group:
+ *
+ *   1. sync: every member's source is ready, every destination free;
+ *   2. read the members' sources, combine into a private buffer
+ *      (reductions) or straight into the destination (the others);
+ *   3. sync: nobody reads a source any more; a reduction then copies its
+ *      buffer to the destination (which may be the source).
+ *
+ * Broadcast needs less: a handshake of tickets between the root and the
+ * others (broadcast, below).
+ *
+ * The sync of the world (barrier_all, sync_all, the syncs of
+ * SHMEM_TEAM_WORLD and SHMEM_TEAM_SHARED) and of the active sets of
+ * OpenSHMEM 1.4 (PE_start, logPE_stride, PE_size, pSync) is a counter
+ * barrier in C (counter_barrier). The words each routine uses, in a
+ * symmetric scratch block for the world and in pSync for an active set:
+ * [0] the barrier's arrivals, [1] collect's counts, [2] and [3] the
+ * broadcast's tickets (the world's block also holds, at [6] and [7], the
+ * collectives' futex word and sleepers count, see coll_wake); each word is back to its value (SHMEM_SYNC_VALUE)
+ * once every member has left the routine, as OpenSHMEM asks of pSync.
+ */
+#define _GNU_SOURCE
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "shmem_internal.h"
+#include "shmemi_go.h"
+
+struct shmemi_team {
+	int id;       /* the Go runtime's; -1: not usable */
+	int rank, size;
+	int *world;   /* world PE of each rank */
+	int *rank_of; /* rank of each world PE, -1 if not a member */
+	shmem_team_config_t config;
+};
+
+static struct shmemi_team shmemi_team_world_, shmemi_team_shared_;
+void shmemi_world_barrier(const char *op);
+
+/* The world's symmetric scratch words (see the top), allocated at init. */
+static uint64_t *shmemi_counts;
+
+static void team_fill(struct shmemi_team *t, int id, int size, int *world)
+{
+	t->id = id;
+	t->size = size;
+	t->world = world;
+	t->rank_of = malloc(sizeof(int) * (size_t)shmemi_L.npes);
+	if (t->rank_of == NULL)
+		shmemi_fatal("shmem_team_split", "out of memory");
+	t->rank = -1;
+	for (int p = 0; p < shmemi_L.npes; p++)
+		t->rank_of[p] = -1;
+	for (int r = 0; r < size; r++) {
+		t->rank_of[world[r]] = r;
+		if (world[r] == shmemi_L.me)
+			t->rank = r;
+	}
+}
+
+void shmemi_teams_init(void)
+{
+	int *w = malloc(sizeof(int) * (size_t)shmemi_L.npes);
+	int *w2 = malloc(sizeof(int) * (size_t)shmemi_L.npes);
+	if (w == NULL || w2 == NULL)
+		shmemi_fatal("shmem_init", "out of memory");
+	for (int p = 0; p < shmemi_L.npes; p++)
+		w[p] = w2[p] = p;
+	team_fill(&shmemi_team_world_, 0, shmemi_L.npes, w);
+	/* Every PE of a job shares this node's memory. */
+	team_fill(&shmemi_team_shared_, 0, shmemi_L.npes, w2);
+	char err[1024];
+	/* One cache line: an arrival's add and its sleepers load touch one line. */
+	shmemi_counts = symheapc_go_malloc(2, sizeof(uint64_t) * 8, 64, 0, err, sizeof err);
+	if (shmemi_counts == NULL)
+		shmemi_fatal("shmem_init", "allocating the collectives' scratch: %s", err);
+}
+
+static struct shmemi_team *team_of(shmem_team_t team, const char *op)
+{
+	if (team == SHMEM_TEAM_INVALID)
+		shmemi_fatal(op, "the team is SHMEM_TEAM_INVALID");
+	if (team == SHMEM_TEAM_WORLD)
+		team = &shmemi_team_world_;
+	else if (team == SHMEM_TEAM_SHARED)
+		team = &shmemi_team_shared_;
+	if (!shmemi_L.initialized || shmemi_L.finalized)
+		shmemi_fatal(op, "called outside shmem_init ... shmem_finalize");
+	if (team->id < 0)
+		shmemi_fatal(op, "the team was destroyed");
+	return team;
+}
+
+int shmemi_team_world_pe(shmem_team_t team, int r, const char *op)
+{
+	struct shmemi_team *t = team_of(team, op);
+	if (r < 0 || r >= t->size)
+		return -1;
+	return t->world[r];
+}
+
+int shmem_team_my_pe(shmem_team_t team)
+{
+	if (team == SHMEM_TEAM_INVALID)
+		return -1;
+	return team_of(team, "shmem_team_my_pe")->rank;
+}
+
+int shmem_team_n_pes(shmem_team_t team)
+{
+	if (team == SHMEM_TEAM_INVALID)
+		return -1;
+	return team_of(team, "shmem_team_n_pes")->size;
+}
+
+int shmem_team_get_config(shmem_team_t team, long config_mask, shmem_team_config_t *config)
+{
+	if (team == SHMEM_TEAM_INVALID || config == NULL)
+		return -1;
+	struct shmemi_team *t = team_of(team, "shmem_team_get_config");
+	if (config_mask & SHMEM_TEAM_NUM_CONTEXTS)
+		config->num_contexts = t->config.num_contexts;
+	return 0;
+}
+
+int shmem_team_translate_pe(shmem_team_t src_team, int src_pe, shmem_team_t dest_team)
+{
+	if (src_team == SHMEM_TEAM_INVALID || dest_team == SHMEM_TEAM_INVALID)
+		return -1;
+	int w = shmemi_team_world_pe(src_team, src_pe, "shmem_team_translate_pe");
+	if (w < 0)
+		return -1;
+	return team_of(dest_team, "shmem_team_translate_pe")->rank_of[w];
+}
+
+int shmem_team_sync(shmem_team_t team)
+{
+	char err[1024];
+	struct shmemi_team *t = team_of(team, "shmem_team_sync");
+	if (t == &shmemi_team_world_ || t == &shmemi_team_shared_) {
+		shmemi_world_barrier("shmem_team_sync");
+		return 0;
+	}
+	shmemi_full_fence();
+	if (t->size == 1)
+		return 0;
+	if (symheapc_go_team_sync(t->id, err, sizeof err) != 0)
+		shmemi_fatal("shmem_team_sync", "%s", err);
+	return 0;
+}
+
+static int split(struct shmemi_team *p, int start, int stride, int size, const shmem_team_config_t *config,
+		 long mask, shmem_team_t *new_team, const char *op)
+{
+	char err[1024];
+	int *world = malloc(sizeof(int) * (size_t)(size > 0 ? size : 1));
+	if (world == NULL)
+		shmemi_fatal(op, "out of memory");
+	shmemi_quiet();
+	int id = symheapc_go_team_split(p->id, start, stride, size, world, err, sizeof err);
+	if (id == -2) {
+		free(world);
+		shmemi_flush_stdio();
+		fprintf(stderr, "%s (in %s)\n", err, op);
+		*new_team = SHMEM_TEAM_INVALID;
+		return -1;
+	}
+	if (id == -1) {
+		free(world);
+		*new_team = SHMEM_TEAM_INVALID;
+		return 0;
+	}
+	struct shmemi_team *t = calloc(1, sizeof *t);
+	if (t == NULL)
+		shmemi_fatal(op, "out of memory");
+	team_fill(t, id, size, world);
+	if (config && (mask & SHMEM_TEAM_NUM_CONTEXTS))
+		t->config.num_contexts = config->num_contexts;
+	*new_team = t;
+	return 0;
+}
+
+int shmem_team_split_strided(shmem_team_t parent, int start, int stride, int size,
+			     const shmem_team_config_t *config, long config_mask, shmem_team_t *new_team)
+{
+	if (parent == SHMEM_TEAM_INVALID) {
+		*new_team = SHMEM_TEAM_INVALID;
+		return -1;
+	}
+	struct shmemi_team *p = team_of(parent, "shmem_team_split_strided");
+	if (p->rank < 0) {
+		*new_team = SHMEM_TEAM_INVALID;
+		return -1;
+	}
+	return split(p, start, stride, size, config, config_mask, new_team, "shmem_team_split_strided");
+}
+
+int shmem_team_split_2d(shmem_team_t parent, int xrange, const shmem_team_config_t *xaxis_config,
+			long xaxis_mask, shmem_team_t *xaxis_team, const shmem_team_config_t *yaxis_config,
+			long yaxis_mask, shmem_team_t *yaxis_team)
+{
+	const char *op = "shmem_team_split_2d";
+	*xaxis_team = *yaxis_team = SHMEM_TEAM_INVALID;
+	if (parent == SHMEM_TEAM_INVALID)
+		return -1;
+	struct shmemi_team *p = team_of(parent, op);
+	if (xrange < 1)
+		shmemi_fatal(op, "xrange %d must be at least 1", xrange);
+	int n = p->size;
+	if (xrange > n)
+		xrange = n;
+	int rc = 0;
+	/* Every member takes part in every split, in the same order: the
+	 * rows (x teams), then the columns (y teams). */
+	for (int start = 0; start < n; start += xrange) {
+		int sz = n - start < xrange ? n - start : xrange;
+		shmem_team_t t;
+		rc |= split(p, start, 1, sz, xaxis_config, xaxis_mask, &t, op);
+		if (t != SHMEM_TEAM_INVALID)
+			*xaxis_team = t;
+	}
+	for (int c = 0; c < xrange; c++) {
+		int sz = (n - c + xrange - 1) / xrange;
+		shmem_team_t t;
+		rc |= split(p, c, xrange, sz, yaxis_config, yaxis_mask, &t, op);
+		if (t != SHMEM_TEAM_INVALID)
+			*yaxis_team = t;
+	}
+	return rc ? -1 : 0;
+}
+
+void shmem_team_destroy(shmem_team_t team)
+{
+	char err[1024];
+	if (team == SHMEM_TEAM_INVALID)
+		return;
+	if (team == SHMEM_TEAM_WORLD || team == SHMEM_TEAM_SHARED)
+		shmemi_fatal("shmem_team_destroy", "SHMEM_TEAM_WORLD and SHMEM_TEAM_SHARED cannot be destroyed");
+	struct shmemi_team *t = team_of(team, "shmem_team_destroy");
+	shmemi_quiet();
+	if (symheapc_go_team_destroy(t->id, err, sizeof err) != 0)
+		shmemi_fatal("shmem_team_destroy", "%s", err);
+	t->id = -1;
+	free(t->world);
+	free(t->rank_of);
+	t->world = t->rank_of = NULL;
+	/* The handle stays allocated so that a later use is reported. */
+}
+
+/* ---- the active-set barrier over pSync ---- */
+
+void shmemi_block(int owner, int (*cond)(void *), void *arg, const char *op); /* wait.c */
+void shmemi_block_word(uint32_t *word, uint32_t *sleepers, int (*cond)(void *), void *arg, const char *op);
+
+/*
+ * The collectives' own wake-up channel: a futex word and a sleepers count
+ * per PE in the world's scratch block ([6] and [7]), apart from the signal
+ * that puts and AMOs wake. A PE asleep in a barrier would otherwise make
+ * every put aimed at it pay a FUTEX_WAKE. Every change a collective waits
+ * for is a seq-cst RMW, so no membarrier is needed: a writer's RMW then its
+ * sleepers load, against the waiter's sleepers increment then its
+ * condition check, cannot both miss.
+ */
+static uint32_t *coll_word(int pe, const char *op)
+{
+	return (uint32_t *)shmemi_addr(&shmemi_counts[6], 4, pe, op);
+}
+
+static uint32_t *coll_sleepers(int pe, const char *op)
+{
+	return (uint32_t *)shmemi_addr(&shmemi_counts[7], 4, pe, op);
+}
+
+static void coll_wake(int pe, const char *op)
+{
+	if (__atomic_load_n(coll_sleepers(pe, op), __ATOMIC_SEQ_CST) != 0) {
+		uint32_t *w = coll_word(pe, op);
+		__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
+		syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX >> 1, NULL, NULL, 0);
+	}
+}
+
+static void coll_block(int (*cond)(void *), void *arg, const char *op)
+{
+	shmemi_block_word(coll_word(shmemi_L.me, op), coll_sleepers(shmemi_L.me, op), cond, arg, op);
+}
+
+static void set_check(int start, int logstride, int size, const char *op)
+{
+	if (size < 1 || start < 0 || logstride < 0 || logstride > 30 ||
+	    start + (long)(size - 1) * (1L << logstride) >= shmemi_L.npes)
+		shmemi_fatal(op, "the active set PE_start %d, logPE_stride %d, PE_size %d leaves the job's %d PEs",
+			     start, logstride, size, shmemi_L.npes);
+	int d = shmemi_L.me - start;
+	if (d < 0 || d % (1 << logstride) != 0 || d >> logstride >= size)
+		shmemi_fatal(op, "this PE (%d) is not in the active set PE_start %d, logPE_stride %d, PE_size %d",
+			     shmemi_L.me, start, logstride, size);
+}
+
+/*
+ * counter_barrier: the barrier of the world team and of the active sets.
+ * Every member adds one to every other member's copy of the counter word
+ * cnt (seq-cst RMWs: full fences, so every store before the barrier is
+ * visible to whoever sees the arrival), wakes them, then waits until its
+ * own copy has counted size-1 arrivals and takes them off: a subtraction,
+ * not a reset, so that the arrival of a member that has already left this
+ * episode for the next one stays counted. The word is back to its value
+ * before the call (SHMEM_SYNC_VALUE for a pSync) once every member has
+ * left: OpenSHMEM's rule for reusing pSync.
+ */
+struct count_wait {
+	long *p;
+	long v;
+};
+
+static int count_reached(void *arg)
+{
+	struct count_wait *c = arg;
+	return __atomic_load_n(c->p, __ATOMIC_SEQ_CST) >= c->v;
+}
+
+static void counter_barrier(long *cnt, int start, int logstride, int size, const char *op)
+{
+	shmemi_quiet();
+	if (size == 1)
+		return;
+	(void)shmemi_amo_addr(cnt, sizeof(long), shmemi_L.me, op);
+	for (int i = 0; i < size; i++) {
+		int q = start + (i << logstride);
+		if (q != shmemi_L.me)
+			__atomic_fetch_add((long *)shmemi_amo_addr(cnt, sizeof(long), q, op), 1, __ATOMIC_SEQ_CST);
+	}
+	for (int i = 0; i < size; i++) {
+		int q = start + (i << logstride);
+		if (q != shmemi_L.me)
+			coll_wake(q, op);
+	}
+	struct count_wait c = {cnt, size - 1};
+	if (!count_reached(&c))
+		coll_block(count_reached, &c, op);
+	__atomic_fetch_sub(cnt, size - 1, __ATOMIC_SEQ_CST);
+}
+
+static void set_barrier(int start, int logstride, int size, long *pSync, const char *op)
+{
+	counter_barrier(&pSync[0], start, logstride, size, op);
+}
+
+/* shmemi_world_barrier is barrier_all and the sync of SHMEM_TEAM_WORLD and
+ * SHMEM_TEAM_SHARED (the same PEs on one node), on a counter of their own. */
+void shmemi_world_barrier(const char *op)
+{
+	counter_barrier((long *)&shmemi_counts[1], 0, 0, shmemi_L.npes, op);
+}
+
+void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long *pSync)
+{
+	set_check(PE_start, logPE_stride, PE_size, "shmem_barrier");
+	set_barrier(PE_start, logPE_stride, PE_size, pSync, "shmem_barrier");
+}
+
+void shmem_sync(int PE_start, int logPE_stride, int PE_size, long *pSync)
+{
+	set_check(PE_start, logPE_stride, PE_size, "shmem_sync");
+	set_barrier(PE_start, logPE_stride, PE_size, pSync, "shmem_sync");
+}
+
+/* ---- the collectives, over a group: a team or an active set ---- */
+
+struct group {
+	int rank, size;
+	const int *world; /* team: world PE of each rank; NULL: active set */
+	int start, logstride;
+	long *pSync;
+	shmem_team_t team;
+};
+
+static int gpe(const struct group *g, int r)
+{
+	return g->world ? g->world[r] : g->start + (r << g->logstride);
+}
+
+static void gsync(const struct group *g, const char *op)
+{
+	if (g->world)
+		shmem_team_sync(g->team);
+	else
+		set_barrier(g->start, g->logstride, g->size, g->pSync, op);
+}
+
+static int team_group(shmem_team_t team, struct group *g, const char *op)
+{
+	struct shmemi_team *t = team_of(team, op);
+	if (t->rank < 0)
+		shmemi_fatal(op, "this PE is not a member of the team");
+	*g = (struct group){t->rank, t->size, t->world, 0, 0, NULL, team};
+	return 0;
+}
+
+static void set_group(int start, int logstride, int size, long *pSync, struct group *g, const char *op)
+{
+	set_check(start, logstride, size, op);
+	*g = (struct group){(shmemi_L.me - start) >> logstride, size, NULL, start, logstride, pSync, NULL};
+}
+
+static void reduce(const struct group *g, void *dest, const void *src, size_t n, size_t size,
+		   shmemi_combine_fn combine, const char *op)
+{
+	size_t bytes = n * size;
+	if (size && n > SIZE_MAX / size)
+		shmemi_fatal(op, "%zu elements overflow", n);
+	(void)shmemi_addr(dest, bytes, shmemi_L.me, op);
+	(void)shmemi_addr(src, bytes, shmemi_L.me, op);
+	char stackbuf[512];
+	char *acc = bytes <= sizeof stackbuf ? stackbuf : malloc(bytes);
+	if (acc == NULL)
+		shmemi_fatal(op, "out of memory for %zu bytes", bytes);
+	gsync(g, op);
+	memcpy(acc, src, bytes);
+	for (int r = 0; r < g->size; r++) {
+		if (r == g->rank)
+			continue;
+		/* Direct loads of the member's source: single copy. */
+		combine(acc, shmemi_addr(src, bytes, gpe(g, r), op), n);
+	}
+	gsync(g, op);
+	memcpy(dest, acc, bytes);
+	if (acc != stackbuf)
+		free(acc);
+}
+
+int shmemi_team_reduce(shmem_team_t team, void *dest, const void *src, size_t n, size_t size,
+		       shmemi_combine_fn combine, const char *op)
+{
+	struct group g;
+	team_group(team, &g, op);
+	reduce(&g, dest, src, n, size, combine, op);
+	return 0;
+}
+
+void shmemi_set_reduce(void *dest, const void *src, size_t n, size_t size, int start, int logstride,
+		       int psize, long *pSync, shmemi_combine_fn combine, const char *op)
+{
+	struct group g;
+	set_group(start, logstride, psize, pSync, &g, op);
+	reduce(&g, dest, src, n, size, combine, op);
+}
+
+/* broadcast: every member but the root copies the root's source (team
+ * form: the root copies its own too, as OpenSHMEM 1.5 says). */
+static void broadcast(const struct group *g, void *dest, const void *src, size_t bytes, int root, int self,
+		      const char *op)
+{
+	if (root < 0 || root >= g->size)
+		shmemi_fatal(op, "root %d is not a rank of the group (0 to %d)", root, g->size - 1);
+	(void)shmemi_addr(dest, bytes, shmemi_L.me, op);
+	(void)shmemi_addr(src, bytes, shmemi_L.me, op);
+	long *tick = NULL; /* two counter words: see below */
+	if (!g->world)
+		tick = &g->pSync[2];
+	else if (g->team == SHMEM_TEAM_WORLD || g->team == SHMEM_TEAM_SHARED)
+		tick = (long *)&shmemi_counts[2];
+	if (tick == NULL) { /* a split team: two syncs of the team */
+		gsync(g, op);
+		if (g->rank != root)
+			memcpy(dest, shmemi_addr(src, bytes, gpe(g, root), op), bytes);
+		else if (self && dest != src)
+			memmove(dest, src, bytes);
+		gsync(g, op);
+		return;
+	}
+	/*
+	 * A handshake instead of two barriers: the root hands every other
+	 * member a ticket in its tick[0] (its source is ready), each member
+	 * copies from the root's source and hands the root a ticket in the
+	 * root's tick[1]; the root returns once it has them all (its source
+	 * may then change). Tickets are counted and subtracted, as the
+	 * barrier's arrivals.
+	 */
+	int rootpe = gpe(g, root);
+	(void)shmemi_amo_addr(&tick[1], sizeof(long), shmemi_L.me, op);
+	if (g->rank == root) {
+		shmemi_quiet();
+		for (int r = 0; r < g->size; r++)
+			if (r != root)
+				__atomic_fetch_add((long *)shmemi_amo_addr(&tick[0], sizeof(long), gpe(g, r), op), 1,
+						   __ATOMIC_SEQ_CST);
+		for (int r = 0; r < g->size; r++)
+			if (r != root)
+				coll_wake(gpe(g, r), op);
+		if (self && dest != src)
+			memmove(dest, src, bytes);
+		struct count_wait c = {&tick[1], g->size - 1};
+		if (!count_reached(&c))
+			coll_block(count_reached, &c, op);
+		__atomic_fetch_sub(&tick[1], g->size - 1, __ATOMIC_SEQ_CST);
+		return;
+	}
+	struct count_wait c = {&tick[0], 1};
+	if (!count_reached(&c))
+		coll_block(count_reached, &c, op);
+	__atomic_fetch_sub(&tick[0], 1, __ATOMIC_SEQ_CST);
+	memcpy(dest, shmemi_addr(src, bytes, rootpe, op), bytes);
+	__atomic_fetch_add((long *)shmemi_amo_addr(&tick[1], sizeof(long), rootpe, op), 1, __ATOMIC_SEQ_CST);
+	coll_wake(rootpe, op);
+}
+
+int shmemi_team_broadcast(shmem_team_t team, void *dest, const void *src, size_t n, int root, const char *op)
+{
+	struct group g;
+	team_group(team, &g, op);
+	broadcast(&g, dest, src, n, root, 1, op);
+	return 0;
+}
+
+void shmemi_set_broadcast(void *dest, const void *src, size_t n, int root, int start, int logstride, int size,
+			  long *pSync, const char *op)
+{
+	struct group g;
+	set_group(start, logstride, size, pSync, &g, op);
+	broadcast(&g, dest, src, n, root, 0, op);
+}
+
+/* collect: member r's n_r bytes go to dest at the sum of the n of the
+ * ranks before it. fixed: every n is the same (fcollect). The counts are
+ * published in a symmetric scratch word (team) or pSync[1] (active set; pSync[0] is the barrier's, pSync[2..3] the broadcast's). */
+static void collect(const struct group *g, void *dest, const void *src, size_t n, int fixed, const char *op)
+{
+	(void)shmemi_addr(src, n, shmemi_L.me, op);
+	uint64_t *cnt = g->world ? shmemi_counts : (uint64_t *)&g->pSync[1];
+	if (!fixed)
+		__atomic_store_n(cnt, (uint64_t)n + 1, __ATOMIC_SEQ_CST);
+	gsync(g, op);
+	size_t off = 0;
+	for (int r = 0; r < g->size; r++) {
+		size_t nr = n;
+		if (!fixed)
+			nr = (size_t)(__atomic_load_n((uint64_t *)shmemi_addr(cnt, 8, gpe(g, r), op), __ATOMIC_SEQ_CST) - 1);
+		(void)shmemi_addr(dest, off + nr, shmemi_L.me, op);
+		memcpy((char *)dest + off, shmemi_addr(src, nr, gpe(g, r), op), nr);
+		off += nr;
+	}
+	gsync(g, op);
+	if (!fixed)
+		__atomic_store_n(cnt, g->world ? 0 : (uint64_t)SHMEM_SYNC_VALUE, __ATOMIC_SEQ_CST);
+}
+
+int shmemi_team_collect(shmem_team_t team, void *dest, const void *src, size_t n, int fixed, const char *op)
+{
+	struct group g;
+	team_group(team, &g, op);
+	collect(&g, dest, src, n, fixed, op);
+	return 0;
+}
+
+void shmemi_set_collect(void *dest, const void *src, size_t n, int fixed, int start, int logstride, int size,
+			long *pSync, const char *op)
+{
+	struct group g;
+	set_group(start, logstride, size, pSync, &g, op);
+	collect(&g, dest, src, n, fixed, op);
+}
+
+/* alltoalls: from member j's source, the block for this rank goes to dest
+ * block j. Strides (in elements) apply within each block. */
+static void alltoalls(const struct group *g, void *dest, const void *src, ptrdiff_t dst, ptrdiff_t sst,
+		      size_t nelems, size_t size, const char *op)
+{
+	if (dst < 1 || sst < 1)
+		shmemi_fatal(op, "strides dst %td and sst %td must be at least 1", dst, sst);
+	size_t span_s = nelems ? ((nelems - 1) * (size_t)sst + 1) * size : 0;
+	size_t span_d = nelems ? ((nelems - 1) * (size_t)dst + 1) * size : 0;
+	size_t blk_s = nelems * (size_t)sst * size, blk_d = nelems * (size_t)dst * size;
+	(void)shmemi_addr(src, blk_s * (size_t)(g->size - 1) + span_s, shmemi_L.me, op);
+	(void)shmemi_addr(dest, blk_d * (size_t)(g->size - 1) + span_d, shmemi_L.me, op);
+	gsync(g, op);
+	for (int j = 0; j < g->size; j++) {
+		const char *s = shmemi_addr((const char *)src + blk_s * (size_t)g->rank, span_s, gpe(g, j), op);
+		char *d = (char *)dest + blk_d * (size_t)j;
+		if (dst == 1 && sst == 1)
+			memcpy(d, s, nelems * size);
+		else
+			for (size_t i = 0; i < nelems; i++)
+				memcpy(d + i * (size_t)dst * size, s + i * (size_t)sst * size, size);
+	}
+	gsync(g, op);
+}
+
+int shmemi_team_alltoalls(shmem_team_t team, void *dest, const void *src, ptrdiff_t dst, ptrdiff_t sst,
+			  size_t nelems, size_t size, const char *op)
+{
+	struct group g;
+	team_group(team, &g, op);
+	alltoalls(&g, dest, src, dst, sst, nelems, size, op);
+	return 0;
+}
+
+void shmemi_set_alltoalls(void *dest, const void *src, ptrdiff_t dst, ptrdiff_t sst, size_t nelems,
+			  size_t size, int start, int logstride, int psize, long *pSync, const char *op)
+{
+	struct group g;
+	set_group(start, logstride, psize, pSync, &g, op);
+	alltoalls(&g, dest, src, dst, sst, nelems, size, op);
+}

@@ -1,0 +1,671 @@
+//go:build symheap_capi
+
+/*
+ * core.c - setup, query, memory management, ordering, locks and errors of
+ * libsymheap (the fast path itself is in shmem_internal.h).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "shmem_internal.h"
+#include "shmemi_go.h"
+#include "../include/shmemx.h"
+
+struct shmemi_layout shmemi_L;
+__thread int shmemi_owed __attribute__((tls_model("initial-exec")));
+
+/* ---- errors ---- */
+
+static void shmemi_flush(void)
+{
+	fflush(NULL);
+}
+
+void shmemi_flush_stdio(void)
+{
+	shmemi_flush();
+}
+
+void shmemi_fatal(const char *op, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	shmemi_flush();
+	if (shmemi_L.initialized && !shmemi_L.finalized)
+		fprintf(stderr, "symheap: PE %d: %s: %s\n", shmemi_L.me, op, msg);
+	else
+		fprintf(stderr, "symheap: %s: %s\n", op, msg);
+	fflush(stderr);
+	if (shmemi_L.initialized && !shmemi_L.finalized)
+		symheapc_go_global_exit(1); /* ends every PE of the job with status 1 */
+	_exit(1);
+}
+
+/* shmemi_go_error prints an error the Go runtime returned (it says
+ * "symheap:" itself) with the call it came from. */
+static void shmemi_go_error(const char *op, const char *err)
+{
+	shmemi_flush();
+	fprintf(stderr, "%s (in %s)\n", err, op);
+	fflush(stderr);
+}
+
+static void shmemi_need_init(const char *op)
+{
+	if (SHMEMI_UNLIKELY(!shmemi_L.initialized || shmemi_L.finalized))
+		shmemi_fatal(op, "%s", shmemi_L.finalized ? "called after shmem_finalize"
+							: "called before shmem_init (call shmem_init first)");
+}
+
+/* ---- address translation, the slow cases ---- */
+
+static char *shmemi_static_addr(const void *p, size_t n, int pe)
+{
+	uint64_t off = (uint64_t)((uintptr_t)p - (uintptr_t)shmemi_L.static_lo);
+	if (shmemi_L.static_lo == NULL || off >= shmemi_L.static_size || n > shmemi_L.static_size - off)
+		return NULL;
+	if (pe == shmemi_L.me)
+		return (char *)p;
+	if (shmemi_L.static_peer == NULL || shmemi_L.static_peer[pe] == NULL)
+		return NULL;
+	return shmemi_L.static_peer[pe] + off;
+}
+
+/* shmemi_locate finds the symmetric object of n bytes at p: its heap
+ * offset (kind 1) or static offset (kind 2); 0 if p is not symmetric. An
+ * address in any PE's copy (from shmem_ptr) counts. */
+static int shmemi_locate(const void *p, size_t n, uint64_t *off)
+{
+	uintptr_t a = (uintptr_t)p;
+	uintptr_t b = (uintptr_t)shmemi_L.base + shmemi_L.part_off;
+	for (int k = 0; k < 2; k++) {
+		if (k == 1) {
+			if (shmemi_L.wbase == shmemi_L.base)
+				break;
+			b = (uintptr_t)shmemi_L.wbase + shmemi_L.part_off;
+		}
+		if (a >= b && shmemi_L.part_stride > 0) {
+			uint64_t rel = a - b;
+			uint64_t owner = rel / shmemi_L.part_stride, o = rel % shmemi_L.part_stride;
+			if (owner < (uint64_t)shmemi_L.npes && o < shmemi_L.heap_size && n <= shmemi_L.heap_size - o) {
+				*off = o;
+				return 1;
+			}
+		}
+	}
+	uint64_t so = (uint64_t)(a - (uintptr_t)shmemi_L.static_lo);
+	if (shmemi_L.static_lo && so < shmemi_L.static_size && n <= shmemi_L.static_size - so) {
+		*off = so;
+		return 2;
+	}
+	for (int q = 0; shmemi_L.static_peer && q < shmemi_L.npes; q++) {
+		char *s = shmemi_L.static_peer[q];
+		so = (uint64_t)(a - (uintptr_t)s);
+		if (s && so < shmemi_L.static_size && n <= shmemi_L.static_size - so) {
+			*off = so;
+			return 2;
+		}
+	}
+	return 0;
+}
+
+char *shmemi_addr_slow(const void *p, size_t n, int pe, const char *op)
+{
+	shmemi_need_init(op);
+	if ((unsigned)pe >= (unsigned)shmemi_L.npes)
+		shmemi_fatal(op, "PE %d does not exist (the job has %d PEs, 0 to %d)", pe, shmemi_L.npes,
+			     shmemi_L.npes - 1);
+	uint64_t off;
+	switch (shmemi_locate(p, n, &off)) {
+	case 1:
+		if (pe == shmemi_L.me)
+			return shmemi_L.base + shmemi_L.part_off + (uint64_t)pe * shmemi_L.part_stride + off;
+		return shmemi_L.wbase + shmemi_L.part_off + (uint64_t)pe * shmemi_L.part_stride + off;
+	case 2: {
+		char *r = shmemi_static_addr(shmemi_L.static_lo + off, n, pe);
+		if (r == NULL)
+			shmemi_fatal(op, "%zu bytes at %p are static data, which PE %d cannot reach: %s", n, p,
+				     shmemi_L.me, shmemi_L.static_why ? shmemi_L.static_why : "unknown reason");
+		return r;
+	}
+	}
+	if (n > shmemi_L.heap_size && shmemi_locate(p, 1, &off))
+		shmemi_fatal(op, "%zu bytes at %p run past the end of the symmetric object's memory "
+				 "(symmetric heap of %llu bytes, static data of %llu bytes)",
+			     n, p, (unsigned long long)shmemi_L.heap_size, (unsigned long long)shmemi_L.static_size);
+	shmemi_fatal(op,
+		     "%zu bytes at %p are not symmetric: neither in the symmetric heap nor in the program's "
+		     "static data (allocate them with shmem_malloc, or make them global or static variables)",
+		     n, p);
+}
+
+/* ---- the wake-up step ---- */
+
+static long shmemi_futex(uint32_t *w, int op, uint32_t v, const struct timespec *ts)
+{
+	return syscall(SYS_futex, w, op, v, ts, NULL, 0);
+}
+
+void shmemi_wake_slow(int pe)
+{
+	uint32_t *w = shmemi_sigword(pe);
+	/* As shmsync.Wake: seq-cst increment, then load the sleepers. */
+	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(shmemi_sigsleepers(pe), __ATOMIC_SEQ_CST) != 0)
+		shmemi_futex(w, FUTEX_WAKE, INT_MAX >> 1, NULL);
+}
+
+void shmemi_wake_all(void)
+{
+	for (int pe = 0; pe < shmemi_L.npes; pe++)
+		shmemi_wake(pe);
+}
+
+/* ---- setup and query ---- */
+
+int shmemi_static_init(void);     /* static.c */
+void shmemi_static_finalize(void); /* static.c */
+void shmemi_teams_init(void);     /* coll.c */
+
+static void shmemi_atexit(void)
+{
+	/* A program that returns from main without shmem_finalize leaves
+	 * the job as if it had called it. */
+	if (shmemi_L.initialized && !shmemi_L.finalized)
+		shmem_finalize();
+}
+
+static int shmemi_init(int requested, int *provided, const char *op)
+{
+	if (shmemi_L.finalized)
+		shmemi_fatal(op, "called after shmem_finalize: a process joins a job once");
+	if (shmemi_L.initialized) {
+		if (provided)
+			*provided = shmemi_L.thread_level;
+		return 0;
+	}
+	if (requested < SHMEM_THREAD_SINGLE || requested > SHMEM_THREAD_MULTIPLE)
+		shmemi_fatal(op, "thread level %d is none of SHMEM_THREAD_SINGLE, _FUNNELED, _SERIALIZED, _MULTIPLE",
+			     requested);
+	char err[2048];
+	if (symheapc_go_init(&shmemi_L, err, sizeof err) != 0) {
+		shmemi_go_error(op, err);
+		exit(1);
+	}
+	shmemi_L.thread_level = requested;
+	shmemi_L.initialized = 1;
+	shmemi_teams_init();
+	if (shmemi_static_init() != 0)
+		shmemi_fatal(op, "making static data symmetric failed");
+	atexit(shmemi_atexit);
+	const char *dbg = getenv("SYMHEAP_CDEBUG");
+	if (dbg && *dbg && strcmp(dbg, "0") != 0)
+		fprintf(stderr,
+			"symheap: PE %d of %d: segment at %p (%s), heap %llu bytes at stride %llu, membarrier %s, "
+			"waits poll %d times then yield %d times, static data %p +%llu%s%s\n",
+			shmemi_L.me, shmemi_L.npes, (void *)shmemi_L.base,
+			shmemi_L.same_address ? "same address" : "offset mode",
+			(unsigned long long)shmemi_L.heap_size, (unsigned long long)shmemi_L.part_stride,
+			shmemi_L.mb_ready ? "registered" : "not registered", shmemi_L.polls, shmemi_L.yields,
+			(void *)shmemi_L.static_lo, (unsigned long long)shmemi_L.static_size,
+			shmemi_L.static_why ? ": not symmetric: " : "", shmemi_L.static_why ? shmemi_L.static_why : "");
+	if (provided)
+		*provided = requested;
+	return 0;
+}
+
+void shmem_init(void)
+{
+	shmemi_init(SHMEM_THREAD_MULTIPLE, NULL, "shmem_init");
+}
+
+int shmem_init_thread(int requested, int *provided)
+{
+	return shmemi_init(requested, provided, "shmem_init_thread");
+}
+
+void shmem_query_thread(int *provided)
+{
+	shmemi_need_init("shmem_query_thread");
+	*provided = shmemi_L.thread_level;
+}
+
+void shmem_finalize(void)
+{
+	if (!shmemi_L.initialized || shmemi_L.finalized)
+		return;
+	shmemi_quiet();
+	char err[2048];
+	shmemi_flush();
+	shmemi_static_finalize();
+	int rc = symheapc_go_finalize(err, sizeof err);
+	shmemi_L.finalized = 1;
+	if (rc != 0) {
+		shmemi_go_error("shmem_finalize", err);
+		_exit(1);
+	}
+}
+
+void shmem_global_exit(int status)
+{
+	shmemi_flush();
+	if (shmemi_L.initialized && !shmemi_L.finalized)
+		symheapc_go_global_exit(status); /* does not return */
+	exit(status);
+}
+
+int shmem_my_pe(void)
+{
+	return shmemi_L.initialized ? shmemi_L.me : -1;
+}
+
+int shmem_n_pes(void)
+{
+	return shmemi_L.initialized ? shmemi_L.npes : -1;
+}
+
+int shmem_pe_accessible(int pe)
+{
+	if (!shmemi_L.initialized || shmemi_L.finalized || (unsigned)pe >= (unsigned)shmemi_L.npes)
+		return 0;
+	return symheapc_go_pe_alive(pe);
+}
+
+int shmem_addr_accessible(const void *addr, int pe)
+{
+	uint64_t off;
+	if (!shmem_pe_accessible(pe))
+		return 0;
+	switch (shmemi_locate(addr, 1, &off)) {
+	case 1:
+		return 1;
+	case 2:
+		return shmemi_static_addr(shmemi_L.static_lo + off, 1, pe) != NULL;
+	}
+	return 0;
+}
+
+void *shmem_ptr(const void *dest, int pe)
+{
+	uint64_t off;
+	if (!shmemi_L.initialized || shmemi_L.finalized || (unsigned)pe >= (unsigned)shmemi_L.npes)
+		return NULL;
+	switch (shmemi_locate(dest, 1, &off)) {
+	case 1:
+		/* The main mapping: read-only for other PEs in protected mode. */
+		return shmemi_L.base + shmemi_L.part_off + (uint64_t)pe * shmemi_L.part_stride + off;
+	case 2:
+		return shmemi_static_addr(shmemi_L.static_lo + off, 1, pe);
+	}
+	return NULL;
+}
+
+void *shmem_team_ptr(shmem_team_t team, const void *dest, int pe)
+{
+	int w = shmemi_team_world_pe(team, pe, "shmem_team_ptr");
+	return w < 0 ? NULL : shmem_ptr(dest, w);
+}
+
+void shmem_info_get_version(int *major, int *minor)
+{
+	*major = SHMEM_MAJOR_VERSION;
+	*minor = SHMEM_MINOR_VERSION;
+}
+
+void shmem_info_get_name(char *name)
+{
+	strncpy(name, SHMEM_VENDOR_STRING, SHMEM_MAX_NAME_LEN - 1);
+	name[SHMEM_MAX_NAME_LEN - 1] = 0;
+}
+
+/* ---- memory management: collective, in the Go runtime ---- */
+
+static void *shmemi_alloc(int kind, size_t size, size_t align, long hints, const char *op)
+{
+	char err[2048];
+	shmemi_need_init(op);
+	shmemi_quiet(); /* every collective allocation completes puts, as in Go */
+	void *p = symheapc_go_malloc(kind, size, align, hints, err, sizeof err);
+	if (p == NULL && err[0])
+		shmemi_go_error(op, err); /* the documented result is NULL */
+	return p;
+}
+
+void *shmem_malloc(size_t size)
+{
+	return shmemi_alloc(0, size, 0, 0, "shmem_malloc");
+}
+
+void *shmem_calloc(size_t count, size_t size)
+{
+	if (size != 0 && count > SIZE_MAX / size) {
+		fprintf(stderr, "symheap: shmem_calloc(%zu, %zu): the size overflows\n", count, size);
+		return NULL;
+	}
+	return shmemi_alloc(1, count * size, 0, 0, "shmem_calloc");
+}
+
+void *shmem_align(size_t alignment, size_t size)
+{
+	return shmemi_alloc(2, size, alignment, 0, "shmem_align");
+}
+
+void *shmem_malloc_with_hints(size_t size, long hints)
+{
+	return shmemi_alloc(3, size, 0, hints, "shmem_malloc_with_hints");
+}
+
+void *shmem_realloc(void *ptr, size_t size)
+{
+	char err[2048];
+	shmemi_need_init("shmem_realloc");
+	shmemi_quiet();
+	void *p = symheapc_go_realloc(ptr, size, err, sizeof err);
+	if (p == NULL && err[0])
+		shmemi_go_error("shmem_realloc", err);
+	return p;
+}
+
+void shmem_free(void *ptr)
+{
+	char err[2048];
+	shmemi_need_init("shmem_free");
+	shmemi_quiet();
+	if (symheapc_go_free(ptr, err, sizeof err) != 0) {
+		shmemi_go_error("shmem_free", err);
+		symheapc_go_global_exit(1);
+	}
+}
+
+/* ---- ordering ---- */
+
+void shmem_quiet(void)
+{
+	shmemi_quiet();
+}
+
+void shmem_fence(void)
+{
+	shmemi_quiet(); /* ordering by completion, as the runtime's Fence */
+}
+
+void shmem_ctx_quiet(shmem_ctx_t ctx)
+{
+	if (ctx != SHMEM_CTX_INVALID)
+		shmemi_quiet();
+}
+
+void shmem_ctx_fence(shmem_ctx_t ctx)
+{
+	if (ctx != SHMEM_CTX_INVALID)
+		shmemi_quiet();
+}
+
+void shmemi_world_barrier(const char *op); /* coll.c */
+
+void shmem_barrier_all(void)
+{
+	shmemi_need_init("shmem_barrier_all");
+	shmemi_world_barrier("shmem_barrier_all"); /* quiet, then every PE's arrival */
+}
+
+void shmem_sync_all(void)
+{
+	shmemi_need_init("shmem_sync_all");
+	shmem_team_sync(SHMEM_TEAM_WORLD);
+}
+
+/* ---- distributed locks: lock.go's ticket lock, on PE 0's copy ---- */
+
+#define LOCK_NEXT_SHIFT 48
+#define LOCK_HOLDER_SHIFT 32
+#define LOCK_FIELD 0xffffULL
+
+static inline uint64_t lock_next(uint64_t w)
+{
+	return w >> LOCK_NEXT_SHIFT;
+}
+static inline int lock_holder(uint64_t w)
+{
+	return (int)((w >> LOCK_HOLDER_SHIFT) & LOCK_FIELD) - 1;
+}
+static inline uint64_t lock_serving(uint64_t w)
+{
+	return w & LOCK_FIELD;
+}
+
+static uint64_t *lock_word(long *lock, const char *op)
+{
+	shmemi_need_init(op);
+	return shmemi_amo_addr(lock, sizeof(long), 0, op);
+}
+
+struct lock_wait {
+	uint64_t *w;
+	uint64_t ticket;
+};
+
+static int lock_served(void *arg)
+{
+	struct lock_wait *l = arg;
+	return lock_serving(__atomic_load_n(l->w, __ATOMIC_SEQ_CST)) == l->ticket;
+}
+
+void shmemi_block(int owner, int (*cond)(void *), void *arg, const char *op); /* wait.c */
+
+/* The locks this thread holds. The lock word records the holding PE (the
+ * runtime's format); under SHMEM_THREAD_MULTIPLE another thread of the PE
+ * may ask for the lock and waits its turn like any other PE, so re-taking
+ * a lock is told apart by thread here. */
+#define SHMEMI_MAX_HELD 64
+static __thread long *shmemi_held[SHMEMI_MAX_HELD];
+static __thread int shmemi_nheld;
+
+static int held_here(long *lock)
+{
+	for (int i = 0; i < shmemi_nheld; i++)
+		if (shmemi_held[i] == lock)
+			return i;
+	return -1;
+}
+
+static void hold(long *lock, const char *op)
+{
+	if (shmemi_nheld == SHMEMI_MAX_HELD)
+		shmemi_fatal(op, "this thread holds %d locks already (the most one thread may hold at once)",
+			     SHMEMI_MAX_HELD);
+	shmemi_held[shmemi_nheld++] = lock;
+}
+
+void shmem_set_lock(long *lock)
+{
+	uint64_t *w = lock_word(lock, "shmem_set_lock");
+	uint64_t tag = (uint64_t)shmemi_L.me + 1;
+	if (held_here(lock) >= 0)
+		shmemi_fatal("shmem_set_lock", "the lock at %p is already held by this thread (call shmem_clear_lock first)",
+			     (void *)lock);
+	/* Take a ticket: seq-cst RMW on PE 0's word. */
+	uint64_t old = __atomic_fetch_add(w, 1ULL << LOCK_NEXT_SHIFT, __ATOMIC_SEQ_CST);
+	struct lock_wait l = {w, lock_next(old)};
+	if (lock_serving(old) != l.ticket)
+		shmemi_block(0, lock_served, &l, "shmem_set_lock");
+	/* Our turn: holder is zero; only we write it now. */
+	__atomic_fetch_add(w, tag << LOCK_HOLDER_SHIFT, __ATOMIC_SEQ_CST);
+	shmemi_bump(shmemi_L.stat_atomics);
+	hold(lock, "shmem_set_lock");
+}
+
+int shmem_test_lock(long *lock)
+{
+	uint64_t *w = lock_word(lock, "shmem_test_lock");
+	uint64_t tag = (uint64_t)shmemi_L.me + 1;
+	for (;;) {
+		uint64_t old = __atomic_load_n(w, __ATOMIC_SEQ_CST);
+		if (lock_next(old) != lock_serving(old))
+			return 1; /* held, or tickets outstanding */
+		uint64_t nw = (old + (1ULL << LOCK_NEXT_SHIFT)) | tag << LOCK_HOLDER_SHIFT;
+		if (__atomic_compare_exchange_n(w, &old, nw, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+			shmemi_bump(shmemi_L.stat_atomics);
+			hold(lock, "shmem_test_lock");
+			return 0;
+		}
+	}
+}
+
+void shmem_clear_lock(long *lock)
+{
+	uint64_t *w = lock_word(lock, "shmem_clear_lock");
+	int i = held_here(lock);
+	if (i < 0 && lock_holder(__atomic_load_n(w, __ATOMIC_SEQ_CST)) == shmemi_L.me)
+		shmemi_fatal("shmem_clear_lock",
+			     "the lock at %p is held by another thread of this PE (only the thread holding a lock may "
+			     "clear it)",
+			     (void *)lock);
+	shmemi_quiet();
+	for (;;) {
+		uint64_t old = __atomic_load_n(w, __ATOMIC_SEQ_CST);
+		int h = lock_holder(old);
+		if (h != shmemi_L.me) {
+			if (h >= 0)
+				shmemi_fatal("shmem_clear_lock",
+					     "the lock at %p is held by PE %d, not this one (only the holder may clear it)",
+					     (void *)lock, h);
+			shmemi_fatal("shmem_clear_lock",
+				     "the lock at %p is not held (only the holder may clear a lock)", (void *)lock);
+		}
+		uint64_t serving = (lock_serving(old) + 1) & LOCK_FIELD;
+		uint64_t nw = 0; /* no ticket outstanding: back to the zero lock */
+		if (serving != lock_next(old))
+			nw = lock_next(old) << LOCK_NEXT_SHIFT | serving;
+		if (__atomic_compare_exchange_n(w, &old, nw, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+			break;
+	}
+	shmemi_held[i] = shmemi_held[--shmemi_nheld];
+	shmemi_amo_done(0);
+}
+
+/* ---- contexts ---- */
+
+int shmem_team_create_ctx(shmem_team_t team, long options, shmem_ctx_t *ctx)
+{
+	shmemi_need_init("shmem_team_create_ctx");
+	if (team == SHMEM_TEAM_INVALID) {
+		*ctx = SHMEM_CTX_INVALID;
+		return -1;
+	}
+	struct shmemi_ctx *c = calloc(1, sizeof *c);
+	if (c == NULL) {
+		*ctx = SHMEM_CTX_INVALID;
+		return -1;
+	}
+	c->team = team;
+	c->options = options;
+	c->valid = 1;
+	*ctx = c;
+	return 0;
+}
+
+int shmem_ctx_create(long options, shmem_ctx_t *ctx)
+{
+	return shmem_team_create_ctx(SHMEM_TEAM_WORLD, options, ctx);
+}
+
+void shmem_ctx_destroy(shmem_ctx_t ctx)
+{
+	if (ctx == SHMEM_CTX_INVALID)
+		return;
+	if (ctx == SHMEM_CTX_DEFAULT)
+		shmemi_fatal("shmem_ctx_destroy", "SHMEM_CTX_DEFAULT cannot be destroyed");
+	shmemi_ctx_check(ctx, "shmem_ctx_destroy");
+	shmemi_quiet();
+	ctx->valid = 0;
+	free(ctx);
+}
+
+int shmem_ctx_get_team(shmem_ctx_t ctx, shmem_team_t *team)
+{
+	if (ctx == SHMEM_CTX_INVALID || team == NULL) {
+		if (team)
+			*team = SHMEM_TEAM_INVALID;
+		return -1;
+	}
+	*team = ctx == SHMEM_CTX_DEFAULT ? SHMEM_TEAM_WORLD : ctx->team;
+	return 0;
+}
+
+/* ---- deprecated names ---- */
+
+void start_pes(int npes)
+{
+	(void)npes; /* the launcher sets the number of PEs */
+	shmemi_init(SHMEM_THREAD_SINGLE, NULL, "start_pes");
+}
+
+int _my_pe(void)
+{
+	return shmem_my_pe();
+}
+
+int _num_pes(void)
+{
+	return shmem_n_pes();
+}
+
+void *shmalloc(size_t size)
+{
+	return shmemi_alloc(0, size, 0, 0, "shmalloc");
+}
+
+void shfree(void *ptr)
+{
+	shmem_free(ptr);
+}
+
+void *shrealloc(void *ptr, size_t size)
+{
+	return shmem_realloc(ptr, size);
+}
+
+void *shmemalign(size_t alignment, size_t size)
+{
+	return shmemi_alloc(2, size, alignment, 0, "shmemalign");
+}
+
+/* The cache routines of OpenSHMEM 1.0 to 1.4 do nothing on cache-coherent
+ * machines, as the specification says of them. */
+void shmem_clear_cache_inv(void) {}
+void shmem_set_cache_inv(void) {}
+void shmem_clear_cache_line_inv(void *dest) { (void)dest; }
+void shmem_set_cache_line_inv(void *dest) { (void)dest; }
+void shmem_udcflush(void) {}
+void shmem_udcflush_line(void *dest) { (void)dest; }
+
+/* shmem_pcontrol passes its level to a profiling library, when one is
+ * interposed; symheap's own does nothing with it, as the specification
+ * allows. */
+void shmem_pcontrol(const int level, ...) { (void)level; }
+
+/* ---- extensions (shmemx.h) ---- */
+
+void *shmemx_heap_base(int pe)
+{
+	if (!shmemi_L.initialized || (unsigned)pe >= (unsigned)shmemi_L.npes)
+		return NULL;
+	return shmemi_L.base + shmemi_L.part_off + (uint64_t)pe * shmemi_L.part_stride;
+}
+
+int shmemx_same_address(void)
+{
+	return shmemi_L.same_address;
+}

@@ -1,0 +1,246 @@
+//go:build symheap_capi
+
+// Command capi is libsymheap, the OpenSHMEM 1.5 library for C programs,
+// built only by `make build`:
+//
+//	go build -buildmode=c-shared -tags symheap_capi -o .bin/libsymheap.so ./capi
+//	go build -buildmode=c-archive -tags symheap_capi -o .bin/libsymheap.a ./capi
+//
+// Every file here carries the symheap_capi build tag, so the module's
+// default build (go build ./..., go vet ./..., go test ./...) never sees
+// cgo. The C files are the library (shmem_internal.h has the fast path's
+// design, static.c the static data's, coll.c the collectives'); this file
+// hosts the Go runtime's side: joining the job, the symmetric allocator,
+// barriers, teams and global exit, exported to C.
+package main
+
+/*
+#cgo CFLAGS: -O2 -std=gnu11 -I${SRCDIR}/../include -Wall -Wno-unused-function
+#include <stdlib.h>
+#include <string.h>
+#include "shmem_internal.h"
+#include "shmemi_go.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"sync"
+	"unsafe"
+
+	"github.com/symheap/symheap"
+	"github.com/symheap/symheap/internal/cabi"
+)
+
+func main() {}
+
+var (
+	mu    sync.Mutex // guards teams
+	pe    *symheap.PE
+	teams = map[int]*symheap.Team{}
+	next  = 1 // the next team id; 0 is the world
+)
+
+// setErr copies err into the C buffer buf of n bytes (NUL-terminated).
+func setErr(buf *C.char, n C.size_t, err error) {
+	if buf == nil || n == 0 {
+		return
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(buf)), int(n))
+	m := copy(b[:len(b)-1], err.Error())
+	b[m] = 0
+}
+
+func clearErr(buf *C.char, n C.size_t) {
+	if buf != nil && n > 0 {
+		*buf = 0
+	}
+}
+
+//export symheapc_go_init
+func symheapc_go_init(l *C.struct_shmemi_layout, errbuf *C.char, n C.size_t) C.int {
+	p, err := symheap.Init(symheap.Config{})
+	if err != nil {
+		setErr(errbuf, n, err)
+		return 1
+	}
+	pe = p
+	teams[0] = p.World()
+	cabi.BeforeExit = func() { C.shmemi_flush_stdio() }
+	d := cabi.Describe(p)
+	if d.Far {
+		p.Close()
+		setErr(errbuf, n, errors.New("symheap: the job spans several nodes: the C library reaches only the PEs of one node (run the job on one node)"))
+		return 1
+	}
+	// Addresses in the shared segment, never in Go memory: C may keep them.
+	l.base = (*C.char)(d.Base)
+	l.wbase = (*C.char)(d.WBase)
+	l.part_off, l.part_stride, l.heap_size = C.uint64_t(d.PartOff), C.uint64_t(d.PartStride), C.uint64_t(d.HeapSize)
+	l.cb_base = (*C.char)(d.CBBase)
+	l.cb_stride = C.uint64_t(d.CBStride)
+	l.sig_word, l.sig_sleepers, l.sleeping = C.uint64_t(d.SigWord), C.uint64_t(d.SigSleepers), C.uint64_t(d.Sleeping)
+	l.stat_puts = (*C.uint64_t)(d.StatPuts)
+	l.stat_gets = (*C.uint64_t)(d.StatGets)
+	l.stat_atomics = (*C.uint64_t)(d.StatAt)
+	l.me, l.npes = C.int(d.Rank), C.int(d.NPEs)
+	l.mb_ready, l.same_address, l.protected_ = cbool(d.MembarrierReady), cbool(d.SameAddress), cbool(d.Protected)
+	l.polls, l.yields = C.int(d.Polls), C.int(d.Yields)
+	path := unsafe.Slice((*byte)(unsafe.Pointer(&l.seg_path[0])), len(l.seg_path))
+	path[copy(path[:len(path)-1], d.SegPath)] = 0
+	return 0
+}
+
+func cbool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+//export symheapc_go_finalize
+func symheapc_go_finalize(errbuf *C.char, n C.size_t) C.int {
+	if err := pe.Close(); err != nil {
+		setErr(errbuf, n, err)
+		return 1
+	}
+	return 0
+}
+
+//export symheapc_go_global_exit
+func symheapc_go_global_exit(code C.int) {
+	pe.GlobalExit(int(code))
+}
+
+//export symheapc_go_pe_alive
+func symheapc_go_pe_alive(p C.int) C.int {
+	return cbool(pe.Accessible(int(p)))
+}
+
+// Kinds of symheapc_go_malloc.
+const (
+	kindMalloc = iota
+	kindCalloc
+	kindAlign
+	kindHints
+)
+
+//export symheapc_go_malloc
+func symheapc_go_malloc(kind C.int, size, align C.size_t, hints C.long, errbuf *C.char, n C.size_t) unsafe.Pointer {
+	clearErr(errbuf, n)
+	if size == 0 {
+		return nil // OpenSHMEM: a size of zero gives NULL, and no barrier
+	}
+	var s []byte
+	var err error
+	switch kind {
+	case kindMalloc:
+		s, err = symheap.Malloc[byte](pe, int(size))
+	case kindCalloc:
+		s, err = symheap.Calloc[byte](pe, int(size))
+	case kindAlign:
+		s, err = symheap.Align[byte](pe, uintptr(align), int(size))
+	default:
+		s, err = symheap.MallocWithHints[byte](pe, int(size), symheap.Hints(hints))
+	}
+	if err != nil {
+		setErr(errbuf, n, err)
+		return nil
+	}
+	return unsafe.Pointer(unsafe.SliceData(s))
+}
+
+//export symheapc_go_realloc
+func symheapc_go_realloc(p unsafe.Pointer, size C.size_t, errbuf *C.char, n C.size_t) unsafe.Pointer {
+	clearErr(errbuf, n)
+	var old []byte
+	if p != nil {
+		old = unsafe.Slice((*byte)(p), 1)
+	}
+	s, err := symheap.Realloc(pe, old, int(size))
+	if err != nil {
+		setErr(errbuf, n, err)
+		return nil
+	}
+	return unsafe.Pointer(unsafe.SliceData(s))
+}
+
+//export symheapc_go_free
+func symheapc_go_free(p unsafe.Pointer, errbuf *C.char, n C.size_t) C.int {
+	if p == nil {
+		return 0
+	}
+	if err := symheap.Free(pe, unsafe.Slice((*byte)(p), 1)); err != nil {
+		setErr(errbuf, n, err)
+		return 1
+	}
+	return 0
+}
+
+//export symheapc_go_barrier_all
+func symheapc_go_barrier_all(errbuf *C.char, n C.size_t) C.int {
+	if err := pe.Barrier(); err != nil {
+		setErr(errbuf, n, err)
+		return 1
+	}
+	return 0
+}
+
+//export symheapc_go_check_peers
+func symheapc_go_check_peers(errbuf *C.char, n C.size_t) C.int {
+	if err := cabi.CheckPeers(pe); err != nil {
+		setErr(errbuf, n, err)
+		return 1
+	}
+	return 0
+}
+
+func team(id C.int) *symheap.Team {
+	mu.Lock()
+	defer mu.Unlock()
+	return teams[int(id)]
+}
+
+//export symheapc_go_team_sync
+func symheapc_go_team_sync(id C.int, errbuf *C.char, n C.size_t) C.int {
+	if err := team(id).Sync(); err != nil {
+		setErr(errbuf, n, err)
+		return 1
+	}
+	return 0
+}
+
+//export symheapc_go_team_split
+func symheapc_go_team_split(parent, start, stride, size C.int, world *C.int, errbuf *C.char, n C.size_t) C.int {
+	t, err := team(parent).Split(int(start), int(stride), int(size))
+	if err != nil {
+		setErr(errbuf, n, err)
+		return -2
+	}
+	if t == nil {
+		return -1
+	}
+	w := unsafe.Slice((*C.int)(world), t.Size())
+	for r := range w {
+		w[r] = C.int(t.WorldRank(r))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	id := next
+	next++
+	teams[id] = t
+	return C.int(id)
+}
+
+//export symheapc_go_team_destroy
+func symheapc_go_team_destroy(id C.int, errbuf *C.char, n C.size_t) C.int {
+	t := team(id)
+	if err := t.Destroy(); err != nil {
+		setErr(errbuf, n, err)
+		return 1
+	}
+	mu.Lock()
+	delete(teams, int(id))
+	mu.Unlock()
+	return 0
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestCurrent fails when the committed header or C file differs from what
+// the tables generate (run go generate ./capi/gen).
+func TestCurrent(t *testing.T) {
+	for name, want := range render() {
+		got, err := os.ReadFile(filepath.Join("..", "..", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s is not current: run go generate ./capi/gen", name)
+		}
+	}
+}
+
+// TestEveryPrototypeDefined checks that every routine the header declares
+// has a definition, in the generated C file or in the hand-written ones:
+// a declared routine without one would be a link error for programs.
+func TestEveryPrototypeDefined(t *testing.T) {
+	files := render()
+	decl := regexp.MustCompile(`(?m)^[a-z_ A-Z0-9*]+?\b(_?[a-z_0-9]+)\((?:[^;]*)\)(?: __attribute__\(\([a-z]+\)\))?;$`)
+	var defs strings.Builder
+	defs.Write(files["capi/shmem_gen.c"])
+	for _, f := range []string{"core.c", "wait.c", "coll.c", "static.c"} {
+		b, err := os.ReadFile(filepath.Join("..", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defs.Write(b)
+	}
+	// A definition: a line naming a routine, its parameters, then "{" on
+	// that line or the next.
+	def := regexp.MustCompile(`(?m)^[a-zA-Z_][^\n;(]*?\b(_?[a-z_0-9]+)\([^;{]*\)\s*\{`)
+	defined := map[string]bool{}
+	for _, m := range def.FindAllStringSubmatch(defs.String(), -1) {
+		defined[m[1]] = true
+	}
+	n := 0
+	for _, h := range []string{"include/shmem.h", "include/shmemx.h"} {
+		for _, m := range decl.FindAllStringSubmatch(string(files[h]), -1) {
+			n++
+			if !defined[m[1]] {
+				t.Errorf("%s declares %s, which nothing defines", h, m[1])
+			}
+		}
+	}
+	if n < 1000 {
+		t.Errorf("found only %d prototypes: the pattern is wrong", n)
+	}
+}
+
+// TestGenericsSelectBaseTypesOnce: a _Generic selection may not name one
+// type twice (int64_t is long here), so only base C types are listed.
+func TestGenericsSelectBaseTypesOnce(t *testing.T) {
+	var g gen
+	g.all()
+	for _, gn := range g.generics {
+		seen := map[string]bool{}
+		for _, s := range gn.plain {
+			if seen[s.ctype] {
+				t.Errorf("%s selects %s twice", gn.name, s.ctype)
+			}
+			seen[s.ctype] = true
+		}
+		if len(gn.plain) == 0 {
+			t.Errorf("%s selects nothing", gn.name)
+		}
+	}
+}

@@ -1,0 +1,399 @@
+//go:build symheap_capi
+
+/*
+ * shmem_internal.h - the C library's fast path (libsymheap).
+ *
+ * # Design
+ *
+ * The Go runtime (the root package, hosted in this process) joins the job
+ * at shmem_init and fills shmemi_L once: where the job's segment is mapped,
+ * where each PE's partition and control block lies, where the words of the
+ * runtime's wake-up protocol are. From then on put, get, the AMOs, the
+ * waits, fence, quiet and the locks run here, in C, on the same shared
+ * words and in the same formats as the Go runtime's own (rma.go, wait.go,
+ * lock.go in the root), so a C PE and a Go PE of one job agree:
+ *
+ *   1. Address translation: an address in this PE's symmetric heap is
+ *      base + part_off + me*part_stride + off; PE pe's copy is at
+ *      wbase + part_off + pe*part_stride + off (wbase is the writable alias
+ *      in protected mode, the main mapping otherwise). Offset-based, so it
+ *      holds with or without the same-address mapping. An address in the
+ *      program's static data (.data/.bss, see static.c) is lo + off; PE
+ *      pe's copy is static_peer[pe] + off.
+ *   2. Put: the copy, then the wake-up step of a put: load the target's
+ *      sleepers count and, only when non-zero, bump its signal word and
+ *      FUTEX_WAKE it. No fence when the process registered for membarrier
+ *      (the Go runtime registers it at shmem_init; a waiter's
+ *      MEMBARRIER_CMD_GLOBAL_EXPEDITED stands in for the writer's fence);
+ *      a full fence before the load otherwise.
+ *   3. AMOs: one __atomic builtin, sequentially consistent (a locked
+ *      instruction on x86-64: a full fence), then the wake-up step.
+ *   4. Quiet and fence: a full fence (mfence on x86-64, which also orders
+ *      the non-temporal stores of glibc's large memcpy), then the wake-up
+ *      step for every PE when anybody in the job sleeps.
+ *   5. Waits: poll, yield, then sleep on this PE's signal word under the
+ *      runtime's protocol (announce in the sleepers counts, membarrier,
+ *      futex wait in 50 ms slices, check the peers' liveness between
+ *      slices through the Go runtime).
+ *   6. Locks: the runtime's ticket lock on PE 0's copy of the lock word
+ *      (lock.go's format: next<<48 | (holder+1)<<32 | serving).
+ *
+ * What calls into Go: shmem_init/finalize, the symmetric allocator, the
+ * split, sync and destroy of split teams, global_exit and the liveness
+ * check of a wait that has slept 50 ms. barrier_all and the collectives
+ * are C (coll.c).
+ */
+#ifndef SHMEM_INTERNAL_H
+#define SHMEM_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "shmem.h"
+
+struct shmemi_layout {
+	char *base;  /* the segment as mapped here */
+	char *wbase; /* where other PEs' heaps are written */
+	uint64_t part_off, part_stride, heap_size;
+	char *cb_base;
+	uint64_t cb_stride;
+	uint64_t sig_word, sig_sleepers, sleeping; /* offsets in a control block */
+	uint64_t *stat_puts, *stat_gets, *stat_atomics;
+	int me, npes;
+	int mb_ready, same_address, protected_;
+	int polls, yields;
+	int initialized, finalized;
+	int thread_level;
+	/* The program's static data (static.c). */
+	char *static_lo;
+	uint64_t static_size;
+	char **static_peer;       /* by PE: PE p's static data as mapped here; NULL if not reachable */
+	const char *static_why;   /* why static data are not symmetric, or NULL */
+	char seg_path[512];
+};
+
+extern struct shmemi_layout shmemi_L;
+
+#define SHMEMI_LIKELY(x) __builtin_expect(!!(x), 1)
+#define SHMEMI_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* Errors: the message names the call; the job ends (shmemi_fatal). */
+void shmemi_fatal(const char *op, const char *fmt, ...)
+	__attribute__((noreturn, format(printf, 2, 3), cold));
+char *shmemi_addr_slow(const void *p, size_t n, int pe, const char *op);
+void shmemi_wake_slow(int pe);
+void shmemi_wake_all(void);
+
+static inline uint32_t *shmemi_sigword(int pe)
+{
+	return (uint32_t *)(shmemi_L.cb_base + (uint64_t)pe * shmemi_L.cb_stride + shmemi_L.sig_word);
+}
+
+static inline uint32_t *shmemi_sigsleepers(int pe)
+{
+	return (uint32_t *)(shmemi_L.cb_base + (uint64_t)pe * shmemi_L.cb_stride + shmemi_L.sig_sleepers);
+}
+
+static inline uint32_t *shmemi_job_sleeping(void)
+{
+	return (uint32_t *)(shmemi_L.cb_base + shmemi_L.sleeping);
+}
+
+/* A full fence: mfence on x86-64 (orders non-temporal stores too). */
+static inline void shmemi_full_fence(void)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+/* A plain increment of one of this PE's counters (symheap stat), as the
+ * Go runtime's core.Bump: only this process writes them. */
+static inline void shmemi_bump(uint64_t *c)
+{
+	if (c)
+		(*c)++;
+}
+
+/*
+ * shmemi_addr returns where this PE reaches PE pe's copy of the n bytes at
+ * p, a symmetric address. The common case (p in this PE's own symmetric
+ * heap, pe valid) is a subtraction and two compares; everything else
+ * (static data, an address in another PE's partition, every error) is
+ * shmemi_addr_slow's.
+ */
+static inline char *shmemi_addr(const void *p, size_t n, int pe, const char *op)
+{
+	uint64_t off = (uint64_t)((uintptr_t)p - (uintptr_t)shmemi_L.base) - shmemi_L.part_off -
+		       (uint64_t)shmemi_L.me * shmemi_L.part_stride; /* wraps when below */
+	if (SHMEMI_LIKELY(off < shmemi_L.heap_size && n <= shmemi_L.heap_size - off &&
+			  (unsigned)pe < (unsigned)shmemi_L.npes)) {
+		if (pe == shmemi_L.me)
+			return (char *)p;
+		return shmemi_L.wbase + shmemi_L.part_off + (uint64_t)pe * shmemi_L.part_stride + off;
+	}
+	/* The program's static data: PE pe's window. */
+	off = (uint64_t)((uintptr_t)p - (uintptr_t)shmemi_L.static_lo);
+	if (off < shmemi_L.static_size && n <= shmemi_L.static_size - off && (unsigned)pe < (unsigned)shmemi_L.npes &&
+	    shmemi_L.static_peer != NULL && shmemi_L.static_peer[pe] != NULL)
+		return shmemi_L.static_peer[pe] + off;
+	return shmemi_addr_slow(p, n, pe, op);
+}
+
+/* shmemi_wake: the wake-up step of a put or AMO to pe. Seq-cst load; pairs
+ * with a waiter's sleepers increment followed by its membarrier (wait.go). */
+static inline void shmemi_wake(int pe)
+{
+	if (__atomic_load_n(shmemi_sigsleepers(pe), __ATOMIC_SEQ_CST) != 0)
+		shmemi_wake_slow(pe);
+}
+
+/*
+ * Completion: quiet and fence, as the runtime's Quiet (the root's rma.go,
+ * "Quiet's fence, owed to the next load"). On x86-64, whose stores become
+ * visible in program order, quiet issues SFENCE, which orders the
+ * non-temporal stores of glibc's large memcpy before every later store,
+ * and owes the full fence (store-to-load order) to this thread's next
+ * operation that loads shared memory through the API (get, g, fetch,
+ * wait, test), which pays it first (shmemi_pay). AMOs, locks and
+ * barriers are full fences themselves. Where the process has no
+ * membarrier registration, and on other architectures, quiet executes
+ * the full fence at once.
+ */
+#if defined(__x86_64__)
+#define SHMEMI_LAZY_QUIET 1
+#else
+#define SHMEMI_LAZY_QUIET 0
+#endif
+extern __thread int shmemi_owed __attribute__((tls_model("initial-exec")));
+
+static inline void shmemi_pay(void)
+{
+	if (SHMEMI_UNLIKELY(shmemi_owed)) {
+		shmemi_owed = 0;
+		shmemi_full_fence();
+	}
+}
+
+static inline void shmemi_quiet(void)
+{
+	if (SHMEMI_LAZY_QUIET && SHMEMI_LIKELY(shmemi_L.mb_ready)) {
+#if defined(__x86_64__)
+		__asm__ __volatile__("sfence" ::: "memory");
+#endif
+		shmemi_owed = 1;
+	} else {
+		shmemi_full_fence();
+	}
+	/* Seq-cst load; pairs with a waiter's increment of the job's count
+	 * (waiters' membarrier stands in for our fence, as for a put). */
+	if (__atomic_load_n(shmemi_job_sleeping(), __ATOMIC_SEQ_CST) != 0)
+		shmemi_wake_all();
+}
+
+/* shmemi_copy: two word loads then two word stores for 8 to 16 bytes (the
+ * transfers whose latency matters most; as the runtime's core.CopyBytes),
+ * memcpy otherwise. */
+static inline void shmemi_copy(void *d, const void *s, size_t n)
+{
+	if (n - 8 <= 8) { /* 8 <= n <= 16 */
+		uint64_t a, b;
+		memcpy(&a, s, 8);
+		memcpy(&b, (const char *)s + n - 8, 8);
+		memcpy(d, &a, 8);
+		memcpy((char *)d + n - 8, &b, 8);
+		return;
+	}
+	memcpy(d, s, n);
+}
+
+static inline void shmemi_put(void *dst, const void *src, size_t n, int pe, const char *op)
+{
+	char *d = shmemi_addr(dst, n, pe, op);
+	shmemi_copy(d, src, n);
+	shmemi_bump(shmemi_L.stat_puts);
+	if (SHMEMI_UNLIKELY(!shmemi_L.mb_ready))
+		shmemi_full_fence();
+	shmemi_wake(pe);
+}
+
+/* An NBI put: the copy; the wake-up step waits for quiet. */
+static inline void shmemi_put_nbi(void *dst, const void *src, size_t n, int pe, const char *op)
+{
+	char *d = shmemi_addr(dst, n, pe, op);
+	shmemi_copy(d, src, n);
+	shmemi_bump(shmemi_L.stat_puts);
+}
+
+static inline void shmemi_get(void *dst, const void *src, size_t n, int pe, const char *op)
+{
+	const char *s = shmemi_addr(src, n, pe, op);
+	shmemi_pay();
+	shmemi_copy(dst, s, n);
+	shmemi_bump(shmemi_L.stat_gets);
+}
+
+/* Strided put/get of nelems elements of size bytes; strides in elements. */
+static inline void shmemi_iput(void *dst, const void *src, ptrdiff_t dst_stride, ptrdiff_t src_stride,
+			       size_t nelems, size_t size, int pe, const char *op)
+{
+	if (nelems == 0) {
+		(void)shmemi_addr(dst, 0, pe, op);
+		return;
+	}
+	if (dst_stride < 1 || src_stride < 1)
+		shmemi_fatal(op, "strides dst %td and src %td must be at least 1", dst_stride, src_stride);
+	char *d = shmemi_addr(dst, ((nelems - 1) * (size_t)dst_stride + 1) * size, pe, op);
+	const char *s = src;
+	for (size_t i = 0; i < nelems; i++)
+		memcpy(d + i * (size_t)dst_stride * size, s + i * (size_t)src_stride * size, size);
+	shmemi_bump(shmemi_L.stat_puts);
+	if (SHMEMI_UNLIKELY(!shmemi_L.mb_ready))
+		shmemi_full_fence();
+	shmemi_wake(pe);
+}
+
+static inline void shmemi_iget(void *dst, const void *src, ptrdiff_t dst_stride, ptrdiff_t src_stride,
+			       size_t nelems, size_t size, int pe, const char *op)
+{
+	if (nelems == 0) {
+		(void)shmemi_addr(src, 0, pe, op);
+		return;
+	}
+	if (dst_stride < 1 || src_stride < 1)
+		shmemi_fatal(op, "strides dst %td and src %td must be at least 1", dst_stride, src_stride);
+	const char *s = shmemi_addr(src, ((nelems - 1) * (size_t)src_stride + 1) * size, pe, op);
+	char *d = dst;
+	shmemi_pay();
+	for (size_t i = 0; i < nelems; i++)
+		memcpy(d + i * (size_t)dst_stride * size, s + i * (size_t)src_stride * size, size);
+	shmemi_bump(shmemi_L.stat_gets);
+}
+
+/* Blocked strided: nblocks blocks of bsize elements; strides in elements
+ * between the starts of consecutive blocks. */
+static inline void shmemi_ibput(void *dst, const void *src, ptrdiff_t dst_stride, ptrdiff_t src_stride,
+				size_t bsize, size_t nblocks, size_t size, int pe, const char *op)
+{
+	if (nblocks == 0 || bsize == 0) {
+		(void)shmemi_addr(dst, 0, pe, op);
+		return;
+	}
+	if (dst_stride < (ptrdiff_t)bsize || src_stride < (ptrdiff_t)bsize)
+		shmemi_fatal(op, "strides dst %td and src %td must be at least the block size %zu", dst_stride,
+			     src_stride, bsize);
+	char *d = shmemi_addr(dst, ((nblocks - 1) * (size_t)dst_stride + bsize) * size, pe, op);
+	const char *s = src;
+	for (size_t i = 0; i < nblocks; i++)
+		memcpy(d + i * (size_t)dst_stride * size, s + i * (size_t)src_stride * size, bsize * size);
+	shmemi_bump(shmemi_L.stat_puts);
+	if (SHMEMI_UNLIKELY(!shmemi_L.mb_ready))
+		shmemi_full_fence();
+	shmemi_wake(pe);
+}
+
+static inline void shmemi_ibget(void *dst, const void *src, ptrdiff_t dst_stride, ptrdiff_t src_stride,
+				size_t bsize, size_t nblocks, size_t size, int pe, const char *op)
+{
+	if (nblocks == 0 || bsize == 0) {
+		(void)shmemi_addr(src, 0, pe, op);
+		return;
+	}
+	if (dst_stride < (ptrdiff_t)bsize || src_stride < (ptrdiff_t)bsize)
+		shmemi_fatal(op, "strides dst %td and src %td must be at least the block size %zu", dst_stride,
+			     src_stride, bsize);
+	const char *s = shmemi_addr(src, ((nblocks - 1) * (size_t)src_stride + bsize) * size, pe, op);
+	char *d = dst;
+	shmemi_pay();
+	for (size_t i = 0; i < nblocks; i++)
+		memcpy(d + i * (size_t)dst_stride * size, s + i * (size_t)src_stride * size, bsize * size);
+	shmemi_bump(shmemi_L.stat_gets);
+}
+
+/* shmemi_amo_addr: PE pe's copy of the size-byte word at p, which must be
+ * symmetric and aligned to its size. */
+static inline void *shmemi_amo_addr(const void *p, size_t size, int pe, const char *op)
+{
+	if (SHMEMI_UNLIKELY(((uintptr_t)p & (size - 1)) != 0))
+		shmemi_fatal(op, "the variable at %p is not aligned to its size (%zu bytes)", p, size);
+	return shmemi_addr(p, size, pe, op);
+}
+
+static inline void shmemi_amo_done(int pe)
+{
+	shmemi_bump(shmemi_L.stat_atomics);
+	shmemi_wake(pe);
+}
+
+/* Put with signal: the data, a full fence (the signal must not be seen
+ * before the data), the signal update as an AMO, the wake-up step. */
+static inline void shmemi_put_signal(void *dst, const void *src, size_t n, uint64_t *sig_addr, uint64_t signal,
+				     int sig_op, int pe, const char *op)
+{
+	char *d = shmemi_addr(dst, n, pe, op);
+	uint64_t *s = shmemi_amo_addr(sig_addr, sizeof(uint64_t), pe, op);
+	memcpy(d, src, n);
+	shmemi_bump(shmemi_L.stat_puts);
+	shmemi_full_fence();
+	if (sig_op == SHMEM_SIGNAL_SET)
+		__atomic_store_n(s, signal, __ATOMIC_SEQ_CST);
+	else if (sig_op == SHMEM_SIGNAL_ADD)
+		__atomic_fetch_add(s, signal, __ATOMIC_SEQ_CST);
+	else
+		shmemi_fatal(op, "sig_op %d is neither SHMEM_SIGNAL_SET nor SHMEM_SIGNAL_ADD", sig_op);
+	shmemi_amo_done(pe);
+}
+
+/* Waits (wait.c). A comparison on an integer of size 2, 4 or 8 bytes,
+ * signed or not. */
+struct shmemi_cmp {
+	int size, is_signed;
+};
+int shmemi_holds(const void *p, struct shmemi_cmp t, int cmp, const void *value);
+void shmemi_check_cmp(int cmp, const char *op);
+void shmemi_wait_until(const void *ivar, struct shmemi_cmp t, int cmp, const void *value, const char *op);
+int shmemi_test(const void *ivar, struct shmemi_cmp t, int cmp, const void *value, const char *op);
+
+enum { SHMEMI_ALL, SHMEMI_ANY, SHMEMI_SOME };
+/* The _all/_any/_some forms, blocking or not; values is one value
+ * (vector == 0) or one per element. */
+size_t shmemi_wait_set(const void *ivars, size_t nelems, const int *status, struct shmemi_cmp t, int cmp,
+		       const void *values, int vector, int mode, size_t *indices, int block, const char *op);
+
+/* Collectives (coll.c). combine(acc, in, n) folds n elements of in into acc. */
+typedef void (*shmemi_combine_fn)(void *acc, const void *in, size_t n);
+int shmemi_team_reduce(shmem_team_t team, void *dest, const void *src, size_t n, size_t size,
+		       shmemi_combine_fn combine, const char *op);
+void shmemi_set_reduce(void *dest, const void *src, size_t n, size_t size, int start, int logstride,
+		       int size_, long *pSync, shmemi_combine_fn combine, const char *op);
+int shmemi_team_broadcast(shmem_team_t team, void *dest, const void *src, size_t n, int root,
+			  const char *op);
+int shmemi_team_collect(shmem_team_t team, void *dest, const void *src, size_t n, int fixed, const char *op);
+int shmemi_team_alltoalls(shmem_team_t team, void *dest, const void *src, ptrdiff_t dst, ptrdiff_t sst,
+			  size_t nelems, size_t size, const char *op);
+void shmemi_set_broadcast(void *dest, const void *src, size_t n, int root, int start, int logstride,
+			  int size, long *pSync, const char *op);
+void shmemi_set_collect(void *dest, const void *src, size_t n, int fixed, int start, int logstride, int size,
+			long *pSync, const char *op);
+void shmemi_set_alltoalls(void *dest, const void *src, ptrdiff_t dst, ptrdiff_t sst, size_t nelems,
+			  size_t size, int start, int logstride, int psize, long *pSync, const char *op);
+
+/* Contexts: a context is its team and options; every operation on a
+ * context is the same store into coherent memory as without one. */
+struct shmemi_ctx {
+	shmem_team_t team;
+	long options;
+	int valid;
+};
+
+static inline void shmemi_ctx_check(shmem_ctx_t ctx, const char *op)
+{
+	if (SHMEMI_LIKELY(ctx == SHMEM_CTX_DEFAULT))
+		return;
+	if (SHMEMI_UNLIKELY(ctx == SHMEM_CTX_INVALID || !ctx->valid))
+		shmemi_fatal(op, "the context is SHMEM_CTX_INVALID or destroyed (create it with shmem_ctx_create)");
+}
+
+/* The team's world PE of team rank r (coll.c). */
+int shmemi_team_world_pe(shmem_team_t team, int r, const char *op);
+
+#endif

@@ -1,0 +1,27 @@
+//go:build symheap_capi
+
+/* shmemi_go.h - the functions the Go runtime exports to the C library
+ * (export_unsafe.go). err/n: a buffer for the error message, which says "symheap:". */
+#ifndef SHMEMI_GO_H
+#define SHMEMI_GO_H
+#include <stddef.h>
+
+struct shmemi_layout;
+extern int symheapc_go_init(struct shmemi_layout *l, char *err, size_t n);
+extern int symheapc_go_finalize(char *err, size_t n);
+extern void symheapc_go_global_exit(int code);
+extern int symheapc_go_pe_alive(int pe);
+extern void *symheapc_go_malloc(int kind, size_t size, size_t align, long hints, char *err, size_t n);
+extern void *symheapc_go_realloc(void *p, size_t size, char *err, size_t n);
+extern int symheapc_go_free(void *p, char *err, size_t n);
+extern int symheapc_go_barrier_all(char *err, size_t n);
+extern int symheapc_go_check_peers(char *err, size_t n);
+extern int symheapc_go_team_sync(int id, char *err, size_t n);
+/* Splits team parent (start, stride, size over its ranks). Returns the new
+ * team's id (>= 0) and fills world[] with its members' world PEs, -1 when
+ * this PE is not a member, -2 on error. */
+extern int symheapc_go_team_split(int parent, int start, int stride, int size, int *world, char *err, size_t n);
+extern int symheapc_go_team_destroy(int id, char *err, size_t n);
+
+void shmemi_flush_stdio(void);
+#endif

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# capi/tests/run.sh BIN - the C library's tests (make test-c).
+#
+# Builds every capi/tests/t_*.c with BIN/symcc, runs each under BIN/shrun
+# on 2, 3 and 4 PEs with the default allocator and with buddy, then runs
+# t_err's misuse cases and checks their exit status and message, and that
+# no job left a segment in /dev/shm. Exits 1 if anything failed.
+set -uo pipefail
+BIN=${1:?usage: run.sh BIN}
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+OUT=$(mktemp -d "${TMPDIR:-/tmp}/symheap-ctest.XXXXXX")
+fail=0
+export SHMEM_SYMMETRIC_SIZE=${SHMEM_SYMMETRIC_SIZE:-32m} SYMHEAP_SHARED_SIZE=${SYMHEAP_SHARED_SIZE:-4m}
+
+command -v gcc >/dev/null 2>&1 || command -v cc >/dev/null 2>&1 ||
+	{ echo "run.sh: no C compiler (make capi installs gcc as root)" >&2; exit 1; }
+[ -x "$BIN/symcc" ] && [ -f "$BIN/libsymheap.so" ] ||
+	{ echo "run.sh: $BIN/symcc or $BIN/libsymheap.so missing: run make build" >&2; exit 1; }
+
+# Every job's segment is named after its shrun's pid (symheap-UID-jPID-...):
+# those of our jobs must all be gone at the end. Other jobs of this user
+# may run meanwhile; their segments are not looked at.
+pids=()
+leftovers() {
+	local p
+	for p in "${pids[@]}"; do
+		ls /dev/shm 2>/dev/null | grep "^symheap-$(id -u)-j$p-" || true
+	done
+}
+cleanup() {
+	local s
+	for s in $(leftovers); do rm -f "/dev/shm/$s"; done
+	rm -rf "$OUT"
+}
+trap cleanup EXIT
+
+for src in "$HERE"/t_*.c; do
+	t=$(basename "$src" .c)
+	"$BIN/symcc" -std=gnu11 -O2 -Wall -Werror -pthread -o "$OUT/$t" "$src" || { echo "FAIL build $t"; fail=1; continue; }
+done
+# The static library too, for one program; and a non-PIE executable
+# (gcc's default here is PIE), whose static data lie at the same address
+# in every PE and hold copy relocations of libc's data.
+"$BIN/symcc" --symheap-static -std=gnu11 -O2 -o "$OUT/t_rma_static" "$HERE/t_rma.c" || { echo "FAIL build t_rma_static"; fail=1; }
+"$BIN/symcc" -std=gnu11 -O2 -no-pie -o "$OUT/t_sync_nopie" "$HERE/t_sync.c" || { echo "FAIL build t_sync_nopie"; fail=1; }
+
+# job ENV... -- SHRUN-ARGS...: one job under shrun (its own timeout ends
+# it), recording shrun's pid; returns the job's exit status.
+job() {
+	local env=()
+	while [ "$1" != -- ]; do env+=("$1"); shift; done
+	shift
+	env "${env[@]}" "$BIN/shrun" --timeout 100s "$@" >"$OUT/out" 2>"$OUT/err" &
+	local p=$!
+	pids+=("$p")
+	wait "$p"
+}
+
+run() { # run NAME NP ALLOC ARGS...: the job's exit status
+	local name=$1 np=$2 alloc=$3
+	shift 3
+	job SYMHEAP_ALLOCATOR="$alloc" -- -n "$np" "$OUT/$name" "$@"
+}
+
+for t in t_rma t_amo t_sync t_coll t_mem t_thread t_rma_static t_sync_nopie; do
+	[ -x "$OUT/$t" ] || continue
+	for alloc in "" buddy; do
+		for np in 2 3 4; do
+			if run "$t" "$np" "$alloc"; then
+				echo "ok   $t -n $np ${alloc:-default}"
+			else
+				echo "FAIL $t -n $np ${alloc:-default} (status $?)"
+				sed 's/^/    /' "$OUT/out" "$OUT/err" | head -20
+				fail=1
+			fi
+		done
+	done
+done
+
+# The runtime's other modes: offset translation, and protected mode (other
+# PEs' heaps read-only but through the write alias).
+for mode in SYMHEAP_OFFSET_MODE=1 SYMHEAP_PROTECT=1; do
+	if job "$mode" -- -n 3 "$OUT/t_rma"; then
+		echo "ok   t_rma -n 3 $mode"
+	else
+		echo "FAIL t_rma -n 3 $mode (status $?)"
+		sed 's/^/    /' "$OUT/out" "$OUT/err" | head -20
+		fail=1
+	fi
+done
+
+# expect CASE NP STATUS PATTERN: t_err CASE ends with STATUS and, when
+# PATTERN is not empty, its stderr has a line matching it that says
+# "symheap:" exactly once.
+expect() {
+	local c=$1 np=$2 want=$3 pat=$4
+	run t_err "$np" "" "$c"
+	local got=$?
+	local ok=1
+	[ "$got" -eq "$want" ] || ok=0
+	if [ -n "$pat" ]; then
+		local line
+		line=$(grep -E -- "$pat" "$OUT/err" | head -1)
+		[ -n "$line" ] || ok=0
+		[ "$(grep -o 'symheap:' <<<"$line" | wc -l)" -eq 1 ] || ok=0
+	fi
+	if [ $ok = 1 ]; then
+		echo "ok   t_err $c: status $got"
+	else
+		echo "FAIL t_err $c: status $got (want $want), stderr:"
+		sed 's/^/    /' "$OUT/err" | head -10
+		fail=1
+	fi
+}
+expect pe 2 1 'symheap: PE 0: shmem_long_p: PE 7 does not exist \(the job has 2 PEs, 0 to 1\)'
+expect notsym 2 1 'shmem_long_put: 8 bytes at 0x[0-9a-f]+ are not symmetric'
+expect align 2 1 'shmem_int_atomic_add: the variable at 0x[0-9a-f]+ is not aligned'
+expect clearlock 2 1 'shmem_clear_lock: the lock at 0x[0-9a-f]+ is not held'
+expect relock 2 1 'shmem_set_lock: the lock at 0x[0-9a-f]+ is already held by this thread'
+expect cmp 2 1 'shmem_long_wait_until: comparison 42 is none of SHMEM_CMP_EQ'
+expect toobig 2 1 'shmem_putmem: 67108864 bytes at 0x[0-9a-f]+ run past the end'
+expect noinit 2 1 'symheap: shmem_long_p: called before shmem_init'
+expect gexit0 3 0 ''
+expect nofinalize 2 0 ''
+expect gexit 3 3 ''
+if [ "$(grep -c 'flushed before the exit' "$OUT/out")" -ne 3 ]; then
+	echo "FAIL t_err gexit: stdout not flushed by shmem_global_exit:"
+	sed 's/^/    /' "$OUT/out"
+	fail=1
+fi
+
+left=$(leftovers)
+if [ -n "$left" ]; then
+	echo "FAIL segments left in /dev/shm (removed now):"
+	sed 's/^/    /' <<<"$left"
+	fail=1
+fi
+if [ $fail = 0 ]; then
+	echo "test-c: all C tests passed"
+else
+	echo "test-c: FAILED"
+fi
+exit $fail

@@ -1,0 +1,205 @@
+/* t_coll.c - teams (world, shared, split strided and 2-D, translate,
+ * config, sync, destroy, contexts on teams), team collectives (broadcast,
+ * collect, fcollect, alltoall, alltoalls, reductions of several types),
+ * and the deprecated active-set routines with pSync. */
+#include <complex.h>
+#include "check.h"
+
+static long pSync[2][SHMEM_REDUCE_SYNC_SIZE];
+static long pSyncB[SHMEM_BARRIER_SYNC_SIZE];
+static long pWrk[SHMEM_REDUCE_MIN_WRKDATA_SIZE + 16];
+static long lsrc[16], ldst[16];
+static double dsrc[4], ddst[4];
+static long double ldsrc[2], lddst[2];
+static double _Complex csrc[2], cdst[2];
+static int isrc[8], idst[64];
+
+int main(void)
+{
+	int provided = -1;
+	CHECK(shmem_init_thread(SHMEM_THREAD_MULTIPLE, &provided) == 0, "init_thread");
+	CHECK(provided == SHMEM_THREAD_MULTIPLE, "provided %d", provided);
+	int me = shmem_my_pe(), n = shmem_n_pes();
+	for (int j = 0; j < 2; j++)
+		for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
+			pSync[j][i] = SHMEM_SYNC_VALUE;
+	for (int i = 0; i < SHMEM_BARRIER_SYNC_SIZE; i++)
+		pSyncB[i] = SHMEM_SYNC_VALUE;
+
+	/* The predefined teams. */
+	CHECK(shmem_team_my_pe(SHMEM_TEAM_WORLD) == me, "world rank");
+	CHECK(shmem_team_n_pes(SHMEM_TEAM_WORLD) == n, "world size");
+	CHECK(shmem_team_n_pes(SHMEM_TEAM_SHARED) == n, "shared team size");
+	CHECK(shmem_team_translate_pe(SHMEM_TEAM_WORLD, n - 1, SHMEM_TEAM_SHARED) == n - 1, "translate");
+	shmem_team_config_t cfg = {0};
+	CHECK(shmem_team_get_config(SHMEM_TEAM_WORLD, SHMEM_TEAM_NUM_CONTEXTS, &cfg) == 0, "get_config");
+
+	/* Team reductions on the world: sum, max, min, prod, and/or/xor. */
+	for (int i = 0; i < 16; i++)
+		lsrc[i] = me + i;
+	shmem_long_sum_reduce(SHMEM_TEAM_WORLD, ldst, lsrc, 16);
+	for (int i = 0; i < 16; i++)
+		CHECK(ldst[i] == (long)n * (n - 1) / 2 + (long)n * i, "sum[%d] = %ld", i, ldst[i]);
+	shmem_max_reduce(SHMEM_TEAM_WORLD, ldst, lsrc, 16); /* generic */
+	CHECK(ldst[0] == n - 1 && ldst[15] == n + 14, "max %ld %ld", ldst[0], ldst[15]);
+	shmem_long_min_reduce(SHMEM_TEAM_WORLD, ldst, lsrc, 2);
+	CHECK(ldst[0] == 0 && ldst[1] == 1, "min %ld %ld", ldst[0], ldst[1]);
+	lsrc[0] = 1L << me;
+	shmem_int64_or_reduce(SHMEM_TEAM_WORLD, ldst, lsrc, 1);
+	CHECK(ldst[0] == (1L << n) - 1, "or %lx", ldst[0]);
+	shmem_int64_xor_reduce(SHMEM_TEAM_WORLD, ldst, lsrc, 1);
+	CHECK(ldst[0] == (1L << n) - 1, "xor %lx", ldst[0]);
+	lsrc[0] = ~0L;
+	lsrc[1] = me + 1;
+	shmem_int64_and_reduce(SHMEM_TEAM_WORLD, ldst, lsrc, 1);
+	CHECK(ldst[0] == ~0L, "and %lx", ldst[0]);
+	shmem_long_prod_reduce(SHMEM_TEAM_WORLD, ldst, lsrc + 1, 1);
+	long fact = 1;
+	for (int p = 1; p <= n; p++)
+		fact *= p;
+	CHECK(ldst[0] == fact, "prod %ld, want %ld", ldst[0], fact);
+	dsrc[0] = 0.5 * me;
+	shmem_double_sum_reduce(SHMEM_TEAM_WORLD, ddst, dsrc, 1);
+	CHECK(ddst[0] == 0.25 * n * (n - 1), "double sum %g", ddst[0]);
+	ldsrc[0] = me;
+	shmem_longdouble_max_reduce(SHMEM_TEAM_WORLD, lddst, ldsrc, 1);
+	CHECK(lddst[0] == n - 1, "long double max");
+	csrc[0] = me + 1.0 * I;
+	shmem_complexd_sum_reduce(SHMEM_TEAM_WORLD, cdst, csrc, 1);
+	CHECK(creal(cdst[0]) == n * (n - 1) / 2 && cimag(cdst[0]) == n, "complex sum");
+	/* In place: dest == source. */
+	lsrc[0] = me;
+	shmem_long_sum_reduce(SHMEM_TEAM_WORLD, lsrc, lsrc, 1);
+	CHECK(lsrc[0] == (long)n * (n - 1) / 2, "in-place sum %ld", lsrc[0]);
+
+	/* Broadcast, collect, fcollect, alltoall(s) on the world. */
+	for (int i = 0; i < 8; i++)
+		isrc[i] = me * 10 + i;
+	memset(idst, 0, sizeof idst);
+	shmem_int_broadcast(SHMEM_TEAM_WORLD, idst, isrc, 4, n - 1);
+	for (int i = 0; i < 4; i++)
+		CHECK(idst[i] == (n - 1) * 10 + i, "broadcast[%d] = %d", i, idst[i]);
+	shmem_int_fcollect(SHMEM_TEAM_WORLD, idst, isrc, 2);
+	for (int p = 0; p < n; p++)
+		CHECK(idst[2 * p] == p * 10 && idst[2 * p + 1] == p * 10 + 1, "fcollect at %d", p);
+	/* collect: PE p contributes p+1 elements. */
+	shmem_collect(SHMEM_TEAM_WORLD, idst, isrc, (size_t)me + 1); /* generic */
+	int off = 0;
+	for (int p = 0; p < n; p++)
+		for (int i = 0; i <= p; i++, off++)
+			CHECK(idst[off] == p * 10 + i, "collect idst[%d] = %d", off, idst[off]);
+	/* alltoall: block j of PE p's source goes to block p of PE j. */
+	for (int j = 0; j < n; j++)
+		isrc[j] = me * 10 + j;
+	shmem_int_alltoall(SHMEM_TEAM_WORLD, idst, isrc, 1);
+	for (int p = 0; p < n; p++)
+		CHECK(idst[p] == p * 10 + me, "alltoall[%d] = %d", p, idst[p]);
+	shmem_int_alltoalls(SHMEM_TEAM_WORLD, idst, isrc, 2, 1, 1);
+	for (int p = 0; p < n; p++)
+		CHECK(idst[2 * p] == p * 10 + me, "alltoalls[%d] = %d", 2 * p, idst[2 * p]);
+	shmem_sync_all();
+
+	/* A strided split: the even PEs. */
+	shmem_team_t even;
+	int size = (n + 1) / 2;
+	CHECK(shmem_team_split_strided(SHMEM_TEAM_WORLD, 0, 2, size, NULL, 0, &even) == 0, "split");
+	if (me % 2 == 0) {
+		CHECK(even != SHMEM_TEAM_INVALID, "even PE not in the even team");
+		CHECK(shmem_team_my_pe(even) == me / 2 && shmem_team_n_pes(even) == size, "even rank");
+		CHECK(shmem_team_translate_pe(even, size - 1, SHMEM_TEAM_WORLD) == 2 * (size - 1), "translate");
+		lsrc[0] = me;
+		shmem_long_sum_reduce(even, ldst, lsrc, 1);
+		CHECK(ldst[0] == (long)size * (size - 1), "even sum %ld", ldst[0]);
+		shmem_ctx_t ctx;
+		CHECK(shmem_team_create_ctx(even, 0, &ctx) == 0, "team ctx");
+		shmem_team_t t2;
+		shmem_ctx_get_team(ctx, &t2);
+		CHECK(t2 == even, "ctx team");
+		int peer = shmem_team_translate_pe(even, (shmem_team_my_pe(even) + 1) % size, SHMEM_TEAM_WORLD);
+		shmem_ctx_long_p(ctx, &ldst[1], 77, peer);
+		shmem_ctx_quiet(ctx);
+		shmem_team_sync(even);
+		CHECK(ldst[1] == 77, "ctx put in team");
+		shmem_ctx_destroy(ctx);
+		CHECK(shmem_team_ptr(even, ldst, 0) != NULL, "team_ptr");
+		shmem_team_destroy(even);
+	} else {
+		CHECK(even == SHMEM_TEAM_INVALID, "odd PE in the even team");
+	}
+	shmem_barrier_all();
+
+	/* 2-D split: rows of 2. */
+	shmem_team_t xt, yt;
+	CHECK(shmem_team_split_2d(SHMEM_TEAM_WORLD, 2, NULL, 0, &xt, NULL, 0, &yt) == 0, "split_2d");
+	CHECK(xt != SHMEM_TEAM_INVALID && yt != SHMEM_TEAM_INVALID, "2-D teams");
+	CHECK(shmem_team_my_pe(xt) == me % 2, "x rank %d", shmem_team_my_pe(xt));
+	CHECK(shmem_team_my_pe(yt) == me / 2, "y rank %d", shmem_team_my_pe(yt));
+	CHECK(shmem_team_n_pes(yt) == (n - me % 2 + 1) / 2, "y size %d", shmem_team_n_pes(yt));
+	shmem_team_sync(xt);
+	shmem_team_destroy(xt);
+	shmem_team_destroy(yt);
+	shmem_barrier_all();
+
+	/* Deprecated active-set routines: barrier, to_all, broadcast64,
+	 * collect/fcollect/alltoall 32 and 64, alternating pSync. */
+	shmem_barrier(0, 0, n, pSyncB);
+	for (int r = 0; r < 4; r++) {
+		lsrc[0] = me + r;
+		shmem_long_sum_to_all(ldst, lsrc, 1, 0, 0, n, pWrk, pSync[r & 1]);
+		CHECK(ldst[0] == (long)n * (n - 1) / 2 + (long)n * r, "sum_to_all round %d: %ld", r, ldst[0]);
+	}
+	dsrc[0] = me;
+	shmem_double_max_to_all(ddst, dsrc, 1, 0, 0, n, (double *)pWrk, pSync[0]);
+	CHECK(ddst[0] == n - 1, "max_to_all %g", ddst[0]);
+	shmem_barrier_all();
+	ldst[0] = -1;
+	lsrc[0] = 1000 + me;
+	shmem_broadcast64(ldst, lsrc, 1, 0, 0, 0, n, pSync[1]);
+	if (me != 0)
+		CHECK(ldst[0] == 1000, "broadcast64 %ld", ldst[0]);
+	else
+		CHECK(ldst[0] == -1, "broadcast64 wrote the root's dest");
+	shmem_barrier_all();
+	isrc[0] = me;
+	shmem_fcollect32(idst, isrc, 1, 0, 0, n, pSync[0]);
+	for (int p = 0; p < n; p++)
+		CHECK(idst[p] == p, "fcollect32 %d", idst[p]);
+	shmem_barrier_all();
+	lsrc[0] = me;
+	lsrc[1] = me;
+	shmem_collect64(ldst, lsrc, (size_t)(me % 2) + 1, 0, 0, n, pSync[1]);
+	off = 0;
+	for (int p = 0; p < n; p++)
+		for (int i = 0; i <= p % 2; i++, off++)
+			CHECK(ldst[off] == p, "collect64 ldst[%d] = %ld", off, ldst[off]);
+	shmem_barrier_all();
+	for (int j = 0; j < n; j++)
+		isrc[j] = me * 10 + j;
+	shmem_alltoall32(idst, isrc, 1, 0, 0, n, pSync[0]);
+	for (int p = 0; p < n; p++)
+		CHECK(idst[p] == p * 10 + me, "alltoall32 %d", idst[p]);
+	/* Many broadcasts back to back, rotating roots: the handshake's
+	 * tickets must never let a member read a source from another round. */
+	for (int it = 0; it < 300; it++) {
+		int root = it % n;
+		lsrc[0] = (long)it * 100 + me;
+		shmem_broadcast64(ldst, lsrc, 1, root, 0, 0, n, pSync[it & 1]);
+		if (me != root)
+			CHECK(ldst[0] == (long)it * 100 + root, "broadcast64 round %d: %ld", it, ldst[0]);
+		shmem_long_broadcast(SHMEM_TEAM_WORLD, &ldst[1], lsrc, 1, root);
+		CHECK(ldst[1] == (long)it * 100 + root, "team broadcast round %d: %ld", it, ldst[1]);
+	}
+	shmem_barrier_all();
+	/* An active set of stride 2: PEs 0, 2, ... */
+	shmem_barrier_all();
+	if (me % 2 == 0) {
+		lsrc[0] = 1;
+		shmem_long_sum_to_all(ldst, lsrc, 1, 0, 1, (n + 1) / 2, pWrk, pSync[1]);
+		CHECK(ldst[0] == (n + 1) / 2, "strided set sum %ld", ldst[0]);
+	}
+	shmem_barrier_all();
+	for (int j = 0; j < 2; j++)
+		for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
+			CHECK(pSync[j][i] == SHMEM_SYNC_VALUE, "pSync[%d][%d] not restored: %ld", j, i, pSync[j][i]);
+	DONE("t_coll");
+}

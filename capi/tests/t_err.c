@@ -1,0 +1,59 @@
+/* t_err.c CASE - one misuse per run; run.sh checks the exit status and
+ * the message. */
+#include <shmem.h>
+#include <stdio.h>
+#include <string.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static long x;
+static long lock;
+
+int main(int argc, char **argv)
+{
+	const char *c = argc > 1 ? argv[1] : "";
+	if (strcmp(c, "noinit") == 0) {
+		shmem_long_p(&x, 1, 0);
+		return 0;
+	}
+	shmem_init();
+	int me = shmem_my_pe(), n = shmem_n_pes();
+	long local = 0;
+	if (strcmp(c, "pe") == 0 && me == 0)
+		shmem_long_p(&x, 1, n + 5);
+	if (strcmp(c, "notsym") == 0 && me == 0)
+		shmem_long_put(&local, &local, 1, 1);
+	if (strcmp(c, "align") == 0 && me == 0)
+		shmem_int_atomic_add((int *)((char *)&x + 1), 1, 1);
+	if (strcmp(c, "clearlock") == 0 && me == 0)
+		shmem_clear_lock(&lock);
+	if (strcmp(c, "relock") == 0 && me == 0) {
+		shmem_set_lock(&lock);
+		shmem_set_lock(&lock);
+	}
+	if (strcmp(c, "cmp") == 0 && me == 0)
+		shmem_long_wait_until(&x, 42, 0);
+	if (strcmp(c, "toobig") == 0) {
+		char *h = shmem_malloc(64);
+		if (me == 0) {
+			size_t n = (size_t)64 << 20; /* beyond the 32 MiB heap */
+			shmem_putmem(h, malloc(n), n, 1);
+		}
+	}
+	if (strcmp(c, "gexit") == 0) {
+		/* Buffered stdout (a pipe) must reach the launcher. */
+		printf("PE %d: flushed before the exit\n", me);
+		shmem_barrier_all(); /* every PE has printed */
+		if (me == 1)
+			shmem_global_exit(3);
+		shmem_barrier_all();
+		sleep(10);
+	}
+	if (strcmp(c, "gexit0") == 0 && me == n - 1)
+		shmem_global_exit(0);
+	if (strcmp(c, "nofinalize") == 0)
+		return 0; /* exits without shmem_finalize: left at exit */
+	shmem_barrier_all();
+	shmem_finalize();
+	return 0;
+}

@@ -1,0 +1,40 @@
+// Package cabi is the seam between the runtime (the root package) and the
+// C library (capi, built only by `make build` with the symheap_capi tag).
+// The C library's fast paths read the segment directly; this package
+// carries, once at shmem_init, what they need to know of a PE's view of
+// it, in plain values, and the few runtime actions the C side must ask
+// of the root that its public API does not offer. The root fills Describe
+// and its companions from an init function; nothing else imports it.
+package cabi
+
+import "unsafe"
+
+// Layout is what the C fast paths read: where the segment is, where each
+// partition and control block lies, and where the words of the wake-up
+// protocol are (see the root's wait.go).
+type Layout struct {
+	Base, WBase                unsafe.Pointer // the segment as mapped here; where the runtime writes other PEs' heaps
+	PartOff, PartStride        uint64         // partition p begins at Base+PartOff+p*PartStride, with its symmetric heap
+	HeapSize                   uint64
+	CBBase                     unsafe.Pointer // PE 0's control block; PE p's is CBStride bytes further per PE
+	CBStride                   uint64
+	SigWord, SigSleepers       uint64 // offsets in a control block of the signal's futex word and sleepers count
+	Sleeping                   uint64 // offset in PE 0's control block of the job's sleepers count
+	StatPuts, StatGets, StatAt unsafe.Pointer
+	Rank, NPEs                 int
+	MembarrierReady            bool // puts need no fence (wait.go)
+	SameAddress, Protected     bool
+	Far                        bool // some PE is on another node (the ucx build): the C fast path cannot reach it
+	Polls, Yields              int  // the pacing of waits for other processes (shmsync.Pace)
+	SegPath                    string
+}
+
+// Hooks the root fills (see package comment). p is the root's *PE.
+var (
+	Describe   func(p any) Layout
+	CheckPeers func(p any) error // nil, or the error naming a lost PE
+	// BeforeExit, when set (by the C library), runs before the runtime
+	// ends the process on a GlobalExit (this PE's or another's): it
+	// flushes C's stdio.
+	BeforeExit func()
+)
