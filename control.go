@@ -14,7 +14,12 @@ type control struct {
 	exitSleepers atomic.Uint32
 	watchStop    atomic.Uint32 // set by this PE's Close to end its watcher
 
-	_ [48]byte
+	// Multi-node jobs (far_ucx.go): set by this node's leader when its
+	// cross-node barrier found a PE lost, to 2 + that PE's rank (1: not
+	// known which); loaded by the node's PEs after the barrier.
+	farLost atomic.Int64
+
+	_ [40]byte
 
 	// This PE's wake-up channel for point-to-point synchronisation
 	// (wait.go), on a cache line of its own: writers load sig.sleepers

@@ -6,6 +6,7 @@ import (
 	"github.com/symheap/symheap/alloc"
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/msg"
+	"github.com/symheap/symheap/internal/transport"
 )
 
 // Message passing: Send, Recv, Isend, Irecv. The layer lives in
@@ -49,7 +50,21 @@ func (pe *PE) Send(buf []byte, dest, tag int) error {
 	if err := pe.checkOpen(); err != nil {
 		return err
 	}
+	if pe.rma.far {
+		if err := pe.farMsg("Send", dest); err != nil {
+			return err
+		}
+	}
 	return pe.ext.msg.Send(buf, dest, tag)
+}
+
+// farMsg refuses a message to or from a PE on another node: messages do
+// not cross nodes yet (AnySource matches this node's PEs only).
+func (pe *PE) farMsg(op string, peer int) error {
+	if peer >= 0 && peer < pe.npes && pe.rma.route(peer) == transport.Far {
+		return farNotSupported(op, peer, pe.Node(peer))
+	}
+	return nil
 }
 
 // Isend starts sending buf to PE dest with tag. buf must not change until
@@ -57,6 +72,11 @@ func (pe *PE) Send(buf []byte, dest, tag int) error {
 func (pe *PE) Isend(buf []byte, dest, tag int) (*Request, error) {
 	if err := pe.checkOpen(); err != nil {
 		return nil, err
+	}
+	if pe.rma.far {
+		if err := pe.farMsg("Isend", dest); err != nil {
+			return nil, err
+		}
 	}
 	r, err := pe.ext.msg.Isend(buf, dest, tag)
 	return (*Request)(r), err
@@ -71,6 +91,11 @@ func (pe *PE) Recv(buf []byte, source, tag int) (Status, error) {
 	if err := pe.checkOpen(); err != nil {
 		return Status{}, err
 	}
+	if pe.rma.far {
+		if err := pe.farMsg("Recv", source); err != nil {
+			return Status{}, err
+		}
+	}
 	st, err := pe.ext.msg.Recv(buf, source, tag)
 	return Status(st), err
 }
@@ -80,6 +105,11 @@ func (pe *PE) Recv(buf []byte, source, tag int) (Status, error) {
 func (pe *PE) Irecv(buf []byte, source, tag int) (*Request, error) {
 	if err := pe.checkOpen(); err != nil {
 		return nil, err
+	}
+	if pe.rma.far {
+		if err := pe.farMsg("Irecv", source); err != nil {
+			return nil, err
+		}
 	}
 	r, err := pe.ext.msg.Irecv(buf, source, tag)
 	return (*Request)(r), err

@@ -302,6 +302,9 @@ type symHeap struct {
 	stats *core.Stats
 	rma   *rmaLayer    // the completion and wake-up protocol, and the waits
 	lost  func() error // the liveness check of every PE
+	// mirror copies this PE's record to the PEs of other nodes, whose
+	// node segments hold a copy of this PE's control block (far_ucx.go).
+	mirror func(rec *allocRecord) error
 
 	seq  uint64       // collective allocation phases made
 	call uint64       // collective allocation calls made
@@ -362,6 +365,11 @@ func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) error
 	// earlier puts (NBI ones), as a barrier's Quiet would; the seq store
 	// above is the fence wakeSleepers asks for.
 	h.rma.wakeSleepers()
+	if h.rma.far {
+		if err := h.mirror(rec); err != nil {
+			return fmt.Errorf("symheap: %s (call #%d) publishing its record to other nodes: %w", callNames[kind], h.call, err)
+		}
+	}
 	arrived := func() bool {
 		for p, c := range h.ctl {
 			// Seq-cst load; pairs with PE p's seq store above.
@@ -370,6 +378,12 @@ func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) error
 			}
 		}
 		return true
+	}
+	if h.rma.far {
+		// Records from other nodes arrive while this PE drives the
+		// transport.
+		local := arrived
+		arrived = func() bool { h.rma.farProgress(); return local() }
 	}
 	if arrived() {
 		return nil

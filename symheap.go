@@ -70,6 +70,7 @@ import (
 
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/team"
+	"github.com/symheap/symheap/internal/transport"
 
 	"github.com/symheap/symheap/alloc"
 	_ "github.com/symheap/symheap/alloc/all" // the built-in allocator components
@@ -109,6 +110,9 @@ type PE struct {
 
 	watchDone chan struct{}
 	ext       peExt // state of the API layers built on the core
+
+	topo topology  // where every PE runs (far.go)
+	farL *farLayer // PEs on other nodes (far_ucx.go); nil when the job is one node's
 }
 
 var (
@@ -132,26 +136,38 @@ func Init(cfg Config) (*PE, error) {
 	if err != nil {
 		return nil, err
 	}
-	shmsync.SetPEs(j.npes) // every PE of the job runs on this node
+	topo, farL, err := discover(&j)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*PE, error) { // before the segment is open
+		farL.finalize()
+		return nil, err
+	}
+	shmsync.SetPEs(len(topo.local)) // the PEs that run on this node
 	comp, reason, err := alloc.Select(set.allocator, set.heap)
 	if err != nil {
-		return nil, fmt.Errorf("symheap: choosing the allocator: %w", err)
+		return fail(fmt.Errorf("symheap: choosing the allocator: %w", err))
+	}
+	var local []int // nil: every PE attaches
+	if farL != nil {
+		local = topo.local
 	}
 	seg, err := segment.Open(segment.Params{
 		Job: j.id, Rank: j.rank, NPEs: j.npes,
 		HeapSize: set.heap, SharedSize: set.shared, CBSize: core.CBSize(j.npes),
 		Allocator: comp.Name, ForceOffset: set.offsetMode, InitTimeout: set.initTimeout,
-		PeerTimeout: set.peerTimeout, Protect: set.protect,
+		PeerTimeout: set.peerTimeout, Protect: set.protect, Local: local,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("symheap: Init: %w", err)
+		return fail(fmt.Errorf("symheap: Init: %w", err))
 	}
 	if a := seg.Allocator(); a != comp.Name {
 		seg.Close()
-		return nil, fmt.Errorf("symheap: the job uses allocator %q, this PE would choose %q: %w (set SYMHEAP_ALLOCATOR alike on every PE)", a, comp.Name, ErrBadConfig)
+		return fail(fmt.Errorf("symheap: the job uses allocator %q, this PE would choose %q: %w (set SYMHEAP_ALLOCATOR alike on every PE)", a, comp.Name, ErrBadConfig))
 	}
 	pe := &PE{seg: seg, rank: j.rank, npes: j.npes, set: set, job: j, component: comp, reason: reason,
-		sp: *core.NewSpace(seg, j.rank, j.npes), watchDone: make(chan struct{})}
+		sp: *core.NewSpace(seg, j.rank, j.npes), watchDone: make(chan struct{}), topo: topo, farL: farL}
 	pe.stats = pe.sp.Stats(j.rank)
 	pe.ctl = make([]*control, j.npes)
 	for i := range pe.ctl {
@@ -159,26 +175,36 @@ func Init(cfg Config) (*PE, error) {
 	}
 	pe.rma.ctl, pe.rma.stats, pe.rma.rank, pe.rma.npes = pe.ctl, pe.stats, pe.rank, pe.npes
 	pe.ext.sym = symHeap{sp: &pe.sp, ctl: pe.ctl, stats: pe.stats, rma: &pe.rma, lost: pe.peerLost}
+	pe.ext.sym.mirror = pe.farMirror
 	// The monitor and the release log first: the heaps report their
 	// releases to the log from the first call on.
 	if err := pe.initHooks(); err != nil {
 		seg.Close()
-		return nil, err
+		return fail(err)
 	}
 	if err := pe.formatHeaps(); err != nil {
 		pe.closeHooks()
 		seg.Close()
-		return nil, err
+		return fail(err)
 	}
 	if err := pe.initExt(); err != nil {
 		pe.closeHooks()
 		seg.Close()
-		return nil, err
+		return fail(err)
 	}
 	go pe.watchExit()
 	pe.ext.teams.Init((*teamRuntime)(pe), team.Config{Space: &pe.sp, Closed: &pe.closed})
+	// PEs on other nodes: UCX, and the bootstrap's fence, which is the
+	// cross-node part of the barrier below.
+	if err := pe.startFar(); err != nil {
+		pe.closeFar(false)
+		pe.stopWatch()
+		seg.Close()
+		return nil, err
+	}
 	// Nobody touches another PE's heap before that PE formatted it.
 	if err := seg.Barrier(); err != nil {
+		pe.closeFar(false)
 		pe.stopWatch()
 		seg.Close()
 		return nil, fmt.Errorf("symheap: Init: %w", err)
@@ -211,7 +237,14 @@ func (pe *PE) Close() error {
 	pe.mu.Lock()
 	defer pe.mu.Unlock()
 	pe.rma.quietAll()
-	err := pe.seg.Barrier()
+	var err error
+	if pe.farL != nil {
+		// Every PE of every node has stopped reaching into this one's
+		// memory before it goes.
+		err = pe.closeFar(true)
+	} else {
+		err = pe.seg.Barrier()
+	}
 	if err != nil {
 		err = fmt.Errorf("symheap: Close: %w", err)
 	}
@@ -251,6 +284,13 @@ func (pe *PE) Barrier() error {
 		pe.rma.quietAll()
 		return nil
 	}
+	if pe.rma.far {
+		pe.rma.quietAll()
+		if err := pe.farBarrier(); err != nil {
+			return fmt.Errorf("symheap: Barrier: %w", err)
+		}
+		return nil
+	}
 	// The world team's barrier (internal/team), which turns a lost PE
 	// into ErrPeerLost as the segment's barrier does. Its arrival is a
 	// full fence, which completes this PE's puts as Quiet would; right
@@ -263,6 +303,9 @@ func (pe *PE) Barrier() error {
 func (pe *PE) Accessible(target int) bool {
 	if pe.closed.Load() || target < 0 || target >= pe.npes {
 		return false
+	}
+	if pe.rma.route(target) == transport.Far {
+		return pe.farAlive(target)
 	}
 	return pe.seg.Alive(target)
 }
@@ -372,5 +415,11 @@ func (pe *PE) checkPE(target int) error {
 	return nil
 }
 
-// peerLost checks the liveness of every PE.
-func (pe *PE) peerLost() error { return pe.seg.CheckPeers(nil) }
+// peerLost checks the liveness of every PE: those of this node through
+// the segment, the others through the transport and the launcher.
+func (pe *PE) peerLost() error {
+	if err := pe.seg.CheckPeers(nil); err != nil || pe.farL == nil {
+		return err
+	}
+	return pe.farCheck()
+}

@@ -1,6 +1,10 @@
 package symheap
 
-import "github.com/symheap/symheap/internal/team"
+import (
+	"fmt"
+
+	"github.com/symheap/symheap/internal/team"
+)
 
 // Teams: World, Split, Sync, Destroy. The layer lives in internal/team,
 // whose package comment is its design (the team area, full barriers,
@@ -54,7 +58,12 @@ func (t *Team) TeamRank(p int) int { return (*team.Team)(t).TeamRank(p) }
 // complete outstanding non-blocking puts (PE.Barrier and Quiet do). It
 // takes no lock: a Sync that finds another call of this PE in progress on
 // the team returns ErrBadArg (see Team).
-func (t *Team) Sync() error { return (*team.Team)(t).Sync() }
+func (t *Team) Sync() error {
+	if pe := farTeam(t); pe != nil {
+		return farSync(pe, t)
+	}
+	return (*team.Team)(t).Sync()
+}
 
 // Split makes a new team of the parent's ranks start, start+stride, ...,
 // size of them (shmem_team_split_strided). It is collective over the
@@ -66,6 +75,12 @@ func (t *Team) Sync() error { return (*team.Team)(t).Sync() }
 // ErrBadArg on every PE; when MaxTeams teams are alive it is
 // ErrOutOfMemory on every PE.
 func (t *Team) Split(start, stride, size int) (*Team, error) {
+	if pe := farTeam(t); pe != nil {
+		if err := pe.check(); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("symheap: Split in a job on %d nodes: %w (teams other than the world team do not span nodes yet)", pe.Nodes(), ErrNotSupported)
+	}
 	nt, err := (*team.Team)(t).Split(start, stride, size)
 	return (*Team)(nt), err
 }

@@ -211,6 +211,40 @@ func (c *Client) NodeID(rank int) (int, error) {
 	return int(v), err
 }
 
+// Hostname returns the name of the host rank runs on.
+func (c *Client) Hostname(rank int) (string, error) {
+	b, err := c.Get(rank, C.PMIX_HOSTNAME)
+	return string(b), err
+}
+
+// Nodes returns an identifier of the node of every rank: the host names
+// (PMIX_HOSTNAME) where the launcher gives them for every rank, else its
+// node ids (PMIX_NODEID; Open MPI 4's launcher gives those only for the
+// ranks of the asking process's own node).
+func (c *Client) Nodes() ([]string, error) {
+	out := make([]string, c.Size)
+	var herr error
+	for r := range out {
+		h, err := c.Hostname(r)
+		if err != nil {
+			herr = err
+			break
+		}
+		out[r] = "host:" + h
+	}
+	if herr == nil {
+		return out, nil
+	}
+	for r := range out {
+		id, err := c.NodeID(r)
+		if err != nil {
+			return nil, fmt.Errorf("pmix: the node of rank %d: neither %s (%v) nor %s (%v)", r, C.PMIX_HOSTNAME, herr, C.PMIX_NODEID, err)
+		}
+		out[r] = "id:" + strconv.Itoa(id)
+	}
+	return out, nil
+}
+
 // LocalRank returns this process's rank among the job's processes of its
 // node.
 func (c *Client) LocalRank() (int, error) {

@@ -119,10 +119,19 @@ static ucs_status_ptr_t sh_tag_send(ucp_ep_h ep, const void *buf, size_t n, uint
 	return ucp_tag_send_nbx(ep, buf, n, tag, &p);
 }
 
-static ucs_status_ptr_t sh_tag_recv(ucp_worker_h w, void *buf, size_t n, uint64_t tag, uint64_t mask) {
+// sh_tag_recv posts a receive. A receive that completes at once (the
+// message was waiting) returns NULL with *tag and *len set.
+static ucs_status_ptr_t sh_tag_recv(ucp_worker_h w, void *buf, size_t n, uint64_t tag, uint64_t mask, uint64_t *rtag, size_t *len) {
+	ucp_tag_recv_info_t info;
 	ucp_request_param_t p;
-	p.op_attr_mask = 0;
-	return ucp_tag_recv_nbx(w, buf, n, tag, mask, &p);
+	p.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO;
+	p.recv_info.tag_info = &info;
+	ucs_status_ptr_t r = ucp_tag_recv_nbx(w, buf, n, tag, mask, &p);
+	if (r == NULL) {
+		*rtag = info.sender_tag;
+		*len = info.length;
+	}
+	return r;
 }
 
 // sh_tag_wait is sh_wait for a receive: it reports the message's tag and
@@ -199,6 +208,24 @@ var ErrPeer = errors.New("ucx: peer failure")
 
 // ErrTimeout marks a peer that did not complete an operation in time.
 var ErrTimeout = errors.New("ucx: timed out")
+
+// PeerError is the failure of an operation on one peer (Peer -1: on
+// the worker as a whole, a flush). It wraps ErrPeer, and ErrTimeout or
+// the UCS status.
+type PeerError struct {
+	Peer int
+	Op   string
+	Err  error
+}
+
+func (e *PeerError) Error() string {
+	if e.Peer < 0 {
+		return fmt.Sprintf("ucx: %s: %v", e.Op, e.Err)
+	}
+	return fmt.Sprintf("ucx: %s (peer %d): %v", e.Op, e.Peer, e.Err)
+}
+
+func (e *PeerError) Unwrap() []error { return []error{ErrPeer, e.Err} }
 
 // Status is a UCS status as an error.
 type Status int
@@ -305,7 +332,7 @@ func (w *Worker) ep(peer int) (*peerState, error) {
 	ps := &w.peers[peer]
 	if ps.ep != nil {
 		if st := C.sh_ep_failed(C.int(peer)); st != C.UCS_OK {
-			return nil, fmt.Errorf("ucx: connection to peer %d: %w: %w", peer, Status(st), ErrPeer)
+			return nil, &PeerError{peer, "connection", Status(st)}
 		}
 		return ps, nil
 	}
@@ -366,7 +393,7 @@ func (w *Worker) stuck(peer int, what string, start time.Time) error {
 	}
 	if w.Lost != nil {
 		if err := w.Lost(peer); err != nil {
-			return fmt.Errorf("ucx: %s: %w", what, err)
+			return err
 		}
 	}
 	if w.Timeout > 0 && time.Since(start) > w.Timeout {
@@ -374,13 +401,13 @@ func (w *Worker) stuck(peer int, what string, start time.Time) error {
 		if peer >= 0 {
 			who = fmt.Sprintf("peer %d", peer)
 		}
-		return fmt.Errorf("ucx: %s: %s has not answered for %v: %w: %w", what, who, w.Timeout, ErrTimeout, ErrPeer)
+		return &PeerError{peer, what, fmt.Errorf("%s has not answered for %v: %w", who, w.Timeout, ErrTimeout)}
 	}
 	return nil
 }
 
 func (w *Worker) peerErr(peer int, what string, st C.ucs_status_t) error {
-	return fmt.Errorf("ucx: %s (peer %d): %w: %w", what, peer, Status(st), ErrPeer)
+	return &PeerError{peer, what, Status(st)}
 }
 
 // Failed returns the first peer whose connection failed, if any.
@@ -389,7 +416,7 @@ func (w *Worker) Failed() (peer int, err error) {
 	defer w.mu.Unlock()
 	for p := range w.peers {
 		if st := C.sh_ep_failed(C.int(p)); st != C.UCS_OK {
-			return p, fmt.Errorf("ucx: connection to peer %d: %w: %w", p, Status(st), ErrPeer)
+			return p, &PeerError{p, "connection", Status(st)}
 		}
 	}
 	return -1, nil
@@ -451,15 +478,21 @@ func (w *Worker) Atomic(op, peer, region int, raddr uint64, size int, v, cmp uin
 		return 0, err
 	}
 	s := unsafe.Slice((*uint64)(unsafe.Pointer(w.scratch)), 2)
-	s[0], s[1] = v, cmp
+	// The operand goes in the buffer; for CSWAP the buffer holds the
+	// expected value and the reply buffer the new one on entry (UCP:
+	// "Result=Y; if (X==Y) then Y=Z", X the buffer, Z the reply buffer).
+	s[0], s[1] = v, 0
+	if op == OpCSwap {
+		s[0], s[1] = cmp, v
+	}
 	var res *C.uint64_t
 	if fetch || op == OpCSwap {
 		res = (*C.uint64_t)(unsafe.Pointer(&s[1]))
 	}
 	if size == 4 {
-		// The 4-byte operand and result sit in the first half of their
+		// The 4-byte operands and result sit in the first half of their
 		// words (little-endian).
-		s[0], s[1] = v&0xffffffff, cmp&0xffffffff
+		s[0], s[1] = s[0]&0xffffffff, s[1]&0xffffffff
 	}
 	req := C.sh_amo(ps.ep, C.int(op), C.int(size), (*C.uint64_t)(unsafe.Pointer(&s[0])), res, C.uint64_t(raddr), ps.rkeys[region])
 	if err := w.wait(req, peer, "atomic"); err != nil {
@@ -542,15 +575,29 @@ func (w *Worker) Send(peer int, tag uint64, buf []byte) error {
 // expected from (-1: any), whose failure ends the wait.
 func (w *Worker) Recv(buf []byte, tag, mask uint64, from int) (int, uint64, error) {
 	w.mu.Lock()
+	if from >= 0 {
+		// An endpoint of our own to the sender: its connection's failure
+		// is what ends the wait if the sender dies.
+		if _, err := w.ep(from); err != nil {
+			w.mu.Unlock()
+			return 0, 0, err
+		}
+	}
 	var pin runtime.Pinner
 	defer pin.Unpin()
 	if len(buf) > 0 {
 		pin.Pin(unsafe.SliceData(buf))
 	}
-	req := C.sh_tag_recv(w.w, unsafe.Pointer(unsafe.SliceData(buf)), C.size_t(len(buf)), C.uint64_t(tag), C.uint64_t(mask))
+	var rtag C.uint64_t
+	var rlen C.size_t
+	req := C.sh_tag_recv(w.w, unsafe.Pointer(unsafe.SliceData(buf)), C.size_t(len(buf)), C.uint64_t(tag), C.uint64_t(mask), &rtag, &rlen)
+	if req == nil {
+		w.mu.Unlock()
+		return int(rlen), uint64(rtag), nil
+	}
 	if C.sh_is_err(req) != 0 {
 		w.mu.Unlock()
-		return 0, 0, statusErr("ucx: receive", C.sh_status(req))
+		return 0, 0, &PeerError{from, "receive", Status(C.sh_status(req))}
 	}
 	start := time.Now()
 	for {
@@ -560,7 +607,7 @@ func (w *Worker) Recv(buf []byte, tag, mask uint64, from int) (int, uint64, erro
 		if st != C.UCS_INPROGRESS {
 			w.mu.Unlock()
 			if st != C.UCS_OK {
-				return int(n), uint64(stag), statusErr("ucx: receive", st)
+				return int(n), uint64(stag), &PeerError{from, "receive", Status(st)}
 			}
 			return int(n), uint64(stag), nil
 		}

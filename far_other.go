@@ -1,0 +1,26 @@
+//go:build !ucx
+
+package symheap
+
+// Without the ucx build tag symheap has no transport to other nodes:
+// a job is the PEs of one node, as the environment describes them.
+
+// MultiNode reports whether this build reaches PEs on other nodes (the
+// ucx build tag).
+const MultiNode = false
+
+// farLayer is the multi-node state of a PE; empty in this build.
+type farLayer struct{}
+
+// discover reads the job's placement; in this build every PE of the
+// job is on this node.
+func discover(j *job) (topology, *farLayer, error) { return placement(j.npes), nil, nil }
+
+func (f *farLayer) finalize()                    {}
+func (pe *PE) startFar() error                   { return nil }
+func (pe *PE) closeFar(barrier bool) error       { return nil }
+func (pe *PE) farBarrier() error                 { return nil }
+func (pe *PE) farCheck() error                   { return nil }
+func (pe *PE) farAlive(p int) bool               { return false }
+func (pe *PE) farMirror(rec *allocRecord) error  { return nil }
+func (pe *PE) farTransportInfo() (string, error) { return "", ErrNotSupported }
