@@ -145,8 +145,6 @@ type Params struct {
 	Local []int
 }
 
-
-
 // Segment is one PE's attachment to the job's segment.
 type Segment struct {
 	p      Params
