@@ -3,11 +3,14 @@
 package symheap
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +28,10 @@ const envClusterChecks = "SYMHEAP_CLUSTER_CHECKS"
 // result; it skips (or, with SYMHEAP_REQUIRE_CLUSTER=1, fails) where fake
 // hosts cannot run.
 func clusterJob(t *testing.T, hosts, perHost int, checks string, timeout time.Duration, env ...string) cluster.Result {
+	return clusterJobWith(t, cluster.Job{Hosts: hosts, PerHost: perHost, Timeout: timeout, Env: env}, checks)
+}
+
+func clusterJobWith(t *testing.T, j cluster.Job, checks string) cluster.Result {
 	t.Helper()
 	if err := cluster.Available(); err != nil {
 		if os.Getenv("SYMHEAP_REQUIRE_CLUSTER") == "1" {
@@ -36,10 +43,10 @@ func clusterJob(t *testing.T, hosts, perHost int, checks string, timeout time.Du
 	if err != nil {
 		t.Fatal(err)
 	}
-	env = append(env, envClusterChecks+"="+checks, "GOTRACEBACK=crash", "UCX_ERROR_SIGNALS=", "SHMEM_SYMMETRIC_SIZE=32m", "SYMHEAP_SHARED_SIZE=4m")
-	r := cluster.Run(context.Background(), cluster.Job{Hosts: hosts, PerHost: perHost, Timeout: timeout, Env: env,
-		Argv: []string{exe, "-test.run=^TestClusterPE$", "-test.v", "-test.count=1"}})
-	t.Logf("%d×%d PEs, %v, checks %s:\n%s", hosts, perHost, r.Elapsed.Round(time.Millisecond), checks, r.Output)
+	j.Env = append(j.Env, envClusterChecks+"="+checks, "GOTRACEBACK=crash", "UCX_ERROR_SIGNALS=", "SHMEM_SYMMETRIC_SIZE=32m", "SYMHEAP_SHARED_SIZE=4m")
+	j.Argv = []string{exe, "-test.run=^TestClusterPE$", "-test.v", "-test.count=1"}
+	r := cluster.Run(context.Background(), j)
+	t.Logf("%d×%d PEs, %v, checks %s:\n%s", j.Hosts, j.PerHost, r.Elapsed.Round(time.Millisecond), checks, r.Output)
 	if len(r.Leftovers) > 0 {
 		t.Errorf("segments left behind: %v", r.Leftovers)
 	}
@@ -67,7 +74,7 @@ func TestClusterPE(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() {
-		if err := pe.Close(); err != nil {
+		if err := pe.Close(); err != nil && !(faultJob && errors.Is(err, ErrPeerLost)) {
 			t.Error(err)
 		}
 	}()
@@ -83,7 +90,7 @@ func TestClusterPE(t *testing.T) {
 		start := time.Now()
 		fn(t, pe)
 		t.Logf("PE %d: %s done in %v", pe.Rank(), name, time.Since(start).Round(time.Microsecond))
-		if t.Failed() {
+		if t.Failed() || faultJob {
 			return
 		}
 		if err := pe.Barrier(); err != nil {
@@ -91,6 +98,9 @@ func TestClusterPE(t *testing.T) {
 		}
 	}
 }
+
+// faultJob: the job loses a PE on purpose; Close may report it.
+var faultJob bool
 
 var clusterChecks = []struct {
 	name string
@@ -108,6 +118,63 @@ var clusterChecks = []struct {
 	{"collectives", checkClusterCollectives},
 	{"locks", checkClusterLocks},
 	{"notyet", checkClusterNotYet},
+	{"kill", func(t *testing.T, pe *PE) { checkFault(t, pe, syscall.SIGKILL) }},
+	{"stop", func(t *testing.T, pe *PE) { checkFault(t, pe, syscall.SIGSTOP) }},
+}
+
+// checkFault: PE 3 (host 1) sends itself sig while the others wait in
+// barriers; every other PE, on both hosts, must report ErrPeerLost naming
+// PE 3 and print how long it took.
+func checkFault(t *testing.T, pe *PE, sig syscall.Signal) {
+	faultJob = true
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if pe.Rank() == 3 {
+		time.Sleep(200 * time.Millisecond)
+		syscall.Kill(os.Getpid(), sig)
+		time.Sleep(time.Minute)
+		return
+	}
+	var err error
+	for err == nil && time.Since(start) < time.Minute {
+		err = pe.Barrier()
+	}
+	fmt.Printf("FAULT-REPORTED pe=%d after=%v: %v\n", pe.Rank(), time.Since(start).Round(time.Millisecond), err)
+	if !errors.Is(err, ErrPeerLost) || !strings.Contains(err.Error(), "PE 3") {
+		t.Errorf("PE %d: %v, want ErrPeerLost naming PE 3", pe.Rank(), err)
+	}
+}
+
+func TestClusterFaults(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		bound time.Duration
+	}{{"kill", 3 * time.Second}, {"stop", 6 * time.Second}} {
+		t.Run(c.name, func(t *testing.T) {
+			reported := regexp.MustCompile(`FAULT-REPORTED pe=(\d) after=(\S+): (.*)`)
+			r := clusterJobWith(t, cluster.Job{Hosts: 2, PerHost: 2, Timeout: 60 * time.Second,
+				Env:     []string{"SYMHEAP_PEER_TIMEOUT=3s"},
+				MPIArgs: []string{"--enable-recovery"},
+				Until: func(out []byte) bool {
+					return len(reported.FindAll(out, -1)) == 3 && bytes.Count(out, []byte("--- ")) >= 3
+				}}, c.name)
+			ms := reported.FindAllSubmatch(r.Output, -1)
+			if len(ms) != 3 {
+				t.Fatalf("%d of 3 PEs reported the lost PE", len(ms))
+			}
+			for _, m := range ms {
+				d, _ := time.ParseDuration(string(m[2]))
+				if d > c.bound {
+					t.Errorf("PE %s reported after %v (bound %v)", m[1], d, c.bound)
+				}
+				if !strings.Contains(string(m[3]), "PE 3") {
+					t.Errorf("PE %s: %s", m[1], m[3])
+				}
+			}
+		})
+	}
 }
 
 // checkPlacement: PEs 0,1 on node 0 and 2,3 on node 1 (mpirun maps by

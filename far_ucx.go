@@ -102,6 +102,7 @@ type farLayer struct {
 	heapBase, cbBase []uint64 // every far PE's published bases
 
 	epoch    uint32                // barriers made (leaders)
+	told     atomic.Bool           // this PE has announced a lost PE
 	lost     atomic.Pointer[error] // the first failure of a cross-node barrier
 	progStop chan struct{}
 	progDone chan struct{}
@@ -211,6 +212,10 @@ func (pe *PE) startFar() error {
 		}
 		f.heapBase[r], f.cbBase[r] = info.Bases[0], info.Bases[1]
 		w.SetPeer(r, info)
+	}
+	// The standing receive of other nodes' announcements of a lost PE.
+	if err := w.Watch(farTag(tagLost, 0, 0, 0), 0xff<<56); err != nil {
+		return fmt.Errorf("symheap: Init: %w", err)
 	}
 	pe.rma.useRemote(f, f.far)
 	f.progStop, f.progDone = make(chan struct{}), make(chan struct{})
@@ -342,8 +347,31 @@ func (pe *PE) farCheck() error {
 	if err := f.launcherLost(); err != nil {
 		return err
 	}
+	if err := f.announced(); err != nil {
+		return err
+	}
 	if p, err := f.w.Failed(); err != nil {
+		pe.farAnnounce(p)
 		return f.peerLost(p, err)
+	}
+	return nil
+}
+
+// farAnnounce tells the PEs of the other nodes, once, that PE p (found
+// lost on this node, or by this PE) is gone: their waits end with
+// ErrPeerLost naming it even if they never talk to p or its node.
+func (pe *PE) farAnnounce(p int) {
+	f := pe.farL
+	if f == nil || f.w == nil || p < 0 || !f.told.CompareAndSwap(false, true) {
+		return
+	}
+	f.w.Announce(f.far, farTag(tagLost, pe.rank, 0, 0), uint64(p))
+}
+
+// announced returns the error of a loss another node announced.
+func (f *farLayer) announced() error {
+	if v, ok := f.w.Watched(); ok && int(v) < f.pe.npes {
+		return fmt.Errorf("PE %d on node %d is gone (announced by another node): %w", v, f.pe.topo.nodeOf[v], ErrPeerLost)
 	}
 	return nil
 }
@@ -355,6 +383,9 @@ func (pe *PE) farAlive(p int) bool {
 		return false
 	}
 	if r, _, ok := f.client.Lost(); ok && r == p {
+		return false
+	}
+	if v, ok := f.w.Watched(); ok && int(v) == p {
 		return false
 	}
 	q, _ := f.w.Failed()
@@ -453,6 +484,7 @@ func (pe *PE) farMirror(rec *allocRecord) error {
 // Message tags of the runtime's own traffic: kind, sender, round, epoch.
 const (
 	tagBarrier = 1
+	tagLost    = 2 // a PE announces a lost PE to the other nodes' PEs
 	tagFull    = ^uint64(0)
 )
 
@@ -471,20 +503,20 @@ func (pe *PE) farBarrier() error {
 		return f.fail(f.peerLost(-1, err))
 	}
 	if err := pe.seg.Barrier(); err != nil {
+		if p, _ := pe.seg.LostPeer(nil); p >= 0 {
+			pe.farAnnounce(p)
+		}
 		return f.fail(err)
 	}
 	var err error
 	if f.leader {
-		err = f.leaderBarrier()
+		var lost int
+		lost, err = f.leaderBarrier()
 		if err != nil {
-			lost := int64(-1)
-			var le *ucx.PeerError
-			if errors.As(err, &le) {
-				lost = int64(le.Peer)
-			}
+			pe.farAnnounce(lost)
 			// Seq-cst store; the node's PEs load it after the second
 			// meeting below.
-			pe.ctl[pe.rank].farLost.Store(lost + 2)
+			pe.ctl[pe.rank].farLost.Store(int64(lost) + 2)
 		}
 	}
 	if err2 := pe.seg.Barrier(); err == nil && err2 != nil {
@@ -512,21 +544,50 @@ func (f *farLayer) fail(err error) error {
 	return *f.lost.Load()
 }
 
+// pinger returns the check of a wait for a message from PE p: p may be
+// waiting itself, so its silence proves nothing; but a PE that cannot
+// answer a get of 8 bytes of its control blocks within
+// SYMHEAP_PEER_TIMEOUT is stopped (its progress goroutine answers
+// otherwise). It pings every quarter of the timeout, and checks what the
+// liveness check of every wait checks.
+func (f *farLayer) pinger(p int) func() error {
+	last := time.Now()
+	var word [8]byte
+	return func() error {
+		if err := f.pe.peerLost(); err != nil {
+			return err
+		}
+		if time.Since(last) < f.pe.set.peerTimeout/4 {
+			return nil
+		}
+		last = time.Now()
+		return f.w.Get(word[:], p, 1, f.cbBase[p])
+	}
+}
+
 // leaderBarrier is the dissemination barrier among the nodes' leaders.
-func (f *farLayer) leaderBarrier() error {
+// On failure it returns the PE found lost (-1: unknown) and the error.
+func (f *farLayer) leaderBarrier() (int, error) {
 	n := len(f.leaders)
 	me := sort.SearchInts(f.leaders, f.pe.rank)
 	f.epoch++
+	lost := func(p int, err error) (int, error) {
+		var pe *ucx.PeerError
+		if errors.As(err, &pe) && pe.Peer >= 0 {
+			p = pe.Peer
+		}
+		return p, f.peerLost(p, err)
+	}
 	for k, d := 0, 1; d < n; k, d = k+1, d*2 {
 		to, from := f.leaders[(me+d)%n], f.leaders[(me-d+n)%n]
 		if err := f.w.Send(to, farTag(tagBarrier, f.pe.rank, k, f.epoch), nil); err != nil {
-			return f.peerLost(to, err)
+			return lost(to, err)
 		}
-		if _, _, err := f.w.Recv(nil, farTag(tagBarrier, from, k, f.epoch), tagFull, from); err != nil {
-			return f.peerLost(from, err)
+		if _, _, err := f.w.Recv(nil, farTag(tagBarrier, from, k, f.epoch), tagFull, from, f.pinger(from)); err != nil {
+			return lost(from, err)
 		}
 	}
-	return nil
+	return -1, nil
 }
 
 // farTransportInfo describes the transport for symheap info.

@@ -50,7 +50,7 @@ func (pe *PE) Send(buf []byte, dest, tag int) error {
 	if err := pe.checkOpen(); err != nil {
 		return err
 	}
-	if pe.rma.far {
+	if pe.farL != nil {
 		if err := pe.farMsg("Send", dest); err != nil {
 			return err
 		}
@@ -73,7 +73,7 @@ func (pe *PE) Isend(buf []byte, dest, tag int) (*Request, error) {
 	if err := pe.checkOpen(); err != nil {
 		return nil, err
 	}
-	if pe.rma.far {
+	if pe.farL != nil {
 		if err := pe.farMsg("Isend", dest); err != nil {
 			return nil, err
 		}
@@ -91,7 +91,7 @@ func (pe *PE) Recv(buf []byte, source, tag int) (Status, error) {
 	if err := pe.checkOpen(); err != nil {
 		return Status{}, err
 	}
-	if pe.rma.far {
+	if pe.farL != nil {
 		if err := pe.farMsg("Recv", source); err != nil {
 			return Status{}, err
 		}
@@ -106,7 +106,7 @@ func (pe *PE) Irecv(buf []byte, source, tag int) (*Request, error) {
 	if err := pe.checkOpen(); err != nil {
 		return nil, err
 	}
-	if pe.rma.far {
+	if pe.farL != nil {
 		if err := pe.farMsg("Irecv", source); err != nil {
 			return nil, err
 		}

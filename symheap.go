@@ -60,6 +60,7 @@
 package symheap
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	ossignal "os/signal"
@@ -250,6 +251,11 @@ func (pe *PE) Close() error {
 	}
 	pe.closeExt()
 	pe.stopWatch()
+	if pe.farL != nil && errors.Is(err, ErrPeerLost) {
+		// A job across nodes that lost a PE: the launcher keeps going
+		// (or ends us by a signal); leave no segment behind a stopped PE.
+		pe.seg.RemoveBroken()
+	}
 	if cerr := pe.seg.Close(); err == nil {
 		err = cerr
 	}
@@ -284,7 +290,7 @@ func (pe *PE) Barrier() error {
 		pe.rma.quietAll()
 		return nil
 	}
-	if pe.rma.far {
+	if pe.farL != nil {
 		pe.rma.quietAll()
 		if err := pe.farBarrier(); err != nil {
 			return fmt.Errorf("symheap: Barrier: %w", err)
@@ -304,7 +310,7 @@ func (pe *PE) Accessible(target int) bool {
 	if pe.closed.Load() || target < 0 || target >= pe.npes {
 		return false
 	}
-	if pe.rma.route(target) == transport.Far {
+	if pe.farL != nil && pe.rma.route(target) == transport.Far {
 		return pe.farAlive(target)
 	}
 	return pe.seg.Alive(target)
@@ -418,7 +424,11 @@ func (pe *PE) checkPE(target int) error {
 // peerLost checks the liveness of every PE: those of this node through
 // the segment, the others through the transport and the launcher.
 func (pe *PE) peerLost() error {
-	if err := pe.seg.CheckPeers(nil); err != nil || pe.farL == nil {
+	if pe.farL == nil {
+		return pe.seg.CheckPeers(nil)
+	}
+	if p, err := pe.seg.LostPeer(nil); err != nil {
+		pe.farAnnounce(p) // the other nodes learn it from us
 		return err
 	}
 	return pe.farCheck()

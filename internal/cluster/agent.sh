@@ -17,9 +17,13 @@ host=$1
 shift
 exec unshare --ipc --mount /bin/bash -c '
 mount -t tmpfs -o size=4g,mode=1777 tmpfs /dev/shm || exit 1
+# A session directory of its own: the hosts share /tmp and a host name.
+export OMPI_MCA_orte_tmpdir_base=/tmp/symheap-fakehost-$$
+mkdir -p "$OMPI_MCA_orte_tmpdir_base"
 /bin/sh -c "$1"
 rc=$?
 for f in /dev/shm/*; do
 	[ -e "$f" ] && echo "fakehost $0: leftover $f" >&2
 done
+rm -rf "$OMPI_MCA_orte_tmpdir_base"
 exit $rc' "$host" "$*"

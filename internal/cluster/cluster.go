@@ -21,6 +21,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 )
 
@@ -52,6 +54,10 @@ type Job struct {
 	Env     []string // NAME=value set in every PE (UCX_TLS=tcp,self is added unless given)
 	Timeout time.Duration
 	MPIArgs []string // extra mpirun arguments
+	// Until, if set, ends the job (mpirun gets SIGTERM) as soon as it
+	// holds for the output so far: for jobs that mpirun would not end by
+	// itself (a PE lost under --enable-recovery).
+	Until func(out []byte) bool
 }
 
 // Result is what a job printed, and how it ended.
@@ -111,11 +117,33 @@ func Run(ctx context.Context, j Job) Result {
 	for _, e := range env {
 		cmd.Env = append(cmd.Env, e)
 	}
-	var out bytes.Buffer
+	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.WaitDelay = 5 * time.Second
 	start := time.Now()
-	err = cmd.Run()
+	if err := cmd.Start(); err != nil {
+		return Result{Err: err}
+	}
+	done := make(chan struct{})
+	if j.Until != nil {
+		go func() {
+			t := time.NewTicker(20 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-t.C:
+					if j.Until(out.Bytes()) {
+						cmd.Process.Signal(syscall.SIGTERM)
+						return
+					}
+				}
+			}
+		}()
+	}
+	err = cmd.Wait()
+	close(done)
 	r := Result{Output: out.Bytes(), Err: err, Elapsed: time.Since(start)}
 	if ctx.Err() != nil {
 		r.Err = fmt.Errorf("cluster: job timed out after %v: %w", j.Timeout, ctx.Err())
@@ -124,6 +152,24 @@ func Run(ctx context.Context, j Job) Result {
 		r.Leftovers = append(r.Leftovers, string(m[1])+":"+string(m[2]))
 	}
 	return r
+}
+
+// syncBuffer is a bytes.Buffer that Until may read while mpirun writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) Bytes() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]byte(nil), s.b.Bytes()...)
 }
 
 func hasVar(env []string, name string) bool {

@@ -800,6 +800,25 @@ func (s *Segment) release() {
 	}
 }
 
+// RemoveBroken removes the segment's name for a job that has lost a PE,
+// when every other attached PE is gone, closed, or stalled past
+// PeerTimeout (a stopped PE keeps its liveness lock, so Close's "last PE
+// out" never comes): the file then goes when the last mapping does. It
+// reports whether it removed the name. The caller has left the job's
+// collective life (its Close found the job broken).
+func (s *Segment) RemoveBroken() bool {
+	for _, pe := range s.local {
+		if pe == s.p.Rank || s.Closed(pe) || !s.Alive(pe) {
+			continue
+		}
+		if _, stuck := s.stalled(pe); !stuck {
+			return false
+		}
+	}
+	s.unlinkIfSame()
+	return true
+}
+
 // abandon undoes a failed Open after the file was joined.
 func (s *Segment) abandon() {
 	s.closed.Store(false)

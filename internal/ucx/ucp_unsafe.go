@@ -156,6 +156,49 @@ static ucs_status_t sh_tag_wait(ucp_worker_h w, int efd, void *req, int slice_ms
 	}
 }
 
+// A standing receive of one 8-byte message (Watch), tested with
+// sh_watched: 1 and the value once it arrived.
+static void *watch_req;
+static uint64_t watch_buf;
+
+static ucs_status_t sh_watch(ucp_worker_h w, uint64_t tag, uint64_t mask) {
+	ucp_request_param_t p;
+	p.op_attr_mask = 0;
+	ucs_status_ptr_t r = ucp_tag_recv_nbx(w, &watch_buf, 8, tag, mask, &p);
+	if (UCS_PTR_IS_ERR(r)) return UCS_PTR_STATUS(r);
+	watch_req = r; // NULL: completed at once
+	return UCS_OK;
+}
+
+static int sh_watched(uint64_t *val) {
+	if (watch_req != NULL) {
+		if (ucp_request_check_status(watch_req) == UCS_INPROGRESS) return 0;
+		ucp_request_free(watch_req);
+		watch_req = NULL;
+	}
+	*val = watch_buf;
+	return 1;
+}
+
+static void sh_watch_cancel(ucp_worker_h w) {
+	if (watch_req == NULL) return;
+	ucp_request_cancel(w, watch_req);
+	for (int i = 0; i < 100 && ucp_request_check_status(watch_req) == UCS_INPROGRESS; i++) ucp_worker_progress(w);
+	ucp_request_free(watch_req);
+	watch_req = NULL;
+}
+
+// sh_announce sends the 8-byte value to ep without waiting: the message
+// goes out with later progress, or not at all if the peer is gone.
+static void sh_announce(ucp_ep_h ep, uint64_t tag, uint64_t val) {
+	uint64_t *buf = malloc(8); // left to the message: one per announcement
+	*buf = val;
+	ucp_request_param_t p;
+	p.op_attr_mask = 0;
+	ucs_status_ptr_t r = ucp_tag_send_nbx(ep, buf, 8, tag, &p);
+	if (r != NULL && !UCS_PTR_IS_ERR(r)) ucp_request_free(r);
+}
+
 static ucs_status_ptr_t sh_ep_close(ucp_ep_h ep) {
 	ucp_request_param_t p;
 	p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -265,6 +308,7 @@ type Worker struct {
 	scratch *C.uint64_t // two words for atomics: operand, result
 	pins    runtime.Pinner
 	closed  bool
+	watch   bool // a standing receive is posted (Watch)
 	// Timeout bounds a blocking operation on one peer; past it the
 	// operation fails with ErrPeer and ErrTimeout. 0: no bound.
 	Timeout time.Duration
@@ -382,10 +426,66 @@ func (w *Worker) wait(req C.ucs_status_ptr_t, peer int, what string) error {
 	}
 }
 
+// Watch posts a standing receive for one 8-byte message whose tag matches
+// tag under mask: a peer's announcement (Announce). Once it has arrived,
+// every wait on a peer ends with a PeerError naming the announced value
+// as the peer, and Watched reports it.
+func (w *Worker) Watch(tag, mask uint64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if st := C.sh_watch(w.w, C.uint64_t(tag), C.uint64_t(mask)); st != C.UCS_OK {
+		return statusErr("ucx: post a receive", st)
+	}
+	w.watch = true
+	return nil
+}
+
+// Watched reports the announced value, once it has arrived.
+func (w *Worker) Watched() (uint64, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.closed {
+		C.ucp_worker_progress(w.w)
+	}
+	return w.watched()
+}
+
+// watched is Watched with mu held.
+func (w *Worker) watched() (uint64, bool) {
+	if !w.watch || w.closed {
+		return 0, false
+	}
+	var v C.uint64_t
+	if C.sh_watched(&v) == 0 {
+		return 0, false
+	}
+	return uint64(v), true
+}
+
+// Announce sends val with tag to each of peers, without waiting for
+// delivery (a peer that is gone does not hold it up).
+func (w *Worker) Announce(peers []int, tag, val uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range peers {
+		if ps, err := w.ep(p); err == nil {
+			C.sh_announce(ps.ep, C.uint64_t(tag), C.uint64_t(val))
+		}
+	}
+	for range 100 {
+		if C.ucp_worker_progress(w.w) == 0 {
+			break
+		}
+	}
+}
+
 // stuck is the check between slices of a wait: the peer (or, for
 // worker-wide waits, any peer) was reported lost, or the wait has lasted
 // Timeout.
 func (w *Worker) stuck(peer int, what string, start time.Time) error {
+	if v, ok := w.watched(); ok {
+		return &PeerError{int(v), what, errors.New("announced lost by another peer")}
+	}
 	if peer >= 0 {
 		if st := C.sh_ep_failed(C.int(peer)); st != C.UCS_OK {
 			return w.peerErr(peer, what, st)
@@ -572,8 +672,11 @@ func (w *Worker) Send(peer int, tag uint64, buf []byte) error {
 
 // Recv receives into buf the first message whose tag matches tag under
 // mask, and returns its length and tag. from names the peer the message is
-// expected from (-1: any), whose failure ends the wait.
-func (w *Worker) Recv(buf []byte, tag, mask uint64, from int) (int, uint64, error) {
+// expected from (-1: any), whose failure ends the wait. A sender may take
+// its time (it may wait for others), so Timeout does not apply; check,
+// if not nil, runs without the lock between slices of the wait, and its
+// error ends it.
+func (w *Worker) Recv(buf []byte, tag, mask uint64, from int, check func() error) (int, uint64, error) {
 	w.mu.Lock()
 	if from >= 0 {
 		// An endpoint of our own to the sender: its connection's failure
@@ -599,7 +702,6 @@ func (w *Worker) Recv(buf []byte, tag, mask uint64, from int) (int, uint64, erro
 		w.mu.Unlock()
 		return 0, 0, &PeerError{from, "receive", Status(C.sh_status(req))}
 	}
-	start := time.Now()
 	for {
 		var stag C.uint64_t
 		var n C.size_t
@@ -611,7 +713,13 @@ func (w *Worker) Recv(buf []byte, tag, mask uint64, from int) (int, uint64, erro
 			}
 			return int(n), uint64(stag), nil
 		}
-		if err := w.stuck(from, "receive", start); err != nil {
+		err := w.stuck(from, "receive", time.Now())
+		if err == nil && check != nil {
+			w.mu.Unlock()
+			err = check()
+			w.mu.Lock()
+		}
+		if err != nil {
 			C.ucp_request_cancel(w.w, unsafe.Pointer(req))
 			for C.sh_wait(w.w, w.efd, unsafe.Pointer(req), 100) == C.UCS_INPROGRESS {
 			}
@@ -634,6 +742,9 @@ func (w *Worker) Close() {
 		return
 	}
 	w.closed = true
+	if w.watch {
+		C.sh_watch_cancel(w.w)
+	}
 	for i := range w.peers {
 		ps := &w.peers[i]
 		for _, rk := range ps.rkeys {
