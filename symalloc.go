@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/transport"
@@ -381,9 +382,15 @@ func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) error
 	}
 	if h.rma.far {
 		// Records from other nodes arrive while this PE drives the
-		// transport.
+		// transport: poll it for a few network round trips before the
+		// wait, whose sleep only the progress goroutine's wake-up ends.
 		local := arrived
 		arrived = func() bool { h.rma.farProgress(); return local() }
+		for t0 := time.Now(); time.Since(t0) < farPoll; {
+			if arrived() {
+				return nil
+			}
+		}
 	}
 	if arrived() {
 		return nil
@@ -393,6 +400,10 @@ func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) error
 	}
 	return nil
 }
+
+// farPoll is how long a collective allocation polls for the records of
+// other nodes' PEs before it sleeps.
+const farPoll = 200 * time.Microsecond
 
 // allMatch reports whether every other PE's record of phase seq holds v
 // (out only if withOut). It compares field by field and stops at the

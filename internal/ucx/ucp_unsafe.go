@@ -57,6 +57,10 @@ static ucs_status_t sh_ep_create(ucp_worker_h w, const void *addr, intptr_t rank
 
 static ucs_status_t sh_ep_failed(int rank) { return ep_failed[rank]; }
 
+// How long a wait polls before it sleeps on the event descriptor: a few
+// round trips over TCP.
+#define SPIN_MS 0.2
+
 static double now_ms(void) {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -69,12 +73,20 @@ static double now_ms(void) {
 // stays with the caller. On completion it frees req and returns its
 // status.
 static ucs_status_t sh_wait(ucp_worker_h w, int efd, void *req, int slice_ms) {
-	double end = now_ms() + slice_ms;
+	double end = now_ms() + slice_ms, spin_end = now_ms() + SPIN_MS;
 	for (int i = 0; ; i++) {
 		ucs_status_t st = ucp_request_check_status(req);
 		if (st != UCS_INPROGRESS) { ucp_request_free(req); return st; }
-		if (ucp_worker_progress(w) != 0 || i < 64) continue;
-		if (now_ms() > end) return UCS_INPROGRESS;
+		if (ucp_worker_progress(w) != 0) {
+			// Traffic: more may follow (a peer's next operation on us).
+			spin_end = now_ms() + SPIN_MS;
+			continue;
+		}
+		double t = now_ms();
+		if (t > end) return UCS_INPROGRESS;
+		// Spin while the answer may be a network round trip away, then
+		// sleep on the event descriptor.
+		if (t < spin_end) continue;
 		if (efd >= 0 && ucp_worker_arm(w) == UCS_OK) {
 			struct pollfd pfd = { .fd = efd, .events = POLLIN };
 			poll(&pfd, 1, 1);
@@ -137,7 +149,7 @@ static ucs_status_ptr_t sh_tag_recv(ucp_worker_h w, void *buf, size_t n, uint64_
 // sh_tag_wait is sh_wait for a receive: it reports the message's tag and
 // length before freeing the request.
 static ucs_status_t sh_tag_wait(ucp_worker_h w, int efd, void *req, int slice_ms, uint64_t *tag, size_t *len) {
-	double end = now_ms() + slice_ms;
+	double end = now_ms() + slice_ms, spin_end = now_ms() + SPIN_MS;
 	for (int i = 0; ; i++) {
 		ucp_tag_recv_info_t info;
 		ucs_status_t st = ucp_tag_recv_request_test(req, &info);
@@ -147,8 +159,16 @@ static ucs_status_t sh_tag_wait(ucp_worker_h w, int efd, void *req, int slice_ms
 			ucp_request_free(req);
 			return st;
 		}
-		if (ucp_worker_progress(w) != 0 || i < 64) continue;
-		if (now_ms() > end) return UCS_INPROGRESS;
+		if (ucp_worker_progress(w) != 0) {
+			// Traffic: more may follow (a peer's next operation on us).
+			spin_end = now_ms() + SPIN_MS;
+			continue;
+		}
+		double t = now_ms();
+		if (t > end) return UCS_INPROGRESS;
+		// Spin while the answer may be a network round trip away, then
+		// sleep on the event descriptor.
+		if (t < spin_end) continue;
 		if (efd >= 0 && ucp_worker_arm(w) == UCS_OK) {
 			struct pollfd pfd = { .fd = efd, .events = POLLIN };
 			poll(&pfd, 1, 1);
@@ -309,6 +329,7 @@ type Worker struct {
 	pins    runtime.Pinner
 	closed  bool
 	watch   bool // a standing receive is posted (Watch)
+	dirty   bool // operations were posted since the last Flush
 	// Timeout bounds a blocking operation on one peer; past it the
 	// operation fails with ErrPeer and ErrTimeout. 0: no bound.
 	Timeout time.Duration
@@ -532,6 +553,7 @@ func (w *Worker) Put(peer, region int, raddr uint64, src []byte, nbi bool) error
 	if err != nil {
 		return err
 	}
+	w.dirty = true
 	req := C.sh_put(ps.ep, unsafe.Pointer(unsafe.SliceData(src)), C.size_t(len(src)), C.uint64_t(raddr), ps.rkeys[region])
 	if req == nil || C.sh_is_err(req) != 0 {
 		return w.wait(req, peer, "put")
@@ -594,6 +616,7 @@ func (w *Worker) Atomic(op, peer, region int, raddr uint64, size int, v, cmp uin
 		// words (little-endian).
 		s[0], s[1] = s[0]&0xffffffff, s[1]&0xffffffff
 	}
+	w.dirty = w.dirty || res == nil
 	req := C.sh_amo(ps.ep, C.int(op), C.int(size), (*C.uint64_t)(unsafe.Pointer(&s[0])), res, C.uint64_t(raddr), ps.rkeys[region])
 	if err := w.wait(req, peer, "atomic"); err != nil {
 		return 0, err
@@ -619,9 +642,13 @@ func (w *Worker) Fence() error {
 func (w *Worker) Flush() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if !w.dirty {
+		return nil // nothing posted since the last flush: nothing to complete
+	}
 	err := w.wait(C.sh_flush(w.w), -1, "flush")
 	if err == nil {
 		w.pins.Unpin()
+		w.dirty = false
 	}
 	return err
 }
