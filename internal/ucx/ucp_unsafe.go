@@ -4,6 +4,7 @@ package ucx
 
 /*
 #cgo pkg-config: ucx
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
@@ -241,6 +242,25 @@ static int sh_poll(int efd, int ms) {
 	return poll(&pfd, 1, ms);
 }
 
+// sh_describe prints the context's resources (transports and devices)
+// into a malloc'd string the caller frees.
+static char *sh_describe(void) {
+	ucp_context_h ctx;
+	ucp_worker_h w;
+	ucs_status_t st = sh_init(1, &ctx, &w);
+	if (st != UCS_OK) return NULL;
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+	if (f != NULL) {
+		ucp_context_print_info(ctx, f);
+		fclose(f);
+	}
+	ucp_worker_destroy(w);
+	ucp_cleanup(ctx);
+	return buf;
+}
+
 static int sh_is_err(ucs_status_ptr_t p) { return UCS_PTR_IS_ERR(p); }
 static ucs_status_t sh_status(ucs_status_ptr_t p) { return UCS_PTR_STATUS(p); }
 */
@@ -250,6 +270,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -300,6 +321,31 @@ func statusErr(what string, st C.ucs_status_t) error {
 		return nil
 	}
 	return fmt.Errorf("%s: %w", what, Status(st))
+}
+
+// Version is the UCX library's version.
+func Version() string { return C.GoString(C.ucp_get_version_string()) }
+
+// Describe lists the transports and devices a worker of this process
+// would use (UCP's resources, after UCX_TLS and UCX_NET_DEVICES), one per
+// line: "tcp/eth0", "self/memory0", ...
+func Describe() ([]string, error) {
+	s := C.sh_describe()
+	if s == nil {
+		return nil, errors.New("ucx: ucp_init failed")
+	}
+	defer C.free(unsafe.Pointer(s))
+	var out []string
+	for _, l := range strings.Split(C.GoString(s), "\n") {
+		// "#     resource 0  :  md 0  dev 0  flags -- tcp/eth0"
+		if i := strings.Index(l, "resource"); i >= 0 {
+			f := strings.Fields(l)
+			if len(f) > 0 && strings.Contains(f[len(f)-1], "/") {
+				out = append(out, f[len(f)-1])
+			}
+		}
+	}
+	return out, nil
 }
 
 // Peer is what a process published about itself: its worker address and,
