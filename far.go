@@ -62,22 +62,6 @@ func (pe *PE) NodePEs() []int {
 	return append([]int(nil), pe.topo.local...)
 }
 
-// numberNodes renumbers launcher node ids as 0, 1, ... in the order of
-// each node's lowest rank.
-func numberNodes[K comparable](ids []K) []int {
-	seen := map[K]int{}
-	out := make([]int, len(ids))
-	for r, id := range ids {
-		n, ok := seen[id]
-		if !ok {
-			n = len(seen)
-			seen[id] = n
-		}
-		out[r] = n
-	}
-	return out
-}
-
 // farNotSupported is the error of an operation that does not reach PEs
 // on other nodes yet.
 func farNotSupported(op string, target int, node int) error {

@@ -590,7 +590,18 @@ func (f *farLayer) leaderBarrier() (int, error) {
 	return -1, nil
 }
 
-// farTransportInfo describes the transport for symheap info.
-func (pe *PE) farTransportInfo() (string, error) {
-	return "UCX over PMIx", nil
+// numberNodes renumbers launcher node ids as 0, 1, ... in the order of
+// each node's lowest rank.
+func numberNodes[K comparable](ids []K) []int {
+	seen := map[K]int{}
+	out := make([]int, len(ids))
+	for r, id := range ids {
+		n, ok := seen[id]
+		if !ok {
+			n = len(seen)
+			seen[id] = n
+		}
+		out[r] = n
+	}
+	return out
 }

@@ -114,9 +114,7 @@ func Run(ctx context.Context, j Job) Result {
 	}
 	cmd := exec.CommandContext(ctx, "mpirun", args...)
 	cmd.Env = os.Environ()
-	for _, e := range env {
-		cmd.Env = append(cmd.Env, e)
-	}
+	cmd.Env = append(cmd.Env, env...)
 	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.WaitDelay = 5 * time.Second
