@@ -272,6 +272,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -374,14 +375,26 @@ type Worker struct {
 	scratch *C.uint64_t // two words for atomics: operand, result
 	pins    runtime.Pinner
 	closed  bool
-	watch   bool // a standing receive is posted (Watch)
-	dirty   bool // operations were posted since the last Flush
+	watch   bool         // a standing receive is posted (Watch)
+	dirty   bool         // operations were posted since the last Flush
+	last    atomic.Int64 // when a call other than Sleep last took the worker (Unix ns)
 	// Timeout bounds a blocking operation on one peer; past it the
 	// operation fails with ErrPeer and ErrTimeout. 0: no bound.
 	Timeout time.Duration
 	// Lost reports a peer known lost by other means (a launcher's
 	// event, a liveness check): a blocking wait on it ends with its error.
 	Lost func(peer int) error
+}
+
+// quietFor is how long after the PE's last call into the worker Sleep
+// leaves the progress to the PE's own calls.
+const quietFor = 300 * time.Microsecond
+
+// lock takes the worker for a call of the PE (not the progress goroutine)
+// and notes when.
+func (w *Worker) lock() {
+	w.mu.Lock()
+	w.last.Store(time.Now().UnixNano())
 }
 
 // Open creates the context and worker for a job of npeers processes.
@@ -399,7 +412,7 @@ func Open(npeers int) (*Worker, error) {
 
 // Address returns the worker's address, for the peers' endpoints.
 func (w *Worker) Address() ([]byte, error) {
-	w.mu.Lock()
+	w.lock()
 	defer w.mu.Unlock()
 	var a *C.ucp_address_t
 	var n C.size_t
@@ -413,7 +426,7 @@ func (w *Worker) Address() ([]byte, error) {
 // Register registers n bytes at p (memory outside the Go heap: a shared
 // mapping) as the next region and returns its packed remote key.
 func (w *Worker) Register(p unsafe.Pointer, n uintptr) (rkey []byte, err error) {
-	w.mu.Lock()
+	w.lock()
 	defer w.mu.Unlock()
 	var memh C.ucp_mem_h
 	if st := C.sh_mem_map(w.ctx, p, C.size_t(n), &memh); st != C.UCS_OK {
@@ -432,7 +445,7 @@ func (w *Worker) Register(p unsafe.Pointer, n uintptr) (rkey []byte, err error) 
 
 // SetPeer records what peer published. Its endpoint is made on first use.
 func (w *Worker) SetPeer(peer int, info Peer) {
-	w.mu.Lock()
+	w.lock()
 	defer w.mu.Unlock()
 	w.peers[peer].info = info
 }
@@ -498,7 +511,7 @@ func (w *Worker) wait(req C.ucs_status_ptr_t, peer int, what string) error {
 // every wait on a peer ends with a PeerError naming the announced value
 // as the peer, and Watched reports it.
 func (w *Worker) Watch(tag, mask uint64) error {
-	w.mu.Lock()
+	w.lock()
 	defer w.mu.Unlock()
 	if st := C.sh_watch(w.w, C.uint64_t(tag), C.uint64_t(mask)); st != C.UCS_OK {
 		return statusErr("ucx: post a receive", st)
@@ -509,7 +522,7 @@ func (w *Worker) Watch(tag, mask uint64) error {
 
 // Watched reports the announced value, once it has arrived.
 func (w *Worker) Watched() (uint64, bool) {
-	w.mu.Lock()
+	w.lock()
 	defer w.mu.Unlock()
 	if !w.closed {
 		C.ucp_worker_progress(w.w)
@@ -532,7 +545,7 @@ func (w *Worker) watched() (uint64, bool) {
 // Announce sends val with tag to each of peers, without waiting for
 // delivery (a peer that is gone does not hold it up).
 func (w *Worker) Announce(peers []int, tag, val uint64) {
-	w.mu.Lock()
+	w.lock()
 	defer w.mu.Unlock()
 	for _, p := range peers {
 		if ps, err := w.ep(p); err == nil {
@@ -579,7 +592,7 @@ func (w *Worker) peerErr(peer int, what string, st C.ucs_status_t) error {
 
 // Failed returns the first peer whose connection failed, if any.
 func (w *Worker) Failed() (peer int, err error) {
-	w.mu.Lock()
+	w.lock()
 	defer w.mu.Unlock()
 	for p := range w.peers {
 		if st := C.sh_ep_failed(C.int(p)); st != C.UCS_OK {
@@ -593,7 +606,7 @@ func (w *Worker) Failed() (peer int, err error) {
 // may be reused (nbi false) or at once, src then being read until the next
 // Flush (nbi true).
 func (w *Worker) Put(peer, region int, raddr uint64, src []byte, nbi bool) error {
-	w.mu.Lock()
+	w.lock()
 	defer w.mu.Unlock()
 	ps, err := w.ep(peer)
 	if err != nil {
@@ -619,7 +632,7 @@ func (w *Worker) Put(peer, region int, raddr uint64, src []byte, nbi bool) error
 
 // Get reads len(dst) bytes at address raddr of peer's region into dst.
 func (w *Worker) Get(dst []byte, peer, region int, raddr uint64) error {
-	w.mu.Lock()
+	w.lock()
 	defer w.mu.Unlock()
 	ps, err := w.ep(peer)
 	if err != nil {
@@ -639,7 +652,7 @@ func (w *Worker) Get(dst []byte, peer, region int, raddr uint64) error {
 // once the operation is posted (complete at the next Flush). For OpCSwap,
 // v is the new value and cmp the expected one (fetch is implied).
 func (w *Worker) Atomic(op, peer, region int, raddr uint64, size int, v, cmp uint64, fetch bool) (uint64, error) {
-	w.mu.Lock()
+	w.lock()
 	defer w.mu.Unlock()
 	ps, err := w.ep(peer)
 	if err != nil {
@@ -679,14 +692,14 @@ func (w *Worker) Atomic(op, peer, region int, raddr uint64, size int, v, cmp uin
 // Fence orders the operations posted before it before those posted after
 // it, to each peer.
 func (w *Worker) Fence() error {
-	w.mu.Lock()
+	w.lock()
 	defer w.mu.Unlock()
 	return statusErr("ucx: fence", C.ucp_worker_fence(w.w))
 }
 
 // Flush completes every operation posted so far, at its target.
 func (w *Worker) Flush() error {
-	w.mu.Lock()
+	w.lock()
 	defer w.mu.Unlock()
 	if !w.dirty {
 		return nil // nothing posted since the last flush: nothing to complete
@@ -705,6 +718,7 @@ func (w *Worker) Progress() bool {
 	if !w.mu.TryLock() {
 		return false // somebody else progresses now
 	}
+	w.last.Store(time.Now().UnixNano())
 	defer w.mu.Unlock()
 	if w.closed {
 		return false
@@ -715,6 +729,13 @@ func (w *Worker) Progress() bool {
 // Sleep progresses until there is nothing to do, then sleeps on the
 // worker's event descriptor until communication arrives or d passes.
 func (w *Worker) Sleep(d time.Duration) {
+	// The PE's own calls progress the worker while they run, and for a
+	// moment after: stay out of their way (on a machine with a core per
+	// PE the extra thread would compete with them for the lock and a core).
+	if idle := time.Duration(time.Now().UnixNano() - w.last.Load()); idle < quietFor {
+		time.Sleep(quietFor - idle)
+		return
+	}
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -733,7 +754,7 @@ func (w *Worker) Sleep(d time.Duration) {
 
 // Send sends buf to peer with tag, and returns when buf may be reused.
 func (w *Worker) Send(peer int, tag uint64, buf []byte) error {
-	w.mu.Lock()
+	w.lock()
 	defer w.mu.Unlock()
 	ps, err := w.ep(peer)
 	if err != nil {
@@ -750,7 +771,7 @@ func (w *Worker) Send(peer int, tag uint64, buf []byte) error {
 // if not nil, runs without the lock between slices of the wait, and its
 // error ends it.
 func (w *Worker) Recv(buf []byte, tag, mask uint64, from int, check func() error) (int, uint64, error) {
-	w.mu.Lock()
+	w.lock()
 	if from >= 0 {
 		// An endpoint of our own to the sender: its connection's failure
 		// is what ends the wait if the sender dies.
@@ -790,7 +811,7 @@ func (w *Worker) Recv(buf []byte, tag, mask uint64, from int, check func() error
 		if err == nil && check != nil {
 			w.mu.Unlock()
 			err = check()
-			w.mu.Lock()
+			w.lock()
 		}
 		if err != nil {
 			C.ucp_request_cancel(w.w, unsafe.Pointer(req))
@@ -803,13 +824,13 @@ func (w *Worker) Recv(buf []byte, tag, mask uint64, from int, check func() error
 		// slices.
 		w.mu.Unlock()
 		runtime.Gosched()
-		w.mu.Lock()
+		w.lock()
 	}
 }
 
 // Close releases endpoints, registrations, the worker and the context.
 func (w *Worker) Close() {
-	w.mu.Lock()
+	w.lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return
