@@ -54,7 +54,7 @@ func clusterJobWith(t *testing.T, j cluster.Job, checks string) cluster.Result {
 }
 
 func TestCluster(t *testing.T) {
-	r := clusterJob(t, 2, 2, "placement,rma,atomics,mixed,wait,busy,barrier,alloc,diverge,collectives,locks,notyet", 120*time.Second)
+	r := clusterJob(t, 2, 2, "placement,rma,atomics,mixed,wait,busy,barrier,alloc,diverge,collectives,locks,notyet,messages", 120*time.Second)
 	if r.Err != nil {
 		t.Fatalf("job failed: %v", r.Err)
 	}
@@ -118,6 +118,7 @@ var clusterChecks = []struct {
 	{"collectives", checkClusterCollectives},
 	{"locks", checkClusterLocks},
 	{"notyet", checkClusterNotYet},
+	{"messages", checkClusterMessages},
 	{"kill", func(t *testing.T, pe *PE) { checkFault(t, pe, syscall.SIGKILL) }},
 	{"stop", func(t *testing.T, pe *PE) { checkFault(t, pe, syscall.SIGSTOP) }},
 }
@@ -665,8 +666,11 @@ func checkClusterLocks(t *testing.T, pe *PE) {
 // checkClusterNotYet: what does not cross nodes yet says so.
 func checkClusterNotYet(t *testing.T, pe *PE) {
 	other := (pe.Rank() + 2) % pe.Size()
-	if err := pe.Send([]byte("x"), other, 1); !errors.Is(err, ErrNotSupported) {
-		t.Errorf("Send to PE %d on the other node: %v, want ErrNotSupported", other, err)
+	if _, err := pe.Isend([]byte("x"), other, 1); !errors.Is(err, ErrNotSupported) {
+		t.Errorf("Isend to PE %d on the other node: %v, want ErrNotSupported", other, err)
+	}
+	if _, err := pe.Irecv(make([]byte, 1), other, 1); !errors.Is(err, ErrNotSupported) {
+		t.Errorf("Irecv from PE %d on the other node: %v, want ErrNotSupported", other, err)
 	}
 	if _, err := pe.World().Split(0, 1, 2); !errors.Is(err, ErrNotSupported) {
 		t.Errorf("Split: %v, want ErrNotSupported", err)
@@ -679,5 +683,69 @@ func checkClusterNotYet(t *testing.T, pe *PE) {
 	buf := make([]byte, 8)
 	if st, err := pe.Recv(buf, mate, 2); err != nil || st.Count != 2 {
 		t.Errorf("Recv on the node: %v %v", st, err)
+	}
+}
+
+// checkClusterMessages: PE p sends to PE p^2 (the other node) messages of
+// 0 B to 4 MiB, in order with one tag; the receiver checks every byte;
+// then AnyTag, and a short buffer (ErrTruncated, the message stays).
+func checkClusterMessages(t *testing.T, pe *PE) {
+	me := pe.Rank()
+	peer := me ^ 2
+	sizes := []int{0, 1, 8, 100, 4096, 8192, 65536, 1 << 20, 4 << 20}
+	fill := func(b []byte, s, from int) {
+		for i := range b {
+			b[i] = byte(i*31 + s + from)
+		}
+	}
+	send := func() {
+		for _, s := range sizes {
+			b := make([]byte, s)
+			fill(b, s, me)
+			if err := pe.Send(b, peer, 7); err != nil {
+				t.Fatalf("Send of %d B to PE %d: %v", s, peer, err)
+			}
+		}
+	}
+	recv := func() {
+		for _, s := range sizes {
+			b := make([]byte, 4<<20)
+			st, err := pe.Recv(b, peer, 7)
+			if err != nil {
+				t.Fatalf("Recv of %d B from PE %d: %v", s, peer, err)
+			}
+			if st.Count != s || st.Source != peer || st.Tag != 7 {
+				t.Fatalf("Recv: status %+v, want %d B from PE %d tag 7", st, s, peer)
+			}
+			want := make([]byte, s)
+			fill(want, s, peer)
+			if string(b[:s]) != string(want) {
+				t.Fatalf("Recv of %d B from PE %d: data differ", s, peer)
+			}
+		}
+	}
+	// The lower rank of each pair sends first, so that large messages
+	// (which wait for their receiver) do not deadlock.
+	if me < peer {
+		send()
+		recv()
+	} else {
+		recv()
+		send()
+	}
+	if me < peer {
+		if err := pe.Send([]byte("0123456789"), peer, 99); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	short := make([]byte, 4)
+	st, err := pe.Recv(short, peer, AnyTag)
+	if !errors.Is(err, ErrTruncated) || st.Count != 10 || st.Tag != 99 {
+		t.Fatalf("short Recv: %+v %v, want ErrTruncated, 10 B, tag 99", st, err)
+	}
+	long := make([]byte, 16)
+	if st, err := pe.Recv(long, peer, AnyTag); err != nil || string(long[:st.Count]) != "0123456789" {
+		t.Fatalf("Recv after ErrTruncated: %+v %v %q", st, err, long)
 	}
 }

@@ -16,11 +16,13 @@ type farLayer struct{}
 // job is on this node.
 func discover(j *job) (topology, *farLayer, error) { return placement(j.npes), nil, nil }
 
-func (f *farLayer) finalize()                   {}
-func (pe *PE) farAnnounce(p int)                {}
-func (pe *PE) startFar() error                  { return nil }
-func (pe *PE) closeFar(barrier bool) error      { return nil }
-func (pe *PE) farBarrier() error                { return nil }
-func (pe *PE) farCheck() error                  { return nil }
-func (pe *PE) farAlive(p int) bool              { return false }
-func (pe *PE) farMirror(rec *allocRecord) error { return nil }
+func (f *farLayer) finalize()                                      {}
+func (pe *PE) farAnnounce(p int)                                   {}
+func (pe *PE) farSend(buf []byte, dest, tag int) error             { return ErrNotSupported }
+func (pe *PE) farRecv(buf []byte, source, tag int) (Status, error) { return Status{}, ErrNotSupported }
+func (pe *PE) startFar() error                                     { return nil }
+func (pe *PE) closeFar(barrier bool) error                         { return nil }
+func (pe *PE) farBarrier() error                                   { return nil }
+func (pe *PE) farCheck() error                                     { return nil }
+func (pe *PE) farAlive(p int) bool                                 { return false }
+func (pe *PE) farMirror(rec *allocRecord) error                    { return nil }

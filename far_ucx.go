@@ -485,8 +485,45 @@ func (pe *PE) farMirror(rec *allocRecord) error {
 const (
 	tagBarrier = 1
 	tagLost    = 2 // a PE announces a lost PE to the other nodes' PEs
+	tagMsg     = 3 // Send and Recv: the sender's rank and the user's tag
 	tagFull    = ^uint64(0)
+	tagAnyUser = ^uint64(0) &^ (1<<36 - 1) // matches any user tag
 )
+
+func msgTag(src, tag int) uint64 { return tagMsg<<56 | uint64(src&0xfffff)<<36 | uint64(tag) }
+
+// farSend sends buf to PE dest on another node: a UCX tagged message,
+// whose tag carries this PE's rank and the user's tag; UCX keeps the
+// messages of one pair and tag in order.
+func (pe *PE) farSend(buf []byte, dest, tag int) error {
+	f := pe.farL
+	if err := f.w.Send(dest, msgTag(pe.rank, tag), buf, f.pinger(dest)); err != nil {
+		return fmt.Errorf("symheap: Send of %d bytes to PE %d: %w", len(buf), dest, f.peerLost(dest, err))
+	}
+	return nil
+}
+
+// farRecv receives a message from PE source on another node: it probes
+// first, so that a message longer than buf stays queued (ErrTruncated).
+func (pe *PE) farRecv(buf []byte, source, tag int) (Status, error) {
+	f := pe.farL
+	want, mask := msgTag(source, max(tag, 0)), tagFull
+	if tag == AnyTag {
+		mask = tagAnyUser
+	}
+	stag, n, err := f.w.Probe(want, mask, source, f.pinger(source))
+	if err != nil {
+		return Status{}, fmt.Errorf("symheap: Recv from PE %d: %w", source, f.peerLost(source, err))
+	}
+	st := Status{Source: source, Tag: int(stag & (1<<36 - 1)), Count: n}
+	if n > len(buf) {
+		return st, fmt.Errorf("symheap: Recv from PE %d: a message of %d bytes into a buffer of %d: %w", source, n, len(buf), ErrTruncated)
+	}
+	if _, _, err := f.w.Recv(buf[:n], stag, tagFull, source, f.pinger(source)); err != nil {
+		return st, fmt.Errorf("symheap: Recv from PE %d: %w", source, f.peerLost(source, err))
+	}
+	return st, nil
+}
 
 func farTag(kind uint64, src int, round int, epoch uint32) uint64 {
 	return kind<<56 | uint64(src&0xfffff)<<36 | uint64(round&0xf)<<32 | uint64(epoch)
@@ -580,7 +617,7 @@ func (f *farLayer) leaderBarrier() (int, error) {
 	}
 	for k, d := 0, 1; d < n; k, d = k+1, d*2 {
 		to, from := f.leaders[(me+d)%n], f.leaders[(me-d+n)%n]
-		if err := f.w.Send(to, farTag(tagBarrier, f.pe.rank, k, f.epoch), nil); err != nil {
+		if err := f.w.Send(to, farTag(tagBarrier, f.pe.rank, k, f.epoch), nil, f.pinger(to)); err != nil {
 			return lost(to, err)
 		}
 		if _, _, err := f.w.Recv(nil, farTag(tagBarrier, from, k, f.epoch), tagFull, from, f.pinger(from)); err != nil {

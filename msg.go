@@ -1,6 +1,7 @@
 package symheap
 
 import (
+	"fmt"
 	"sync/atomic"
 
 	"github.com/symheap/symheap/alloc"
@@ -50,16 +51,18 @@ func (pe *PE) Send(buf []byte, dest, tag int) error {
 	if err := pe.checkOpen(); err != nil {
 		return err
 	}
-	if pe.farL != nil {
-		if err := pe.farMsg("Send", dest); err != nil {
-			return err
+	if pe.farL != nil && pe.farMsg("Send", dest) != nil {
+		if tag < 0 || tag > MaxTag {
+			return fmt.Errorf("symheap: Send with tag %d: %w (tags are 0 to %d)", tag, ErrBadArg, MaxTag)
 		}
+		return pe.farSend(buf, dest, tag)
 	}
 	return pe.ext.msg.Send(buf, dest, tag)
 }
 
-// farMsg refuses a message to or from a PE on another node: messages do
-// not cross nodes yet (AnySource matches this node's PEs only).
+// farMsg reports (as an error) that peer runs on another node. Send and
+// Recv then go through the transport (far_ucx.go); Isend and Irecv do
+// not cross nodes yet, and AnySource matches this node's PEs only.
 func (pe *PE) farMsg(op string, peer int) error {
 	if peer >= 0 && peer < pe.npes && pe.rma.route(peer) == transport.Far {
 		return farNotSupported(op, peer, pe.Node(peer))
@@ -91,10 +94,11 @@ func (pe *PE) Recv(buf []byte, source, tag int) (Status, error) {
 	if err := pe.checkOpen(); err != nil {
 		return Status{}, err
 	}
-	if pe.farL != nil {
-		if err := pe.farMsg("Recv", source); err != nil {
-			return Status{}, err
+	if pe.farL != nil && pe.farMsg("Recv", source) != nil {
+		if tag != AnyTag && (tag < 0 || tag > MaxTag) {
+			return Status{}, fmt.Errorf("symheap: Recv with tag %d: %w (tags are 0 to %d, or AnyTag)", tag, ErrBadArg, MaxTag)
 		}
+		return pe.farRecv(buf, source, tag)
 	}
 	st, err := pe.ext.msg.Recv(buf, source, tag)
 	return Status(st), err

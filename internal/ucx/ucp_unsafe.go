@@ -220,6 +220,32 @@ static void sh_announce(ucp_ep_h ep, uint64_t tag, uint64_t val) {
 	if (r != NULL && !UCS_PTR_IS_ERR(r)) ucp_request_free(r);
 }
 
+// sh_probe_wait waits until a message matching tag under mask has
+// arrived and reports its tag and length, leaving it queued; it returns 0
+// when slice_ms ran out first.
+static int sh_probe_wait(ucp_worker_h w, int efd, uint64_t tag, uint64_t mask, int slice_ms, uint64_t *stag, size_t *len) {
+	double end = now_ms() + slice_ms, spin_end = now_ms() + SPIN_MS;
+	for (;;) {
+		ucp_tag_recv_info_t info;
+		if (ucp_tag_probe_nb(w, tag, mask, 0, &info) != NULL) {
+			*stag = info.sender_tag;
+			*len = info.length;
+			return 1;
+		}
+		if (ucp_worker_progress(w) != 0) {
+			spin_end = now_ms() + SPIN_MS;
+			continue;
+		}
+		double t = now_ms();
+		if (t > end) return 0;
+		if (t < spin_end) continue;
+		if (efd >= 0 && ucp_worker_arm(w) == UCS_OK) {
+			struct pollfd pfd = { .fd = efd, .events = POLLIN };
+			poll(&pfd, 1, 1);
+		}
+	}
+}
+
 static ucs_status_ptr_t sh_ep_close(ucp_ep_h ep) {
 	ucp_request_param_t p;
 	p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -753,7 +779,10 @@ func (w *Worker) Sleep(d time.Duration) {
 }
 
 // Send sends buf to peer with tag, and returns when buf may be reused.
-func (w *Worker) Send(peer int, tag uint64, buf []byte) error {
+// A large message completes only when the receiver takes it, so Timeout
+// does not apply; check, if not nil, runs without the lock between slices
+// of the wait, and its error ends it.
+func (w *Worker) Send(peer int, tag uint64, buf []byte, check func() error) error {
 	w.lock()
 	defer w.mu.Unlock()
 	ps, err := w.ep(peer)
@@ -761,7 +790,68 @@ func (w *Worker) Send(peer int, tag uint64, buf []byte) error {
 		return err
 	}
 	req := C.sh_tag_send(ps.ep, unsafe.Pointer(unsafe.SliceData(buf)), C.size_t(len(buf)), C.uint64_t(tag))
-	return w.wait(req, peer, "send")
+	if req == nil {
+		return nil
+	}
+	if C.sh_is_err(req) != 0 {
+		return w.peerErr(peer, "send", C.sh_status(req))
+	}
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	pin.Pin(unsafe.SliceData(buf))
+	for {
+		st := C.sh_wait(w.w, w.efd, unsafe.Pointer(req), 1)
+		if st != C.UCS_INPROGRESS {
+			if st != C.UCS_OK {
+				return w.peerErr(peer, "send", st)
+			}
+			return nil
+		}
+		err := w.stuck(peer, "send", time.Now())
+		if err == nil && check != nil {
+			w.mu.Unlock()
+			err = check()
+			w.lock()
+		}
+		if err != nil {
+			return err // the request stays with UCX: the job is broken
+		}
+		w.mu.Unlock()
+		runtime.Gosched()
+		w.lock()
+	}
+}
+
+// Probe waits until a message whose tag matches tag under mask has
+// arrived, and returns its tag and length, leaving it for Recv. from and
+// check are as for Recv.
+func (w *Worker) Probe(tag, mask uint64, from int, check func() error) (uint64, int, error) {
+	w.lock()
+	defer w.mu.Unlock()
+	if from >= 0 {
+		if _, err := w.ep(from); err != nil {
+			return 0, 0, err
+		}
+	}
+	for {
+		var stag C.uint64_t
+		var n C.size_t
+		if C.sh_probe_wait(w.w, w.efd, C.uint64_t(tag), C.uint64_t(mask), 1, &stag, &n) != 0 {
+			return uint64(stag), int(n), nil
+		}
+		err := w.stuck(from, "receive", time.Now())
+		if err == nil && check != nil {
+			w.mu.Unlock()
+			err = check()
+			w.lock()
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		w.mu.Unlock()
+		runtime.Gosched()
+		w.lock()
+	}
 }
 
 // Recv receives into buf the first message whose tag matches tag under
