@@ -672,6 +672,9 @@ func checkClusterNotYet(t *testing.T, pe *PE) {
 	if _, err := pe.Irecv(make([]byte, 1), other, 1); !errors.Is(err, ErrNotSupported) {
 		t.Errorf("Irecv from PE %d on the other node: %v, want ErrNotSupported", other, err)
 	}
+	if _, err := pe.Recv(make([]byte, 1), AnySource, 1); !errors.Is(err, ErrNotSupported) {
+		t.Errorf("Recv from AnySource: %v, want ErrNotSupported", err)
+	}
 	if _, err := pe.World().Split(0, 1, 2); !errors.Is(err, ErrNotSupported) {
 		t.Errorf("Split: %v, want ErrNotSupported", err)
 	}

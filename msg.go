@@ -60,12 +60,17 @@ func (pe *PE) Send(buf []byte, dest, tag int) error {
 	return pe.ext.msg.Send(buf, dest, tag)
 }
 
-// farMsg reports (as an error) that peer runs on another node. Send and
-// Recv then go through the transport (far_ucx.go); Isend and Irecv do
-// not cross nodes yet, and AnySource matches this node's PEs only.
+// farMsg reports (as an error) that peer runs on another node, or is
+// AnySource in a receive. Send and Recv to and from a named PE then go
+// through the transport (far_ucx.go); Isend and Irecv do not cross nodes
+// yet, nor does AnySource, which is refused in a job on several nodes.
 func (pe *PE) farMsg(op string, peer int) error {
 	if peer >= 0 && peer < pe.npes && pe.rma.route(peer) == transport.Far {
 		return farNotSupported(op, peer, pe.Node(peer))
+	}
+	if peer == AnySource && (op == "Recv" || op == "Irecv") {
+		// It would miss the messages of other nodes' PEs.
+		return fmt.Errorf("symheap: %s from AnySource in a job on %d nodes: %w (AnySource does not match senders on other nodes yet: name the source)", op, pe.Nodes(), ErrNotSupported)
 	}
 	return nil
 }
@@ -93,6 +98,9 @@ func (pe *PE) Isend(buf []byte, dest, tag int) (*Request, error) {
 func (pe *PE) Recv(buf []byte, source, tag int) (Status, error) {
 	if err := pe.checkOpen(); err != nil {
 		return Status{}, err
+	}
+	if pe.farL != nil && source == AnySource {
+		return Status{}, pe.farMsg("Recv", source)
 	}
 	if pe.farL != nil && pe.farMsg("Recv", source) != nil {
 		if tag != AnyTag && (tag < 0 || tag > MaxTag) {

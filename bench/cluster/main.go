@@ -10,6 +10,8 @@
 //	barrier_lat 0  Barrier, the slowest PE's mean, µs
 //	malloc_lat 8   Malloc + Free of 8 bytes (collective), slowest PE, µs
 //	put_bw SIZE    a window of PutNBI (64 MiB in flight at most) + Quiet, MB/s
+//	pingpong_lat 8 Send/Recv ping-pong, half a round trip, µs
+//	stream_bw 1 MiB  a window of 64 Sends, then a 1-byte ack, MB/s
 //	init_time 0    Init, the slowest PE, ms
 //
 // Each figure is the best of -r repetitions of a loop run for -t.
@@ -205,8 +207,72 @@ func run(pe *symheap.PE, initTime time.Duration) error {
 		return err
 	}
 	out("put_bw", size, float64(size*window)/v) // bytes per µs = MB/s
+	msg := make([]byte, 8)
+	if v, err = pingpong(pe, 2000, msg); err != nil {
+		return err
+	}
+	out("pingpong_lat", 8, v)
+	const mib, win = 1 << 20, 64
+	mbuf := make([]byte, mib)
+	if v, err = collective(pe, 3, func() error {
+		switch pe.Rank() {
+		case 0:
+			for range win {
+				if err := pe.Send(mbuf, 1, 2); err != nil {
+					return err
+				}
+			}
+			_, err := pe.Recv(msg[:1], 1, 3)
+			return err
+		case 1:
+			for range win {
+				if _, err := pe.Recv(mbuf, 0, 2); err != nil {
+					return err
+				}
+			}
+			return pe.Send(msg[:1], 0, 3)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	out("stream_bw", mib, float64(mib*win)/v)
 	if err := symheap.Free(pe, big); err != nil {
 		return err
 	}
 	return symheap.Free(pe, word)
+}
+
+// pingpong measures half a Send/Recv round trip between PEs 0 and 1.
+func pingpong(pe *symheap.PE, n int, buf []byte) (float64, error) {
+	best := 0.0
+	for r := 0; r < *reps; r++ {
+		if err := pe.Barrier(); err != nil {
+			return 0, err
+		}
+		t0 := time.Now()
+		for range n {
+			switch pe.Rank() {
+			case 0:
+				if err := pe.Send(buf, 1, 1); err != nil {
+					return 0, err
+				}
+				if _, err := pe.Recv(buf, 1, 1); err != nil {
+					return 0, err
+				}
+			case 1:
+				if _, err := pe.Recv(buf, 0, 1); err != nil {
+					return 0, err
+				}
+				if err := pe.Send(buf, 0, 1); err != nil {
+					return 0, err
+				}
+			}
+		}
+		v := float64(time.Since(t0).Nanoseconds()) / 1e3 / float64(n) / 2
+		if best == 0 || v < best {
+			best = v
+		}
+	}
+	return best, nil
 }
