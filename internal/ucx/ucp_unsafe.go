@@ -414,7 +414,7 @@ type Worker struct {
 
 // quietFor is how long after the PE's last call into the worker Sleep
 // leaves the progress to the PE's own calls.
-const quietFor = 300 * time.Microsecond
+const quietFor = 2 * time.Millisecond
 
 // lock takes the worker for a call of the PE (not the progress goroutine)
 // and notes when.
@@ -759,7 +759,7 @@ func (w *Worker) Sleep(d time.Duration) {
 	// moment after: stay out of their way (on a machine with a core per
 	// PE the extra thread would compete with them for the lock and a core).
 	if idle := time.Duration(time.Now().UnixNano() - w.last.Load()); idle < quietFor {
-		time.Sleep(quietFor - idle)
+		time.Sleep(quietFor)
 		return
 	}
 	w.mu.Lock()
