@@ -44,7 +44,7 @@ func clusterJobWith(t *testing.T, j cluster.Job, checks string) cluster.Result {
 		t.Fatal(err)
 	}
 	j.Env = append(j.Env, envClusterChecks+"="+checks, "GOTRACEBACK=crash", "UCX_ERROR_SIGNALS=", "SHMEM_SYMMETRIC_SIZE=32m", "SYMHEAP_SHARED_SIZE=4m")
-	j.Argv = []string{exe, "-test.run=^TestClusterPE$", "-test.v", "-test.count=1"}
+	j.Argv = append(j.Argv, exe, "-test.run=^TestClusterPE$", "-test.v", "-test.count=1")
 	r := cluster.Run(context.Background(), j)
 	t.Logf("%d×%d PEs, %v, checks %s:\n%s", j.Hosts, j.PerHost, r.Elapsed.Round(time.Millisecond), checks, r.Output)
 	if len(r.Leftovers) > 0 {
@@ -121,6 +121,7 @@ var clusterChecks = []struct {
 	{"messages", checkClusterMessages},
 	{"kill", func(t *testing.T, pe *PE) { checkFault(t, pe, syscall.SIGKILL) }},
 	{"stop", func(t *testing.T, pe *PE) { checkFault(t, pe, syscall.SIGSTOP) }},
+	{"exit", checkGlobalExit},
 }
 
 // checkFault: PE 3 (host 1) sends itself sig while the others wait in
@@ -750,5 +751,44 @@ func checkClusterMessages(t *testing.T, pe *PE) {
 	long := make([]byte, 16)
 	if st, err := pe.Recv(long, peer, AnyTag); err != nil || string(long[:st.Count]) != "0123456789" {
 		t.Fatalf("Recv after ErrTruncated: %+v %v %q", st, err, long)
+	}
+}
+
+// checkGlobalExit: PE 3 calls GlobalExit(7) while the others wait in
+// barriers (PEs 0 and 1 on the other node): every PE exits with 7.
+func checkGlobalExit(t *testing.T, pe *PE) {
+	faultJob = true
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	if pe.Rank() == 3 {
+		time.Sleep(100 * time.Millisecond)
+		pe.GlobalExit(7)
+	}
+	for start := time.Now(); time.Since(start) < 30*time.Second; {
+		if err := pe.Barrier(); err != nil {
+			t.Errorf("PE %d: %v", pe.Rank(), err)
+			return
+		}
+	}
+	t.Errorf("PE %d did not exit", pe.Rank())
+}
+
+func TestClusterGlobalExit(t *testing.T) {
+	exited := regexp.MustCompile(`PE-EXIT rank=(\d) status=(\d+)`)
+	r := clusterJobWith(t, cluster.Job{Hosts: 2, PerHost: 2, Timeout: 60 * time.Second,
+		MPIArgs: []string{"--enable-recovery"},
+		// Each PE's exit status, as a shell sees it.
+		Argv:  []string{"/bin/sh", "-c", `"$@"; echo "PE-EXIT rank=$OMPI_COMM_WORLD_RANK status=$?"`, "sh"},
+		Until: func(out []byte) bool { return len(exited.FindAll(out, -1)) == 4 },
+	}, "exit")
+	ms := exited.FindAllSubmatch(r.Output, -1)
+	if len(ms) != 4 {
+		t.Fatalf("%d of 4 PEs exited", len(ms))
+	}
+	for _, m := range ms {
+		if string(m[2]) != "7" {
+			t.Errorf("PE %s exited with %s, want 7", m[1], m[2])
+		}
 	}
 }

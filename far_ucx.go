@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -171,6 +172,7 @@ func (pe *PE) startFar() error {
 	f.w = w
 	w.Timeout = pe.set.peerTimeout
 	w.Lost = func(int) error { return f.launcherLost() }
+	w.Announced = f.onAnnounced
 	addr, err := w.Address()
 	if err != nil {
 		return fmt.Errorf("symheap: Init: %w", err)
@@ -286,6 +288,9 @@ func (f *farLayer) progress() {
 		default:
 		}
 		f.w.Sleep(50 * time.Millisecond)
+		if v, ok := f.w.Watched(); ok && v&announceExit != 0 {
+			f.onAnnounced(v) // exits
+		}
 		// UCX stored what arrived with plain stores; a full fence before
 		// the sleepers load, as a put's P2 (wait.go).
 		core.FullFence()
@@ -365,15 +370,45 @@ func (pe *PE) farAnnounce(p int) {
 	if f == nil || f.w == nil || p < 0 || !f.told.CompareAndSwap(false, true) {
 		return
 	}
-	f.w.Announce(f.far, farTag(tagLost, pe.rank, 0, 0), uint64(p))
+	f.w.Announce(f.far, farTag(tagLost, pe.rank, 0, 0), uint64(p), false)
 }
 
-// announced returns the error of a loss another node announced.
+// announceExit is the bit of an announcement that carries GlobalExit's
+// status instead of a lost PE.
+const announceExit = 1 << 63
+
+// announced returns the error of a loss another node announced (or
+// exits, if it announced GlobalExit).
 func (f *farLayer) announced() error {
-	if v, ok := f.w.Watched(); ok && int(v) < f.pe.npes {
-		return fmt.Errorf("PE %d on node %d is gone (announced by another node): %w", v, f.pe.topo.nodeOf[v], ErrPeerLost)
+	if v, ok := f.w.Watched(); ok {
+		return f.onAnnounced(v)
 	}
 	return nil
+}
+
+// onAnnounced is what an announcement means: GlobalExit's status, on
+// which this PE leaves and exits at once (as its node's exit watcher
+// would), or a lost PE.
+func (f *farLayer) onAnnounced(v uint64) error {
+	if v&announceExit != 0 {
+		f.pe.leaveNow()
+		os.Exit(int(v & 0xff))
+	}
+	if v >= uint64(f.pe.npes) {
+		return fmt.Errorf("a PE on another node is gone (an announcement named %d): %w", v, ErrPeerLost)
+	}
+	return fmt.Errorf("PE %d on node %d is gone (announced by another node): %w", v, f.pe.topo.nodeOf[v], ErrPeerLost)
+}
+
+// farExit tells every PE of the other nodes to exit with code
+// (GlobalExit).
+func (pe *PE) farExit(code int) {
+	if f := pe.farL; f != nil && f.w != nil {
+		// Flushed: the other nodes' PEs have the request before this
+		// node's PEs start exiting (whose lost connections they would
+		// otherwise see first).
+		f.w.Announce(f.far, farTag(tagLost, pe.rank, 0, 0), announceExit|uint64(code&0xff), true)
+	}
 }
 
 // farAlive reports whether PE p, on another node, is not known lost.
@@ -400,6 +435,15 @@ func (f *farLayer) peerLost(p int, err error) error {
 	var pe *ucx.PeerError
 	if errors.As(err, &pe) && pe.Peer >= 0 {
 		p = pe.Peer
+	}
+	if !errors.Is(err, ucx.ErrTimeout) {
+		// A PE that exits on a GlobalExit of another node drops its
+		// connections: if that is why, the request is on its way too.
+		for t0 := time.Now(); time.Since(t0) < 50*time.Millisecond; time.Sleep(time.Millisecond) {
+			if e := f.announced(); e != nil {
+				return e
+			}
+		}
 	}
 	if p < 0 {
 		return fmt.Errorf("a PE on another node is lost: %w (%v)", ErrPeerLost, err)
@@ -612,6 +656,9 @@ func (f *farLayer) leaderBarrier() (int, error) {
 		var pe *ucx.PeerError
 		if errors.As(err, &pe) && pe.Peer >= 0 {
 			p = pe.Peer
+		}
+		if v, ok := f.w.Watched(); ok && v < uint64(f.pe.npes) {
+			p = int(v) // another node named the lost PE
 		}
 		return p, f.peerLost(p, err)
 	}

@@ -342,6 +342,7 @@ func (pe *PE) GlobalExit(code int) {
 	// signal's.
 	ossignal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	if !pe.closed.Load() {
+		pe.farExit(code) // the PEs of other nodes (far_ucx.go)
 		g := pe.ctl[0]
 		// First request wins; pairs with every PE's watcher load.
 		g.exitCode.CompareAndSwap(0, uint32(code)&0xff|exitSet)

@@ -407,6 +407,9 @@ type Worker struct {
 	// Timeout bounds a blocking operation on one peer; past it the
 	// operation fails with ErrPeer and ErrTimeout. 0: no bound.
 	Timeout time.Duration
+	// Announced, if set, turns the value a peer announced (Watch) into
+	// the error that ends the waits; it may also not return.
+	Announced func(v uint64) error
 	// Lost reports a peer known lost by other means (a launcher's
 	// event, a liveness check): a blocking wait on it ends with its error.
 	Lost func(peer int) error
@@ -569,8 +572,9 @@ func (w *Worker) watched() (uint64, bool) {
 }
 
 // Announce sends val with tag to each of peers, without waiting for
-// delivery (a peer that is gone does not hold it up).
-func (w *Worker) Announce(peers []int, tag, val uint64) {
+// delivery (a peer that is gone does not hold it up); with flush it then
+// waits, at most Timeout, until the messages have left.
+func (w *Worker) Announce(peers []int, tag, val uint64, flush bool) {
 	w.lock()
 	defer w.mu.Unlock()
 	for _, p := range peers {
@@ -583,6 +587,10 @@ func (w *Worker) Announce(peers []int, tag, val uint64) {
 			break
 		}
 	}
+	if flush {
+		w.dirty = true
+		w.wait(C.sh_flush(w.w), -1, "flush")
+	}
 }
 
 // stuck is the check between slices of a wait: the peer (or, for
@@ -590,6 +598,9 @@ func (w *Worker) Announce(peers []int, tag, val uint64) {
 // Timeout.
 func (w *Worker) stuck(peer int, what string, start time.Time) error {
 	if v, ok := w.watched(); ok {
+		if w.Announced != nil {
+			return w.Announced(v)
+		}
 		return &PeerError{int(v), what, errors.New("announced lost by another peer")}
 	}
 	if peer >= 0 {
