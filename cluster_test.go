@@ -54,7 +54,7 @@ func clusterJobWith(t *testing.T, j cluster.Job, checks string) cluster.Result {
 }
 
 func TestCluster(t *testing.T) {
-	r := clusterJob(t, 2, 2, "placement,rma,atomics,mixed,wait,busy,barrier,alloc,diverge,collectives,locks,notyet,messages", 120*time.Second)
+	r := clusterJob(t, 2, 2, "placement,rma,atomics,mixed,wait,busy,barrier,alloc,diverge,collectives,locks,notyet,messages,teams", 120*time.Second)
 	if r.Err != nil {
 		t.Fatalf("job failed: %v", r.Err)
 	}
@@ -119,6 +119,7 @@ var clusterChecks = []struct {
 	{"locks", checkClusterLocks},
 	{"notyet", checkClusterNotYet},
 	{"messages", checkClusterMessages},
+	{"teams", checkClusterTeams},
 	{"kill", func(t *testing.T, pe *PE) { checkFault(t, pe, syscall.SIGKILL) }},
 	{"stop", func(t *testing.T, pe *PE) { checkFault(t, pe, syscall.SIGSTOP) }},
 	{"exit", checkGlobalExit},
@@ -676,9 +677,7 @@ func checkClusterNotYet(t *testing.T, pe *PE) {
 	if _, err := pe.Recv(make([]byte, 1), AnySource, 1); !errors.Is(err, ErrNotSupported) {
 		t.Errorf("Recv from AnySource: %v, want ErrNotSupported", err)
 	}
-	if _, err := pe.World().Split(0, 1, 2); !errors.Is(err, ErrNotSupported) {
-		t.Errorf("Split: %v, want ErrNotSupported", err)
-	}
+
 	// Messages on the node still work.
 	mate := pe.Rank() ^ 1
 	if err := pe.Send([]byte("hi"), mate, 2); err != nil {
@@ -791,4 +790,111 @@ func TestClusterGlobalExit(t *testing.T) {
 			t.Errorf("PE %s exited with %s, want 7", m[1], m[2])
 		}
 	}
+}
+
+// checkClusterTeams: teams made by Split that span nodes ({0, 2}, and
+// {3, 1} in reverse), one within a node ({0, 1}), a nested team of one;
+// their ranks, Sync, collectives, Destroy.
+func checkClusterTeams(t *testing.T, pe *PE) {
+	me := pe.Rank()
+	w := pe.World()
+	src, err := Malloc[int64](pe, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := Malloc[int64](pe, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range src {
+		src[i] = int64(100*me + i)
+	}
+	even, err := w.Split(0, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	odd, err := w.Split(3, -2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node0, err := w.Split(0, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, other := even, odd
+	if me%2 == 1 {
+		mine, other = odd, even
+	}
+	if other != nil || mine == nil {
+		t.Fatalf("PE %d: even %v, odd %v", me, even != nil, odd != nil)
+	}
+	if (node0 != nil) != (me < 2) {
+		t.Fatalf("PE %d: node-0 team %v", me, node0 != nil)
+	}
+	wantRank := map[int]int{0: 0, 2: 1, 3: 0, 1: 1}[me]
+	if mine.Size() != 2 || mine.Rank() != wantRank || mine.WorldRank(wantRank) != me || mine.TeamRank(me) != wantRank || mine.TeamRank(me^1) != -1 {
+		t.Errorf("PE %d: team size %d rank %d (want %d), WorldRank %d, TeamRank %d", me, mine.Size(), mine.Rank(), wantRank, mine.WorldRank(wantRank), mine.TeamRank(me))
+	}
+	for range 50 {
+		if err := mine.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mate := mine.WorldRank(1 - mine.Rank())
+	if err := Broadcast(mine, dst[:2], src[:2], 1); err != nil {
+		t.Fatal(err)
+	}
+	if root := mine.WorldRank(1); dst[0] != int64(100*root) || dst[1] != int64(100*root+1) {
+		t.Errorf("team Broadcast: %v", dst[:2])
+	}
+	if err := Reduce(mine, dst[:2], src[:2], OpSum); err != nil {
+		t.Fatal(err)
+	}
+	if dst[0] != int64(100*(me+mate)) {
+		t.Errorf("team Reduce: %v, want %d", dst[:2], 100*(me+mate))
+	}
+	if err := FCollect(mine, dst, src[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if dst[0] != int64(100*mine.WorldRank(0)) || dst[2] != int64(100*mine.WorldRank(1)) {
+		t.Errorf("team FCollect: %v", dst)
+	}
+	if err := AllToAll(mine, dst, src); err != nil {
+		t.Fatal(err)
+	}
+	r := mine.Rank()
+	if dst[0] != int64(100*mine.WorldRank(0)+2*r) || dst[2] != int64(100*mine.WorldRank(1)+2*r) {
+		t.Errorf("team AllToAll: %v", dst)
+	}
+	one, err := mine.Split(1, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if (one != nil) != (mine.Rank() == 1) || (one != nil && (one.Size() != 1 || one.WorldRank(0) != me)) {
+		t.Errorf("PE %d: nested team of one: %v", me, one != nil)
+	}
+	if one != nil {
+		if err := one.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if err := one.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if node0 != nil {
+		if err := node0.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if err := node0.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := mine.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Split(0, 1, 5); !errors.Is(err, ErrBadArg) {
+		t.Errorf("Split larger than the world: %v, want ErrBadArg", err)
+	}
+	Free(pe, dst)
+	Free(pe, src)
 }

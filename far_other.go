@@ -18,6 +18,7 @@ func discover(j *job) (topology, *farLayer, error) { return placement(j.npes), n
 
 func (f *farLayer) finalize()                                      {}
 func (pe *PE) farAnnounce(p int)                                   {}
+func (pe *PE) farTeamSync(ft *farTeamState) error                  { return ErrNotSupported }
 func (pe *PE) farExit(code int)                                    {}
 func (pe *PE) farSend(buf []byte, dest, tag int) error             { return ErrNotSupported }
 func (pe *PE) farRecv(buf []byte, source, tag int) (Status, error) { return Status{}, ErrNotSupported }

@@ -203,7 +203,13 @@ func (pe *PE) startFar() error {
 		return fmt.Errorf("symheap: Init: %w", err)
 	}
 	f.heapBase, f.cbBase = make([]uint64, pe.npes), make([]uint64, pe.npes)
-	for _, r := range f.far {
+	// Every other PE's record: the far ones for one-sided access, the
+	// local ones too for the synchronisation of teams made by Split
+	// (their endpoints are made only if such a team is used).
+	for r := range pe.npes {
+		if r == pe.rank {
+			continue
+		}
 		b, err := f.client.Get(r, pmixKey)
 		if err != nil {
 			return fmt.Errorf("symheap: Init: PE %d's UCX address: %w", r, err)
@@ -530,6 +536,7 @@ const (
 	tagBarrier = 1
 	tagLost    = 2 // a PE announces a lost PE to the other nodes' PEs
 	tagMsg     = 3 // Send and Recv: the sender's rank and the user's tag
+	tagTeam    = 4 // Sync of a team made by Split: team key, sender, round, epoch
 	tagFull    = ^uint64(0)
 	tagAnyUser = ^uint64(0) &^ (1<<36 - 1) // matches any user tag
 )
@@ -614,6 +621,32 @@ func (pe *PE) farBarrier() error {
 	}
 	if err != nil {
 		return f.fail(err)
+	}
+	return nil
+}
+
+// farTeamSync is the barrier of a team made by Split in a job on several
+// nodes: a dissemination barrier among its members (ceil(log2 size)
+// rounds of UCX tagged messages, which carry the team's key, the sender,
+// the round and the team's barrier count).
+func (pe *PE) farTeamSync(ft *farTeamState) error {
+	f := pe.farL
+	if e := f.lost.Load(); e != nil {
+		return *e
+	}
+	n := len(ft.members)
+	ft.epoch++
+	tag := func(src, round int) uint64 {
+		return tagTeam<<56 | (ft.key&0xfff)<<44 | uint64(src&0xfffff)<<24 | uint64(round&0xf)<<20 | uint64(ft.epoch&0xfffff)
+	}
+	for k, d := 0, 1; d < n; k, d = k+1, d*2 {
+		to, from := ft.members[(ft.rank+d)%n], ft.members[(ft.rank-d+n)%n]
+		if err := f.w.Send(to, tag(pe.rank, k), nil, f.pinger(to)); err != nil {
+			return f.fail(f.peerLost(to, err))
+		}
+		if _, _, err := f.w.Recv(nil, tag(from, k), tagFull, from, f.pinger(from)); err != nil {
+			return f.fail(f.peerLost(from, err))
+		}
 	}
 	return nil
 }

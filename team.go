@@ -1,10 +1,6 @@
 package symheap
 
-import (
-	"fmt"
-
-	"github.com/symheap/symheap/internal/team"
-)
+import "github.com/symheap/symheap/internal/team"
 
 // Teams: World, Split, Sync, Destroy. The layer lives in internal/team,
 // whose package comment is its design (the team area, full barriers,
@@ -40,18 +36,56 @@ func (pe *PE) World() *Team { return (*Team)(pe.ext.teams.World()) }
 
 // Rank returns this PE's number in the team, 0 to Size()-1; -1 for a nil
 // team (a PE that is not a member).
-func (t *Team) Rank() int { return (*team.Team)(t).Rank() }
+func (t *Team) Rank() int {
+	if ft := farTeamStateOf(t); ft != nil {
+		return ft.rank
+	}
+	return (*team.Team)(t).Rank()
+}
 
 // Size returns the number of PEs in the team; 0 for a nil team.
-func (t *Team) Size() int { return (*team.Team)(t).Size() }
+func (t *Team) Size() int {
+	if ft := farTeamStateOf(t); ft != nil {
+		return len(ft.members)
+	}
+	return (*team.Team)(t).Size()
+}
 
 // WorldRank returns the world PE number of the team's rank r, or -1 if r
 // is not a rank of the team (shmem_team_translate_pe to the world team).
-func (t *Team) WorldRank(r int) int { return (*team.Team)(t).WorldRank(r) }
+func (t *Team) WorldRank(r int) int {
+	if ft := farTeamStateOf(t); ft != nil {
+		if r < 0 || r >= len(ft.members) {
+			return -1
+		}
+		return ft.members[r]
+	}
+	return (*team.Team)(t).WorldRank(r)
+}
 
 // TeamRank returns the rank in the team of world PE p, or -1 if p is not a
 // member.
-func (t *Team) TeamRank(p int) int { return (*team.Team)(t).TeamRank(p) }
+func (t *Team) TeamRank(p int) int {
+	if ft := farTeamStateOf(t); ft != nil {
+		for i, m := range ft.members {
+			if m == p {
+				return i
+			}
+		}
+		return -1
+	}
+	return (*team.Team)(t).TeamRank(p)
+}
+
+// farTeamStateOf returns t's state when it is a team made by Split in a
+// job on several nodes (collective_far.go); one atomic load otherwise.
+func farTeamStateOf(t *Team) *farTeamState {
+	pe := farJob.Load()
+	if pe == nil || t == nil {
+		return nil
+	}
+	return farTeamOf(pe, t)
+}
 
 // Sync waits until every member of the team has called Sync
 // (shmem_team_sync). It orders memory only as a barrier does; it does not
@@ -76,10 +110,7 @@ func (t *Team) Sync() error {
 // ErrOutOfMemory on every PE.
 func (t *Team) Split(start, stride, size int) (*Team, error) {
 	if pe := farTeam(t); pe != nil {
-		if err := pe.check(); err != nil {
-			return nil, err
-		}
-		return nil, fmt.Errorf("symheap: Split in a job on %d nodes: %w (teams other than the world team do not span nodes yet)", pe.Nodes(), ErrNotSupported)
+		return farSplit(pe, t, start, stride, size)
 	}
 	nt, err := (*team.Team)(t).Split(start, stride, size)
 	return (*Team)(nt), err
@@ -89,7 +120,12 @@ func (t *Team) Split(start, stride, size int) (*Team, error) {
 // team; afterwards its id can be reused and the handle is unusable. A nil
 // team (a PE that is not a member) does nothing. The world team cannot be
 // destroyed.
-func (t *Team) Destroy() error { return (*team.Team)(t).Destroy() }
+func (t *Team) Destroy() error {
+	if pe := farTeam(t); pe != nil {
+		return farDestroy(pe, t)
+	}
+	return (*team.Team)(t).Destroy()
+}
 
 // teamRuntime is the PE as the team layer sees it: team.Runtime.
 type teamRuntime PE
