@@ -5,6 +5,12 @@
 // heap whose blocks any PE may use and free, and single-copy message
 // passing on top of it.
 //
+// Built with the tag ucx, the job may also span nodes: under a PMIx
+// launcher the PEs of each node share that node's segment and reach the
+// other nodes' PEs through UCX (far.go, far_ucx.go, transport.go); Ptr
+// then returns nil for a PE on another node, and Node, Nodes and NodePEs
+// tell where each PE runs.
+//
 // A program calls Init, which joins the job its launcher describes (shrun,
 // Open MPI, PMI or Slurm; a lone PE when none), allocates symmetric objects
 // collectively with Malloc, reads and writes other PEs' copies with Put, Get
@@ -41,6 +47,8 @@
 //	                    full barrier, Broadcast, Reduce, FCollect, AllToAll
 //	                    (team.go and collective.go are its API here)
 //	internal/transport  the seam where a transport to other nodes plugs in
+//	internal/ucx,       cgo bindings of UCX's UCP and of PMIx, in the ucx
+//	internal/pmix       build only (far_ucx.go is their user here)
 //	internal/core       the segment as the runtime sees it: layout, typed
 //	                    offsets, the one address translator, control-block areas
 //	internal/segment    the shared segment: create or attach, same-address
@@ -56,7 +64,9 @@
 //
 // The tools sit beside it. cmd/symheap reads live jobs through
 // internal/inspect, which uses core, segment, alloc, memhook and config,
-// never this package; cmd/shrun starts jobs through package launch.
+// never this package; cmd/shrun starts jobs through package launch;
+// internal/cluster runs jobs on fake hosts of one machine under mpirun,
+// for the ucx build's tests.
 package symheap
 
 import (

@@ -49,6 +49,14 @@
 // description sees it while, and only while, the PE's descriptor is open.
 // Neither can be fooled by pid reuse.
 //
+// # Jobs on several nodes
+//
+// A job that spans nodes has one segment per node, in the job's
+// numbering: NPEs control blocks and partition slots, of which only the
+// node's PEs (Params.Local) attach and back theirs with memory. Placement
+// rounds, the barrier and the liveness checks count those PEs only (the
+// lowest of them proposes the address); everything else is as above.
+//
 // # Leaving
 //
 // Close drops the liveness lock and the shared flock, then tries the
