@@ -54,7 +54,7 @@ func clusterJobWith(t *testing.T, j cluster.Job, checks string) cluster.Result {
 }
 
 func TestCluster(t *testing.T) {
-	r := clusterJob(t, 2, 2, "placement,rma,atomics,mixed,wait,busy,barrier,alloc,diverge,collectives,locks,notyet,messages,teams", 120*time.Second)
+	r := clusterJob(t, 2, 2, "placement,rma,atomics,mixed,wait,busy,barrier,alloc,diverge,collectives,locks,messages,anymsg,teams", 120*time.Second)
 	if r.Err != nil {
 		t.Fatalf("job failed: %v", r.Err)
 	}
@@ -117,7 +117,7 @@ var clusterChecks = []struct {
 	{"diverge", checkClusterDiverge},
 	{"collectives", checkClusterCollectives},
 	{"locks", checkClusterLocks},
-	{"notyet", checkClusterNotYet},
+	{"anymsg", checkClusterAnyMessages},
 	{"messages", checkClusterMessages},
 	{"teams", checkClusterTeams},
 	{"kill", func(t *testing.T, pe *PE) { checkFault(t, pe, syscall.SIGKILL) }},
@@ -665,27 +665,116 @@ func checkClusterLocks(t *testing.T, pe *PE) {
 	Free(pe, l)
 }
 
-// checkClusterNotYet: what does not cross nodes yet says so.
-func checkClusterNotYet(t *testing.T, pe *PE) {
-	other := (pe.Rank() + 2) % pe.Size()
-	if _, err := pe.Isend([]byte("x"), other, 1); !errors.Is(err, ErrNotSupported) {
-		t.Errorf("Isend to PE %d on the other node: %v, want ErrNotSupported", other, err)
+// checkClusterAnyMessages: non-blocking sends and receives across and
+// within nodes, AnySource and AnyTag, a receive posted before the
+// message, Test, and the order of receives posted for one sender.
+func checkClusterAnyMessages(t *testing.T, pe *PE) {
+	me, n := pe.Rank(), pe.Size()
+	// Everyone sends a small and a large message to everyone else, with
+	// Isend, and receives them with Irecv from AnySource, posted first.
+	big := 256 << 10
+	var recvs []*Request
+	bufs := make([][]byte, 2*(n-1))
+	for i := range bufs {
+		bufs[i] = make([]byte, big)
+		r, err := pe.Irecv(bufs[i], AnySource, AnyTag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recvs = append(recvs, r)
 	}
-	if _, err := pe.Irecv(make([]byte, 1), other, 1); !errors.Is(err, ErrNotSupported) {
-		t.Errorf("Irecv from PE %d on the other node: %v, want ErrNotSupported", other, err)
-	}
-	if _, err := pe.Recv(make([]byte, 1), AnySource, 1); !errors.Is(err, ErrNotSupported) {
-		t.Errorf("Recv from AnySource: %v, want ErrNotSupported", err)
-	}
-
-	// Messages on the node still work.
-	mate := pe.Rank() ^ 1
-	if err := pe.Send([]byte("hi"), mate, 2); err != nil {
+	if err := pe.Barrier(); err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, 8)
-	if st, err := pe.Recv(buf, mate, 2); err != nil || st.Count != 2 {
-		t.Errorf("Recv on the node: %v %v", st, err)
+	var sends []*Request
+	payload := map[int][]byte{}
+	for p := range n {
+		if p == me {
+			continue
+		}
+		small := []byte(fmt.Sprintf("from %d to %d", me, p))
+		large := make([]byte, big)
+		for i := range large {
+			large[i] = byte(i + me*7 + p)
+		}
+		payload[p] = large
+		for _, b := range [][]byte{small, large} {
+			r, err := pe.Isend(b, p, 10+len(b)%2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sends = append(sends, r)
+		}
+	}
+	got := map[int]int{}
+	for i, r := range recvs {
+		st, err := r.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[st.Source]++
+		if st.Count == big {
+			for j := range big {
+				if bufs[i][j] != byte(j+st.Source*7+me) {
+					t.Fatalf("large message from PE %d: byte %d differs", st.Source, j)
+				}
+			}
+		} else if want := fmt.Sprintf("from %d to %d", st.Source, me); string(bufs[i][:st.Count]) != want {
+			t.Errorf("small message from PE %d: %q", st.Source, bufs[i][:st.Count])
+		}
+	}
+	for p := range n {
+		if p != me && got[p] != 2 {
+			t.Errorf("%d messages from PE %d, want 2", got[p], p)
+		}
+	}
+	for _, r := range sends {
+		for {
+			done, _, err := r.Test()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if done {
+				break
+			}
+		}
+	}
+	// Every PE has all its messages before the next phase's messages,
+	// which its AnySource receives would match too.
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	// Order: three messages from one sender with one tag, received by
+	// three receives posted in order.
+	peer := me ^ 2
+	if me < peer {
+		for i := range 3 {
+			if err := pe.Send([]byte{byte(i)}, peer, 5); err != nil {
+				t.Fatal(err)
+			}
+		}
+	} else {
+		var rs []*Request
+		bs := make([][]byte, 3)
+		for i := range 3 {
+			bs[i] = make([]byte, 1)
+			r, err := pe.Irecv(bs[i], peer, 5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs = append(rs, r)
+		}
+		for i := 2; i >= 0; i-- { // waited in reverse: the match is by posting order
+			if _, err := rs[i].Wait(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if bs[0][0] != 0 || bs[1][0] != 1 || bs[2][0] != 2 {
+			t.Errorf("receives posted in order got %v %v %v", bs[0], bs[1], bs[2])
+		}
+	}
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -1,7 +1,6 @@
 package symheap
 
 import (
-	"fmt"
 	"sync/atomic"
 )
 
@@ -60,10 +59,4 @@ func (pe *PE) NodePEs() []int {
 		return nil
 	}
 	return append([]int(nil), pe.topo.local...)
-}
-
-// farNotSupported is the error of an operation that does not reach PEs
-// on other nodes yet.
-func farNotSupported(op string, target int, node int) error {
-	return fmt.Errorf("symheap: %s: PE %d runs on node %d, and %s does not reach other nodes yet: %w", op, target, node, op, ErrNotSupported)
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -107,6 +106,7 @@ type farLayer struct {
 	lost     atomic.Pointer[error] // the first failure of a cross-node barrier
 	progStop chan struct{}
 	progDone chan struct{}
+	msgs     farMsgs // messages (msg_far_ucx.go)
 }
 
 const pmixKey = "symheap.ucx"
@@ -207,10 +207,7 @@ func (pe *PE) startFar() error {
 	// local ones too for the synchronisation of teams made by Split
 	// (their endpoints are made only if such a team is used).
 	for r := range pe.npes {
-		if r == pe.rank {
-			continue
-		}
-		b, err := f.client.Get(r, pmixKey)
+		b, err := f.client.Get(r, pmixKey) // this PE's own too: messages to itself
 		if err != nil {
 			return fmt.Errorf("symheap: Init: PE %d's UCX address: %w", r, err)
 		}
@@ -397,8 +394,7 @@ func (f *farLayer) announced() error {
 // would), or a lost PE.
 func (f *farLayer) onAnnounced(v uint64) error {
 	if v&announceExit != 0 {
-		f.pe.leaveNow()
-		os.Exit(int(v & 0xff))
+		f.pe.nodeExit(int(v & 0xff)) // does not return
 	}
 	if v >= uint64(f.pe.npes) {
 		return fmt.Errorf("a PE on another node is gone (an announcement named %d): %w", v, ErrPeerLost)
@@ -542,39 +538,6 @@ const (
 )
 
 func msgTag(src, tag int) uint64 { return tagMsg<<56 | uint64(src&0xfffff)<<36 | uint64(tag) }
-
-// farSend sends buf to PE dest on another node: a UCX tagged message,
-// whose tag carries this PE's rank and the user's tag; UCX keeps the
-// messages of one pair and tag in order.
-func (pe *PE) farSend(buf []byte, dest, tag int) error {
-	f := pe.farL
-	if err := f.w.Send(dest, msgTag(pe.rank, tag), buf, f.pinger(dest)); err != nil {
-		return fmt.Errorf("symheap: Send of %d bytes to PE %d: %w", len(buf), dest, f.peerLost(dest, err))
-	}
-	return nil
-}
-
-// farRecv receives a message from PE source on another node: it probes
-// first, so that a message longer than buf stays queued (ErrTruncated).
-func (pe *PE) farRecv(buf []byte, source, tag int) (Status, error) {
-	f := pe.farL
-	want, mask := msgTag(source, max(tag, 0)), tagFull
-	if tag == AnyTag {
-		mask = tagAnyUser
-	}
-	stag, n, err := f.w.Probe(want, mask, source, f.pinger(source))
-	if err != nil {
-		return Status{}, fmt.Errorf("symheap: Recv from PE %d: %w", source, f.peerLost(source, err))
-	}
-	st := Status{Source: source, Tag: int(stag & (1<<36 - 1)), Count: n}
-	if n > len(buf) {
-		return st, fmt.Errorf("symheap: Recv from PE %d: a message of %d bytes into a buffer of %d: %w", source, n, len(buf), ErrTruncated)
-	}
-	if _, _, err := f.w.Recv(buf[:n], stag, tagFull, source, f.pinger(source)); err != nil {
-		return st, fmt.Errorf("symheap: Recv from PE %d: %w", source, f.peerLost(source, err))
-	}
-	return st, nil
-}
 
 func farTag(kind uint64, src int, round int, epoch uint32) uint64 {
 	return kind<<56 | uint64(src&0xfffff)<<36 | uint64(round&0xf)<<32 | uint64(epoch)

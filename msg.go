@@ -1,13 +1,11 @@
 package symheap
 
 import (
-	"fmt"
 	"sync/atomic"
 
 	"github.com/symheap/symheap/alloc"
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/msg"
-	"github.com/symheap/symheap/internal/transport"
 )
 
 // Message passing: Send, Recv, Isend, Irecv. The layer lives in
@@ -51,28 +49,10 @@ func (pe *PE) Send(buf []byte, dest, tag int) error {
 	if err := pe.checkOpen(); err != nil {
 		return err
 	}
-	if pe.farL != nil && pe.farMsg("Send", dest) != nil {
-		if tag < 0 || tag > MaxTag {
-			return fmt.Errorf("symheap: Send with tag %d: %w (tags are 0 to %d)", tag, ErrBadArg, MaxTag)
-		}
-		return pe.farSend(buf, dest, tag)
+	if pe.farL != nil {
+		return pe.farMsgSend(buf, dest, tag) // a job on several nodes: msg_far_ucx.go
 	}
 	return pe.ext.msg.Send(buf, dest, tag)
-}
-
-// farMsg reports (as an error) that peer runs on another node, or is
-// AnySource in a receive. Send and Recv to and from a named PE then go
-// through the transport (far_ucx.go); Isend and Irecv do not cross nodes
-// yet, nor does AnySource, which is refused in a job on several nodes.
-func (pe *PE) farMsg(op string, peer int) error {
-	if peer >= 0 && peer < pe.npes && pe.rma.route(peer) == transport.Far {
-		return farNotSupported(op, peer, pe.Node(peer))
-	}
-	if peer == AnySource && (op == "Recv" || op == "Irecv") {
-		// It would miss the messages of other nodes' PEs.
-		return fmt.Errorf("symheap: %s from AnySource in a job on %d nodes: %w (AnySource does not match senders on other nodes yet: name the source)", op, pe.Nodes(), ErrNotSupported)
-	}
-	return nil
 }
 
 // Isend starts sending buf to PE dest with tag. buf must not change until
@@ -82,9 +62,7 @@ func (pe *PE) Isend(buf []byte, dest, tag int) (*Request, error) {
 		return nil, err
 	}
 	if pe.farL != nil {
-		if err := pe.farMsg("Isend", dest); err != nil {
-			return nil, err
-		}
+		return pe.farMsgIsend(buf, dest, tag)
 	}
 	r, err := pe.ext.msg.Isend(buf, dest, tag)
 	return (*Request)(r), err
@@ -99,14 +77,8 @@ func (pe *PE) Recv(buf []byte, source, tag int) (Status, error) {
 	if err := pe.checkOpen(); err != nil {
 		return Status{}, err
 	}
-	if pe.farL != nil && source == AnySource {
-		return Status{}, pe.farMsg("Recv", source)
-	}
-	if pe.farL != nil && pe.farMsg("Recv", source) != nil {
-		if tag != AnyTag && (tag < 0 || tag > MaxTag) {
-			return Status{}, fmt.Errorf("symheap: Recv with tag %d: %w (tags are 0 to %d, or AnyTag)", tag, ErrBadArg, MaxTag)
-		}
-		return pe.farRecv(buf, source, tag)
+	if pe.farL != nil {
+		return pe.farMsgRecv(buf, source, tag)
 	}
 	st, err := pe.ext.msg.Recv(buf, source, tag)
 	return Status(st), err
@@ -119,9 +91,7 @@ func (pe *PE) Irecv(buf []byte, source, tag int) (*Request, error) {
 		return nil, err
 	}
 	if pe.farL != nil {
-		if err := pe.farMsg("Irecv", source); err != nil {
-			return nil, err
-		}
+		return pe.farMsgIrecv(buf, source, tag)
 	}
 	r, err := pe.ext.msg.Irecv(buf, source, tag)
 	return (*Request)(r), err
@@ -130,6 +100,9 @@ func (pe *PE) Irecv(buf []byte, source, tag int) (*Request, error) {
 // Wait blocks until the request is done and returns its result. It may be
 // called again and returns the same result.
 func (r *Request) Wait() (Status, error) {
+	if st, err, ok := farReqWait(r); ok {
+		return st, err
+	}
 	st, err := (*msg.Request)(r).Wait()
 	return Status(st), err
 }
@@ -137,6 +110,9 @@ func (r *Request) Wait() (Status, error) {
 // Test makes progress and reports whether the request is done, with its
 // result if so.
 func (r *Request) Test() (done bool, st Status, err error) {
+	if done, st, err, ok := farReqTest(r); ok {
+		return done, st, err
+	}
 	done, s, err := (*msg.Request)(r).Test()
 	return done, Status(s), err
 }

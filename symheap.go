@@ -353,6 +353,17 @@ func (pe *PE) GlobalExit(code int) {
 	ossignal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	if !pe.closed.Load() {
 		pe.farExit(code) // the PEs of other nodes (far_ucx.go)
+	}
+	pe.nodeExit(code)
+}
+
+// nodeExit is GlobalExit on this node: it ends every PE of the node with
+// code, this one last. A PE that learns of another node's GlobalExit
+// calls it too (far_ucx.go), so that its node's PEs exit with the code
+// rather than find it gone.
+func (pe *PE) nodeExit(code int) {
+	ossignal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	if !pe.closed.Load() {
 		g := pe.ctl[0]
 		// First request wins; pairs with every PE's watcher load.
 		g.exitCode.CompareAndSwap(0, uint32(code)&0xff|exitSet)
@@ -370,8 +381,20 @@ func (pe *PE) GlobalExit(code int) {
 			}
 			time.Sleep(time.Millisecond)
 		}
-		pe.leaveNow()
 	}
+	exitNow(pe, code)
+}
+
+// exitMu is held by the goroutine that leaves the job and exits the
+// process, so that no other goroutine (the exit watcher, another
+// nodeExit) exits it while the segment is half released: that would
+// leave the segment behind.
+var exitMu sync.Mutex
+
+// exitNow releases this PE's share of the segment and exits with code.
+func exitNow(pe *PE, code int) {
+	exitMu.Lock() // never unlocked: the process ends
+	pe.leaveNow()
 	os.Exit(code)
 }
 
@@ -395,8 +418,7 @@ func (pe *PE) watchExit() {
 	for {
 		v := c.exitWord.Load()
 		if code := g.exitCode.Load(); code&exitSet != 0 {
-			pe.leaveNow()
-			os.Exit(int(code &^ exitSet))
+			exitNow(pe, int(code&^exitSet))
 		}
 		if c.watchStop.Load() != 0 {
 			return

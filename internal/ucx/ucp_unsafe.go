@@ -246,6 +246,45 @@ static int sh_probe_wait(ucp_worker_h w, int efd, uint64_t tag, uint64_t mask, i
 	}
 }
 
+// sh_try_probe reports a queued message matching tag under mask, without
+// progressing the worker (so that several probes in a row see one queue).
+static int sh_try_probe(ucp_worker_h w, uint64_t tag, uint64_t mask, uint64_t *stag, size_t *len) {
+	ucp_tag_recv_info_t info;
+	if (ucp_tag_probe_nb(w, tag, mask, 0, &info) == NULL) return 0;
+	*stag = info.sender_tag;
+	*len = info.length;
+	return 1;
+}
+
+// sh_req_test reports a request's status (and, for a receive, the
+// message's length), freeing it once complete.
+static ucs_status_t sh_req_test(void *req, int recv, size_t *len) {
+	ucs_status_t st;
+	if (recv) {
+		ucp_tag_recv_info_t info;
+		st = ucp_tag_recv_request_test(req, &info);
+		if (st != UCS_INPROGRESS) *len = info.length;
+	} else {
+		st = ucp_request_check_status(req);
+	}
+	if (st != UCS_INPROGRESS) ucp_request_free(req);
+	return st;
+}
+
+// sh_wait_event progresses the worker; if there was nothing to do it
+// spins a little, then sleeps on the event descriptor for at most 1 ms.
+static void sh_wait_event(ucp_worker_h w, int efd) {
+	double spin_end = now_ms() + SPIN_MS;
+	while (now_ms() < spin_end) {
+		if (ucp_worker_progress(w) != 0) return;
+	}
+	if (efd >= 0 && ucp_worker_arm(w) == UCS_OK) {
+		struct pollfd pfd = { .fd = efd, .events = POLLIN };
+		poll(&pfd, 1, 1);
+	}
+	ucp_worker_progress(w);
+}
+
 static ucs_status_ptr_t sh_ep_close(ucp_ep_h ep) {
 	ucp_request_param_t p;
 	p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -831,6 +870,119 @@ func (w *Worker) Send(peer int, tag uint64, buf []byte, check func() error) erro
 		runtime.Gosched()
 		w.lock()
 	}
+}
+
+// Req is a non-blocking send or receive (SendNB, RecvNB).
+type Req struct {
+	p    unsafe.Pointer // the UCX request, until complete; nil: complete
+	recv bool
+	n    int
+	err  error
+	pin  runtime.Pinner
+}
+
+// SendNB starts sending buf to peer with tag. buf must not change until
+// the request is complete (Test).
+func (w *Worker) SendNB(peer int, tag uint64, buf []byte) (*Req, error) {
+	w.lock()
+	defer w.mu.Unlock()
+	ps, err := w.ep(peer)
+	if err != nil {
+		return nil, err
+	}
+	r := &Req{n: len(buf)}
+	p := C.sh_tag_send(ps.ep, unsafe.Pointer(unsafe.SliceData(buf)), C.size_t(len(buf)), C.uint64_t(tag))
+	switch {
+	case p == nil:
+	case C.sh_is_err(p) != 0:
+		return nil, w.peerErr(peer, "send", C.sh_status(p))
+	default:
+		r.p = unsafe.Pointer(p)
+		r.pin.Pin(unsafe.SliceData(buf))
+	}
+	return r, nil
+}
+
+// TryProbe reports a queued message matching tag under mask, without
+// receiving it and without progressing the worker.
+func (w *Worker) TryProbe(tag, mask uint64) (stag uint64, n int, ok bool) {
+	w.lock()
+	defer w.mu.Unlock()
+	var st C.uint64_t
+	var l C.size_t
+	if C.sh_try_probe(w.w, C.uint64_t(tag), C.uint64_t(mask), &st, &l) == 0 {
+		return 0, 0, false
+	}
+	return uint64(st), int(l), true
+}
+
+// RecvNB starts receiving the message with exactly tag (found by
+// TryProbe) into buf.
+func (w *Worker) RecvNB(buf []byte, tag uint64) (*Req, error) {
+	w.lock()
+	defer w.mu.Unlock()
+	var rtag C.uint64_t
+	var rlen C.size_t
+	r := &Req{recv: true}
+	p := C.sh_tag_recv(w.w, unsafe.Pointer(unsafe.SliceData(buf)), C.size_t(len(buf)), C.uint64_t(tag), C.uint64_t(^uint64(0)), &rtag, &rlen)
+	switch {
+	case p == nil:
+		r.n = int(rlen)
+	case C.sh_is_err(p) != 0:
+		return nil, statusErr("ucx: receive", C.sh_status(p))
+	default:
+		r.p = unsafe.Pointer(p)
+		if len(buf) > 0 {
+			r.pin.Pin(unsafe.SliceData(buf))
+		}
+	}
+	return r, nil
+}
+
+// Test reports whether r is complete, with the received length (a
+// receive) and its error.
+func (w *Worker) Test(r *Req, peer int) (done bool, n int, err error) {
+	if r.p == nil {
+		return true, r.n, r.err
+	}
+	w.lock()
+	defer w.mu.Unlock()
+	var l C.size_t
+	recv := C.int(0)
+	if r.recv {
+		recv = 1
+	}
+	st := C.sh_req_test(r.p, recv, &l)
+	if st == C.UCS_INPROGRESS {
+		return false, 0, nil
+	}
+	r.p = nil
+	r.pin.Unpin()
+	if r.recv {
+		r.n = int(l)
+	}
+	if st != C.UCS_OK {
+		r.err = &PeerError{peer, "message", Status(st)}
+	}
+	return true, r.n, r.err
+}
+
+// WaitEvent progresses the worker, or waits a little (at most about a
+// millisecond) for communication to arrive.
+func (w *Worker) WaitEvent() {
+	w.lock()
+	defer w.mu.Unlock()
+	if !w.closed {
+		C.sh_wait_event(w.w, w.efd)
+	}
+}
+
+// Check reports a known failure of peer (-1: any announcement only), as
+// the waits of this package do between slices.
+func (w *Worker) Check(peer int) error {
+	w.lock()
+	defer w.mu.Unlock()
+	return w.stuck(peer, "message", time.Now())
 }
 
 // Probe waits until a message whose tag matches tag under mask has
