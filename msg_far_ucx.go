@@ -170,6 +170,9 @@ func (pe *PE) farTest(r *farMsgReq) bool {
 func (pe *PE) farWait(r *farMsgReq) (Status, error) {
 	f := pe.farL
 	var ping func() error
+	if r.lastChecked.IsZero() {
+		r.lastChecked = time.Now() // the first check after a while, not at once
+	}
 	for !pe.farTest(r) {
 		if time.Since(r.lastChecked) > 50*time.Millisecond {
 			r.lastChecked = time.Now()
