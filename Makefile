@@ -9,7 +9,7 @@ PEERS_BIN   := $(CURDIR)/bench/peers/bin
 TEST_FLAGS  ?= -count=1 -timeout 30m
 export GOFLAGS ?=
 
-.PHONY: all build capi demo demo-c test test-c fmt vet staticcheck unit unit-race unit-norace bench-smoke chaos fuzz peers tools clean-shm mutate
+.PHONY: all build capi demo demo-c test test-c fmt vet staticcheck unit unit-race unit-norace bench-smoke chaos fuzz peers tools clean-shm mutate cluster cluster-deps demo-cluster bench-cluster
 
 all: build
 
@@ -48,7 +48,7 @@ peers:
 	bash bench/peers/build.sh $(PEERS_BIN)
 	bash bench/peers/build-malloc.sh $(PEERS_BIN)
 
-test: build tools peers fmt vet staticcheck unit test-c bench-smoke
+test: build tools peers fmt vet staticcheck unit test-c bench-smoke cluster
 	@echo "make test: all checks passed"
 
 # The C library's tests: capi/tests/*.c built with symcc, run under shrun
@@ -116,6 +116,35 @@ fuzz:
 MUTATE_FLAGS ?=
 mutate:
 	$(GO) run ./internal/mutate/cmd/mutate $(MUTATE_FLAGS)
+
+# The multi-node build (tag ucx): UCX and PMIx through cgo, jobs started by
+# a PMIx launcher. cluster-deps installs what it needs on Debian (as root),
+# or says what is missing; cluster vets that build and runs the root
+# package's tests in it: the single-node suite, then TestCluster and
+# TestClusterFaults, which run 4 PEs on two fake hosts of this machine
+# under mpirun (internal/cluster: one IPC namespace and /dev/shm per host,
+# UCX over TCP).
+CLUSTER_PKGS := libucx-dev ucx-utils libpmix-dev openmpi-bin libopenmpi-dev
+cluster-deps:
+	@if pkg-config --exists ucx pmix && command -v mpirun >/dev/null && command -v unshare >/dev/null; then exit 0; fi; \
+	if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		echo "make: installing $(CLUSTER_PKGS) for the ucx build"; \
+		{ DEBIAN_FRONTEND=noninteractive apt-get install -y $(CLUSTER_PKGS) >/dev/null 2>&1 || \
+		  { apt-get update >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y $(CLUSTER_PKGS) >/dev/null 2>&1; }; } || \
+		{ echo "make: could not install $(CLUSTER_PKGS); the ucx build and its tests need them"; exit 1; }; \
+	else \
+		echo "make: the ucx build needs $(CLUSTER_PKGS) (pkg-config ucx and pmix, mpirun, unshare): install them, or run make as root on Debian"; exit 1; \
+	fi
+
+cluster: cluster-deps
+	$(GO) vet -tags ucx ./...
+	SYMHEAP_REQUIRE_CLUSTER=1 $(GO) test -tags ucx -count=1 -timeout 10m .
+
+# The multi-node example on two fake hosts of two PEs each.
+demo-cluster: cluster-deps
+	@mkdir -p $(BIN)
+	$(GO) build -tags ucx -o $(BIN)/cluster-demo ./examples/cluster
+	$(GO) run ./internal/cluster/cmd/fakehosts -hosts 2 -per-host 2 -x SHMEM_SYMMETRIC_SIZE=32m $(BIN)/cluster-demo
 
 clean-shm: build
 	$(BIN)/symheap clean

@@ -141,7 +141,7 @@ func AtomicAdd[T Integer](pe *PE, p *T, v T, target int) error {
 	w, err := amo(pe, p, target, opAdd)
 	if err != nil {
 		if err == errFar {
-			_, err = farAMO(pe, transport.AMOFetchAdd, p, v, 0, target)
+			_, err = farAMO(pe, transport.AMOAdd, p, v, 0, target)
 		}
 		return err
 	}
@@ -211,7 +211,7 @@ func AtomicAnd[T Integer](pe *PE, p *T, v T, target int) error {
 	w, err := amo(pe, p, target, opAnd)
 	if err != nil {
 		if err == errFar {
-			_, err = farAMO(pe, transport.AMOFetchAnd, p, v, 0, target)
+			_, err = farAMO(pe, transport.AMOAnd, p, v, 0, target)
 		}
 		return err
 	}
@@ -225,7 +225,7 @@ func AtomicOr[T Integer](pe *PE, p *T, v T, target int) error {
 	w, err := amo(pe, p, target, opOr)
 	if err != nil {
 		if err == errFar {
-			_, err = farAMO(pe, transport.AMOFetchOr, p, v, 0, target)
+			_, err = farAMO(pe, transport.AMOOr, p, v, 0, target)
 		}
 		return err
 	}
@@ -239,7 +239,7 @@ func AtomicXor[T Integer](pe *PE, p *T, v T, target int) error {
 	w, err := amo(pe, p, target, opXor)
 	if err != nil {
 		if err == errFar {
-			_, err = farAMO(pe, transport.AMOFetchXor, p, v, 0, target)
+			_, err = farAMO(pe, transport.AMOXor, p, v, 0, target)
 		}
 		return err
 	}

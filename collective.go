@@ -33,6 +33,12 @@ const (
 // symmetric, of equal length; they may be the same array but may not
 // partly overlap. On return dst holds the data and src may be reused.
 func Broadcast[T any](t *Team, dst, src []T, root int) error {
+	if pe := farTeam(t); pe != nil {
+		if err := checkPointerFree[T](); err != nil {
+			return err
+		}
+		return farBroadcast(pe, t, dst, src, root)
+	}
 	return (*team.Team)(t).Broadcast(team.VecOf(dst), team.VecOf(src), root, checkPointerFree[T]())
 }
 
@@ -41,6 +47,9 @@ func Broadcast[T any](t *Team, dst, src []T, root int) error {
 // 1.5 defines as an all-reduce). dst and src are symmetric, of equal
 // length; they may be the same array but may not partly overlap.
 func Reduce[T Number](t *Team, dst, src []T, op Op) error {
+	if pe := farTeam(t); pe != nil {
+		return farReduce(pe, t, dst, src, op)
+	}
 	return team.Reduce((*team.Team)(t), dst, src, op)
 }
 
@@ -48,6 +57,12 @@ func Reduce[T Number](t *Team, dst, src []T, op Op) error {
 // rank order (shmem_fcollect): dst has Size()*len(src) elements. dst and
 // src are symmetric and may not overlap.
 func FCollect[T any](t *Team, dst, src []T) error {
+	if pe := farTeam(t); pe != nil {
+		if err := checkPointerFree[T](); err != nil {
+			return err
+		}
+		return farFCollect(pe, t, dst, src)
+	}
 	return (*team.Team)(t).FCollect(team.VecOf(dst), team.VecOf(src), checkPointerFree[T]())
 }
 
@@ -56,5 +71,11 @@ func FCollect[T any](t *Team, dst, src []T) error {
 // becomes block i of member j's dst. dst and src are symmetric, of equal
 // length (a multiple of the team size), and may not overlap.
 func AllToAll[T any](t *Team, dst, src []T) error {
+	if pe := farTeam(t); pe != nil {
+		if err := checkPointerFree[T](); err != nil {
+			return err
+		}
+		return farAllToAll(pe, t, dst, src)
+	}
 	return (*team.Team)(t).AllToAll(team.VecOf(dst), team.VecOf(src), checkPointerFree[T]())
 }

@@ -18,7 +18,12 @@ type control struct {
 	// before-exit step (cabi.BeforeExit) on a GlobalExit.
 	exitReady atomic.Uint32
 
-	_ [44]byte
+	// Multi-node jobs (far_ucx.go): set by this node's leader when its
+	// cross-node barrier found a PE lost, to 2 + that PE's rank (1: not
+	// known which); loaded by the node's PEs after the barrier.
+	farLost atomic.Int64 //lint:ignore U1000 used by the ucx build (far_ucx.go); the layout is the same in both
+
+	_ [32]byte
 
 	// This PE's wake-up channel for point-to-point synchronisation
 	// (wait.go), on a cache line of its own: writers load sig.sleepers

@@ -49,6 +49,9 @@ func (pe *PE) Send(buf []byte, dest, tag int) error {
 	if err := pe.checkOpen(); err != nil {
 		return err
 	}
+	if pe.farL != nil {
+		return pe.farMsgSend(buf, dest, tag) // a job on several nodes: msg_far_ucx.go
+	}
 	return pe.ext.msg.Send(buf, dest, tag)
 }
 
@@ -57,6 +60,9 @@ func (pe *PE) Send(buf []byte, dest, tag int) error {
 func (pe *PE) Isend(buf []byte, dest, tag int) (*Request, error) {
 	if err := pe.checkOpen(); err != nil {
 		return nil, err
+	}
+	if pe.farL != nil {
+		return pe.farMsgIsend(buf, dest, tag)
 	}
 	r, err := pe.ext.msg.Isend(buf, dest, tag)
 	return (*Request)(r), err
@@ -71,6 +77,9 @@ func (pe *PE) Recv(buf []byte, source, tag int) (Status, error) {
 	if err := pe.checkOpen(); err != nil {
 		return Status{}, err
 	}
+	if pe.farL != nil {
+		return pe.farMsgRecv(buf, source, tag)
+	}
 	st, err := pe.ext.msg.Recv(buf, source, tag)
 	return Status(st), err
 }
@@ -81,6 +90,9 @@ func (pe *PE) Irecv(buf []byte, source, tag int) (*Request, error) {
 	if err := pe.checkOpen(); err != nil {
 		return nil, err
 	}
+	if pe.farL != nil {
+		return pe.farMsgIrecv(buf, source, tag)
+	}
 	r, err := pe.ext.msg.Irecv(buf, source, tag)
 	return (*Request)(r), err
 }
@@ -89,6 +101,9 @@ func (pe *PE) Irecv(buf []byte, source, tag int) (*Request, error) {
 // called again and returns the same result, until the request is released
 // (Release).
 func (r *Request) Wait() (Status, error) {
+	if st, err, ok := farReqWait(r); ok {
+		return st, err
+	}
 	st, err := (*msg.Request)(r).Wait()
 	return Status(st), err
 }
@@ -96,6 +111,9 @@ func (r *Request) Wait() (Status, error) {
 // Test makes progress and reports whether the request is done, with its
 // result if so.
 func (r *Request) Test() (done bool, st Status, err error) {
+	if done, st, err, ok := farReqTest(r); ok {
+		return done, st, err
+	}
 	done, s, err := (*msg.Request)(r).Test()
 	return done, Status(s), err
 }

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/transport"
@@ -302,6 +303,9 @@ type symHeap struct {
 	stats *core.Stats
 	rma   *rmaLayer    // the completion and wake-up protocol, and the waits
 	lost  func() error // the liveness check of every PE
+	// mirror copies this PE's record to the PEs of other nodes, whose
+	// node segments hold a copy of this PE's control block (far_ucx.go).
+	mirror func(rec *allocRecord) error
 
 	seq  uint64       // collective allocation phases made
 	call uint64       // collective allocation calls made
@@ -362,6 +366,11 @@ func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) error
 	// earlier puts (NBI ones), as a barrier's Quiet would; the seq store
 	// above is the fence wakeSleepers asks for.
 	h.rma.wakeSleepers()
+	if h.rma.far {
+		if err := h.mirror(rec); err != nil {
+			return fmt.Errorf("symheap: %s (call #%d) publishing its record to other nodes: %w", callNames[kind], h.call, err)
+		}
+	}
 	arrived := func() bool {
 		for p, c := range h.ctl {
 			// Seq-cst load; pairs with PE p's seq store above.
@@ -371,6 +380,18 @@ func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) error
 		}
 		return true
 	}
+	if h.rma.far {
+		// Records from other nodes arrive while this PE drives the
+		// transport: poll it for a few network round trips before the
+		// wait, whose sleep only the progress goroutine's wake-up ends.
+		local := arrived
+		arrived = func() bool { h.rma.farProgress(); return local() }
+		for t0 := time.Now(); time.Since(t0) < farPoll; {
+			if arrived() {
+				return nil
+			}
+		}
+	}
 	if arrived() {
 		return nil
 	}
@@ -379,6 +400,10 @@ func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) error
 	}
 	return nil
 }
+
+// farPoll is how long a collective allocation polls for the records of
+// other nodes' PEs before it sleeps.
+const farPoll = 200 * time.Microsecond
 
 // allMatch reports whether every other PE's record of phase seq holds v
 // (out only if withOut). It compares field by field and stops at the

@@ -5,6 +5,12 @@
 // heap whose blocks any PE may use and free, and single-copy message
 // passing on top of it.
 //
+// Built with the tag ucx, the job may also span nodes: under a PMIx
+// launcher the PEs of each node share that node's segment and reach the
+// other nodes' PEs through UCX (far.go, far_ucx.go, transport.go); Ptr
+// then returns nil for a PE on another node, and Node, Nodes and NodePEs
+// tell where each PE runs.
+//
 // A program calls Init, which joins the job its launcher describes (shrun,
 // Open MPI, PMI or Slurm; a lone PE when none), allocates symmetric objects
 // collectively with Malloc, reads and writes other PEs' copies with Put, Get
@@ -43,6 +49,8 @@
 //	internal/transport  the seam where a transport to other nodes plugs in
 //	internal/cabi       what the C library (capi, libsymheap) reads of a PE
 //	                    once at shmem_init, and the runtime steps it asks for
+//	internal/ucx,       cgo bindings of UCX's UCP and of PMIx, in the ucx
+//	internal/pmix       build only (far_ucx.go is their user here)
 //	internal/core       the segment as the runtime sees it: layout, typed
 //	                    offsets, the one address translator, control-block areas
 //	internal/segment    the shared segment: create or attach, same-address
@@ -60,10 +68,13 @@
 //
 // The tools sit beside it. cmd/symheap reads live jobs through
 // internal/inspect, which uses core, segment, alloc, memhook and config,
-// never this package; cmd/shrun starts jobs through package launch.
+// never this package; cmd/shrun starts jobs through package launch;
+// internal/cluster runs jobs on fake hosts of one machine under mpirun,
+// for the ucx build's tests.
 package symheap
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	ossignal "os/signal"
@@ -75,6 +86,7 @@ import (
 	"github.com/symheap/symheap/internal/cabi"
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/team"
+	"github.com/symheap/symheap/internal/transport"
 
 	"github.com/symheap/symheap/alloc"
 	_ "github.com/symheap/symheap/alloc/all" // the built-in allocator components
@@ -115,6 +127,9 @@ type PE struct {
 
 	watchDone chan struct{}
 	ext       peExt // state of the API layers built on the core
+
+	topo topology  // where every PE runs (far.go)
+	farL *farLayer // PEs on other nodes (far_ucx.go); nil when the job is one node's
 }
 
 var (
@@ -138,26 +153,38 @@ func Init(cfg Config) (*PE, error) {
 	if err != nil {
 		return nil, err
 	}
-	shmsync.SetPEs(j.npes) // every PE of the job runs on this node
+	topo, farL, err := discover(&j)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*PE, error) { // before the segment is open
+		farL.finalize()
+		return nil, err
+	}
+	shmsync.SetPEs(len(topo.local)) // the PEs that run on this node
 	comp, reason, err := alloc.Select(set.allocator, set.heap)
 	if err != nil {
-		return nil, fmt.Errorf("symheap: choosing the allocator: %w", err)
+		return fail(fmt.Errorf("symheap: choosing the allocator: %w", err))
+	}
+	var local []int // nil: every PE attaches
+	if farL != nil {
+		local = topo.local
 	}
 	seg, err := segment.Open(segment.Params{
 		Job: j.id, Rank: j.rank, NPEs: j.npes,
 		HeapSize: set.heap, SharedSize: set.shared, CBSize: core.CBSize(j.npes), CBSum: core.CBSum(j.npes),
 		Allocator: comp.Name, ForceOffset: set.offsetMode, InitTimeout: set.initTimeout,
-		PeerTimeout: set.peerTimeout, Protect: set.protect,
+		PeerTimeout: set.peerTimeout, Protect: set.protect, Local: local,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("symheap: Init: %w", err)
+		return fail(fmt.Errorf("symheap: Init: %w", err))
 	}
 	if a := seg.Allocator(); a != comp.Name {
 		seg.Close()
-		return nil, fmt.Errorf("symheap: the job uses allocator %q, this PE would choose %q: %w (set SYMHEAP_ALLOCATOR alike on every PE)", a, comp.Name, ErrBadConfig)
+		return fail(fmt.Errorf("symheap: the job uses allocator %q, this PE would choose %q: %w (set SYMHEAP_ALLOCATOR alike on every PE)", a, comp.Name, ErrBadConfig))
 	}
 	pe := &PE{seg: seg, rank: j.rank, npes: j.npes, set: set, job: j, component: comp, reason: reason,
-		sp: *core.NewSpace(seg, j.rank, j.npes), watchDone: make(chan struct{})}
+		sp: *core.NewSpace(seg, j.rank, j.npes), watchDone: make(chan struct{}), topo: topo, farL: farL}
 	pe.stats = pe.sp.Stats(j.rank)
 	pe.ctl = make([]*control, j.npes)
 	for i := range pe.ctl {
@@ -165,26 +192,36 @@ func Init(cfg Config) (*PE, error) {
 	}
 	pe.rma.ctl, pe.rma.stats, pe.rma.rank, pe.rma.npes = pe.ctl, pe.stats, pe.rank, pe.npes
 	pe.ext.sym = symHeap{sp: &pe.sp, ctl: pe.ctl, stats: pe.stats, rma: &pe.rma, lost: pe.peerLost}
+	pe.ext.sym.mirror = pe.farMirror
 	// The monitor and the release log first: the heaps report their
 	// releases to the log from the first call on.
 	if err := pe.initHooks(); err != nil {
 		seg.Close()
-		return nil, err
+		return fail(err)
 	}
 	if err := pe.formatHeaps(); err != nil {
 		pe.closeHooks()
 		seg.Close()
-		return nil, err
+		return fail(err)
 	}
 	if err := pe.initExt(); err != nil {
 		pe.closeHooks()
 		seg.Close()
-		return nil, err
+		return fail(err)
 	}
 	go pe.watchExit()
 	pe.ext.teams.Init((*teamRuntime)(pe), team.Config{Space: &pe.sp, Closed: &pe.closed})
+	// PEs on other nodes: UCX, and the bootstrap's fence, which is the
+	// cross-node part of the barrier below.
+	if err := pe.startFar(); err != nil {
+		pe.closeFar(false)
+		pe.stopWatch()
+		seg.Close()
+		return nil, err
+	}
 	// Nobody touches another PE's heap before that PE formatted it.
 	if err := seg.Barrier(); err != nil {
+		pe.closeFar(false)
 		pe.stopWatch()
 		seg.Close()
 		return nil, fmt.Errorf("symheap: Init: %w", err)
@@ -217,12 +254,24 @@ func (pe *PE) Close() error {
 	pe.mu.Lock()
 	defer pe.mu.Unlock()
 	pe.rma.quietAll()
-	err := pe.seg.Barrier()
+	var err error
+	if pe.farL != nil {
+		// Every PE of every node has stopped reaching into this one's
+		// memory before it goes.
+		err = pe.closeFar(true)
+	} else {
+		err = pe.seg.Barrier()
+	}
 	if err != nil {
 		err = fmt.Errorf("symheap: Close: %w", err)
 	}
 	pe.closeExt()
 	pe.stopWatch()
+	if pe.farL != nil && errors.Is(err, ErrPeerLost) {
+		// A job across nodes that lost a PE: the launcher keeps going
+		// (or ends us by a signal); leave no segment behind a stopped PE.
+		pe.seg.RemoveBroken()
+	}
 	if cerr := pe.seg.Close(); err == nil {
 		err = cerr
 	}
@@ -257,6 +306,13 @@ func (pe *PE) Barrier() error {
 		pe.rma.quietAll()
 		return nil
 	}
+	if pe.farL != nil {
+		pe.rma.quietAll()
+		if err := pe.farBarrier(); err != nil {
+			return fmt.Errorf("symheap: Barrier: %w", err)
+		}
+		return nil
+	}
 	// The world team's barrier (internal/team), which turns a lost PE
 	// into ErrPeerLost as the segment's barrier does. Its arrival is a
 	// full fence, which completes this PE's puts as Quiet would; right
@@ -269,6 +325,9 @@ func (pe *PE) Barrier() error {
 func (pe *PE) Accessible(target int) bool {
 	if pe.closed.Load() || target < 0 || target >= pe.npes {
 		return false
+	}
+	if pe.farL != nil && pe.rma.route(target) == transport.Far {
+		return pe.farAlive(target)
 	}
 	return pe.seg.Alive(target)
 }
@@ -299,6 +358,18 @@ func (pe *PE) GlobalExit(code int) {
 	// signal's.
 	ossignal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	if !pe.closed.Load() {
+		pe.farExit(code) // the PEs of other nodes (far_ucx.go)
+	}
+	pe.nodeExit(code)
+}
+
+// nodeExit is GlobalExit on this node: it ends every PE of the node with
+// code, this one last. A PE that learns of another node's GlobalExit
+// calls it too (far_ucx.go), so that its node's PEs exit with the code
+// rather than find it gone.
+func (pe *PE) nodeExit(code int) {
+	ossignal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	if !pe.closed.Load() {
 		g := pe.ctl[0]
 		// This PE's own watcher leaves the exit to us. Our before-exit
 		// step ran before the call (the C library flushes first).
@@ -324,9 +395,21 @@ func (pe *PE) GlobalExit(code int) {
 			}
 			time.Sleep(time.Millisecond)
 		}
-		pe.leaveNow()
 	}
 	beforeExit()
+	exitNow(pe, code)
+}
+
+// exitMu is held by the goroutine that leaves the job and exits the
+// process, so that no other goroutine (the exit watcher, another
+// nodeExit) exits it while the segment is half released: that would
+// leave the segment behind.
+var exitMu sync.Mutex
+
+// exitNow releases this PE's share of the segment and exits with code.
+func exitNow(pe *PE, code int) {
+	exitMu.Lock() // never unlocked: the process ends
+	pe.leaveNow()
 	os.Exit(code)
 }
 
@@ -394,8 +477,7 @@ func (pe *PE) watchExit() {
 			// the other watchers' loads.
 			g.exitReady.Add(1)
 			pe.awaitExitReady(exitReadyWait)
-			pe.leaveNow()
-			os.Exit(int(code &^ exitSet))
+			exitNow(pe, int(code&^exitSet))
 		}
 		if c.watchStop.Load() != 0 {
 			return
@@ -438,5 +520,15 @@ func (pe *PE) checkPE(target int) error {
 	return nil
 }
 
-// peerLost checks the liveness of every PE.
-func (pe *PE) peerLost() error { return pe.seg.CheckPeers(nil) }
+// peerLost checks the liveness of every PE: those of this node through
+// the segment, the others through the transport and the launcher.
+func (pe *PE) peerLost() error {
+	if pe.farL == nil {
+		return pe.seg.CheckPeers(nil)
+	}
+	if p, err := pe.seg.LostPeer(nil); err != nil {
+		pe.farAnnounce(p) // the other nodes learn it from us
+		return err
+	}
+	return pe.farCheck()
+}

@@ -36,25 +36,68 @@ func (pe *PE) World() *Team { return (*Team)(pe.ext.teams.World()) }
 
 // Rank returns this PE's number in the team, 0 to Size()-1; -1 for a nil
 // team (a PE that is not a member).
-func (t *Team) Rank() int { return (*team.Team)(t).Rank() }
+func (t *Team) Rank() int {
+	if ft := farTeamStateOf(t); ft != nil {
+		return ft.rank
+	}
+	return (*team.Team)(t).Rank()
+}
 
 // Size returns the number of PEs in the team; 0 for a nil team.
-func (t *Team) Size() int { return (*team.Team)(t).Size() }
+func (t *Team) Size() int {
+	if ft := farTeamStateOf(t); ft != nil {
+		return len(ft.members)
+	}
+	return (*team.Team)(t).Size()
+}
 
 // WorldRank returns the world PE number of the team's rank r, or -1 if r
 // is not a rank of the team (shmem_team_translate_pe to the world team).
-func (t *Team) WorldRank(r int) int { return (*team.Team)(t).WorldRank(r) }
+func (t *Team) WorldRank(r int) int {
+	if ft := farTeamStateOf(t); ft != nil {
+		if r < 0 || r >= len(ft.members) {
+			return -1
+		}
+		return ft.members[r]
+	}
+	return (*team.Team)(t).WorldRank(r)
+}
 
 // TeamRank returns the rank in the team of world PE p, or -1 if p is not a
 // member.
-func (t *Team) TeamRank(p int) int { return (*team.Team)(t).TeamRank(p) }
+func (t *Team) TeamRank(p int) int {
+	if ft := farTeamStateOf(t); ft != nil {
+		for i, m := range ft.members {
+			if m == p {
+				return i
+			}
+		}
+		return -1
+	}
+	return (*team.Team)(t).TeamRank(p)
+}
+
+// farTeamStateOf returns t's state when it is a team made by Split in a
+// job on several nodes (collective_far.go); one atomic load otherwise.
+func farTeamStateOf(t *Team) *farTeamState {
+	pe := farJob.Load()
+	if pe == nil || t == nil {
+		return nil
+	}
+	return farTeamOf(pe, t)
+}
 
 // Sync waits until every member of the team has called Sync
 // (shmem_team_sync). It orders memory only as a barrier does; it does not
 // complete outstanding non-blocking puts (PE.Barrier and Quiet do). It
 // takes no lock: a Sync that finds another call of this PE in progress on
 // the team returns ErrBadArg (see Team).
-func (t *Team) Sync() error { return (*team.Team)(t).Sync() }
+func (t *Team) Sync() error {
+	if pe := farTeam(t); pe != nil {
+		return farSync(pe, t)
+	}
+	return (*team.Team)(t).Sync()
+}
 
 // Split makes a new team of the parent's ranks start, start+stride, ...,
 // size of them (shmem_team_split_strided). It is collective over the
@@ -66,6 +109,9 @@ func (t *Team) Sync() error { return (*team.Team)(t).Sync() }
 // ErrBadArg on every PE; when MaxTeams teams are alive it is
 // ErrOutOfMemory on every PE.
 func (t *Team) Split(start, stride, size int) (*Team, error) {
+	if pe := farTeam(t); pe != nil {
+		return farSplit(pe, t, start, stride, size)
+	}
 	nt, err := (*team.Team)(t).Split(start, stride, size)
 	return (*Team)(nt), err
 }
@@ -74,7 +120,12 @@ func (t *Team) Split(start, stride, size int) (*Team, error) {
 // team; afterwards its id can be reused and the handle is unusable. A nil
 // team (a PE that is not a member) does nothing. The world team cannot be
 // destroyed.
-func (t *Team) Destroy() error { return (*team.Team)(t).Destroy() }
+func (t *Team) Destroy() error {
+	if pe := farTeam(t); pe != nil {
+		return farDestroy(pe, t)
+	}
+	return (*team.Team)(t).Destroy()
+}
 
 // teamRuntime is the PE as the team layer sees it: team.Runtime.
 type teamRuntime PE

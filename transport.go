@@ -105,6 +105,7 @@ var amoNames = map[transport.AMO]string{
 	transport.AMOFetch: opFetch, transport.AMOSet: opSet, transport.AMOSwap: opSwap,
 	transport.AMOCompareSwap: opCSwap, transport.AMOFetchAdd: opFetchAdd, transport.AMOFetchAnd: opFetchAnd,
 	transport.AMOFetchOr: opFetchOr, transport.AMOFetchXor: opFetchXor,
+	transport.AMOAdd: opAdd, transport.AMOAnd: opAnd, transport.AMOOr: opOr, transport.AMOXor: opXor,
 }
 
 // farProgress drives the Remote while a wait polls.

@@ -64,13 +64,13 @@ func amoOn[T uint32 | uint64](w *T, op transport.AMO, v, cmp T) T {
 		return core.Swap(w, v)
 	case transport.AMOCompareSwap:
 		return core.CAS(w, cmp, v)
-	case transport.AMOFetchAdd:
+	case transport.AMOFetchAdd, transport.AMOAdd:
 		return core.FetchAdd(w, v)
-	case transport.AMOFetchAnd:
+	case transport.AMOFetchAnd, transport.AMOAnd:
 		return core.FetchAnd(w, v)
-	case transport.AMOFetchOr:
+	case transport.AMOFetchOr, transport.AMOOr:
 		return core.FetchOr(w, v)
-	case transport.AMOFetchXor:
+	case transport.AMOFetchXor, transport.AMOXor:
 		return core.FetchXor(w, v)
 	}
 	panic(fmt.Sprintf("loopback: AMO %d", op))

@@ -48,5 +48,6 @@ func runInfo(args []string) error {
 	fmt.Printf("/dev/shm:             %s total, %s free\n", human(rep.ShmTotal), human(rep.ShmFree))
 	fmt.Printf("memlock limit:        %s\n", rep.Memlock)
 	fmt.Printf("process_vm_readv:     %s\n", rep.KernelCopy)
+	fmt.Printf("multi-node:           %s\n", multiNode())
 	return nil
 }

@@ -46,7 +46,7 @@ func (s *Segment) Shared(pe int) []byte {
 // runtime's Put, atomics and collectives write through. Control blocks and
 // local shared heaps stay writable: they are shared by design.
 func (s *Segment) protect() error {
-	for pe := 0; pe < s.lay.NPEs; pe++ {
+	for _, pe := range s.local {
 		if pe == s.p.Rank || s.lay.HeapSize == 0 {
 			continue
 		}

@@ -22,6 +22,7 @@ const (
 // place is step 5 of Open: agree on one address, or fall back to offsets.
 func (s *Segment) place() error {
 	h, n := s.h, s.lay.NPEs
+	attach := len(s.local) // the ranks that take part: this node's
 	total := int(s.lay.Total)
 	deadline := time.Now().Add(s.p.InitTimeout)
 	if s.p.ForceOffset {
@@ -39,13 +40,13 @@ func (s *Segment) place() error {
 			}
 			if time.Now().After(deadline) {
 				return fmt.Errorf("segment: timed out after %v %s (%d of %d PEs attached; are all PEs started with the same job id? raise %s if they start slowly): %w",
-					s.p.InitTimeout, what, h.attached.Load(), n, config.EnvInitTimeout, errs.ErrSegment)
+					s.p.InitTimeout, what, h.attached.Load(), attach, config.EnvInitTimeout, errs.ErrSegment)
 			}
 			return nil
 		})
 	}
 	for r := 0; r < MaxRounds; r++ {
-		if s.p.Rank == 0 {
+		if s.p.Rank == s.local[0] {
 			addr := noAddress
 			if h.forceOffset.Load() == 0 {
 				if a, err := propose(uint64(total), h.gen, r); err == nil {
@@ -73,7 +74,7 @@ func (s *Segment) place() error {
 		// Arrive; pairs with every PE's wait for n arrivals.
 		h.arrived[r].Add(1)
 		shmsync.Wake(&h.roundWord, &h.roundSleepers)
-		if err := waitFor("agreeing on an address", func() bool { return h.arrived[r].Load() == uint32(n) }); err != nil {
+		if err := waitFor("agreeing on an address", func() bool { return h.arrived[r].Load() == uint32(attach) }); err != nil {
 			return err
 		}
 		if h.failed[r].Load() == 0 {

@@ -49,6 +49,14 @@
 // description sees it while, and only while, the PE's descriptor is open.
 // Neither can be fooled by pid reuse.
 //
+// # Jobs on several nodes
+//
+// A job that spans nodes has one segment per node, in the job's
+// numbering: NPEs control blocks and partition slots, of which only the
+// node's PEs (Params.Local) attach and back theirs with memory. Placement
+// rounds, the barrier and the liveness checks count those PEs only (the
+// lowest of them proposes the address); everything else is as above.
+//
 // # Leaving
 //
 // Close drops the liveness lock and the shared flock, then tries the
@@ -136,6 +144,14 @@ type Params struct {
 	// ReadOnly attaches for inspection only (symheap stat): no locks taken
 	// beyond a shared flock, no liveness token, mapped read-only.
 	ReadOnly bool
+	// Local lists, in increasing order, the ranks that attach to this
+	// segment when the job spans several nodes: the PEs of this node.
+	// The segment keeps the job's numbering (NPEs control blocks and
+	// partitions, indexed by job rank) so that every offset and rank
+	// means the same on every node; only the local ranks' partitions are
+	// backed with memory, and placement, the barrier and the liveness
+	// checks count only them. nil: every rank is local.
+	Local []int
 }
 
 // Segment is one PE's attachment to the job's segment.
@@ -148,6 +164,7 @@ type Segment struct {
 	alias  unix.Mapping // protected mode: the writable second mapping
 	h      *header
 	lay    Layout
+	local  []int // the ranks that attach (Params.Local, or all)
 	closed atomic.Bool
 
 	// Heartbeat: this PE's beater goroutine, and what this PE last saw of
@@ -204,9 +221,16 @@ func ComputeLayout(npes int, heap, shared, cb uint64) (Layout, error) {
 }
 
 // Backed is the list of byte ranges handed out (and so fallocated).
-func (l Layout) Backed() [][2]uint64 {
+func (l Layout) Backed() [][2]uint64 { return l.BackedFor(nil) }
+
+// BackedFor is Backed when only the ranks in local (nil: all) attach:
+// the header, every control block, and the local ranks' partitions.
+func (l Layout) BackedFor(local []int) [][2]uint64 {
 	r := [][2]uint64{{0, l.CBOff + uint64(l.NPEs)*l.CBSize}}
-	for pe := 0; pe < l.NPEs; pe++ {
+	if local == nil {
+		local = allRanks(l.NPEs)
+	}
+	for _, pe := range local {
 		base := l.PartOff + uint64(pe)*l.PartStride
 		if l.HeapSize > 0 {
 			r = append(r, [2]uint64{base, l.HeapSize})
@@ -219,12 +243,23 @@ func (l Layout) Backed() [][2]uint64 {
 }
 
 // BackedBytes is the total of Backed.
-func (l Layout) BackedBytes() uint64 {
+func (l Layout) BackedBytes() uint64 { return l.BackedBytesFor(nil) }
+
+// BackedBytesFor is the total of BackedFor.
+func (l Layout) BackedBytesFor(local []int) uint64 {
 	var n uint64
-	for _, r := range l.Backed() {
+	for _, r := range l.BackedFor(local) {
 		n += r[1]
 	}
 	return n
+}
+
+func allRanks(n int) []int {
+	r := make([]int, n)
+	for i := range r {
+		r[i] = i
+	}
+	return r
 }
 
 func randomGen() uint64 {
@@ -250,10 +285,24 @@ func Open(p Params) (*Segment, error) {
 	if err != nil {
 		return nil, err
 	}
+	local := p.Local
+	if local == nil {
+		local = allRanks(p.NPEs)
+	}
+	mine := false
+	for i, r := range local {
+		if r < 0 || r >= p.NPEs || (i > 0 && r <= local[i-1]) {
+			return nil, fmt.Errorf("segment: local ranks %v of %d PEs: %w (want increasing ranks of the job)", local, p.NPEs, errs.ErrBadConfig)
+		}
+		mine = mine || r == p.Rank
+	}
+	if !mine {
+		return nil, fmt.Errorf("segment: rank %d is not among the local ranks %v: %w", p.Rank, local, errs.ErrBadConfig)
+	}
 	if p.InitTimeout <= 0 {
 		p.InitTimeout = 30 * time.Second
 	}
-	s := &Segment{p: p, path: Path(unix.Getuid(), p.Job), fd: -1, lay: lay}
+	s := &Segment{p: p, path: Path(unix.Getuid(), p.Job), fd: -1, lay: lay, local: local}
 	if err := s.openFile(); err != nil {
 		return nil, err
 	}
@@ -362,9 +411,9 @@ func (s *Segment) openFile() error {
 func (s *Segment) create() error {
 	l := s.lay
 	_, free, err := unix.FreeSpace(unix.ShmDir)
-	if err == nil && free < l.BackedBytes() {
+	if err == nil && free < l.BackedBytesFor(s.p.Local) {
 		e := fmt.Errorf("segment: job needs %s of shared memory (%d PEs × heap %s + shared heap %s + control) but %s has only %s free: %w (lower SHMEM_SYMMETRIC_SIZE or SYMHEAP_SHARED_SIZE, or enlarge %s)",
-			FormatSize(l.BackedBytes()), l.NPEs, FormatSize(l.HeapSize), FormatSize(l.SharedSize), unix.ShmDir, FormatSize(free), errs.ErrOutOfMemory, unix.ShmDir)
+			FormatSize(l.BackedBytesFor(s.p.Local)), len(s.local), FormatSize(l.HeapSize), FormatSize(l.SharedSize), unix.ShmDir, FormatSize(free), errs.ErrOutOfMemory, unix.ShmDir)
 		s.fail(e)
 		return e
 	}
@@ -373,13 +422,13 @@ func (s *Segment) create() error {
 		s.fail(e)
 		return e
 	}
-	for _, r := range l.Backed() {
+	for _, r := range l.BackedFor(s.p.Local) {
 		if err := unix.Fallocate(s.fd, int64(r[0]), int64(r[1])); err != nil {
 			_, free, _ := unix.FreeSpace(unix.ShmDir)
 			var e error
 			if err == unix.ENOSPC {
 				e = fmt.Errorf("segment: reserving %s of shared memory failed: %s has %s free: %w (lower SHMEM_SYMMETRIC_SIZE or SYMHEAP_SHARED_SIZE)",
-					FormatSize(l.BackedBytes()), unix.ShmDir, FormatSize(free), errs.ErrOutOfMemory)
+					FormatSize(l.BackedBytesFor(s.p.Local)), unix.ShmDir, FormatSize(free), errs.ErrOutOfMemory)
 			} else {
 				e = fmt.Errorf("segment: fallocate %s: %v: %w", s.path, err, errs.ErrSegment)
 			}
@@ -690,7 +739,7 @@ func (s *Segment) checkPeers(pes []int, lost *int) error {
 		return fmt.Errorf("PE %d (pid %d) of job %q %s: %w", pe, s.Pid(pe), s.p.Job, how, errs.ErrPeerLost)
 	}
 	if pes == nil {
-		for pe := 0; pe < s.lay.NPEs; pe++ {
+		for _, pe := range s.local {
 			if err := check(pe); err != nil {
 				return err
 			}
@@ -711,7 +760,7 @@ func (s *Segment) checkPeers(pes []int, lost *int) error {
 // shmsync.Barrier), and every later call, in every PE, returns ErrPeerLost
 // naming that PE.
 func (s *Segment) Barrier() error {
-	err := s.h.barrier.Wait(s.lay.NPEs, func() (int, error) { return s.LostPeer(nil) })
+	err := s.h.barrier.Wait(len(s.local), func() (int, error) { return s.LostPeer(nil) })
 	if errors.Is(err, shmsync.ErrBroken) {
 		m, _ := s.h.barrier.Broken()
 		return fmt.Errorf("PE %d (pid %d) of job %q is gone: %w", m, s.Pid(m), s.p.Job, errs.ErrPeerLost)
@@ -762,6 +811,25 @@ func (s *Segment) release() {
 	}
 }
 
+// RemoveBroken removes the segment's name for a job that has lost a PE,
+// when every other attached PE is gone, closed, or stalled past
+// PeerTimeout (a stopped PE keeps its liveness lock, so Close's "last PE
+// out" never comes): the file then goes when the last mapping does. It
+// reports whether it removed the name. The caller has left the job's
+// collective life (its Close found the job broken).
+func (s *Segment) RemoveBroken() bool {
+	for _, pe := range s.local {
+		if pe == s.p.Rank || s.Closed(pe) || !s.Alive(pe) {
+			continue
+		}
+		if _, stuck := s.stalled(pe); !stuck {
+			return false
+		}
+	}
+	s.unlinkIfSame()
+	return true
+}
+
 // abandon undoes a failed Open after the file was joined.
 func (s *Segment) abandon() {
 	s.closed.Store(false)
@@ -785,6 +853,10 @@ func (s *Segment) Rank() int { return s.p.Rank }
 
 // NPEs is the number of PEs of the job.
 func (s *Segment) NPEs() int { return s.lay.NPEs }
+
+// Local returns the ranks that attach to this segment (Params.Local), in
+// increasing order: every rank, unless the job spans nodes.
+func (s *Segment) Local() []int { return s.local }
 
 // Mode returns ModeSameAddress or ModeOffset.
 func (s *Segment) Mode() int { return int(s.h.mode.Load()) }

@@ -22,7 +22,9 @@
 //     the target's symmetric heap, atomically with respect to every other
 //     atomic on that word from any PE, and returns the previous value for
 //     the fetching ops. For CompareSwap, v is the new value and cmp the
-//     expected one.
+//     expected one. The non-fetching ops (AMOAdd, AMOAnd, AMOOr, AMOXor)
+//     may return before the operation is performed, and 0; it is
+//     complete at the target at the next Quiet.
 //   - Fence orders this PE's earlier puts and atomics to each target
 //     before its later ones to the same target; Quiet completes all of
 //     them at their targets.
@@ -59,6 +61,11 @@ const (
 	AMOFetchAnd
 	AMOFetchOr
 	AMOFetchXor
+	// The non-fetching forms: no result, complete at the next Quiet.
+	AMOAdd
+	AMOAnd
+	AMOOr
+	AMOXor
 )
 
 // Remote carries one-sided operations to PEs whose Path is Far.

@@ -1,0 +1,989 @@
+//go:build ucx
+
+package symheap
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/symheap/symheap/internal/cluster"
+)
+
+// Tests across fake hosts (package internal/cluster): mpirun starts the
+// test binary as the PEs of one job on two hosts of two PEs each, which
+// share only the network; each PE runs TestClusterPE with the checks the
+// parent names in SYMHEAP_CLUSTER_CHECKS.
+
+const envClusterChecks = "SYMHEAP_CLUSTER_CHECKS"
+
+// clusterJob runs checks in a job of hosts×perHost PEs and returns its
+// result; it skips (or, with SYMHEAP_REQUIRE_CLUSTER=1, fails) where fake
+// hosts cannot run.
+func clusterJob(t *testing.T, hosts, perHost int, checks string, timeout time.Duration, env ...string) cluster.Result {
+	return clusterJobWith(t, cluster.Job{Hosts: hosts, PerHost: perHost, Timeout: timeout, Env: env}, checks)
+}
+
+func clusterJobWith(t *testing.T, j cluster.Job, checks string) cluster.Result {
+	t.Helper()
+	if err := cluster.Available(); err != nil {
+		if os.Getenv("SYMHEAP_REQUIRE_CLUSTER") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Env = append(j.Env, envClusterChecks+"="+checks, "GOTRACEBACK=crash", "UCX_ERROR_SIGNALS=", "SHMEM_SYMMETRIC_SIZE=32m", "SYMHEAP_SHARED_SIZE=4m")
+	j.Argv = append(j.Argv, exe, "-test.run=^TestClusterPE$", "-test.v", "-test.count=1")
+	r := cluster.Run(context.Background(), j)
+	t.Logf("%d×%d PEs, %v, checks %s:\n%s", j.Hosts, j.PerHost, r.Elapsed.Round(time.Millisecond), checks, r.Output)
+	if len(r.Leftovers) > 0 {
+		t.Errorf("segments left behind: %v", r.Leftovers)
+	}
+	return r
+}
+
+func TestCluster(t *testing.T) {
+	r := clusterJob(t, 2, 2, "placement,rma,atomics,mixed,wait,busy,barrier,alloc,diverge,collectives,locks,messages,anymsg,teams", 120*time.Second)
+	if r.Err != nil {
+		t.Fatalf("job failed: %v", r.Err)
+	}
+	if n := strings.Count(string(r.Output), "--- PASS: TestClusterPE"); n != 4 {
+		t.Fatalf("%d of 4 PEs passed", n)
+	}
+}
+
+// TestClusterPE is one PE of a cluster job.
+func TestClusterPE(t *testing.T) {
+	checks := os.Getenv(envClusterChecks)
+	if checks == "" {
+		t.Skip("runs as a PE of TestCluster")
+	}
+	pe, err := Init(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := pe.Close(); err != nil && !(faultJob && errors.Is(err, ErrPeerLost)) {
+			t.Error(err)
+		}
+	}()
+	byName := map[string]func(*testing.T, *PE){}
+	for _, c := range clusterChecks {
+		byName[c.name] = c.fn
+	}
+	for _, name := range strings.Split(checks, ",") {
+		fn, ok := byName[name]
+		if !ok {
+			t.Fatalf("no cluster check %q", name)
+		}
+		start := time.Now()
+		fn(t, pe)
+		t.Logf("PE %d: %s done in %v", pe.Rank(), name, time.Since(start).Round(time.Microsecond))
+		if t.Failed() || faultJob {
+			return
+		}
+		if err := pe.Barrier(); err != nil {
+			t.Fatalf("barrier after %s: %v", name, err)
+		}
+	}
+}
+
+// faultJob: the job loses a PE on purpose; Close may report it.
+var faultJob bool
+
+var clusterChecks = []struct {
+	name string
+	fn   func(*testing.T, *PE)
+}{
+	{"placement", checkPlacement},
+	{"rma", checkClusterRMA},
+	{"atomics", checkClusterAtomics},
+	{"mixed", checkMixedAtomics},
+	{"wait", checkClusterWait},
+	{"busy", checkBusyTarget},
+	{"barrier", checkClusterBarrier},
+	{"alloc", checkClusterAlloc},
+	{"diverge", checkClusterDiverge},
+	{"collectives", checkClusterCollectives},
+	{"locks", checkClusterLocks},
+	{"anymsg", checkClusterAnyMessages},
+	{"messages", checkClusterMessages},
+	{"teams", checkClusterTeams},
+	{"kill", func(t *testing.T, pe *PE) { checkFault(t, pe, syscall.SIGKILL) }},
+	{"stop", func(t *testing.T, pe *PE) { checkFault(t, pe, syscall.SIGSTOP) }},
+	{"exit", checkGlobalExit},
+}
+
+// checkFault: PE 3 (host 1) sends itself sig while the others wait in
+// barriers; every other PE, on both hosts, must report ErrPeerLost naming
+// PE 3 and print how long it took.
+func checkFault(t *testing.T, pe *PE, sig syscall.Signal) {
+	faultJob = true
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if pe.Rank() == 3 {
+		time.Sleep(200 * time.Millisecond)
+		syscall.Kill(os.Getpid(), sig)
+		time.Sleep(time.Minute)
+		return
+	}
+	var err error
+	for err == nil && time.Since(start) < time.Minute {
+		err = pe.Barrier()
+	}
+	fmt.Printf("FAULT-REPORTED pe=%d after=%v: %v\n", pe.Rank(), time.Since(start).Round(time.Millisecond), err)
+	if !errors.Is(err, ErrPeerLost) || !strings.Contains(err.Error(), "PE 3") {
+		t.Errorf("PE %d: %v, want ErrPeerLost naming PE 3", pe.Rank(), err)
+	}
+}
+
+func TestClusterFaults(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		bound time.Duration
+	}{{"kill", 3 * time.Second}, {"stop", 6 * time.Second}} {
+		t.Run(c.name, func(t *testing.T) {
+			reported := regexp.MustCompile(`FAULT-REPORTED pe=(\d) after=(\S+): (.*)`)
+			r := clusterJobWith(t, cluster.Job{Hosts: 2, PerHost: 2, Timeout: 60 * time.Second,
+				Env:     []string{"SYMHEAP_PEER_TIMEOUT=3s"},
+				MPIArgs: []string{"--enable-recovery"},
+				Until: func(out []byte) bool {
+					return len(reported.FindAll(out, -1)) == 3 && bytes.Count(out, []byte("--- ")) >= 3
+				}}, c.name)
+			ms := reported.FindAllSubmatch(r.Output, -1)
+			if len(ms) != 3 {
+				t.Fatalf("%d of 3 PEs reported the lost PE", len(ms))
+			}
+			for _, m := range ms {
+				d, _ := time.ParseDuration(string(m[2]))
+				if d > c.bound {
+					t.Errorf("PE %s reported after %v (bound %v)", m[1], d, c.bound)
+				}
+				if !strings.Contains(string(m[3]), "PE 3") {
+					t.Errorf("PE %s: %s", m[1], m[3])
+				}
+			}
+		})
+	}
+}
+
+// checkPlacement: PEs 0,1 on node 0 and 2,3 on node 1 (mpirun maps by
+// slot); Ptr reaches this node's PEs only; every PE is accessible.
+func checkPlacement(t *testing.T, pe *PE) {
+	if pe.Size() != 4 || pe.Nodes() != 2 {
+		t.Fatalf("size %d, nodes %d; want 4 PEs on 2 nodes", pe.Size(), pe.Nodes())
+	}
+	me := pe.Rank()
+	want := []int{me &^ 1, me | 1}
+	if got := pe.NodePEs(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("NodePEs %v, want %v", got, want)
+	}
+	x, err := Malloc[int64](pe, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range pe.Size() {
+		if pe.Node(p) != p/2 {
+			t.Errorf("Node(%d) = %d, want %d", p, pe.Node(p), p/2)
+		}
+		if !pe.Accessible(p) {
+			t.Errorf("Accessible(%d) false", p)
+		}
+		if got := Ptr(pe, x, p); (got != nil) != (p/2 == me/2) {
+			t.Errorf("Ptr to PE %d: %v, want nil exactly for PEs on the other node", p, got != nil)
+		}
+	}
+	if err := Free(pe, x); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func checkClusterRMA(t *testing.T, pe *PE) {
+	n, me := pe.Size(), pe.Rank()
+	const big = 4 << 20
+	buf, err := Malloc[byte](pe, big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	words, err := Calloc[int64](pe, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Blocking puts of every size class into the next PE, gets back.
+	next := (me + 1) % n
+	for _, size := range []int{0, 1, 8, 100, 4096, 65536, big} {
+		src := make([]byte, size)
+		for i := range src {
+			src[i] = byte(i*7 + me + size)
+		}
+		if err := Put(pe, buf, src, next); err != nil {
+			t.Fatalf("Put %d B to PE %d: %v", size, next, err)
+		}
+		pe.Quiet()
+		got := make([]byte, size)
+		if err := Get(pe, got, buf[:size], next); err != nil {
+			t.Fatalf("Get %d B from PE %d: %v", size, next, err)
+		}
+		if string(got) != string(src) {
+			t.Fatalf("%d B put to PE %d and read back differ", size, next)
+		}
+	}
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	// NBI puts of one word to every PE, then Quiet and barrier: each PE
+	// finds every other's word.
+	for p := range n {
+		v := []int64{int64(me*100 + p)}
+		if err := PutNBI(pe, words[me:me+1], v, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pe.Quiet()
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	for p := range n {
+		if words[p] != int64(p*100+me) {
+			t.Errorf("word from PE %d: %d, want %d", p, words[p], p*100+me)
+		}
+	}
+	// Strided: every other element.
+	src := []int64{1, 2, 3, 4, 5, 6, 7, 8}
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	if err := IPut(pe, words[16:], src, 2, 1, 8, next); err != nil {
+		t.Fatal(err)
+	}
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		if words[16+2*i] != int64(i+1) {
+			t.Errorf("IPut: element %d = %d", 16+2*i, words[16+2*i])
+		}
+	}
+	got := make([]int64, 8)
+	if err := IGet(pe, got, words[16:], 1, 2, 8, next); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(src) {
+		t.Errorf("IGet: %v", got)
+	}
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	Free(pe, words)
+	Free(pe, buf)
+}
+
+func checkClusterAtomics(t *testing.T, pe *PE) {
+	n, me := pe.Size(), pe.Rank()
+	x, err := Calloc[int64](pe, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := Calloc[uint32](pe, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	next := (me + 1) % n
+	// Each PE works on its next PE's x[0] and y[0], alone.
+	AtomicSet(pe, &x[0], 5, next)
+	if v, _ := AtomicFetch(pe, &x[0], next); v != 5 {
+		t.Errorf("fetch after set: %d", v)
+	}
+	if v, _ := AtomicSwap(pe, &x[0], 9, next); v != 5 {
+		t.Errorf("swap returned %d", v)
+	}
+	if v, _ := AtomicCompareSwap(pe, &x[0], 8, 1, next); v != 9 {
+		t.Errorf("failing cswap returned %d", v)
+	}
+	if v, _ := AtomicCompareSwap(pe, &x[0], 9, 12, next); v != 9 {
+		t.Errorf("cswap returned %d", v)
+	}
+	if v, _ := AtomicFetchAdd(pe, &x[0], 3, next); v != 12 {
+		t.Errorf("fetch-add returned %d", v)
+	}
+	AtomicAdd(pe, &x[0], 1, next)
+	if v, _ := AtomicFetchAnd(pe, &x[0], 0xc, next); v != 16 {
+		t.Errorf("fetch-and returned %d", v)
+	}
+	if v, _ := AtomicFetchOr(pe, &x[0], 3, next); v != 0 {
+		t.Errorf("fetch-or returned %d", v)
+	}
+	AtomicXor(pe, &x[0], 1, next)
+	AtomicOr(pe, &x[0], 0x10, next)
+	AtomicAnd(pe, &x[0], 0x1e, next)
+	pe.Quiet()
+	if v, _ := AtomicFetch(pe, &x[0], next); v != 0x12 {
+		t.Errorf("after xor/or/and: %#x, want 0x12", v)
+	}
+	AtomicSet(pe, &y[0], 0xfffffffe, next)
+	if v, _ := AtomicFetchAdd(pe, &y[0], 3, next); v != 0xfffffffe {
+		t.Errorf("32-bit fetch-add returned %#x", v)
+	}
+	if v, _ := AtomicFetch(pe, &y[0], next); v != 1 {
+		t.Errorf("32-bit wrap: %#x", v)
+	}
+	if v, _ := AtomicCompareSwap(pe, &y[0], 1, 0xdeadbeef, next); v != 1 {
+		t.Errorf("32-bit cswap returned %#x", v)
+	}
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	if y[0] != 0xdeadbeef || y[1] != 0 {
+		t.Errorf("32-bit word %#x, next %#x", y[0], y[1])
+	}
+	Free(pe, y)
+	Free(pe, x)
+}
+
+// checkMixedAtomics: every PE adds to PE 0's counter and increments it by
+// compare-and-swap, under contention: PE 1 with CPU atomics (same node),
+// PEs 2 and 3 through UCX. Nothing may be lost.
+func checkMixedAtomics(t *testing.T, pe *PE) {
+	const adds, cas = 3000, 300
+	c, err := Calloc[int64](pe, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range adds {
+		if i%2 == 0 {
+			AtomicAdd(pe, &c[0], 1, 0)
+		} else if _, err := AtomicFetchAdd(pe, &c[0], 1, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range cas {
+		for {
+			old, err := AtomicFetch(pe, &c[1], 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v, _ := AtomicCompareSwap(pe, &c[1], old, old+1, 0); v == old {
+				break
+			}
+		}
+	}
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	if pe.Rank() == 0 {
+		if c[0] != int64(adds*pe.Size()) || c[1] != int64(cas*pe.Size()) {
+			t.Errorf("counter %d (want %d), cas counter %d (want %d)", c[0], adds*pe.Size(), c[1], cas*pe.Size())
+		}
+	}
+	Free(pe, c)
+}
+
+// checkClusterWait: a token goes round the ring 20 times, each hop a put
+// of the next value that the receiver waits for with WaitUntil.
+func checkClusterWait(t *testing.T, pe *PE) {
+	n, me := pe.Size(), pe.Rank()
+	tok, err := Calloc[int64](pe, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	for lap := range int64(20) {
+		v := lap*int64(n) + int64(me) + 1
+		if me != 0 || lap > 0 {
+			if err := WaitUntil(pe, &tok[0], CmpGE, v-1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := Put(pe, tok, []int64{v}, (me+1)%n); err != nil {
+			t.Fatal(err)
+		}
+		pe.Quiet()
+	}
+	if me == 0 {
+		if err := WaitUntil(pe, &tok[0], CmpEQ, 20*int64(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	Free(pe, tok)
+}
+
+// checkBusyTarget: PE 0 computes for 400 ms without calling symheap; PE 2
+// (other node) meanwhile gets, puts and adds to PE 0's memory. The
+// progress goroutine serves them: each completes well within the busy
+// period.
+func checkBusyTarget(t *testing.T, pe *PE) {
+	x, err := Calloc[int64](pe, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	switch pe.Rank() {
+	case 0:
+		end := time.Now().Add(400 * time.Millisecond)
+		s := 0
+		for time.Now().Before(end) {
+			s++
+		}
+		_ = s
+	case 2:
+		time.Sleep(50 * time.Millisecond)
+		start := time.Now()
+		for i := range 10 {
+			if _, err := AtomicFetchAdd(pe, &x[0], 1, 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := Put(pe, x, []int64{int64(i)}, 0); err != nil {
+				t.Fatal(err)
+			}
+			got := []int64{0}
+			if err := Get(pe, got, x, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if d := time.Since(start); d > 300*time.Millisecond {
+			t.Errorf("30 operations on a busy PE took %v", d)
+		}
+	}
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	Free(pe, x)
+}
+
+// checkClusterBarrier: 200 barriers, each after a put to the next PE of
+// the round number: after the barrier, every PE holds its round.
+func checkClusterBarrier(t *testing.T, pe *PE) {
+	n, me := pe.Size(), pe.Rank()
+	r, err := Calloc[int64](pe, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range int64(200) {
+		if err := PutNBI(pe, r, []int64{i}, (me+1)%n); err != nil {
+			t.Fatal(err)
+		}
+		if err := pe.Barrier(); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := AtomicFetch(pe, &r[0], me); got != i {
+			t.Fatalf("round %d: holds %d", i, got)
+		}
+		if err := pe.World().Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	Free(pe, r)
+}
+
+// checkClusterAlloc: collective allocations across nodes give one offset
+// everywhere, Realloc keeps contents, Free then Malloc reuses.
+func checkClusterAlloc(t *testing.T, pe *PE) {
+	var held [][]int64
+	for i := range 30 {
+		s, err := Malloc[int64](pe, 1+i*37)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, s)
+		if i%3 == 2 {
+			if err := Free(pe, held[i-1]); err != nil {
+				t.Fatal(err)
+			}
+			held[i-1] = nil
+		}
+	}
+	s := held[0]
+	s[0] = 77
+	s, err := Realloc(pe, s, 5000)
+	if err != nil || s[0] != 77 {
+		t.Fatalf("Realloc: %v, first %d", err, s[0])
+	}
+	held[0] = s
+	// The same offset everywhere: a put to the next PE lands in its copy.
+	if err := Put(pe, s[1:2], []int64{int64(pe.Rank())}, (pe.Rank()+1)%pe.Size()); err != nil {
+		t.Fatal(err)
+	}
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	if want := int64((pe.Rank() + pe.Size() - 1) % pe.Size()); s[1] != want {
+		t.Errorf("after Realloc, a put landed elsewhere: %d, want %d", s[1], want)
+	}
+	for _, h := range held {
+		if h != nil {
+			if err := Free(pe, h); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// checkClusterDiverge: PE 3 asks for a different size: ErrDiverged on
+// every PE, naming PE 3, and the heaps stay usable.
+func checkClusterDiverge(t *testing.T, pe *PE) {
+	n := 100
+	if pe.Rank() == 3 {
+		n = 200
+	}
+	_, err := Malloc[int64](pe, n)
+	if !errors.Is(err, ErrDiverged) || !strings.Contains(err.Error(), "PE 3") && pe.Rank() != 3 {
+		t.Fatalf("diverged Malloc: %v", err)
+	}
+	s, err := Malloc[int64](pe, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Free(pe, s)
+}
+
+// checkClusterCollectives: the world team's collectives across nodes.
+func checkClusterCollectives(t *testing.T, pe *PE) {
+	n, me := pe.Size(), pe.Rank()
+	w := pe.World()
+	src, err := Malloc[int64](pe, 3*n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := Malloc[int64](pe, 3*n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range src {
+		src[i] = int64(me*1000 + i)
+	}
+	for root := range n {
+		if err := Broadcast(w, dst[:3], src[:3], root); err != nil {
+			t.Fatal(err)
+		}
+		if dst[0] != int64(root*1000) || dst[2] != int64(root*1000+2) {
+			t.Errorf("Broadcast from %d: %v", root, dst[:3])
+		}
+	}
+	if err := FCollect(w, dst, src[:3]); err != nil {
+		t.Fatal(err)
+	}
+	for j := range n {
+		if dst[3*j] != int64(j*1000) || dst[3*j+2] != int64(j*1000+2) {
+			t.Errorf("FCollect block %d: %v", j, dst[3*j:3*j+3])
+		}
+	}
+	if err := AllToAll(w, dst, src); err != nil {
+		t.Fatal(err)
+	}
+	for j := range n {
+		if dst[3*j] != int64(j*1000+3*me) {
+			t.Errorf("AllToAll block %d: %v", j, dst[3*j:3*j+3])
+		}
+	}
+	if err := Reduce(w, dst[:3], src[:3], OpSum); err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(1000 * n * (n - 1) / 2); dst[0] != want {
+		t.Errorf("Reduce sum: %d, want %d", dst[0], want)
+	}
+	copy(dst, src)
+	if err := Reduce(w, dst[:3], dst[:3], OpMax); err != nil || dst[1] != int64((n-1)*1000+1) {
+		t.Errorf("Reduce max in place: %v %v", dst[:3], err)
+	}
+	f, _ := Malloc[float64](pe, 1)
+	if err := Reduce(w, f, f, OpXor); !errors.Is(err, ErrBadOp) {
+		t.Errorf("xor on floats: %v", err)
+	}
+	Free(pe, f)
+	Free(pe, dst)
+	Free(pe, src)
+}
+
+// checkClusterLocks: every PE increments PE 0's counter 50 times under
+// the lock, with a get and a put (not an atomic): none may be lost.
+func checkClusterLocks(t *testing.T, pe *PE) {
+	l, err := Calloc[int64](pe, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		if err := pe.SetLock(&l[0]); err != nil {
+			t.Fatal(err)
+		}
+		v := []int64{0}
+		if err := Get(pe, v, l[1:2], 0); err != nil {
+			t.Fatal(err)
+		}
+		v[0]++
+		if err := Put(pe, l[1:2], v, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := pe.ClearLock(&l[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, err := pe.TestLock(&l[0]); err != nil {
+		t.Fatal(err)
+	} else if ok {
+		if err := pe.ClearLock(&l[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	if pe.Rank() == 0 && (l[1] != int64(50*pe.Size()) || l[0] != 0) {
+		t.Errorf("counter %d, want %d; lock word %#x, want 0", l[1], 50*pe.Size(), l[0])
+	}
+	Free(pe, l)
+}
+
+// checkClusterAnyMessages: non-blocking sends and receives across and
+// within nodes, AnySource and AnyTag, a receive posted before the
+// message, Test, and the order of receives posted for one sender.
+func checkClusterAnyMessages(t *testing.T, pe *PE) {
+	me, n := pe.Rank(), pe.Size()
+	// Everyone sends a small and a large message to everyone else, with
+	// Isend, and receives them with Irecv from AnySource, posted first.
+	big := 256 << 10
+	var recvs []*Request
+	bufs := make([][]byte, 2*(n-1))
+	for i := range bufs {
+		bufs[i] = make([]byte, big)
+		r, err := pe.Irecv(bufs[i], AnySource, AnyTag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recvs = append(recvs, r)
+	}
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	var sends []*Request
+	payload := map[int][]byte{}
+	for p := range n {
+		if p == me {
+			continue
+		}
+		small := []byte(fmt.Sprintf("from %d to %d", me, p))
+		large := make([]byte, big)
+		for i := range large {
+			large[i] = byte(i + me*7 + p)
+		}
+		payload[p] = large
+		for _, b := range [][]byte{small, large} {
+			r, err := pe.Isend(b, p, 10+len(b)%2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sends = append(sends, r)
+		}
+	}
+	got := map[int]int{}
+	for i, r := range recvs {
+		st, err := r.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[st.Source]++
+		if st.Count == big {
+			for j := range big {
+				if bufs[i][j] != byte(j+st.Source*7+me) {
+					t.Fatalf("large message from PE %d: byte %d differs", st.Source, j)
+				}
+			}
+		} else if want := fmt.Sprintf("from %d to %d", st.Source, me); string(bufs[i][:st.Count]) != want {
+			t.Errorf("small message from PE %d: %q", st.Source, bufs[i][:st.Count])
+		}
+	}
+	for p := range n {
+		if p != me && got[p] != 2 {
+			t.Errorf("%d messages from PE %d, want 2", got[p], p)
+		}
+	}
+	for _, r := range sends {
+		for {
+			done, _, err := r.Test()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if done {
+				break
+			}
+		}
+	}
+	// Every PE has all its messages before the next phase's messages,
+	// which its AnySource receives would match too.
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	// Order: three messages from one sender with one tag, received by
+	// three receives posted in order.
+	peer := me ^ 2
+	if me < peer {
+		for i := range 3 {
+			if err := pe.Send([]byte{byte(i)}, peer, 5); err != nil {
+				t.Fatal(err)
+			}
+		}
+	} else {
+		var rs []*Request
+		bs := make([][]byte, 3)
+		for i := range 3 {
+			bs[i] = make([]byte, 1)
+			r, err := pe.Irecv(bs[i], peer, 5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs = append(rs, r)
+		}
+		for i := 2; i >= 0; i-- { // waited in reverse: the match is by posting order
+			if _, err := rs[i].Wait(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if bs[0][0] != 0 || bs[1][0] != 1 || bs[2][0] != 2 {
+			t.Errorf("receives posted in order got %v %v %v", bs[0], bs[1], bs[2])
+		}
+	}
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkClusterMessages: PE p sends to PE p^2 (the other node) messages of
+// 0 B to 4 MiB, in order with one tag; the receiver checks every byte;
+// then AnyTag, and a short buffer (ErrTruncated, the message stays).
+func checkClusterMessages(t *testing.T, pe *PE) {
+	me := pe.Rank()
+	peer := me ^ 2
+	sizes := []int{0, 1, 8, 100, 4096, 8192, 65536, 1 << 20, 4 << 20}
+	fill := func(b []byte, s, from int) {
+		for i := range b {
+			b[i] = byte(i*31 + s + from)
+		}
+	}
+	send := func() {
+		for _, s := range sizes {
+			b := make([]byte, s)
+			fill(b, s, me)
+			if err := pe.Send(b, peer, 7); err != nil {
+				t.Fatalf("Send of %d B to PE %d: %v", s, peer, err)
+			}
+		}
+	}
+	recv := func() {
+		for _, s := range sizes {
+			b := make([]byte, 4<<20)
+			st, err := pe.Recv(b, peer, 7)
+			if err != nil {
+				t.Fatalf("Recv of %d B from PE %d: %v", s, peer, err)
+			}
+			if st.Count != s || st.Source != peer || st.Tag != 7 {
+				t.Fatalf("Recv: status %+v, want %d B from PE %d tag 7", st, s, peer)
+			}
+			want := make([]byte, s)
+			fill(want, s, peer)
+			if string(b[:s]) != string(want) {
+				t.Fatalf("Recv of %d B from PE %d: data differ", s, peer)
+			}
+		}
+	}
+	// The lower rank of each pair sends first, so that large messages
+	// (which wait for their receiver) do not deadlock.
+	if me < peer {
+		send()
+		recv()
+	} else {
+		recv()
+		send()
+	}
+	if me < peer {
+		if err := pe.Send([]byte("0123456789"), peer, 99); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	short := make([]byte, 4)
+	st, err := pe.Recv(short, peer, AnyTag)
+	if !errors.Is(err, ErrTruncated) || st.Count != 10 || st.Tag != 99 {
+		t.Fatalf("short Recv: %+v %v, want ErrTruncated, 10 B, tag 99", st, err)
+	}
+	long := make([]byte, 16)
+	if st, err := pe.Recv(long, peer, AnyTag); err != nil || string(long[:st.Count]) != "0123456789" {
+		t.Fatalf("Recv after ErrTruncated: %+v %v %q", st, err, long)
+	}
+}
+
+// checkGlobalExit: PE 3 calls GlobalExit(7) while the others wait in
+// barriers (PEs 0 and 1 on the other node): every PE exits with 7.
+func checkGlobalExit(t *testing.T, pe *PE) {
+	faultJob = true
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	if pe.Rank() == 3 {
+		time.Sleep(100 * time.Millisecond)
+		pe.GlobalExit(7)
+	}
+	for start := time.Now(); time.Since(start) < 30*time.Second; {
+		if err := pe.Barrier(); err != nil {
+			t.Errorf("PE %d: %v", pe.Rank(), err)
+			return
+		}
+	}
+	t.Errorf("PE %d did not exit", pe.Rank())
+}
+
+func TestClusterGlobalExit(t *testing.T) {
+	exited := regexp.MustCompile(`PE-EXIT rank=(\d) status=(\d+)`)
+	r := clusterJobWith(t, cluster.Job{Hosts: 2, PerHost: 2, Timeout: 60 * time.Second,
+		MPIArgs: []string{"--enable-recovery"},
+		// Each PE's exit status, as a shell sees it.
+		Argv:  []string{"/bin/sh", "-c", `"$@"; echo "PE-EXIT rank=$OMPI_COMM_WORLD_RANK status=$?"`, "sh"},
+		Until: func(out []byte) bool { return len(exited.FindAll(out, -1)) == 4 },
+	}, "exit")
+	ms := exited.FindAllSubmatch(r.Output, -1)
+	if len(ms) != 4 {
+		t.Fatalf("%d of 4 PEs exited", len(ms))
+	}
+	for _, m := range ms {
+		if string(m[2]) != "7" {
+			t.Errorf("PE %s exited with %s, want 7", m[1], m[2])
+		}
+	}
+}
+
+// checkClusterTeams: teams made by Split that span nodes ({0, 2}, and
+// {3, 1} in reverse), one within a node ({0, 1}), a nested team of one;
+// their ranks, Sync, collectives, Destroy.
+func checkClusterTeams(t *testing.T, pe *PE) {
+	me := pe.Rank()
+	w := pe.World()
+	src, err := Malloc[int64](pe, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := Malloc[int64](pe, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range src {
+		src[i] = int64(100*me + i)
+	}
+	even, err := w.Split(0, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	odd, err := w.Split(3, -2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node0, err := w.Split(0, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, other := even, odd
+	if me%2 == 1 {
+		mine, other = odd, even
+	}
+	if other != nil || mine == nil {
+		t.Fatalf("PE %d: even %v, odd %v", me, even != nil, odd != nil)
+	}
+	if (node0 != nil) != (me < 2) {
+		t.Fatalf("PE %d: node-0 team %v", me, node0 != nil)
+	}
+	wantRank := map[int]int{0: 0, 2: 1, 3: 0, 1: 1}[me]
+	if mine.Size() != 2 || mine.Rank() != wantRank || mine.WorldRank(wantRank) != me || mine.TeamRank(me) != wantRank || mine.TeamRank(me^1) != -1 {
+		t.Errorf("PE %d: team size %d rank %d (want %d), WorldRank %d, TeamRank %d", me, mine.Size(), mine.Rank(), wantRank, mine.WorldRank(wantRank), mine.TeamRank(me))
+	}
+	for range 50 {
+		if err := mine.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mate := mine.WorldRank(1 - mine.Rank())
+	if err := Broadcast(mine, dst[:2], src[:2], 1); err != nil {
+		t.Fatal(err)
+	}
+	if root := mine.WorldRank(1); dst[0] != int64(100*root) || dst[1] != int64(100*root+1) {
+		t.Errorf("team Broadcast: %v", dst[:2])
+	}
+	if err := Reduce(mine, dst[:2], src[:2], OpSum); err != nil {
+		t.Fatal(err)
+	}
+	if dst[0] != int64(100*(me+mate)) {
+		t.Errorf("team Reduce: %v, want %d", dst[:2], 100*(me+mate))
+	}
+	if err := FCollect(mine, dst, src[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if dst[0] != int64(100*mine.WorldRank(0)) || dst[2] != int64(100*mine.WorldRank(1)) {
+		t.Errorf("team FCollect: %v", dst)
+	}
+	if err := AllToAll(mine, dst, src); err != nil {
+		t.Fatal(err)
+	}
+	r := mine.Rank()
+	if dst[0] != int64(100*mine.WorldRank(0)+2*r) || dst[2] != int64(100*mine.WorldRank(1)+2*r) {
+		t.Errorf("team AllToAll: %v", dst)
+	}
+	one, err := mine.Split(1, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if (one != nil) != (mine.Rank() == 1) || (one != nil && (one.Size() != 1 || one.WorldRank(0) != me)) {
+		t.Errorf("PE %d: nested team of one: %v", me, one != nil)
+	}
+	if one != nil {
+		if err := one.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if err := one.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if node0 != nil {
+		if err := node0.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if err := node0.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := mine.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Split(0, 1, 5); !errors.Is(err, ErrBadArg) {
+		t.Errorf("Split larger than the world: %v, want ErrBadArg", err)
+	}
+	Free(pe, dst)
+	Free(pe, src)
+}

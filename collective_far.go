@@ -1,0 +1,296 @@
+package symheap
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/symheap/symheap/internal/team"
+)
+
+// Teams and collectives in a job that spans nodes (far_ucx.go).
+//
+// The team layer (internal/team) synchronises through words in the
+// node's segment, which PEs of other nodes never see. In a job that spans
+// nodes the world team therefore synchronises with the hierarchical
+// barrier (PE.farBarrier), and its collectives are built here from that
+// barrier and the one-sided operations, which reach every PE, local or
+// far, through the transport seam:
+//
+//	Broadcast  barrier; every PE but root gets root's src into its dst; barrier
+//	FCollect   barrier; every PE gets each member's src into its block of dst; barrier
+//	AllToAll   barrier; every PE gets block me of each member's src into block j of dst; barrier
+//	Reduce     barrier; every PE gets each member's src and folds it; barrier; dst = result
+//
+// The closing barrier keeps every src (and, for Reduce, every dst that
+// is also a src) unchanged until every member has read it. Gets cost a
+// round trip each; these are correct, not fast, and a tree would scale
+// better.
+//
+// Teams made by Split in such a job live here too (farTeamState), not in
+// the team layer: a team is its members' world ranks, its barrier a
+// dissemination barrier over UCX among them (PE.farTeamSync), and the
+// handle a *team.Team that the team layer never sees, only a key in the
+// PE's table of such teams. Split needs no shared state: every member of
+// the parent computes the same members, and the team's key (which keeps
+// its messages apart from other teams') from the parent's key and the
+// parent's count of Splits, which every member of the parent makes in the
+// same order.
+
+// farTeamState is a team made by Split in a job on several nodes.
+// Guarded by the team's collective rule (one call at a time per PE).
+type farTeamState struct {
+	members   []int  // world ranks, by team rank
+	rank      int    // this PE's team rank
+	key       uint64 // distinguishes the team's messages
+	splits    uint64 // Splits made on this team
+	epoch     uint32 //lint:ignore U1000 used by the ucx build (PE.farTeamSync)
+	destroyed bool
+}
+
+// farTeams is a PE's table of such teams.
+type farTeams struct {
+	mu     sync.Mutex
+	byT    map[*team.Team]*farTeamState
+	splits uint64 // Splits made on the world team
+}
+
+// farTeamOf returns t's state if t is a team made by Split in a job on
+// several nodes (else nil, the world team included).
+func farTeamOf(pe *PE, t *Team) *farTeamState {
+	pe.ext.far.mu.Lock()
+	defer pe.ext.far.mu.Unlock()
+	return pe.ext.far.byT[(*team.Team)(t)]
+}
+
+// farMembers returns the members of t (world rank by team rank) and this
+// PE's rank in it, for the world team or a far team; ok false if t is
+// neither (a destroyed team, or a handle of another job).
+func farMembers(pe *PE, t *Team) (members []int, rank int, ft *farTeamState, ok bool) {
+	if (*team.Team)(t) == pe.ext.teams.World() {
+		all := make([]int, pe.npes)
+		for i := range all {
+			all[i] = i
+		}
+		return all, pe.rank, nil, true
+	}
+	ft = farTeamOf(pe, t)
+	if ft == nil || ft.destroyed {
+		return nil, -1, nil, false
+	}
+	return ft.members, ft.rank, ft, true
+}
+
+// farTeamBarrier is the barrier of t: the hierarchical one for the world
+// team, the members' dissemination barrier for the others.
+func farTeamBarrier(pe *PE, ft *farTeamState) error {
+	if ft == nil {
+		return pe.farBarrier()
+	}
+	return pe.farTeamSync(ft)
+}
+
+func farSplit(pe *PE, t *Team, start, stride, size int) (*Team, error) {
+	if err := pe.check(); err != nil {
+		return nil, err
+	}
+	parent, _, pft, ok := farMembers(pe, t)
+	if !ok {
+		return nil, fmt.Errorf("symheap: Split of a team that is not one of this job's (destroyed?): %w", ErrBadArg)
+	}
+	n := len(parent)
+	bad := func(why string) error {
+		return fmt.Errorf("symheap: Split(start %d, stride %d, size %d) of a team of %d PEs: %w (%s)", start, stride, size, n, ErrBadArg, why)
+	}
+	switch {
+	case size < 1:
+		return nil, bad("size must be at least 1")
+	case start < 0 || start >= n:
+		return nil, bad(fmt.Sprintf("start must be a rank of the parent, 0 to %d", n-1))
+	case stride == 0 && size != 1:
+		return nil, bad("stride 0 makes a team of one only")
+	case size > n:
+		return nil, bad("more members than the parent has")
+	}
+	if last := int64(start) + int64(stride)*int64(size-1); last < 0 || last >= int64(n) {
+		return nil, bad("the last rank start+stride*(size-1) falls outside the parent")
+	}
+	pe.ext.far.mu.Lock()
+	var pkey, idx uint64
+	if pft == nil {
+		idx = pe.ext.far.splits
+		pe.ext.far.splits++
+	} else {
+		pkey, idx = pft.key, pft.splits
+		pft.splits++
+	}
+	pe.ext.far.mu.Unlock()
+	ft := &farTeamState{rank: -1, key: (pkey*131 + idx + 1) % 0xfff}
+	if ft.key == 0 {
+		ft.key = 0xfff
+	}
+	for i := range size {
+		p := parent[start+stride*i]
+		if p == pe.rank {
+			ft.rank = i
+		}
+		ft.members = append(ft.members, p)
+	}
+	// A parent barrier: Split synchronises the parent, as on one node.
+	if err := farTeamBarrier(pe, pft); err != nil {
+		return nil, fmt.Errorf("symheap: Split: %w", err)
+	}
+	if ft.rank < 0 {
+		return nil, nil
+	}
+	h := new(team.Team) // the handle: a key in the table, never used by the team layer
+	pe.ext.far.mu.Lock()
+	if pe.ext.far.byT == nil {
+		pe.ext.far.byT = map[*team.Team]*farTeamState{}
+	}
+	pe.ext.far.byT[h] = ft
+	pe.ext.far.mu.Unlock()
+	return (*Team)(h), nil
+}
+
+func farDestroy(pe *PE, t *Team) error {
+	if err := pe.check(); err != nil {
+		return err
+	}
+	if (*team.Team)(t) == pe.ext.teams.World() {
+		return fmt.Errorf("symheap: Destroy of the world team: %w (it lives until Close)", ErrBadArg)
+	}
+	ft := farTeamOf(pe, t)
+	if ft == nil || ft.destroyed {
+		return fmt.Errorf("symheap: Destroy of a team that is not one of this job's (destroyed already?): %w", ErrBadArg)
+	}
+	err := pe.farTeamSync(ft)
+	ft.destroyed = true
+	pe.ext.far.mu.Lock()
+	delete(pe.ext.far.byT, (*team.Team)(t))
+	pe.ext.far.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("symheap: Destroy: %w", err)
+	}
+	return nil
+}
+
+// farTeam returns the PE when t is a team of a job that spans nodes.
+func farTeam(t *Team) *PE {
+	pe := farJob.Load()
+	if pe == nil || t == nil {
+		return nil
+	}
+	return pe
+}
+
+func farSync(pe *PE, t *Team) error {
+	if err := pe.check(); err != nil {
+		return err
+	}
+	_, _, ft, ok := farMembers(pe, t)
+	if !ok {
+		return fmt.Errorf("symheap: Sync on a team that is not one of this job's (destroyed?): %w", ErrBadArg)
+	}
+	if err := farTeamBarrier(pe, ft); err != nil {
+		return fmt.Errorf("symheap: Sync: %w", err)
+	}
+	return nil
+}
+
+// farCollective runs body between two barriers of the team, under the
+// PE's call lock; body gets the members (world ranks by team rank) and
+// this PE's team rank.
+func farCollective(pe *PE, t *Team, op string, body func(members []int, me int) error) error {
+	if err := pe.check(); err != nil {
+		return err
+	}
+	members, me, ft, ok := farMembers(pe, t)
+	if !ok {
+		return fmt.Errorf("symheap: %s on a team that is not one of this job's (destroyed?): %w", op, ErrBadArg)
+	}
+	pe.mu.Lock()
+	defer pe.mu.Unlock()
+	pe.rma.quietAll()
+	if err := farTeamBarrier(pe, ft); err != nil {
+		return fmt.Errorf("symheap: %s: %w", op, err)
+	}
+	err := body(members, me)
+	pe.rma.quietAll()
+	if berr := farTeamBarrier(pe, ft); err == nil && berr != nil {
+		err = fmt.Errorf("symheap: %s: %w", op, berr)
+	}
+	return err
+}
+
+func farBroadcast[T any](pe *PE, t *Team, dst, src []T, root int) error {
+	if len(dst) != len(src) || root < 0 || root >= t.Size() {
+		return fmt.Errorf("symheap: Broadcast of %d elements into %d from root %d of a team of %d: %w", len(src), len(dst), root, t.Size(), ErrBadArg)
+	}
+	return farCollective(pe, t, "Broadcast", func(members []int, me int) error {
+		if me == root {
+			copy(dst, src)
+			return nil
+		}
+		return Get(pe, dst, src, members[root])
+	})
+}
+
+func farFCollect[T any](pe *PE, t *Team, dst, src []T) error {
+	n, size := len(src), t.Size()
+	if len(dst) != n*size {
+		return fmt.Errorf("symheap: FCollect of %d elements per PE into %d (want %d): %w", n, len(dst), n*size, ErrBadArg)
+	}
+	return farCollective(pe, t, "FCollect", func(members []int, me int) error {
+		for j, p := range members {
+			if err := Get(pe, dst[j*n:(j+1)*n], src, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func farAllToAll[T any](pe *PE, t *Team, dst, src []T) error {
+	size := t.Size()
+	if len(dst) != len(src) || size < 1 || len(src)%size != 0 {
+		return fmt.Errorf("symheap: AllToAll of %d elements into %d on %d PEs: %w (equal lengths, a multiple of the team size)", len(src), len(dst), size, ErrBadArg)
+	}
+	b := len(src) / size
+	return farCollective(pe, t, "AllToAll", func(members []int, me int) error {
+		for j, p := range members {
+			if err := Get(pe, dst[j*b:(j+1)*b], src[me*b:(me+1)*b], p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func farReduce[T Number](pe *PE, t *Team, dst, src []T, op Op) error {
+	if err := team.CheckOp[T](op); err != nil {
+		return err
+	}
+	if len(dst) != len(src) {
+		return fmt.Errorf("symheap: Reduce of %d elements into %d: %w", len(src), len(dst), ErrBadArg)
+	}
+	acc := append([]T(nil), src...)
+	tmp := make([]T, len(src))
+	err := farCollective(pe, t, "Reduce", func(members []int, me int) error {
+		for j, p := range members {
+			if j == me {
+				continue
+			}
+			if err := Get(pe, tmp, src, p); err != nil {
+				return err
+			}
+			team.Fold(acc, tmp, op)
+		}
+		return nil
+	})
+	if err == nil {
+		// After the closing barrier: nobody reads src (which may be dst)
+		// any more.
+		copy(dst, acc)
+	}
+	return err
+}

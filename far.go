@@ -1,0 +1,62 @@
+package symheap
+
+import (
+	"sync/atomic"
+)
+
+// farJob is the process's PE while it belongs to a job that spans nodes
+// (set by startFar, cleared by Close), for the team calls, which reach
+// the PE only through it: one atomic load on their path.
+var farJob atomic.Pointer[PE]
+
+// Placement: where each PE runs. A job on one node (shrun, or any
+// launcher without PMIx, or the default build) has every PE on node 0.
+// In the ucx build under a PMIx launcher, PMIx tells the node of every PE
+// (far_ucx.go), the PEs of one node share the node's segment, and PEs of
+// other nodes are reached through UCX (transport.go).
+
+// topology is the job's placement, as the launcher reported it.
+type topology struct {
+	nodeOf []int // node number of every PE, numbered 0.. in order of first rank
+	local  []int // the PEs of this node, increasing
+}
+
+// placement returns the placement of a single-node job of npes PEs.
+func placement(npes int) topology {
+	t := topology{nodeOf: make([]int, npes), local: make([]int, npes)}
+	for i := range t.local {
+		t.local[i] = i
+	}
+	return t
+}
+
+// Node returns the node PE p runs on, numbered from 0 in the order of the
+// nodes' lowest ranks; -1 if p is not a PE of the job. Every PE of a job
+// started on one node is on node 0.
+func (pe *PE) Node(p int) int {
+	if pe == nil || p < 0 || p >= pe.npes {
+		return -1
+	}
+	return pe.topo.nodeOf[p]
+}
+
+// Nodes returns the number of nodes the job runs on.
+func (pe *PE) Nodes() int {
+	if pe == nil {
+		return 0
+	}
+	n := 0
+	for _, v := range pe.topo.nodeOf {
+		n = max(n, v+1)
+	}
+	return n
+}
+
+// NodePEs returns the PEs on this PE's node, in increasing order,
+// this PE included: those whose symmetric heaps Ptr can reach.
+func (pe *PE) NodePEs() []int {
+	if pe == nil {
+		return nil
+	}
+	return append([]int(nil), pe.topo.local...)
+}

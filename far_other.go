@@ -1,0 +1,36 @@
+//go:build !ucx
+
+package symheap
+
+// Without the ucx build tag symheap has no transport to other nodes:
+// a job is the PEs of one node, as the environment describes them.
+
+// MultiNode reports whether this build reaches PEs on other nodes (the
+// ucx build tag).
+const MultiNode = false
+
+// farLayer is the multi-node state of a PE; empty in this build.
+type farLayer struct{}
+
+// discover reads the job's placement; in this build every PE of the
+// job is on this node.
+func discover(j *job) (topology, *farLayer, error) { return placement(j.npes), nil, nil }
+
+func (f *farLayer) finalize()                                          {}
+func (pe *PE) farAnnounce(p int)                                       {}
+func (pe *PE) farTeamSync(ft *farTeamState) error                      { return ErrNotSupported }
+func (pe *PE) farExit(code int)                                        {}
+func (pe *PE) startFar() error                                         { return nil }
+func (pe *PE) closeFar(barrier bool) error                             { return nil }
+func (pe *PE) farBarrier() error                                       { return nil }
+func (pe *PE) farCheck() error                                         { return nil }
+func (pe *PE) farAlive(p int) bool                                     { return false }
+func (pe *PE) farMirror(rec *allocRecord) error                        { return nil }
+func (pe *PE) farMsgSend(buf []byte, dest, tag int) error              { return ErrNotSupported }
+func (pe *PE) farMsgIsend(buf []byte, dest, tag int) (*Request, error) { return nil, ErrNotSupported }
+func (pe *PE) farMsgRecv(buf []byte, source, tag int) (Status, error) {
+	return Status{}, ErrNotSupported
+}
+func (pe *PE) farMsgIrecv(buf []byte, source, tag int) (*Request, error) { return nil, ErrNotSupported }
+func farReqWait(req *Request) (Status, error, bool)                      { return Status{}, nil, false }
+func farReqTest(req *Request) (bool, Status, error, bool)                { return false, Status{}, nil, false }

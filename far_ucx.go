@@ -1,0 +1,687 @@
+//go:build ucx
+
+package symheap
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/symheap/symheap/internal/core"
+	"github.com/symheap/symheap/internal/pmix"
+	"github.com/symheap/symheap/internal/transport"
+	"github.com/symheap/symheap/internal/ucx"
+)
+
+// PEs on other nodes (build tag ucx).
+//
+// # Bootstrap
+//
+// Under a PMIx launcher (mpirun, srun --mpi=pmix) Init asks PMIx for this
+// PE's rank, the job's size, the node of every PE (PMIX_NODEID) and the
+// PEs of this node (PMIX_LOCAL_PEERS). The PEs of a node share the node's
+// segment, which keeps the job's numbering: every node's segment has a
+// control block and a partition slot for every PE of the job, and only
+// the node's own PEs attach and back theirs (segment.Params.Local). So a
+// rank, a heap offset and a control-block offset mean the same on every
+// node, and the layers above index every PE alike.
+//
+// A job whose PEs are all on one node stops there: no UCX. Otherwise
+// every PE
+//
+//  1. opens a UCP worker and registers two regions, once: its symmetric
+//     heap (the target of puts, gets and atomics) and the node's control
+//     blocks (where PEs of other nodes mirror their allocation records);
+//     allocation never registers anything;
+//  2. publishes its worker address, the two base addresses and the two
+//     packed remote keys with one PMIx_Put, one PMIx_Commit and one
+//     collecting PMIx_Fence (which is also the cross-node part of Init's
+//     barrier: every heap is formatted before it);
+//  3. reads the other nodes' PEs' records; endpoints and remote keys are
+//     made lazily, on the first operation to a PE, so start-up costs the
+//     fence and nothing per PE.
+//
+// # Progress
+//
+// Over TCP, UCX performs puts and atomics at the target in software, when
+// the target's worker progresses. Every blocking operation progresses
+// while it waits; every wait of the runtime progresses in its condition
+// (WaitUntil, the allocation records, the barrier); and a progress
+// goroutine sleeps on the worker's event descriptor, so a PE busy in its
+// own code, or asleep in a futex wait, still serves the others. After
+// each wake-up the goroutine wakes this PE's sleepers, whose condition
+// may have been changed by what it processed.
+//
+// # Barrier
+//
+// PE.Barrier and the world team's Sync are hierarchical: every PE
+// completes its operations (Quiet, a UCX flush), the node's PEs meet in
+// the segment's barrier, the node's lowest rank (its leader) runs a
+// dissemination barrier with the other nodes' leaders over UCX tagged
+// messages (ceil(log2 nodes) rounds), and the node's PEs meet again. A
+// leader that finds a PE lost leaves the rank in its control block
+// (control.farLost) before the second meeting, so that every PE of the
+// node returns the error.
+//
+// # Atomics
+//
+// An atomic on a PE of this node is a CPU atomic on the shared segment;
+// one on a PE of another node is a UCX atomic, which over TCP the
+// target's worker performs with the same locked CPU instructions
+// (UCX's software atomics) on the same coherent memory. The two kinds are
+// atomic with respect to each other. On a NIC with hardware atomics they
+// would not be (the NIC's atomics are not atomic with the CPU's); this
+// build uses UCX's software atomics only, which is what TCP provides.
+//
+// # Faults
+//
+// Endpoints are made with peer error handling: when a PE dies, its TCP
+// connections fail and UCX reports it on the next progress. PMIx events
+// (a process terminated or aborted) are recorded too. Both become
+// ErrPeerLost naming the PE. A stopped PE on another node is reported
+// when an operation on it has not completed for SYMHEAP_PEER_TIMEOUT.
+
+// MultiNode reports whether this build reaches PEs on other nodes (the
+// ucx build tag).
+const MultiNode = true
+
+// farLayer is a PE's multi-node state. Set in Init, read-only after, but
+// for lost and epoch.
+type farLayer struct {
+	pe      *PE
+	client  *pmix.Client
+	w       *ucx.Worker
+	far     []int // the PEs on other nodes
+	leaders []int // the lowest rank of each node, by node
+	node    int   // this PE's node
+	leader  bool  // this PE is its node's leader
+
+	heapBase, cbBase []uint64 // every far PE's published bases
+
+	epoch    uint32                // barriers made (leaders)
+	told     atomic.Bool           // this PE has announced a lost PE
+	lost     atomic.Pointer[error] // the first failure of a cross-node barrier
+	progStop chan struct{}
+	progDone chan struct{}
+	msgs     farMsgs // messages (msg_far_ucx.go)
+}
+
+const pmixKey = "symheap.ucx"
+
+// discover reads the job from PMIx when a PMIx launcher started the
+// process, else from the environment as the default build does.
+func discover(j *job) (topology, *farLayer, error) {
+	if !pmix.Available() || getenv("SYMHEAP_PMIX") == "0" {
+		return placement(j.npes), nil, nil
+	}
+	c, err := pmix.Init()
+	if err != nil {
+		return topology{}, nil, fmt.Errorf("symheap: joining the PMIx launcher: %w", err)
+	}
+	fail := func(err error) (topology, *farLayer, error) {
+		c.Finalize()
+		return topology{}, nil, fmt.Errorf("symheap: reading the job from PMIx: %w", err)
+	}
+	ids, err := c.Nodes()
+	if err != nil {
+		return fail(err)
+	}
+	local, err := c.LocalPeers()
+	if err != nil {
+		return fail(err)
+	}
+	sort.Ints(local)
+	t := topology{nodeOf: numberNodes(ids), local: local}
+	j.rank, j.npes, j.source = c.Rank, c.Size, "PMIx"
+	// One segment per node: the node's number in its name keeps nodes
+	// that share a /dev/shm apart.
+	j.id = fmt.Sprintf("pmix-%s.n%d", c.Namespace, t.nodeOf[c.Rank])
+	if len(local) == c.Size {
+		c.Finalize() // one node: nothing more to ask
+		return t, nil, nil
+	}
+	f := &farLayer{client: c, node: t.nodeOf[c.Rank]}
+	seen := map[int]bool{}
+	for r, n := range t.nodeOf {
+		if n != f.node {
+			f.far = append(f.far, r)
+		}
+		if !seen[n] {
+			seen[n] = true
+			f.leaders = append(f.leaders, r)
+		}
+	}
+	f.leader = local[0] == c.Rank
+	return t, f, nil
+}
+
+// startFar performs steps 1 to 3 of the bootstrap, before Init's barrier.
+func (pe *PE) startFar() error {
+	f := pe.farL
+	if f == nil {
+		return nil
+	}
+	f.pe = pe
+	w, err := ucx.Open(pe.npes)
+	if err != nil {
+		return fmt.Errorf("symheap: Init: opening UCX: %w", err)
+	}
+	f.w = w
+	w.Timeout = pe.set.peerTimeout
+	w.Lost = func(int) error { return f.launcherLost() }
+	w.Announced = f.onAnnounced
+	addr, err := w.Address()
+	if err != nil {
+		return fmt.Errorf("symheap: Init: %w", err)
+	}
+	heap := pe.sp.Heap(pe.rank)
+	cbs := pe.sp.Mem()[pe.sp.Lay.CBOff : pe.sp.Lay.CBOff+uint64(pe.npes)*pe.sp.Lay.CBSize]
+	var bases [2]uint64
+	var rkeys [2][]byte
+	for i, r := range [][]byte{heap, cbs} {
+		if len(r) == 0 {
+			continue
+		}
+		p, n := core.SliceData(r)
+		if rkeys[i], err = w.Register(p, uintptr(n)); err != nil {
+			return fmt.Errorf("symheap: Init: %w", err)
+		}
+	}
+	bases[0] = uint64(pe.sp.Base()) + uint64(pe.sp.Part(pe.rank))
+	bases[1] = uint64(pe.sp.Base()) + pe.sp.Lay.CBOff
+	blob := encodePeer(addr, bases, rkeys)
+	if err := f.client.Put(pmixKey, blob); err != nil {
+		return fmt.Errorf("symheap: Init: %w", err)
+	}
+	if err := f.client.Commit(); err != nil {
+		return fmt.Errorf("symheap: Init: %w", err)
+	}
+	if err := f.client.Fence(true); err != nil {
+		return fmt.Errorf("symheap: Init: %w", err)
+	}
+	f.heapBase, f.cbBase = make([]uint64, pe.npes), make([]uint64, pe.npes)
+	// Every other PE's record: the far ones for one-sided access, the
+	// local ones too for the synchronisation of teams made by Split
+	// (their endpoints are made only if such a team is used).
+	for r := range pe.npes {
+		b, err := f.client.Get(r, pmixKey) // this PE's own too: messages to itself
+		if err != nil {
+			return fmt.Errorf("symheap: Init: PE %d's UCX address: %w", r, err)
+		}
+		info, err := decodePeer(b)
+		if err != nil {
+			return fmt.Errorf("symheap: Init: PE %d's UCX address: %w", r, err)
+		}
+		f.heapBase[r], f.cbBase[r] = info.Bases[0], info.Bases[1]
+		w.SetPeer(r, info)
+	}
+	// The standing receive of other nodes' announcements of a lost PE.
+	if err := w.Watch(farTag(tagLost, 0, 0, 0), 0xff<<56); err != nil {
+		return fmt.Errorf("symheap: Init: %w", err)
+	}
+	pe.rma.useRemote(f, f.far)
+	f.progStop, f.progDone = make(chan struct{}), make(chan struct{})
+	go f.progress()
+	farJob.Store(pe)
+	return nil
+}
+
+// encodePeer and decodePeer are the record each PE publishes: its worker
+// address, then for each region its base and packed key, each byte
+// string preceded by its length.
+func encodePeer(addr []byte, bases [2]uint64, rkeys [2][]byte) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, uint32(len(addr)))
+	b = append(b, addr...)
+	for i := range bases {
+		b = binary.LittleEndian.AppendUint64(b, bases[i])
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(rkeys[i])))
+		b = append(b, rkeys[i]...)
+	}
+	return b
+}
+
+func decodePeer(b []byte) (ucx.Peer, error) {
+	bad := errors.New("malformed record")
+	next := func(n int) ([]byte, bool) {
+		if len(b) < n {
+			return nil, false
+		}
+		v := b[:n]
+		b = b[n:]
+		return v, true
+	}
+	var p ucx.Peer
+	l, ok := next(4)
+	if !ok {
+		return p, bad
+	}
+	if p.Addr, ok = next(int(binary.LittleEndian.Uint32(l))); !ok {
+		return p, bad
+	}
+	for range 2 {
+		v, ok := next(8)
+		if !ok {
+			return p, bad
+		}
+		p.Bases = append(p.Bases, binary.LittleEndian.Uint64(v))
+		if l, ok = next(4); !ok {
+			return p, bad
+		}
+		k, ok := next(int(binary.LittleEndian.Uint32(l)))
+		if !ok {
+			return p, bad
+		}
+		p.Rkeys = append(p.Rkeys, k)
+	}
+	return p, nil
+}
+
+// progress is the progress goroutine: it sleeps on the worker's event
+// descriptor, progresses, and wakes this PE's sleepers, whose condition
+// what it processed may have changed.
+func (f *farLayer) progress() {
+	defer close(f.progDone)
+	for {
+		select {
+		case <-f.progStop:
+			return
+		default:
+		}
+		f.w.Sleep(50 * time.Millisecond)
+		if v, ok := f.w.Watched(); ok && v&announceExit != 0 {
+			f.onAnnounced(v) // exits
+		}
+		// UCX stored what arrived with plain stores; a full fence before
+		// the sleepers load, as a put's P2 (wait.go).
+		core.FullFence()
+		f.pe.rma.wake(f.pe.rank)
+	}
+}
+
+// closeFar leaves the multi-node job: a cross-node barrier (when barrier:
+// nobody reaches into this PE's memory after it), then the worker and
+// PMIx. It runs after the node's last barrier of Close.
+func (pe *PE) closeFar(barrier bool) error {
+	f := pe.farL
+	if f == nil || f.w == nil {
+		if f != nil {
+			f.client.Finalize()
+		}
+		return nil
+	}
+	var err error
+	if barrier {
+		err = pe.farBarrier()
+	}
+	farJob.CompareAndSwap(pe, nil)
+	close(f.progStop)
+	<-f.progDone
+	f.w.Close()
+	f.client.Finalize()
+	return err
+}
+
+// finalize disconnects from the launcher, for an Init that fails before
+// the segment is open. A nil f does nothing.
+func (f *farLayer) finalize() {
+	if f != nil {
+		f.client.Finalize()
+	}
+}
+
+// launcherLost is the PMIx side of liveness: a process the launcher
+// reported terminated.
+func (f *farLayer) launcherLost() error {
+	if r, st, ok := f.client.Lost(); ok {
+		return fmt.Errorf("PE %d on node %d terminated (the launcher reports %s): %w", r, f.pe.topo.nodeOf[r], st, ErrPeerLost)
+	}
+	return nil
+}
+
+// farCheck is the multi-node part of the liveness check of every wait: a
+// PE on another node whose connection failed, or that the launcher
+// reported gone.
+func (pe *PE) farCheck() error {
+	f := pe.farL
+	if f == nil || f.w == nil {
+		return nil
+	}
+	if e := f.lost.Load(); e != nil {
+		return *e
+	}
+	if err := f.launcherLost(); err != nil {
+		return err
+	}
+	if err := f.announced(); err != nil {
+		return err
+	}
+	if p, err := f.w.Failed(); err != nil {
+		pe.farAnnounce(p)
+		return f.peerLost(p, err)
+	}
+	return nil
+}
+
+// farAnnounce tells the PEs of the other nodes, once, that PE p (found
+// lost on this node, or by this PE) is gone: their waits end with
+// ErrPeerLost naming it even if they never talk to p or its node.
+func (pe *PE) farAnnounce(p int) {
+	f := pe.farL
+	if f == nil || f.w == nil || p < 0 || !f.told.CompareAndSwap(false, true) {
+		return
+	}
+	f.w.Announce(f.far, farTag(tagLost, pe.rank, 0, 0), uint64(p), false)
+}
+
+// announceExit is the bit of an announcement that carries GlobalExit's
+// status instead of a lost PE.
+const announceExit = 1 << 63
+
+// announced returns the error of a loss another node announced (or
+// exits, if it announced GlobalExit).
+func (f *farLayer) announced() error {
+	if v, ok := f.w.Watched(); ok {
+		return f.onAnnounced(v)
+	}
+	return nil
+}
+
+// onAnnounced is what an announcement means: GlobalExit's status, on
+// which this PE leaves and exits at once (as its node's exit watcher
+// would), or a lost PE.
+func (f *farLayer) onAnnounced(v uint64) error {
+	if v&announceExit != 0 {
+		f.pe.nodeExit(int(v & 0xff)) // does not return
+	}
+	if v >= uint64(f.pe.npes) {
+		return fmt.Errorf("a PE on another node is gone (an announcement named %d): %w", v, ErrPeerLost)
+	}
+	return fmt.Errorf("PE %d on node %d is gone (announced by another node): %w", v, f.pe.topo.nodeOf[v], ErrPeerLost)
+}
+
+// farExit tells every PE of the other nodes to exit with code
+// (GlobalExit).
+func (pe *PE) farExit(code int) {
+	if f := pe.farL; f != nil && f.w != nil {
+		// Flushed: the other nodes' PEs have the request before this
+		// node's PEs start exiting (whose lost connections they would
+		// otherwise see first).
+		f.w.Announce(f.far, farTag(tagLost, pe.rank, 0, 0), announceExit|uint64(code&0xff), true)
+	}
+}
+
+// farAlive reports whether PE p, on another node, is not known lost.
+func (pe *PE) farAlive(p int) bool {
+	f := pe.farL
+	if f == nil || f.w == nil {
+		return false
+	}
+	if r, _, ok := f.client.Lost(); ok && r == p {
+		return false
+	}
+	if v, ok := f.w.Watched(); ok && int(v) == p {
+		return false
+	}
+	q, _ := f.w.Failed()
+	return q != p
+}
+
+// peerLost turns a UCX failure on PE p into ErrPeerLost naming it.
+func (f *farLayer) peerLost(p int, err error) error {
+	if errors.Is(err, ErrPeerLost) || !errors.Is(err, ucx.ErrPeer) {
+		return err
+	}
+	var pe *ucx.PeerError
+	if errors.As(err, &pe) && pe.Peer >= 0 {
+		p = pe.Peer
+	}
+	if !errors.Is(err, ucx.ErrTimeout) {
+		// A PE that exits on a GlobalExit of another node drops its
+		// connections: if that is why, the request is on its way too.
+		for t0 := time.Now(); time.Since(t0) < 50*time.Millisecond; time.Sleep(time.Millisecond) {
+			if e := f.announced(); e != nil {
+				return e
+			}
+		}
+	}
+	if p < 0 {
+		return fmt.Errorf("a PE on another node is lost: %w (%v)", ErrPeerLost, err)
+	}
+	how := "is gone"
+	if errors.Is(err, ucx.ErrTimeout) {
+		how = "has stopped answering"
+	}
+	return fmt.Errorf("PE %d on node %d %s: %w (%v)", p, f.pe.topo.nodeOf[p], how, ErrPeerLost, err)
+}
+
+// The Remote (transport.Remote) over UCX: region 0 of every far PE is its
+// symmetric heap.
+
+func (f *farLayer) Put(target int, off core.HeapOff, src []byte, nbi bool) error {
+	return f.peerLost(target, f.w.Put(target, 0, f.heapBase[target]+uint64(off), src, nbi))
+}
+
+func (f *farLayer) Get(dst []byte, source int, off core.HeapOff) error {
+	return f.peerLost(source, f.w.Get(dst, source, 0, f.heapBase[source]+uint64(off)))
+}
+
+// amoOps maps the runtime's atomics to UCP's, and whether they fetch.
+var amoOps = map[transport.AMO]struct {
+	op    int
+	fetch bool
+}{
+	transport.AMOFetch: {ucx.OpOr, true}, // or 0
+	transport.AMOSet:   {ucx.OpSwap, true},
+	transport.AMOSwap:  {ucx.OpSwap, true}, transport.AMOCompareSwap: {ucx.OpCSwap, true},
+	transport.AMOFetchAdd: {ucx.OpAdd, true}, transport.AMOFetchAnd: {ucx.OpAnd, true},
+	transport.AMOFetchOr: {ucx.OpOr, true}, transport.AMOFetchXor: {ucx.OpXor, true},
+	transport.AMOAdd: {ucx.OpAdd, false}, transport.AMOAnd: {ucx.OpAnd, false},
+	transport.AMOOr: {ucx.OpOr, false}, transport.AMOXor: {ucx.OpXor, false},
+}
+
+func (f *farLayer) Atomic(op transport.AMO, target int, off core.HeapOff, size int, v, cmp uint64) (uint64, error) {
+	o, ok := amoOps[op]
+	if !ok {
+		return 0, fmt.Errorf("atomic operation %d: %w", op, ErrBadArg)
+	}
+	if op == transport.AMOFetch {
+		v = 0
+	}
+	old, err := f.w.Atomic(o.op, target, 0, f.heapBase[target]+uint64(off), size, v, cmp, o.fetch)
+	return old, f.peerLost(target, err)
+}
+
+func (f *farLayer) Fence() error { return f.peerLost(-1, f.w.Fence()) }
+func (f *farLayer) Quiet() error { return f.peerLost(-1, f.w.Flush()) }
+func (f *farLayer) Progress()    { f.w.Progress() }
+
+// farMirror copies this PE's allocation record rec (in its own control
+// block) into the same place of every far PE's node segment: the fields,
+// a fence, then seq, which publishes them there as the seq store does
+// here (symalloc.go, "The records").
+func (pe *PE) farMirror(rec *allocRecord) error {
+	f := pe.farL
+	if f == nil || f.w == nil {
+		return nil
+	}
+	so, _ := pe.sp.SegOffset(core.AddrOf(&rec.call))
+	rel := uint64(so) - pe.sp.Lay.CBOff
+	fields := core.Bytes(core.AddrOf(&rec.call), 7*8)
+	seq := core.Bytes(core.AddrOf(&rec.seq), 8)
+	for _, t := range f.far {
+		if err := f.w.Put(t, 1, f.cbBase[t]+rel, fields, false); err != nil {
+			return f.peerLost(t, err)
+		}
+	}
+	if err := f.w.Fence(); err != nil {
+		return f.peerLost(-1, err)
+	}
+	for _, t := range f.far {
+		if err := f.w.Put(t, 1, f.cbBase[t]+rel-8, seq, false); err != nil {
+			return f.peerLost(t, err)
+		}
+	}
+	return nil
+}
+
+// Message tags of the runtime's own traffic: kind, sender, round, epoch.
+const (
+	tagBarrier = 1
+	tagLost    = 2 // a PE announces a lost PE to the other nodes' PEs
+	tagMsg     = 3 // Send and Recv: the sender's rank and the user's tag
+	tagTeam    = 4 // Sync of a team made by Split: team key, sender, round, epoch
+	tagFull    = ^uint64(0)
+	tagAnyUser = ^uint64(0) &^ (1<<36 - 1) // matches any user tag
+)
+
+func msgTag(src, tag int) uint64 { return tagMsg<<56 | uint64(src&0xfffff)<<36 | uint64(tag) }
+
+func farTag(kind uint64, src int, round int, epoch uint32) uint64 {
+	return kind<<56 | uint64(src&0xfffff)<<36 | uint64(round&0xf)<<32 | uint64(epoch)
+}
+
+// farBarrier is the hierarchical barrier (see "Barrier" above). The caller
+// has completed its operations.
+func (pe *PE) farBarrier() error {
+	f := pe.farL
+	if e := f.lost.Load(); e != nil {
+		return *e
+	}
+	if err := f.w.Flush(); err != nil {
+		return f.fail(f.peerLost(-1, err))
+	}
+	if err := pe.seg.Barrier(); err != nil {
+		if p, _ := pe.seg.LostPeer(nil); p >= 0 {
+			pe.farAnnounce(p)
+		}
+		return f.fail(err)
+	}
+	var err error
+	if f.leader {
+		var lost int
+		lost, err = f.leaderBarrier()
+		if err != nil {
+			pe.farAnnounce(lost)
+			// Seq-cst store; the node's PEs load it after the second
+			// meeting below.
+			pe.ctl[pe.rank].farLost.Store(int64(lost) + 2)
+		}
+	}
+	if err2 := pe.seg.Barrier(); err == nil && err2 != nil {
+		err = err2
+	}
+	if err == nil && !f.leader {
+		if v := pe.ctl[pe.topo.local[0]].farLost.Load(); v != 0 {
+			if v >= 2 {
+				err = fmt.Errorf("PE %d on node %d is gone (found by this node's leader, PE %d): %w", v-2, pe.topo.nodeOf[v-2], pe.topo.local[0], ErrPeerLost)
+			} else {
+				err = fmt.Errorf("a PE on another node is gone (found by this node's leader, PE %d): %w", pe.topo.local[0], ErrPeerLost)
+			}
+		}
+	}
+	if err != nil {
+		return f.fail(err)
+	}
+	return nil
+}
+
+// farTeamSync is the barrier of a team made by Split in a job on several
+// nodes: a dissemination barrier among its members (ceil(log2 size)
+// rounds of UCX tagged messages, which carry the team's key, the sender,
+// the round and the team's barrier count).
+func (pe *PE) farTeamSync(ft *farTeamState) error {
+	f := pe.farL
+	if e := f.lost.Load(); e != nil {
+		return *e
+	}
+	n := len(ft.members)
+	ft.epoch++
+	tag := func(src, round int) uint64 {
+		return tagTeam<<56 | (ft.key&0xfff)<<44 | uint64(src&0xfffff)<<24 | uint64(round&0xf)<<20 | uint64(ft.epoch&0xfffff)
+	}
+	for k, d := 0, 1; d < n; k, d = k+1, d*2 {
+		to, from := ft.members[(ft.rank+d)%n], ft.members[(ft.rank-d+n)%n]
+		if err := f.w.Send(to, tag(pe.rank, k), nil, f.pinger(to)); err != nil {
+			return f.fail(f.peerLost(to, err))
+		}
+		if _, _, err := f.w.Recv(nil, tag(from, k), tagFull, from, f.pinger(from)); err != nil {
+			return f.fail(f.peerLost(from, err))
+		}
+	}
+	return nil
+}
+
+// fail records the first failure of a cross-node barrier: every later
+// one returns it.
+func (f *farLayer) fail(err error) error {
+	f.lost.CompareAndSwap(nil, &err)
+	return *f.lost.Load()
+}
+
+// pinger returns the check of a wait for a message from PE p: p may be
+// waiting itself, so its silence proves nothing; but a PE that cannot
+// answer a get of 8 bytes of its control blocks within
+// SYMHEAP_PEER_TIMEOUT is stopped (its progress goroutine answers
+// otherwise). It pings every quarter of the timeout, and checks what the
+// liveness check of every wait checks.
+func (f *farLayer) pinger(p int) func() error {
+	last := time.Now()
+	var word [8]byte
+	return func() error {
+		if err := f.pe.peerLost(); err != nil {
+			return err
+		}
+		if time.Since(last) < f.pe.set.peerTimeout/4 {
+			return nil
+		}
+		last = time.Now()
+		return f.w.Get(word[:], p, 1, f.cbBase[p])
+	}
+}
+
+// leaderBarrier is the dissemination barrier among the nodes' leaders.
+// On failure it returns the PE found lost (-1: unknown) and the error.
+func (f *farLayer) leaderBarrier() (int, error) {
+	n := len(f.leaders)
+	me := sort.SearchInts(f.leaders, f.pe.rank)
+	f.epoch++
+	lost := func(p int, err error) (int, error) {
+		var pe *ucx.PeerError
+		if errors.As(err, &pe) && pe.Peer >= 0 {
+			p = pe.Peer
+		}
+		if v, ok := f.w.Watched(); ok && v < uint64(f.pe.npes) {
+			p = int(v) // another node named the lost PE
+		}
+		return p, f.peerLost(p, err)
+	}
+	for k, d := 0, 1; d < n; k, d = k+1, d*2 {
+		to, from := f.leaders[(me+d)%n], f.leaders[(me-d+n)%n]
+		if err := f.w.Send(to, farTag(tagBarrier, f.pe.rank, k, f.epoch), nil, f.pinger(to)); err != nil {
+			return lost(to, err)
+		}
+		if _, _, err := f.w.Recv(nil, farTag(tagBarrier, from, k, f.epoch), tagFull, from, f.pinger(from)); err != nil {
+			return lost(from, err)
+		}
+	}
+	return -1, nil
+}
+
+// numberNodes renumbers launcher node ids as 0, 1, ... in the order of
+// each node's lowest rank.
+func numberNodes[K comparable](ids []K) []int {
+	seen := map[K]int{}
+	out := make([]int, len(ids))
+	for r, id := range ids {
+		n, ok := seen[id]
+		if !ok {
+			n = len(seen)
+			seen[id] = n
+		}
+		out[r] = n
+	}
+	return out
+}

@@ -1,0 +1,1116 @@
+//go:build ucx
+
+package ucx
+
+/*
+#cgo pkg-config: ucx
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdint.h>
+#include <poll.h>
+#include <time.h>
+#include <ucp/api/ucp.h>
+
+// Per-peer endpoint failure, written by UCX's error callback (called from
+// ucp_worker_progress, under the Go side's lock), read by Go under it.
+static ucs_status_t *ep_failed;
+static int ep_npeers;
+
+static void ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status) {
+	intptr_t r = (intptr_t)arg;
+	if (r >= 0 && r < ep_npeers && ep_failed[r] == UCS_OK) ep_failed[r] = status;
+}
+
+static ucs_status_t sh_init(int npeers, ucp_context_h *ctx, ucp_worker_h *w) {
+	ucp_config_t *cfg;
+	ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
+	if (st != UCS_OK) return st;
+	ucp_params_t p;
+	memset(&p, 0, sizeof p);
+	p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+	p.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO32 | UCP_FEATURE_AMO64 | UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+	p.mt_workers_shared = 0;
+	st = ucp_init(&p, cfg, ctx);
+	ucp_config_release(cfg);
+	if (st != UCS_OK) return st;
+	ucp_worker_params_t wp;
+	memset(&wp, 0, sizeof wp);
+	wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+	wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+	st = ucp_worker_create(*ctx, &wp, w);
+	if (st != UCS_OK) { ucp_cleanup(*ctx); return st; }
+	ep_failed = calloc(npeers, sizeof *ep_failed);
+	ep_npeers = npeers;
+	return UCS_OK;
+}
+
+static ucs_status_t sh_ep_create(ucp_worker_h w, const void *addr, intptr_t rank, ucp_ep_h *ep) {
+	ucp_ep_params_t p;
+	memset(&p, 0, sizeof p);
+	p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+	p.address = addr;
+	p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+	p.err_handler.cb = ep_err_cb;
+	p.err_handler.arg = (void *)rank;
+	return ucp_ep_create(w, &p, ep);
+}
+
+static ucs_status_t sh_ep_failed(int rank) { return ep_failed[rank]; }
+
+// How long a wait polls before it sleeps on the event descriptor: a few
+// round trips over TCP.
+#define SPIN_MS 0.2
+
+static double now_ms(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+// sh_wait waits until req completes, progressing the worker: it spins
+// while progress finds work, then sleeps on the event descriptor. It
+// returns UCS_INPROGRESS when slice_ms ran out first; the request then
+// stays with the caller. On completion it frees req and returns its
+// status.
+static ucs_status_t sh_wait(ucp_worker_h w, int efd, void *req, int slice_ms) {
+	double end = now_ms() + slice_ms, spin_end = now_ms() + SPIN_MS;
+	for (int i = 0; ; i++) {
+		ucs_status_t st = ucp_request_check_status(req);
+		if (st != UCS_INPROGRESS) { ucp_request_free(req); return st; }
+		if (ucp_worker_progress(w) != 0) {
+			// Traffic: more may follow (a peer's next operation on us).
+			spin_end = now_ms() + SPIN_MS;
+			continue;
+		}
+		double t = now_ms();
+		if (t > end) return UCS_INPROGRESS;
+		// Spin while the answer may be a network round trip away, then
+		// sleep on the event descriptor.
+		if (t < spin_end) continue;
+		if (efd >= 0 && ucp_worker_arm(w) == UCS_OK) {
+			struct pollfd pfd = { .fd = efd, .events = POLLIN };
+			poll(&pfd, 1, 1);
+		}
+	}
+}
+
+static ucs_status_ptr_t sh_put(ucp_ep_h ep, const void *buf, size_t n, uint64_t raddr, ucp_rkey_h rkey) {
+	ucp_request_param_t p;
+	p.op_attr_mask = 0;
+	return ucp_put_nbx(ep, buf, n, raddr, rkey, &p);
+}
+
+static ucs_status_ptr_t sh_get(ucp_ep_h ep, void *buf, size_t n, uint64_t raddr, ucp_rkey_h rkey) {
+	ucp_request_param_t p;
+	p.op_attr_mask = 0;
+	return ucp_get_nbx(ep, buf, n, raddr, rkey, &p);
+}
+
+// sh_amo posts an atomic on a size-byte word. For a fetching op, result
+// receives the old value (for CSWAP it holds the compare value on entry).
+static ucs_status_ptr_t sh_amo(ucp_ep_h ep, int op, int size, uint64_t *val, uint64_t *result, uint64_t raddr, ucp_rkey_h rkey) {
+	ucp_request_param_t p;
+	p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+	p.datatype = ucp_dt_make_contig(size);
+	if (result != NULL) {
+		p.op_attr_mask |= UCP_OP_ATTR_FIELD_REPLY_BUFFER;
+		p.reply_buffer = result;
+	}
+	return ucp_atomic_op_nbx(ep, (ucp_atomic_op_t)op, val, 1, raddr, rkey, &p);
+}
+
+static ucs_status_ptr_t sh_flush(ucp_worker_h w) {
+	ucp_request_param_t p;
+	p.op_attr_mask = 0;
+	return ucp_worker_flush_nbx(w, &p);
+}
+
+static ucs_status_ptr_t sh_tag_send(ucp_ep_h ep, const void *buf, size_t n, uint64_t tag) {
+	ucp_request_param_t p;
+	p.op_attr_mask = 0;
+	return ucp_tag_send_nbx(ep, buf, n, tag, &p);
+}
+
+// sh_tag_recv posts a receive. A receive that completes at once (the
+// message was waiting) returns NULL with *tag and *len set.
+static ucs_status_ptr_t sh_tag_recv(ucp_worker_h w, void *buf, size_t n, uint64_t tag, uint64_t mask, uint64_t *rtag, size_t *len) {
+	ucp_tag_recv_info_t info;
+	ucp_request_param_t p;
+	p.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO;
+	p.recv_info.tag_info = &info;
+	ucs_status_ptr_t r = ucp_tag_recv_nbx(w, buf, n, tag, mask, &p);
+	if (r == NULL) {
+		*rtag = info.sender_tag;
+		*len = info.length;
+	}
+	return r;
+}
+
+// sh_tag_wait is sh_wait for a receive: it reports the message's tag and
+// length before freeing the request.
+static ucs_status_t sh_tag_wait(ucp_worker_h w, int efd, void *req, int slice_ms, uint64_t *tag, size_t *len) {
+	double end = now_ms() + slice_ms, spin_end = now_ms() + SPIN_MS;
+	for (int i = 0; ; i++) {
+		ucp_tag_recv_info_t info;
+		ucs_status_t st = ucp_tag_recv_request_test(req, &info);
+		if (st != UCS_INPROGRESS) {
+			*tag = info.sender_tag;
+			*len = info.length;
+			ucp_request_free(req);
+			return st;
+		}
+		if (ucp_worker_progress(w) != 0) {
+			// Traffic: more may follow (a peer's next operation on us).
+			spin_end = now_ms() + SPIN_MS;
+			continue;
+		}
+		double t = now_ms();
+		if (t > end) return UCS_INPROGRESS;
+		// Spin while the answer may be a network round trip away, then
+		// sleep on the event descriptor.
+		if (t < spin_end) continue;
+		if (efd >= 0 && ucp_worker_arm(w) == UCS_OK) {
+			struct pollfd pfd = { .fd = efd, .events = POLLIN };
+			poll(&pfd, 1, 1);
+		}
+	}
+}
+
+// A standing receive of one 8-byte message (Watch), tested with
+// sh_watched: 1 and the value once it arrived.
+static void *watch_req;
+static uint64_t watch_buf;
+
+static ucs_status_t sh_watch(ucp_worker_h w, uint64_t tag, uint64_t mask) {
+	ucp_request_param_t p;
+	p.op_attr_mask = 0;
+	ucs_status_ptr_t r = ucp_tag_recv_nbx(w, &watch_buf, 8, tag, mask, &p);
+	if (UCS_PTR_IS_ERR(r)) return UCS_PTR_STATUS(r);
+	watch_req = r; // NULL: completed at once
+	return UCS_OK;
+}
+
+static int sh_watched(uint64_t *val) {
+	if (watch_req != NULL) {
+		if (ucp_request_check_status(watch_req) == UCS_INPROGRESS) return 0;
+		ucp_request_free(watch_req);
+		watch_req = NULL;
+	}
+	*val = watch_buf;
+	return 1;
+}
+
+static void sh_watch_cancel(ucp_worker_h w) {
+	if (watch_req == NULL) return;
+	ucp_request_cancel(w, watch_req);
+	for (int i = 0; i < 100 && ucp_request_check_status(watch_req) == UCS_INPROGRESS; i++) ucp_worker_progress(w);
+	ucp_request_free(watch_req);
+	watch_req = NULL;
+}
+
+// sh_announce sends the 8-byte value to ep without waiting: the message
+// goes out with later progress, or not at all if the peer is gone.
+static void sh_announce(ucp_ep_h ep, uint64_t tag, uint64_t val) {
+	uint64_t *buf = malloc(8); // left to the message: one per announcement
+	*buf = val;
+	ucp_request_param_t p;
+	p.op_attr_mask = 0;
+	ucs_status_ptr_t r = ucp_tag_send_nbx(ep, buf, 8, tag, &p);
+	if (r != NULL && !UCS_PTR_IS_ERR(r)) ucp_request_free(r);
+}
+
+// sh_probe_wait waits until a message matching tag under mask has
+// arrived and reports its tag and length, leaving it queued; it returns 0
+// when slice_ms ran out first.
+static int sh_probe_wait(ucp_worker_h w, int efd, uint64_t tag, uint64_t mask, int slice_ms, uint64_t *stag, size_t *len) {
+	double end = now_ms() + slice_ms, spin_end = now_ms() + SPIN_MS;
+	for (;;) {
+		ucp_tag_recv_info_t info;
+		if (ucp_tag_probe_nb(w, tag, mask, 0, &info) != NULL) {
+			*stag = info.sender_tag;
+			*len = info.length;
+			return 1;
+		}
+		if (ucp_worker_progress(w) != 0) {
+			spin_end = now_ms() + SPIN_MS;
+			continue;
+		}
+		double t = now_ms();
+		if (t > end) return 0;
+		if (t < spin_end) continue;
+		if (efd >= 0 && ucp_worker_arm(w) == UCS_OK) {
+			struct pollfd pfd = { .fd = efd, .events = POLLIN };
+			poll(&pfd, 1, 1);
+		}
+	}
+}
+
+// sh_try_probe reports a queued message matching tag under mask, without
+// progressing the worker (so that several probes in a row see one queue).
+static int sh_try_probe(ucp_worker_h w, uint64_t tag, uint64_t mask, uint64_t *stag, size_t *len) {
+	ucp_tag_recv_info_t info;
+	if (ucp_tag_probe_nb(w, tag, mask, 0, &info) == NULL) return 0;
+	*stag = info.sender_tag;
+	*len = info.length;
+	return 1;
+}
+
+// sh_req_test reports a request's status (and, for a receive, the
+// message's length), freeing it once complete.
+static ucs_status_t sh_req_test(void *req, int recv, size_t *len) {
+	ucs_status_t st;
+	if (recv) {
+		ucp_tag_recv_info_t info;
+		st = ucp_tag_recv_request_test(req, &info);
+		if (st != UCS_INPROGRESS) *len = info.length;
+	} else {
+		st = ucp_request_check_status(req);
+	}
+	if (st != UCS_INPROGRESS) ucp_request_free(req);
+	return st;
+}
+
+// sh_wait_event progresses the worker; if there was nothing to do it
+// spins a little, then sleeps on the event descriptor for at most 1 ms.
+static void sh_wait_event(ucp_worker_h w, int efd) {
+	double spin_end = now_ms() + SPIN_MS;
+	while (now_ms() < spin_end) {
+		if (ucp_worker_progress(w) != 0) return;
+	}
+	if (efd >= 0 && ucp_worker_arm(w) == UCS_OK) {
+		struct pollfd pfd = { .fd = efd, .events = POLLIN };
+		poll(&pfd, 1, 1);
+	}
+	ucp_worker_progress(w);
+}
+
+static ucs_status_ptr_t sh_ep_close(ucp_ep_h ep) {
+	ucp_request_param_t p;
+	p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+	p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+	return ucp_ep_close_nbx(ep, &p);
+}
+
+static ucs_status_t sh_mem_map(ucp_context_h ctx, void *addr, size_t n, ucp_mem_h *memh) {
+	ucp_mem_map_params_t p;
+	memset(&p, 0, sizeof p);
+	p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+	p.address = addr;
+	p.length = n;
+	return ucp_mem_map(ctx, &p, memh);
+}
+
+// sh_poll sleeps until the event descriptor is readable or ms pass.
+static int sh_poll(int efd, int ms) {
+	struct pollfd pfd = { .fd = efd, .events = POLLIN };
+	return poll(&pfd, 1, ms);
+}
+
+// sh_describe prints the context's resources (transports and devices)
+// into a malloc'd string the caller frees.
+static char *sh_describe(void) {
+	ucp_context_h ctx;
+	ucp_worker_h w;
+	ucs_status_t st = sh_init(1, &ctx, &w);
+	if (st != UCS_OK) return NULL;
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+	if (f != NULL) {
+		ucp_context_print_info(ctx, f);
+		fclose(f);
+	}
+	ucp_worker_destroy(w);
+	ucp_cleanup(ctx);
+	return buf;
+}
+
+static int sh_is_err(ucs_status_ptr_t p) { return UCS_PTR_IS_ERR(p); }
+static ucs_status_t sh_status(ucs_status_ptr_t p) { return UCS_PTR_STATUS(p); }
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// Atomic operations (UCP's ucp_atomic_op_t).
+const (
+	OpAdd   = C.UCP_ATOMIC_OP_ADD
+	OpSwap  = C.UCP_ATOMIC_OP_SWAP
+	OpCSwap = C.UCP_ATOMIC_OP_CSWAP
+	OpAnd   = C.UCP_ATOMIC_OP_AND
+	OpOr    = C.UCP_ATOMIC_OP_OR
+	OpXor   = C.UCP_ATOMIC_OP_XOR
+)
+
+// ErrPeer wraps every failure of an operation on a peer: the connection
+// was lost, or the peer did not answer within the Worker's timeout.
+var ErrPeer = errors.New("ucx: peer failure")
+
+// ErrTimeout marks a peer that did not complete an operation in time.
+var ErrTimeout = errors.New("ucx: timed out")
+
+// PeerError is the failure of an operation on one peer (Peer -1: on
+// the worker as a whole, a flush). It wraps ErrPeer, and ErrTimeout or
+// the UCS status.
+type PeerError struct {
+	Peer int
+	Op   string
+	Err  error
+}
+
+func (e *PeerError) Error() string {
+	if e.Peer < 0 {
+		return fmt.Sprintf("ucx: %s: %v", e.Op, e.Err)
+	}
+	return fmt.Sprintf("ucx: %s (peer %d): %v", e.Op, e.Peer, e.Err)
+}
+
+func (e *PeerError) Unwrap() []error { return []error{ErrPeer, e.Err} }
+
+// Status is a UCS status as an error.
+type Status int
+
+func (s Status) Error() string { return "ucx: " + C.GoString(C.ucs_status_string(C.ucs_status_t(s))) }
+
+func statusErr(what string, st C.ucs_status_t) error {
+	if st == C.UCS_OK {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, Status(st))
+}
+
+// Version is the UCX library's version.
+func Version() string { return C.GoString(C.ucp_get_version_string()) }
+
+// Describe lists the transports and devices a worker of this process
+// would use (UCP's resources, after UCX_TLS and UCX_NET_DEVICES), one per
+// line: "tcp/eth0", "self/memory0", ...
+func Describe() ([]string, error) {
+	s := C.sh_describe()
+	if s == nil {
+		return nil, errors.New("ucx: ucp_init failed")
+	}
+	defer C.free(unsafe.Pointer(s))
+	var out []string
+	for _, l := range strings.Split(C.GoString(s), "\n") {
+		// "#     resource 0  :  md 0  dev 0  flags -- tcp/eth0"
+		if i := strings.Index(l, "resource"); i >= 0 {
+			f := strings.Fields(l)
+			if len(f) > 0 && strings.Contains(f[len(f)-1], "/") {
+				out = append(out, f[len(f)-1])
+			}
+		}
+	}
+	return out, nil
+}
+
+// Peer is what a process published about itself: its worker address and,
+// for each region it registered, the base address and the packed key.
+type Peer struct {
+	Addr  []byte
+	Bases []uint64
+	Rkeys [][]byte
+}
+
+type peerState struct {
+	info  Peer
+	addr  unsafe.Pointer // C copy of info.Addr, for the endpoint
+	ep    C.ucp_ep_h
+	rkeys []C.ucp_rkey_h
+}
+
+// Worker is one process's UCP context and worker.
+type Worker struct {
+	mu      sync.Mutex
+	ctx     C.ucp_context_h
+	w       C.ucp_worker_h
+	efd     C.int
+	peers   []peerState
+	mems    []C.ucp_mem_h
+	scratch *C.uint64_t // two words for atomics: operand, result
+	pins    runtime.Pinner
+	closed  bool
+	watch   bool         // a standing receive is posted (Watch)
+	dirty   bool         // operations were posted since the last Flush
+	last    atomic.Int64 // when a call other than Sleep last took the worker (Unix ns)
+	// Timeout bounds a blocking operation on one peer; past it the
+	// operation fails with ErrPeer and ErrTimeout. 0: no bound.
+	Timeout time.Duration
+	// Announced, if set, turns the value a peer announced (Watch) into
+	// the error that ends the waits; it may also not return.
+	Announced func(v uint64) error
+	// Lost reports a peer known lost by other means (a launcher's
+	// event, a liveness check): a blocking wait on it ends with its error.
+	Lost func(peer int) error
+}
+
+// quietFor is how long after the PE's last call into the worker Sleep
+// leaves the progress to the PE's own calls.
+const quietFor = 2 * time.Millisecond
+
+// lock takes the worker for a call of the PE (not the progress goroutine)
+// and notes when.
+func (w *Worker) lock() {
+	w.mu.Lock()
+	w.last.Store(time.Now().UnixNano())
+}
+
+// Open creates the context and worker for a job of npeers processes.
+func Open(npeers int) (*Worker, error) {
+	w := &Worker{peers: make([]peerState, npeers), efd: -1}
+	if st := C.sh_init(C.int(npeers), &w.ctx, &w.w); st != C.UCS_OK {
+		return nil, statusErr("ucx: ucp_init", st)
+	}
+	if st := C.ucp_worker_get_efd(w.w, &w.efd); st != C.UCS_OK {
+		w.efd = -1
+	}
+	w.scratch = (*C.uint64_t)(C.calloc(2, 8))
+	return w, nil
+}
+
+// Address returns the worker's address, for the peers' endpoints.
+func (w *Worker) Address() ([]byte, error) {
+	w.lock()
+	defer w.mu.Unlock()
+	var a *C.ucp_address_t
+	var n C.size_t
+	if st := C.ucp_worker_get_address(w.w, &a, &n); st != C.UCS_OK {
+		return nil, statusErr("ucx: worker address", st)
+	}
+	defer C.ucp_worker_release_address(w.w, a)
+	return C.GoBytes(unsafe.Pointer(a), C.int(n)), nil
+}
+
+// Register registers n bytes at p (memory outside the Go heap: a shared
+// mapping) as the next region and returns its packed remote key.
+func (w *Worker) Register(p unsafe.Pointer, n uintptr) (rkey []byte, err error) {
+	w.lock()
+	defer w.mu.Unlock()
+	var memh C.ucp_mem_h
+	if st := C.sh_mem_map(w.ctx, p, C.size_t(n), &memh); st != C.UCS_OK {
+		return nil, statusErr(fmt.Sprintf("ucx: register %d bytes at %p", n, p), st)
+	}
+	var buf unsafe.Pointer
+	var size C.size_t
+	if st := C.ucp_rkey_pack(w.ctx, memh, &buf, &size); st != C.UCS_OK {
+		C.ucp_mem_unmap(w.ctx, memh)
+		return nil, statusErr("ucx: pack remote key", st)
+	}
+	defer C.ucp_rkey_buffer_release(buf)
+	w.mems = append(w.mems, memh)
+	return C.GoBytes(buf, C.int(size)), nil
+}
+
+// SetPeer records what peer published. Its endpoint is made on first use.
+func (w *Worker) SetPeer(peer int, info Peer) {
+	w.lock()
+	defer w.mu.Unlock()
+	w.peers[peer].info = info
+}
+
+// ep returns the endpoint to peer, making it (and unpacking the peer's
+// keys) on first use. Called with mu held.
+func (w *Worker) ep(peer int) (*peerState, error) {
+	ps := &w.peers[peer]
+	if ps.ep != nil {
+		if st := C.sh_ep_failed(C.int(peer)); st != C.UCS_OK {
+			return nil, &PeerError{peer, "connection", Status(st)}
+		}
+		return ps, nil
+	}
+	if len(ps.info.Addr) == 0 {
+		return nil, fmt.Errorf("ucx: peer %d published no address", peer)
+	}
+	ps.addr = C.CBytes(ps.info.Addr)
+	if st := C.sh_ep_create(w.w, ps.addr, C.intptr_t(peer), &ps.ep); st != C.UCS_OK {
+		C.free(ps.addr)
+		ps.ep = nil
+		return nil, statusErr(fmt.Sprintf("ucx: endpoint to peer %d", peer), st)
+	}
+	for i, rk := range ps.info.Rkeys {
+		var rkey C.ucp_rkey_h
+		b := C.CBytes(rk)
+		st := C.ucp_ep_rkey_unpack(ps.ep, b, &rkey)
+		C.free(b)
+		if st != C.UCS_OK {
+			return nil, statusErr(fmt.Sprintf("ucx: remote key %d of peer %d", i, peer), st)
+		}
+		ps.rkeys = append(ps.rkeys, rkey)
+	}
+	return ps, nil
+}
+
+// wait completes a request of an operation on peer (-1: the worker's),
+// under mu, slice by slice, checking between slices that the peer lives.
+func (w *Worker) wait(req C.ucs_status_ptr_t, peer int, what string) error {
+	if req == nil {
+		return nil
+	}
+	if C.sh_is_err(req) != 0 {
+		return w.peerErr(peer, what, C.sh_status(req))
+	}
+	start := time.Now()
+	for {
+		st := C.sh_wait(w.w, w.efd, unsafe.Pointer(req), 1)
+		if st != C.UCS_INPROGRESS {
+			if st != C.UCS_OK {
+				return w.peerErr(peer, what, st)
+			}
+			return nil
+		}
+		if err := w.stuck(peer, what, start); err != nil {
+			return err
+		}
+	}
+}
+
+// Watch posts a standing receive for one 8-byte message whose tag matches
+// tag under mask: a peer's announcement (Announce). Once it has arrived,
+// every wait on a peer ends with a PeerError naming the announced value
+// as the peer, and Watched reports it.
+func (w *Worker) Watch(tag, mask uint64) error {
+	w.lock()
+	defer w.mu.Unlock()
+	if st := C.sh_watch(w.w, C.uint64_t(tag), C.uint64_t(mask)); st != C.UCS_OK {
+		return statusErr("ucx: post a receive", st)
+	}
+	w.watch = true
+	return nil
+}
+
+// Watched reports the announced value, once it has arrived.
+func (w *Worker) Watched() (uint64, bool) {
+	w.lock()
+	defer w.mu.Unlock()
+	if !w.closed {
+		C.ucp_worker_progress(w.w)
+	}
+	return w.watched()
+}
+
+// watched is Watched with mu held.
+func (w *Worker) watched() (uint64, bool) {
+	if !w.watch || w.closed {
+		return 0, false
+	}
+	var v C.uint64_t
+	if C.sh_watched(&v) == 0 {
+		return 0, false
+	}
+	return uint64(v), true
+}
+
+// Announce sends val with tag to each of peers, without waiting for
+// delivery (a peer that is gone does not hold it up); with flush it then
+// waits, at most Timeout, until the messages have left.
+func (w *Worker) Announce(peers []int, tag, val uint64, flush bool) {
+	w.lock()
+	defer w.mu.Unlock()
+	for _, p := range peers {
+		if ps, err := w.ep(p); err == nil {
+			C.sh_announce(ps.ep, C.uint64_t(tag), C.uint64_t(val))
+		}
+	}
+	for range 100 {
+		if C.ucp_worker_progress(w.w) == 0 {
+			break
+		}
+	}
+	if flush {
+		w.dirty = true
+		w.wait(C.sh_flush(w.w), -1, "flush")
+	}
+}
+
+// stuck is the check between slices of a wait: the peer (or, for
+// worker-wide waits, any peer) was reported lost, or the wait has lasted
+// Timeout.
+func (w *Worker) stuck(peer int, what string, start time.Time) error {
+	if v, ok := w.watched(); ok {
+		if w.Announced != nil {
+			return w.Announced(v)
+		}
+		return &PeerError{int(v), what, errors.New("announced lost by another peer")}
+	}
+	if peer >= 0 {
+		if st := C.sh_ep_failed(C.int(peer)); st != C.UCS_OK {
+			return w.peerErr(peer, what, st)
+		}
+	}
+	if w.Lost != nil {
+		if err := w.Lost(peer); err != nil {
+			return err
+		}
+	}
+	if w.Timeout > 0 && time.Since(start) > w.Timeout {
+		who := "a peer"
+		if peer >= 0 {
+			who = fmt.Sprintf("peer %d", peer)
+		}
+		return &PeerError{peer, what, fmt.Errorf("%s has not answered for %v: %w", who, w.Timeout, ErrTimeout)}
+	}
+	return nil
+}
+
+func (w *Worker) peerErr(peer int, what string, st C.ucs_status_t) error {
+	return &PeerError{peer, what, Status(st)}
+}
+
+// Failed returns the first peer whose connection failed, if any.
+func (w *Worker) Failed() (peer int, err error) {
+	w.lock()
+	defer w.mu.Unlock()
+	for p := range w.peers {
+		if st := C.sh_ep_failed(C.int(p)); st != C.UCS_OK {
+			return p, &PeerError{p, "connection", Status(st)}
+		}
+	}
+	return -1, nil
+}
+
+// Put writes src to address raddr of peer's region. It returns when src
+// may be reused (nbi false) or at once, src then being read until the next
+// Flush (nbi true).
+func (w *Worker) Put(peer, region int, raddr uint64, src []byte, nbi bool) error {
+	w.lock()
+	defer w.mu.Unlock()
+	ps, err := w.ep(peer)
+	if err != nil {
+		return err
+	}
+	w.dirty = true
+	req := C.sh_put(ps.ep, unsafe.Pointer(unsafe.SliceData(src)), C.size_t(len(src)), C.uint64_t(raddr), ps.rkeys[region])
+	if req == nil || C.sh_is_err(req) != 0 {
+		return w.wait(req, peer, "put")
+	}
+	if nbi {
+		// UCX still reads src: pin it until the next Flush, and let the
+		// flush complete the request.
+		w.pins.Pin(unsafe.SliceData(src))
+		C.ucp_request_free(unsafe.Pointer(req))
+		return nil
+	}
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	pin.Pin(unsafe.SliceData(src))
+	return w.wait(req, peer, "put")
+}
+
+// Get reads len(dst) bytes at address raddr of peer's region into dst.
+func (w *Worker) Get(dst []byte, peer, region int, raddr uint64) error {
+	w.lock()
+	defer w.mu.Unlock()
+	ps, err := w.ep(peer)
+	if err != nil {
+		return err
+	}
+	req := C.sh_get(ps.ep, unsafe.Pointer(unsafe.SliceData(dst)), C.size_t(len(dst)), C.uint64_t(raddr), ps.rkeys[region])
+	if req != nil && C.sh_is_err(req) == 0 {
+		var pin runtime.Pinner
+		defer pin.Unpin()
+		pin.Pin(unsafe.SliceData(dst))
+	}
+	return w.wait(req, peer, "get")
+}
+
+// Atomic performs op on the size-byte word at raddr of peer's region. With
+// fetch it waits for the old value and returns it; without, it returns
+// once the operation is posted (complete at the next Flush). For OpCSwap,
+// v is the new value and cmp the expected one (fetch is implied).
+func (w *Worker) Atomic(op, peer, region int, raddr uint64, size int, v, cmp uint64, fetch bool) (uint64, error) {
+	w.lock()
+	defer w.mu.Unlock()
+	ps, err := w.ep(peer)
+	if err != nil {
+		return 0, err
+	}
+	s := unsafe.Slice((*uint64)(unsafe.Pointer(w.scratch)), 2)
+	// The operand goes in the buffer; for CSWAP the buffer holds the
+	// expected value and the reply buffer the new one on entry (UCP:
+	// "Result=Y; if (X==Y) then Y=Z", X the buffer, Z the reply buffer).
+	s[0], s[1] = v, 0
+	if op == OpCSwap {
+		s[0], s[1] = cmp, v
+	}
+	var res *C.uint64_t
+	if fetch || op == OpCSwap {
+		res = (*C.uint64_t)(unsafe.Pointer(&s[1]))
+	}
+	if size == 4 {
+		// The 4-byte operands and result sit in the first half of their
+		// words (little-endian).
+		s[0], s[1] = s[0]&0xffffffff, s[1]&0xffffffff
+	}
+	w.dirty = w.dirty || res == nil
+	req := C.sh_amo(ps.ep, C.int(op), C.int(size), (*C.uint64_t)(unsafe.Pointer(&s[0])), res, C.uint64_t(raddr), ps.rkeys[region])
+	if err := w.wait(req, peer, "atomic"); err != nil {
+		return 0, err
+	}
+	if res == nil {
+		return 0, nil
+	}
+	if size == 4 {
+		return s[1] & 0xffffffff, nil
+	}
+	return s[1], nil
+}
+
+// Fence orders the operations posted before it before those posted after
+// it, to each peer.
+func (w *Worker) Fence() error {
+	w.lock()
+	defer w.mu.Unlock()
+	return statusErr("ucx: fence", C.ucp_worker_fence(w.w))
+}
+
+// Flush completes every operation posted so far, at its target.
+func (w *Worker) Flush() error {
+	w.lock()
+	defer w.mu.Unlock()
+	if !w.dirty {
+		return nil // nothing posted since the last flush: nothing to complete
+	}
+	err := w.wait(C.sh_flush(w.w), -1, "flush")
+	if err == nil {
+		w.pins.Unpin()
+		w.dirty = false
+	}
+	return err
+}
+
+// Progress advances the worker's communication and reports whether it did
+// anything.
+func (w *Worker) Progress() bool {
+	if !w.mu.TryLock() {
+		return false // somebody else progresses now
+	}
+	w.last.Store(time.Now().UnixNano())
+	defer w.mu.Unlock()
+	if w.closed {
+		return false
+	}
+	return C.ucp_worker_progress(w.w) != 0
+}
+
+// Sleep progresses until there is nothing to do, then sleeps on the
+// worker's event descriptor until communication arrives or d passes.
+func (w *Worker) Sleep(d time.Duration) {
+	// The PE's own calls progress the worker while they run, and for a
+	// moment after: stay out of their way (on a machine with a core per
+	// PE the extra thread would compete with them for the lock and a core).
+	if idle := time.Duration(time.Now().UnixNano() - w.last.Load()); idle < quietFor {
+		time.Sleep(quietFor)
+		return
+	}
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	for C.ucp_worker_progress(w.w) != 0 {
+	}
+	armed := w.efd >= 0 && C.ucp_worker_arm(w.w) == C.UCS_OK
+	w.mu.Unlock()
+	if armed {
+		C.sh_poll(w.efd, C.int(d/time.Millisecond))
+	} else if w.efd < 0 {
+		time.Sleep(d)
+	}
+}
+
+// Send sends buf to peer with tag, and returns when buf may be reused.
+// A large message completes only when the receiver takes it, so Timeout
+// does not apply; check, if not nil, runs without the lock between slices
+// of the wait, and its error ends it.
+func (w *Worker) Send(peer int, tag uint64, buf []byte, check func() error) error {
+	w.lock()
+	defer w.mu.Unlock()
+	ps, err := w.ep(peer)
+	if err != nil {
+		return err
+	}
+	req := C.sh_tag_send(ps.ep, unsafe.Pointer(unsafe.SliceData(buf)), C.size_t(len(buf)), C.uint64_t(tag))
+	if req == nil {
+		return nil
+	}
+	if C.sh_is_err(req) != 0 {
+		return w.peerErr(peer, "send", C.sh_status(req))
+	}
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	pin.Pin(unsafe.SliceData(buf))
+	for {
+		st := C.sh_wait(w.w, w.efd, unsafe.Pointer(req), 1)
+		if st != C.UCS_INPROGRESS {
+			if st != C.UCS_OK {
+				return w.peerErr(peer, "send", st)
+			}
+			return nil
+		}
+		err := w.stuck(peer, "send", time.Now())
+		if err == nil && check != nil {
+			w.mu.Unlock()
+			err = check()
+			w.lock()
+		}
+		if err != nil {
+			return err // the request stays with UCX: the job is broken
+		}
+		w.mu.Unlock()
+		runtime.Gosched()
+		w.lock()
+	}
+}
+
+// Req is a non-blocking send or receive (SendNB, RecvNB).
+type Req struct {
+	p    unsafe.Pointer // the UCX request, until complete; nil: complete
+	recv bool
+	n    int
+	err  error
+	pin  runtime.Pinner
+}
+
+// SendNB starts sending buf to peer with tag. buf must not change until
+// the request is complete (Test).
+func (w *Worker) SendNB(peer int, tag uint64, buf []byte) (*Req, error) {
+	w.lock()
+	defer w.mu.Unlock()
+	ps, err := w.ep(peer)
+	if err != nil {
+		return nil, err
+	}
+	r := &Req{n: len(buf)}
+	p := C.sh_tag_send(ps.ep, unsafe.Pointer(unsafe.SliceData(buf)), C.size_t(len(buf)), C.uint64_t(tag))
+	switch {
+	case p == nil:
+	case C.sh_is_err(p) != 0:
+		return nil, w.peerErr(peer, "send", C.sh_status(p))
+	default:
+		r.p = unsafe.Pointer(p)
+		r.pin.Pin(unsafe.SliceData(buf))
+	}
+	return r, nil
+}
+
+// TryProbe reports a queued message matching tag under mask, without
+// receiving it and without progressing the worker.
+func (w *Worker) TryProbe(tag, mask uint64) (stag uint64, n int, ok bool) {
+	w.lock()
+	defer w.mu.Unlock()
+	var st C.uint64_t
+	var l C.size_t
+	if C.sh_try_probe(w.w, C.uint64_t(tag), C.uint64_t(mask), &st, &l) == 0 {
+		return 0, 0, false
+	}
+	return uint64(st), int(l), true
+}
+
+// RecvNB starts receiving the message with exactly tag (found by
+// TryProbe) into buf.
+func (w *Worker) RecvNB(buf []byte, tag uint64) (*Req, error) {
+	w.lock()
+	defer w.mu.Unlock()
+	var rtag C.uint64_t
+	var rlen C.size_t
+	r := &Req{recv: true}
+	p := C.sh_tag_recv(w.w, unsafe.Pointer(unsafe.SliceData(buf)), C.size_t(len(buf)), C.uint64_t(tag), C.uint64_t(^uint64(0)), &rtag, &rlen)
+	switch {
+	case p == nil:
+		r.n = int(rlen)
+	case C.sh_is_err(p) != 0:
+		return nil, statusErr("ucx: receive", C.sh_status(p))
+	default:
+		r.p = unsafe.Pointer(p)
+		if len(buf) > 0 {
+			r.pin.Pin(unsafe.SliceData(buf))
+		}
+	}
+	return r, nil
+}
+
+// Test reports whether r is complete, with the received length (a
+// receive) and its error.
+func (w *Worker) Test(r *Req, peer int) (done bool, n int, err error) {
+	if r.p == nil {
+		return true, r.n, r.err
+	}
+	w.lock()
+	defer w.mu.Unlock()
+	var l C.size_t
+	recv := C.int(0)
+	if r.recv {
+		recv = 1
+	}
+	st := C.sh_req_test(r.p, recv, &l)
+	if st == C.UCS_INPROGRESS {
+		return false, 0, nil
+	}
+	r.p = nil
+	r.pin.Unpin()
+	if r.recv {
+		r.n = int(l)
+	}
+	if st != C.UCS_OK {
+		r.err = &PeerError{peer, "message", Status(st)}
+	}
+	return true, r.n, r.err
+}
+
+// WaitEvent progresses the worker, or waits a little (at most about a
+// millisecond) for communication to arrive.
+func (w *Worker) WaitEvent() {
+	w.lock()
+	defer w.mu.Unlock()
+	if !w.closed {
+		C.sh_wait_event(w.w, w.efd)
+	}
+}
+
+// Check reports a known failure of peer (-1: any announcement only), as
+// the waits of this package do between slices.
+func (w *Worker) Check(peer int) error {
+	w.lock()
+	defer w.mu.Unlock()
+	return w.stuck(peer, "message", time.Now())
+}
+
+// Probe waits until a message whose tag matches tag under mask has
+// arrived, and returns its tag and length, leaving it for Recv. from and
+// check are as for Recv.
+func (w *Worker) Probe(tag, mask uint64, from int, check func() error) (uint64, int, error) {
+	w.lock()
+	defer w.mu.Unlock()
+	if from >= 0 {
+		if _, err := w.ep(from); err != nil {
+			return 0, 0, err
+		}
+	}
+	for {
+		var stag C.uint64_t
+		var n C.size_t
+		if C.sh_probe_wait(w.w, w.efd, C.uint64_t(tag), C.uint64_t(mask), 1, &stag, &n) != 0 {
+			return uint64(stag), int(n), nil
+		}
+		err := w.stuck(from, "receive", time.Now())
+		if err == nil && check != nil {
+			w.mu.Unlock()
+			err = check()
+			w.lock()
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		w.mu.Unlock()
+		runtime.Gosched()
+		w.lock()
+	}
+}
+
+// Recv receives into buf the first message whose tag matches tag under
+// mask, and returns its length and tag. from names the peer the message is
+// expected from (-1: any), whose failure ends the wait. A sender may take
+// its time (it may wait for others), so Timeout does not apply; check,
+// if not nil, runs without the lock between slices of the wait, and its
+// error ends it.
+func (w *Worker) Recv(buf []byte, tag, mask uint64, from int, check func() error) (int, uint64, error) {
+	w.lock()
+	if from >= 0 {
+		// An endpoint of our own to the sender: its connection's failure
+		// is what ends the wait if the sender dies.
+		if _, err := w.ep(from); err != nil {
+			w.mu.Unlock()
+			return 0, 0, err
+		}
+	}
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	if len(buf) > 0 {
+		pin.Pin(unsafe.SliceData(buf))
+	}
+	var rtag C.uint64_t
+	var rlen C.size_t
+	req := C.sh_tag_recv(w.w, unsafe.Pointer(unsafe.SliceData(buf)), C.size_t(len(buf)), C.uint64_t(tag), C.uint64_t(mask), &rtag, &rlen)
+	if req == nil {
+		w.mu.Unlock()
+		return int(rlen), uint64(rtag), nil
+	}
+	if C.sh_is_err(req) != 0 {
+		w.mu.Unlock()
+		return 0, 0, &PeerError{from, "receive", Status(C.sh_status(req))}
+	}
+	for {
+		var stag C.uint64_t
+		var n C.size_t
+		st := C.sh_tag_wait(w.w, w.efd, unsafe.Pointer(req), 1, &stag, &n)
+		if st != C.UCS_INPROGRESS {
+			w.mu.Unlock()
+			if st != C.UCS_OK {
+				return int(n), uint64(stag), &PeerError{from, "receive", Status(st)}
+			}
+			return int(n), uint64(stag), nil
+		}
+		err := w.stuck(from, "receive", time.Now())
+		if err == nil && check != nil {
+			w.mu.Unlock()
+			err = check()
+			w.lock()
+		}
+		if err != nil {
+			C.ucp_request_cancel(w.w, unsafe.Pointer(req))
+			for C.sh_wait(w.w, w.efd, unsafe.Pointer(req), 100) == C.UCS_INPROGRESS {
+			}
+			w.mu.Unlock()
+			return 0, 0, err
+		}
+		// Let the progress goroutine and the PE's other calls in between
+		// slices.
+		w.mu.Unlock()
+		runtime.Gosched()
+		w.lock()
+	}
+}
+
+// Close releases endpoints, registrations, the worker and the context.
+func (w *Worker) Close() {
+	w.lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return
+	}
+	w.closed = true
+	if w.watch {
+		C.sh_watch_cancel(w.w)
+	}
+	for i := range w.peers {
+		ps := &w.peers[i]
+		for _, rk := range ps.rkeys {
+			C.ucp_rkey_destroy(rk)
+		}
+		if ps.ep != nil {
+			req := C.sh_ep_close(ps.ep)
+			if req != nil && C.sh_is_err(req) == 0 {
+				for j := 0; j < 100 && C.sh_wait(w.w, w.efd, unsafe.Pointer(req), 10) == C.UCS_INPROGRESS; j++ {
+				}
+			}
+			C.free(ps.addr)
+		}
+	}
+	w.pins.Unpin()
+	for _, m := range w.mems {
+		C.ucp_mem_unmap(w.ctx, m)
+	}
+	C.ucp_worker_destroy(w.w)
+	C.ucp_cleanup(w.ctx)
+	C.free(unsafe.Pointer(w.scratch))
+}

@@ -1,0 +1,89 @@
+package symheap
+
+import (
+	"fmt"
+	"time"
+)
+
+// Locks when the lock's state, on PE 0, lies on another node: the same
+// ticket lock as lock.go, its word reached with the transport's atomics
+// (AtomicFetchAdd and friends route to it). Atomics on the word from PE
+// 0's node (CPU atomics) and from other nodes (the transport's) mix
+// correctly: over TCP, UCX performs them at PE 0 with the same locked
+// instructions (far_ucx.go, "Atomics"). A far waiter cannot sleep on PE
+// 0's futex, so it polls the word, backing off from 20 µs to 1 ms, and
+// checks every PE's liveness every SleepSlice.
+
+func (pe *PE) farSetLock(l *int64) error {
+	cur, err := AtomicFetch(pe, l, 0)
+	if err != nil {
+		return err
+	}
+	if lockHolder(uint64(cur)) == pe.rank {
+		return fmt.Errorf("symheap: SetLock at %p: PE %d already holds the lock: %w (call ClearLock first)", l, pe.rank, ErrBadArg)
+	}
+	old, err := AtomicFetchAdd(pe, l, int64(1)<<lockNextShift, 0)
+	if err != nil {
+		return err
+	}
+	ticket := lockNext(uint64(old))
+	pause, checked := 20*time.Microsecond, time.Now()
+	for lockServing(uint64(old)) != ticket {
+		time.Sleep(pause)
+		pause = min(2*pause, time.Millisecond)
+		if time.Since(checked) > 50*time.Millisecond {
+			checked = time.Now()
+			if err := pe.peerLost(); err != nil {
+				return fmt.Errorf("symheap: SetLock at %p on PE %d (ticket %d): %w", l, pe.rank, ticket, err)
+			}
+		}
+		if old, err = AtomicFetch(pe, l, 0); err != nil {
+			return err
+		}
+	}
+	_, err = AtomicFetchAdd(pe, l, int64(uint64(pe.rank+1)<<lockHolderShift), 0)
+	return err
+}
+
+func (pe *PE) farTestLock(l *int64) (bool, error) {
+	tag := uint64(pe.rank + 1)
+	for {
+		old, err := AtomicFetch(pe, l, 0)
+		if err != nil {
+			return false, err
+		}
+		if lockNext(uint64(old)) != lockServing(uint64(old)) {
+			return false, nil
+		}
+		nw := uint64(old) + 1<<lockNextShift | tag<<lockHolderShift
+		if v, err := AtomicCompareSwap(pe, l, old, int64(nw), 0); err != nil || v == old {
+			return err == nil, err
+		}
+	}
+}
+
+func (pe *PE) farClearLock(l *int64) error {
+	pe.rma.quietAll()
+	for {
+		o, err := AtomicFetch(pe, l, 0)
+		if err != nil {
+			return err
+		}
+		old := uint64(o)
+		if h := lockHolder(old); h != pe.rank {
+			who := "no PE holds it"
+			if h >= 0 {
+				who = fmt.Sprintf("PE %d holds it", h)
+			}
+			return fmt.Errorf("symheap: ClearLock at %p by PE %d: %s: %w (only the holder may clear a lock)", l, pe.rank, who, ErrBadArg)
+		}
+		serving := (lockServing(old) + 1) & lockField
+		var nw uint64
+		if serving != lockNext(old) {
+			nw = lockNext(old)<<lockNextShift | serving
+		}
+		if v, err := AtomicCompareSwap(pe, l, int64(old), int64(nw), 0); err != nil || uint64(v) == old {
+			return err
+		}
+	}
+}
