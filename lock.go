@@ -52,6 +52,24 @@ const (
 	lockField       = 0xffff
 )
 
+// released returns the word of lock l (now old) once this PE, its
+// holder, releases it: the next ticket served, or the zero lock when no
+// ticket is outstanding. A PE that does not hold it gets ErrBadArg.
+func (pe *PE) released(l *int64, old uint64) (uint64, error) {
+	if h := lockHolder(old); h != pe.rank {
+		who := "no PE holds it"
+		if h >= 0 {
+			who = fmt.Sprintf("PE %d holds it", h)
+		}
+		return 0, fmt.Errorf("symheap: ClearLock at %p by PE %d: %s: %w (only the holder may clear a lock)", l, pe.rank, who, ErrBadArg)
+	}
+	serving := (lockServing(old) + 1) & lockField
+	if serving == lockNext(old) {
+		return 0, nil
+	}
+	return lockNext(old)<<lockNextShift | serving, nil
+}
+
 func lockNext(w uint64) uint64    { return w >> lockNextShift }
 func lockHolder(w uint64) int     { return int(w>>lockHolderShift&lockField) - 1 }
 func lockServing(w uint64) uint64 { return w & lockField }
@@ -167,17 +185,9 @@ func (pe *PE) ClearLock(l *int64) error {
 	pe.rma.quietAll()
 	for {
 		old := uint64(core.Load(w)) // seq-cst load
-		if h := lockHolder(old); h != pe.rank {
-			who := "no PE holds it"
-			if h >= 0 {
-				who = fmt.Sprintf("PE %d holds it", h)
-			}
-			return fmt.Errorf("symheap: ClearLock at %p by PE %d: %s: %w (only the holder may clear a lock)", l, pe.rank, who, ErrBadArg)
-		}
-		serving := (lockServing(old) + 1) & lockField
-		var nw uint64 // no ticket outstanding: back to the zero lock
-		if serving != lockNext(old) {
-			nw = lockNext(old)<<lockNextShift | serving
+		nw, err := pe.released(l, old)
+		if err != nil {
+			return err
 		}
 		// Seq-cst CAS; a failure means a SetLock took a ticket meanwhile.
 		if uint64(core.CAS(w, int64(old), int64(nw))) == old {

@@ -70,17 +70,9 @@ func (pe *PE) farClearLock(l *int64) error {
 			return err
 		}
 		old := uint64(o)
-		if h := lockHolder(old); h != pe.rank {
-			who := "no PE holds it"
-			if h >= 0 {
-				who = fmt.Sprintf("PE %d holds it", h)
-			}
-			return fmt.Errorf("symheap: ClearLock at %p by PE %d: %s: %w (only the holder may clear a lock)", l, pe.rank, who, ErrBadArg)
-		}
-		serving := (lockServing(old) + 1) & lockField
-		var nw uint64
-		if serving != lockNext(old) {
-			nw = lockNext(old)<<lockNextShift | serving
+		nw, err := pe.released(l, old)
+		if err != nil {
+			return err
 		}
 		if v, err := AtomicCompareSwap(pe, l, int64(old), int64(nw), 0); err != nil || uint64(v) == old {
 			return err

@@ -114,31 +114,24 @@ void shmemi_check_cmp(int cmp, const char *op)
 		shmemi_fatal(op, "comparison %d is none of SHMEM_CMP_EQ, _NE, _GT, _GE, _LT, _LE", cmp);
 }
 
-static int cmp_signed(int64_t x, int cmp, int64_t v)
+/* holds reports whether an order c (negative, zero, positive: x against
+ * v) satisfies comparison cmp. */
+static int holds(int c, int cmp)
 {
 	switch (cmp) {
-	case SHMEM_CMP_EQ: return x == v;
-	case SHMEM_CMP_NE: return x != v;
-	case SHMEM_CMP_GT: return x > v;
-	case SHMEM_CMP_GE: return x >= v;
-	case SHMEM_CMP_LT: return x < v;
-	case SHMEM_CMP_LE: return x <= v;
+	case SHMEM_CMP_EQ: return c == 0;
+	case SHMEM_CMP_NE: return c != 0;
+	case SHMEM_CMP_GT: return c > 0;
+	case SHMEM_CMP_GE: return c >= 0;
+	case SHMEM_CMP_LT: return c < 0;
+	case SHMEM_CMP_LE: return c <= 0;
 	}
 	return 0;
 }
 
-static int cmp_unsigned(uint64_t x, int cmp, uint64_t v)
-{
-	switch (cmp) {
-	case SHMEM_CMP_EQ: return x == v;
-	case SHMEM_CMP_NE: return x != v;
-	case SHMEM_CMP_GT: return x > v;
-	case SHMEM_CMP_GE: return x >= v;
-	case SHMEM_CMP_LT: return x < v;
-	case SHMEM_CMP_LE: return x <= v;
-	}
-	return 0;
-}
+static int cmp_signed(int64_t x, int cmp, int64_t v) { return holds((x > v) - (x < v), cmp); }
+
+static int cmp_unsigned(uint64_t x, int cmp, uint64_t v) { return holds((x > v) - (x < v), cmp); }
 
 /* load reads an integer of t.size bytes atomically (seq-cst; pairs with
  * the writer's put or AMO), widened. */

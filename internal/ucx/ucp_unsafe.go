@@ -68,30 +68,38 @@ static double now_ms(void) {
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-// sh_wait waits until req completes, progressing the worker: it spins
-// while progress finds work, then sleeps on the event descriptor. It
-// returns UCS_INPROGRESS when slice_ms ran out first; the request then
+// sh_pace is one step of a wait for a request (sh_wait, sh_tag_wait):
+// it progresses the worker, spinning while progress finds work (a peer's
+// next operation may follow) and for SPIN_MS after, then sleeps on the
+// event descriptor for up to a millisecond. It returns 0 once end (in
+// ms) has passed.
+static int sh_pace(ucp_worker_h w, int efd, double end, double *spin_end) {
+	if (ucp_worker_progress(w) != 0) {
+		*spin_end = now_ms() + SPIN_MS;
+		return 1;
+	}
+	double t = now_ms();
+	if (t > end) return 0;
+	// Spin while the answer may be a network round trip away, then
+	// sleep on the event descriptor.
+	if (t < *spin_end) return 1;
+	if (efd >= 0 && ucp_worker_arm(w) == UCS_OK) {
+		struct pollfd pfd = { .fd = efd, .events = POLLIN };
+		poll(&pfd, 1, 1);
+	}
+	return 1;
+}
+
+// sh_wait waits until req completes, progressing the worker (sh_pace).
+// It returns UCS_INPROGRESS when slice_ms ran out first; the request then
 // stays with the caller. On completion it frees req and returns its
 // status.
 static ucs_status_t sh_wait(ucp_worker_h w, int efd, void *req, int slice_ms) {
 	double end = now_ms() + slice_ms, spin_end = now_ms() + SPIN_MS;
-	for (int i = 0; ; i++) {
+	for (;;) {
 		ucs_status_t st = ucp_request_check_status(req);
 		if (st != UCS_INPROGRESS) { ucp_request_free(req); return st; }
-		if (ucp_worker_progress(w) != 0) {
-			// Traffic: more may follow (a peer's next operation on us).
-			spin_end = now_ms() + SPIN_MS;
-			continue;
-		}
-		double t = now_ms();
-		if (t > end) return UCS_INPROGRESS;
-		// Spin while the answer may be a network round trip away, then
-		// sleep on the event descriptor.
-		if (t < spin_end) continue;
-		if (efd >= 0 && ucp_worker_arm(w) == UCS_OK) {
-			struct pollfd pfd = { .fd = efd, .events = POLLIN };
-			poll(&pfd, 1, 1);
-		}
+		if (!sh_pace(w, efd, end, &spin_end)) return UCS_INPROGRESS;
 	}
 }
 
@@ -151,7 +159,7 @@ static ucs_status_ptr_t sh_tag_recv(ucp_worker_h w, void *buf, size_t n, uint64_
 // length before freeing the request.
 static ucs_status_t sh_tag_wait(ucp_worker_h w, int efd, void *req, int slice_ms, uint64_t *tag, size_t *len) {
 	double end = now_ms() + slice_ms, spin_end = now_ms() + SPIN_MS;
-	for (int i = 0; ; i++) {
+	for (;;) {
 		ucp_tag_recv_info_t info;
 		ucs_status_t st = ucp_tag_recv_request_test(req, &info);
 		if (st != UCS_INPROGRESS) {
@@ -160,20 +168,7 @@ static ucs_status_t sh_tag_wait(ucp_worker_h w, int efd, void *req, int slice_ms
 			ucp_request_free(req);
 			return st;
 		}
-		if (ucp_worker_progress(w) != 0) {
-			// Traffic: more may follow (a peer's next operation on us).
-			spin_end = now_ms() + SPIN_MS;
-			continue;
-		}
-		double t = now_ms();
-		if (t > end) return UCS_INPROGRESS;
-		// Spin while the answer may be a network round trip away, then
-		// sleep on the event descriptor.
-		if (t < spin_end) continue;
-		if (efd >= 0 && ucp_worker_arm(w) == UCS_OK) {
-			struct pollfd pfd = { .fd = efd, .events = POLLIN };
-			poll(&pfd, 1, 1);
-		}
+		if (!sh_pace(w, efd, end, &spin_end)) return UCS_INPROGRESS;
 	}
 }
 
