@@ -54,6 +54,16 @@ void shmemi_world_barrier(const char *op);
 /* The world's symmetric scratch words (see the top), allocated at init. */
 static uint64_t *shmemi_counts;
 
+/* The lines of the pair barrier (pair_barrier), allocated at init in a job
+ * of two PEs. */
+struct pair_line {
+	uint32_t seq;      /* the owner's count of barriers; futex word */
+	uint32_t sleepers; /* the other PE, asleep on seq */
+	char pad[56];
+};
+static struct pair_line *shmemi_pair;
+static uint32_t pair_k; /* this PE's barriers on the pair lines */
+
 static void team_fill(struct shmemi_team *t, int id, int size, int *world)
 {
 	t->id = id;
@@ -88,6 +98,11 @@ void shmemi_teams_init(void)
 	shmemi_counts = symheapc_go_malloc(2, sizeof(uint64_t) * 8, 64, 0, err, sizeof err);
 	if (shmemi_counts == NULL)
 		shmemi_fatal("shmem_init", "allocating the collectives' scratch: %s", err);
+	if (shmemi_L.npes == 2) {
+		shmemi_pair = symheapc_go_malloc(2, 2 * sizeof(struct pair_line), 64, 0, err, sizeof err);
+		if (shmemi_pair == NULL)
+			shmemi_fatal("shmem_init", "allocating the pair barrier's lines: %s", err);
+	}
 }
 
 static struct shmemi_team *team_of(shmem_team_t team, const char *op)
@@ -360,10 +375,66 @@ static void set_barrier(int start, int logstride, int size, long *pSync, const c
 	counter_barrier(&pSync[0], start, logstride, size, op);
 }
 
+/*
+ * pair_barrier: the world barrier of a job of two PEs, as the Go runtime's
+ * barrier of a team of two. Each PE publishes its count of barriers in a
+ * line of its own and waits until the other's count has reached it. Two
+ * lines by parity: a PE's next publication goes to the line the other is
+ * not reading, and the PE asks for that line in the exclusive state right
+ * after publishing (PREFETCHW), so that its next store does not wait for
+ * the other's copy to be invalidated. The publication is a seq-cst store:
+ * a full fence, so every store before the barrier (puts included) is
+ * visible to the PE that sees the count, and the publisher's load of the
+ * sleepers word after it cannot miss a waiter that announced itself
+ * before testing the count. A waiter announces itself in the publisher's
+ * line, next to the count it waits for, so that the publisher learns from
+ * its own line whether anyone sleeps.
+ */
+struct pair_wait {
+	uint32_t *seq;
+	uint32_t want;
+};
+
+static int pair_reached(void *arg)
+{
+	struct pair_wait *w = arg;
+	/* seq-cst; pairs with the publisher's store. Compares across the wrap. */
+	return (int32_t)(__atomic_load_n(w->seq, __ATOMIC_SEQ_CST) - w->want) >= 0;
+}
+
+static inline void prefetch_exclusive(const void *p)
+{
+#if defined(__x86_64__)
+	__asm__ volatile("prefetchw (%0)" : : "r"(p));
+#else
+	__builtin_prefetch(p, 1);
+#endif
+}
+
+static void pair_barrier(const char *op)
+{
+	shmemi_quiet();
+	uint32_t k = ++pair_k;
+	struct pair_line *mine = &shmemi_pair[k & 1];
+	__atomic_store_n(&mine->seq, k, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&mine->sleepers, __ATOMIC_SEQ_CST) != 0)
+		syscall(SYS_futex, &mine->seq, FUTEX_WAKE, INT_MAX >> 1, NULL, NULL, 0);
+	prefetch_exclusive(&shmemi_pair[(k + 1) & 1]);
+	struct pair_line *theirs = (struct pair_line *)shmemi_amo_addr(mine, sizeof(uint64_t), 1 - shmemi_L.me, op);
+	struct pair_wait w = {&theirs->seq, k};
+	if (!pair_reached(&w))
+		shmemi_block_word(&theirs->seq, &theirs->sleepers, pair_reached, &w, op);
+}
+
 /* shmemi_world_barrier is barrier_all and the sync of SHMEM_TEAM_WORLD and
- * SHMEM_TEAM_SHARED (the same PEs on one node), on a counter of their own. */
+ * SHMEM_TEAM_SHARED (the same PEs on one node): the pair barrier in a job
+ * of two PEs, else a counter of their own. */
 void shmemi_world_barrier(const char *op)
 {
+	if (shmemi_pair != NULL) {
+		pair_barrier(op);
+		return;
+	}
 	counter_barrier((long *)&shmemi_counts[1], 0, 0, shmemi_L.npes, op);
 }
 

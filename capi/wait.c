@@ -54,8 +54,10 @@ static void block_on(uint32_t *word, uint32_t *sleepers, uint32_t *all, int memb
 		/* Now and then hand the core over, in case the PE we wait
 		 * for is queued behind us on it (the kernel put both on one
 		 * core, or others load the machine): a yield with nothing
-		 * else to run costs a fraction of a microsecond. */
-		if ((i & 7) == 7)
+		 * else to run costs a fraction of a microsecond, so not at
+		 * every poll: every 32nd (every 8th cost the 2-PE barrier
+		 * about 10%, docs/bench/design-measurements.md). */
+		if ((i & 31) == 31)
 			sched_yield();
 	}
 	for (int i = 0; i < shmemi_L.yields; i++) {
