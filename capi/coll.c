@@ -22,7 +22,8 @@
  * The sync of the world (barrier_all, sync_all, the syncs of
  * SHMEM_TEAM_WORLD and SHMEM_TEAM_SHARED) and of the active sets of
  * OpenSHMEM 1.4 (PE_start, logPE_stride, PE_size, pSync) is a counter
- * barrier in C (counter_barrier). The words each routine uses, in a
+ * barrier in C (counter_barrier), but for the world's sync in a job of two
+ * PEs, which is a pair barrier (pair_barrier). The words each routine uses, in a
  * symmetric scratch block for the world and in pSync for an active set:
  * [0] the barrier's arrivals, [1] collect's counts, [2] and [3] the
  * broadcast's tickets (the world's block also holds, at [6] and [7], the
