@@ -116,8 +116,10 @@ type plan struct {
 }
 
 // Calibrate measures the machine once per process and returns the
-// result; later calls return the same. It takes about 100 µs, and at most
-// a few milliseconds on a busy machine.
+// result; later calls return the same. It takes about 100 µs, and about
+// a millisecond more on a machine with no second core free (where the PEs
+// of a job that fills the cores all start at once, say): a job's start-up
+// is then within noise of what it was without it.
 func Calibrate() Machine { return calibrate(true) }
 
 // calibrate is Calibrate, measuring the transfer time only if line.
@@ -284,8 +286,8 @@ func (p *Pacer) Until(cond func() bool) bool {
 // measure measures the machine (Machine) but for the transfer time, which
 // comes from a ping-pong of one word between two goroutines locked to
 // threads (measureLine), which the kernel runs on two cores when two are
-// free; it gives up after a few milliseconds when they are not (the
-// default stands in then).
+// free; it gives up after a millisecond when they are not (the default
+// stands in then).
 func measure() Machine {
 	m := Machine{Cores: runtime.NumCPU()}
 	const polls = 2000
@@ -316,7 +318,7 @@ func measureLine(cores int) (line time.Duration, static bool) {
 	if cores < 2 || runtime.GOMAXPROCS(0) < 2 {
 		return defaultLine, true
 	}
-	if l, ok := pingPong(200, 5*time.Millisecond); ok {
+	if l, ok := pingPong(100, time.Millisecond); ok {
 		return l, false
 	}
 	return defaultLine, true
