@@ -997,12 +997,7 @@ func (w *Worker) Probe(tag, mask uint64, from int, check func() error) (uint64, 
 		if C.sh_probe_wait(w.w, w.efd, C.uint64_t(tag), C.uint64_t(mask), 1, &stag, &n) != 0 {
 			return uint64(stag), int(n), nil
 		}
-		err := w.stuck(from, "receive", time.Now())
-		if err == nil && check != nil {
-			w.mu.Unlock()
-			err = check()
-			w.lock()
-		}
+		err := w.between(from, check)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -1010,6 +1005,19 @@ func (w *Worker) Probe(tag, mask uint64, from int, check func() error) (uint64, 
 		runtime.Gosched()
 		w.lock()
 	}
+}
+
+// between is what a wait for a message does between two slices: it asks
+// whether the peer it waits for is stuck, then runs check without the
+// lock. Called with the lock held, which it holds again on return.
+func (w *Worker) between(from int, check func() error) error {
+	err := w.stuck(from, "receive", time.Now())
+	if err == nil && check != nil {
+		w.mu.Unlock()
+		err = check()
+		w.lock()
+	}
+	return err
 }
 
 // Recv receives into buf the first message whose tag matches tag under
@@ -1055,12 +1063,7 @@ func (w *Worker) Recv(buf []byte, tag, mask uint64, from int, check func() error
 			}
 			return int(n), uint64(stag), nil
 		}
-		err := w.stuck(from, "receive", time.Now())
-		if err == nil && check != nil {
-			w.mu.Unlock()
-			err = check()
-			w.lock()
-		}
+		err := w.between(from, check)
 		if err != nil {
 			C.ucp_request_cancel(w.w, unsafe.Pointer(req))
 			for C.sh_wait(w.w, w.efd, unsafe.Pointer(req), 100) == C.UCS_INPROGRESS {
