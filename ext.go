@@ -16,7 +16,8 @@ type peExt struct {
 	shared sharedHeap
 	msg    msg.Layer // internal/msg
 	hooks  hookState
-	far    farTeams // teams made by Split in a job on several nodes (collective_far.go)
+	// far: the teams made by Split in a job on several nodes (collective_far.go).
+	far farTeams //lint:ignore U1000 used by the ucx build (collective_far.go)
 }
 
 // initExt prepares the layers once the segment is mapped and the heaps are

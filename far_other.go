@@ -18,7 +18,6 @@ func discover(j *job) (topology, *farLayer, error) { return placement(j.npes), n
 
 func (f *farLayer) finalize()                                          {}
 func (pe *PE) farAnnounce(p int)                                       {}
-func (pe *PE) farTeamSync(ft *farTeamState) error                      { return ErrNotSupported }
 func (pe *PE) farExit(code int)                                        {}
 func (pe *PE) startFar() error                                         { return nil }
 func (pe *PE) closeFar(barrier bool) error                             { return nil }
@@ -34,3 +33,32 @@ func (pe *PE) farMsgRecv(buf []byte, source, tag int) (Status, error) {
 func (pe *PE) farMsgIrecv(buf []byte, source, tag int) (*Request, error) { return nil, ErrNotSupported }
 func farReqWait(req *Request) (Status, error, bool)                      { return Status{}, nil, false }
 func farReqTest(req *Request) (bool, Status, error, bool)                { return false, Status{}, nil, false }
+
+// Without the ucx build no job spans nodes (farJob stays nil, farLock
+// false), so the multi-node teams, collectives and locks
+// (collective_far.go, lock_far.go) are never reached; these stand in for
+// them.
+
+// farTeamState has the fields the team API reads (team.go); without the
+// ucx build there is never one.
+type farTeamState struct {
+	members []int
+	rank    int
+}
+
+type farTeams struct{}
+
+func farTeamOf(pe *PE, t *Team) *farTeamState                          { return nil }
+func farTeam(t *Team) *PE                                              { return nil }
+func farSync(pe *PE, t *Team) error                                    { return ErrNotSupported }
+func farSplit(pe *PE, t *Team, start, stride, size int) (*Team, error) { return nil, ErrNotSupported }
+func farDestroy(pe *PE, t *Team) error                                 { return ErrNotSupported }
+func farBroadcast[T any](pe *PE, t *Team, dst, src []T, root int) error {
+	return ErrNotSupported
+}
+func farFCollect[T any](pe *PE, t *Team, dst, src []T) error         { return ErrNotSupported }
+func farAllToAll[T any](pe *PE, t *Team, dst, src []T) error         { return ErrNotSupported }
+func farReduce[T Number](pe *PE, t *Team, dst, src []T, op Op) error { return ErrNotSupported }
+func (pe *PE) farSetLock(l *int64) error                             { return ErrNotSupported }
+func (pe *PE) farTestLock(l *int64) (bool, error)                    { return false, ErrNotSupported }
+func (pe *PE) farClearLock(l *int64) error                           { return ErrNotSupported }

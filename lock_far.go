@@ -1,3 +1,5 @@
+//go:build ucx
+
 package symheap
 
 import (

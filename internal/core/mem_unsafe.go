@@ -23,6 +23,11 @@ func At[T any](p Ptr) *T { return (*T)(p) }
 // AddrOf returns the address of x.
 func AddrOf[T any](x *T) Ptr { return Ptr(x) }
 
+// OffsetIn returns where field f lies in the struct s it belongs to, in
+// bytes from s's start (unsafe.Offsetof, for callers that do not import
+// unsafe).
+func OffsetIn[S, F any](s *S, f *F) uint64 { return uint64(uintptr(Ptr(f)) - uintptr(Ptr(s))) }
+
 // Add returns p + n.
 func Add(p Ptr, n uint64) Ptr { return unsafe.Add(p, n) }
 

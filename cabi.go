@@ -1,9 +1,8 @@
 package symheap
 
 import (
-	"unsafe"
-
 	"github.com/symheap/symheap/internal/cabi"
+	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/shmsync"
 )
 
@@ -18,16 +17,19 @@ func (pe *PE) describeForC() cabi.Layout {
 	var c control
 	polls, yields := shmsync.Budgets()
 	l := pe.sp.Lay
+	base, _ := core.SliceData(pe.sp.Mem())
+	wbase, _ := core.SliceData(pe.sp.WMem())
+	cb, _ := core.SliceData(pe.sp.Mem()[l.CBOff:])
 	return cabi.Layout{
-		Base: unsafe.Pointer(unsafe.SliceData(pe.sp.Mem())), WBase: unsafe.Pointer(unsafe.SliceData(pe.sp.WMem())),
+		Base: base, WBase: wbase,
 		PartOff: l.PartOff, PartStride: l.PartStride, HeapSize: l.HeapSize,
-		CBBase: unsafe.Pointer(unsafe.SliceData(pe.sp.Mem()[l.CBOff:])), CBStride: l.CBSize,
-		SigWord:     uint64(unsafe.Offsetof(c.sig) + unsafe.Offsetof(c.sig.word)),
-		SigSleepers: uint64(unsafe.Offsetof(c.sig) + unsafe.Offsetof(c.sig.sleepers)),
-		Sleeping:    uint64(unsafe.Offsetof(c.sleeping)),
-		StatPuts:    unsafe.Pointer(&pe.stats.Puts),
-		StatGets:    unsafe.Pointer(&pe.stats.Gets),
-		StatAt:      unsafe.Pointer(&pe.stats.Atomics),
+		CBBase: cb, CBStride: l.CBSize,
+		SigWord:     core.OffsetIn(&c, &c.sig.word),
+		SigSleepers: core.OffsetIn(&c, &c.sig.sleepers),
+		Sleeping:    core.OffsetIn(&c, &c.sleeping),
+		StatPuts:    core.AddrOf(&pe.stats.Puts),
+		StatGets:    core.AddrOf(&pe.stats.Gets),
+		StatAt:      core.AddrOf(&pe.stats.Atomics),
 		Rank:        pe.rank, NPEs: pe.npes,
 		MembarrierReady: pe.rma.membarrierReady(),
 		SameAddress:     pe.seg.SameAddress(), Protected: pe.seg.Protected(),
