@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -775,6 +776,25 @@ func checkClusterAnyMessages(t *testing.T, pe *PE) {
 	}
 	if err := pe.Barrier(); err != nil {
 		t.Fatal(err)
+	}
+	// The program has dropped every request: their entries in the PE's
+	// table (held weakly) go too, once a collection has run their
+	// cleanups.
+	clear(recvs)
+	clear(sends)
+	m := &pe.farL.msgs
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		runtime.GC()
+		m.mu.Lock()
+		left := len(m.reqs)
+		m.mu.Unlock()
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("PE %d: %d message requests still in its table 5 s after the program dropped them", me, left)
+			break
+		}
 	}
 }
 

@@ -4,8 +4,10 @@ package symheap
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/symheap/symheap/internal/msg"
 	"github.com/symheap/symheap/internal/ucx"
@@ -32,12 +34,14 @@ import (
 // queued for a later receive. Sends are posted at once.
 //
 // A request of this path is a *Request that internal/msg never sees, a
-// key in the PE's table (farMsgs.reqs), as teams made by Split are.
+// key in the PE's table (farMsgs.reqs), as teams made by Split are. The
+// table holds its keys weakly: an entry goes when the program drops its
+// request (a cleanup), since Wait may be called again on a finished one.
 
 // farMsgs is a PE's message state in a job on several nodes.
 type farMsgs struct {
 	mu      sync.Mutex
-	reqs    map[*msg.Request]*farMsgReq
+	reqs    map[weak.Pointer[msg.Request]]*farMsgReq
 	pending []*farMsgReq // receives not matched yet, in posting order
 }
 
@@ -219,10 +223,16 @@ func (pe *PE) register(r *farMsgReq) *Request {
 	m := &pe.farL.msgs
 	m.mu.Lock()
 	if m.reqs == nil {
-		m.reqs = map[*msg.Request]*farMsgReq{}
+		m.reqs = map[weak.Pointer[msg.Request]]*farMsgReq{}
 	}
-	m.reqs[h] = r
+	key := weak.Make(h)
+	m.reqs[key] = r
 	m.mu.Unlock()
+	runtime.AddCleanup(h, func(key weak.Pointer[msg.Request]) {
+		m.mu.Lock()
+		delete(m.reqs, key)
+		m.mu.Unlock()
+	}, key)
 	return (*Request)(h)
 }
 
@@ -235,7 +245,7 @@ func farRequestOf(req *Request) (*PE, *farMsgReq) {
 	m := &pe.farL.msgs
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return pe, m.reqs[(*msg.Request)(req)]
+	return pe, m.reqs[weak.Make((*msg.Request)(req))]
 }
 
 // The API's entry points for this path (msg.go calls them when the job
