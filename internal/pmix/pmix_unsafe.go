@@ -23,15 +23,21 @@ static int sh_init(void) {
 static int sh_rank(void) { return (int)me.rank; }
 static const char *sh_nspace(void) { return me.nspace; }
 
-// sh_get_u32 reads a numeric key of proc rank (PMIX_RANK_WILDCARD for the
-// job) as an unsigned integer, whatever integer type the launcher used.
-static int sh_get_u64(uint32_t rank, const char *key, uint64_t *out) {
+// sh_get reads key of proc rank (of this job's namespace) into *v, which
+// the caller releases (PMIX_VALUE_RELEASE) on success.
+static int sh_get(uint32_t rank, const char *key, pmix_value_t **v) {
 	pmix_proc_t p;
 	PMIX_PROC_CONSTRUCT(&p);
 	memcpy(p.nspace, me.nspace, PMIX_MAX_NSLEN + 1);
 	p.rank = rank;
+	return PMIx_Get(&p, key, NULL, 0, v);
+}
+
+// sh_get_u64 reads a numeric key of proc rank (PMIX_RANK_WILDCARD for the
+// job) as an unsigned integer, whatever integer type the launcher used.
+static int sh_get_u64(uint32_t rank, const char *key, uint64_t *out) {
 	pmix_value_t *v = NULL;
-	int rc = PMIx_Get(&p, key, NULL, 0, &v);
+	int rc = sh_get(rank, key, &v);
 	if (rc != PMIX_SUCCESS) return rc;
 	switch (v->type) {
 	case PMIX_UINT8: *out = v->data.uint8; break;
@@ -50,12 +56,8 @@ static int sh_get_u64(uint32_t rank, const char *key, uint64_t *out) {
 // sh_get_bytes reads a byte-object or string key of proc rank into a
 // malloc'd buffer the caller frees.
 static int sh_get_bytes(uint32_t rank, const char *key, char **buf, size_t *len) {
-	pmix_proc_t p;
-	PMIX_PROC_CONSTRUCT(&p);
-	memcpy(p.nspace, me.nspace, PMIX_MAX_NSLEN + 1);
-	p.rank = rank;
 	pmix_value_t *v = NULL;
-	int rc = PMIx_Get(&p, key, NULL, 0, &v);
+	int rc = sh_get(rank, key, &v);
 	if (rc != PMIX_SUCCESS) return rc;
 	if (v->type == PMIX_BYTE_OBJECT) {
 		*len = v->data.bo.size;
