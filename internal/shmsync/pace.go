@@ -264,9 +264,6 @@ func (p *Pacer) Step() {
 	}
 }
 
-// Spinning reports whether the wait is still in its polling stage.
-func (p *Pacer) Spinning() bool { return p.n < p.polls }
-
 // Until polls cond under the pacing of p until it holds (true) or the
 // budgets are spent (false), and feeds the outcome back into the polling
 // share ("Adapting").
