@@ -24,7 +24,8 @@ func (pe *PE) closeFar(barrier bool) error                             { return 
 func (pe *PE) farBarrier() error                                       { return nil }
 func (pe *PE) farCheck() error                                         { return nil }
 func (pe *PE) farAlive(p int) bool                                     { return false }
-func (pe *PE) farMirror(rec *allocRecord) error                        { return nil }
+func (pe *PE) farRecords(seq uint64) error                             { return nil }
+func (pe *PE) farLeaderLost() error                                    { return nil }
 func (pe *PE) farMsgSend(buf []byte, dest, tag int) error              { return ErrNotSupported }
 func (pe *PE) farMsgIsend(buf []byte, dest, tag int) (*Request, error) { return nil, ErrNotSupported }
 func (pe *PE) farMsgRecv(buf []byte, source, tag int) (Status, error) {

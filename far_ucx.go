@@ -34,7 +34,7 @@ import (
 //
 //  1. opens a UCP worker and registers two regions, once: its symmetric
 //     heap (the target of puts, gets and atomics) and the node's control
-//     blocks (where PEs of other nodes mirror their allocation records);
+//     blocks (which a wait pings to tell a stopped PE from a busy one);
 //     allocation never registers anything;
 //  2. publishes its worker address, the two base addresses and the two
 //     packed remote keys with one PMIx_Put, one PMIx_Commit and one
@@ -107,6 +107,10 @@ type farLayer struct {
 	progStop chan struct{}
 	progDone chan struct{}
 	msgs     farMsgs // messages (msg_far_ucx.go)
+	// The leader's buffers for the allocation records (farRecords):
+	// made once, for every PE of the job.
+	recOut, recIn []uint64
+	recSends      []*ucx.Req
 }
 
 const pmixKey = "symheap.ucx"
@@ -155,6 +159,10 @@ func discover(j *job) (topology, *farLayer, error) {
 		}
 	}
 	f.leader = local[0] == c.Rank
+	if f.leader {
+		f.recOut = make([]uint64, 0, 9*len(local))
+		f.recIn = make([]uint64, 9*c.Size)
+	}
 	return t, f, nil
 }
 
@@ -498,33 +506,153 @@ func (f *farLayer) Fence() error { return f.peerLost(-1, f.w.Fence()) }
 func (f *farLayer) Quiet() error { return f.peerLost(-1, f.w.Flush()) }
 func (f *farLayer) Progress()    { f.w.Progress() }
 
-// farMirror copies this PE's allocation record rec (in its own control
-// block) into the same place of every far PE's node segment: the fields,
-// a fence, then seq, which publishes them there as the seq store does
-// here (symalloc.go, "The records").
-func (pe *PE) farMirror(rec *allocRecord) error {
+// farRecords brings the allocation records of phase seq across nodes
+// (symalloc.go, "The records"), once this PE has published its own. The
+// node's leader waits for the records of its node's PEs, sends them in
+// one tagged message to every other node's leader, and writes what it
+// receives from them into this node's copies of their PEs' control
+// blocks, publishing each with its seq store, as the PE itself does on
+// its own node; then it wakes the node's sleepers. The other PEs of the
+// node just wait for every record, as on one node. So a phase costs one
+// message per pair of nodes, in one round, and the node's PEs meet in
+// shared memory: the shape of the hierarchical barrier.
+func (pe *PE) farRecords(seq uint64) error {
 	f := pe.farL
-	if f == nil || f.w == nil {
+	if f == nil || f.w == nil || !f.leader {
 		return nil
 	}
-	so, _ := pe.sp.SegOffset(core.AddrOf(&rec.call))
-	rel := uint64(so) - pe.sp.Lay.CBOff
-	fields := core.Bytes(core.AddrOf(&rec.call), 7*8)
-	seq := core.Bytes(core.AddrOf(&rec.seq), 8)
-	for _, t := range f.far {
-		if err := f.w.Put(t, 1, f.cbBase[t]+rel, fields, false); err != nil {
-			return f.peerLost(t, err)
+	h := &pe.ext.sym
+	slot := seq % 2
+	arrived := func() bool {
+		for _, p := range pe.topo.local {
+			// Seq-cst load; pairs with PE p's seq store (exchange).
+			if h.ctl[p].allocRec[slot].seq.Load() < seq {
+				return false
+			}
+		}
+		return true
+	}
+	fail := func(p int, err error) error {
+		var perr *ucx.PeerError
+		if errors.As(err, &perr) && perr.Peer >= 0 {
+			p = perr.Peer
+		}
+		pe.farAnnounce(p)
+		// Seq-cst store; the node's PEs load it in their wait's check
+		// (farLeaderLost).
+		pe.ctl[pe.rank].farLost.Store(int64(p) + 2)
+		pe.rma.wakeAll()
+		return f.fail(f.peerLost(p, err))
+	}
+	if !arrived() {
+		if err := f.pollThenWait(arrived, h.lost); err != nil {
+			return err
 		}
 	}
-	if err := f.w.Fence(); err != nil {
-		return f.peerLost(-1, err)
+	const words = 9 // rank and the eight values of a record
+	out := f.recOut[:0]
+	for _, p := range pe.topo.local {
+		// Loads after PE p's seq store was seen.
+		v := h.ctl[p].allocRec[slot].load()
+		out = append(out, uint64(p), v.seq, v.call, v.kind, v.size, v.align, v.in, v.out, v.hints)
 	}
-	for _, t := range f.far {
-		if err := f.w.Put(t, 1, f.cbBase[t]+rel-8, seq, false); err != nil {
-			return f.peerLost(t, err)
+	f.recOut = out
+	msg := core.Bytes(core.AddrOf(&out[0]), uint64(len(out))*8)
+	tag := func(src int) uint64 { return farTag(tagAlloc, src, 0, uint32(seq)) }
+	sends := f.recSends[:0]
+	for _, l := range f.leaders {
+		if l == pe.rank {
+			continue
 		}
+		r, err := f.w.SendNB(l, tag(pe.rank), msg)
+		if err != nil {
+			return fail(l, err)
+		}
+		sends = append(sends, r)
+	}
+	f.recSends = sends
+	in := f.recIn
+	for _, l := range f.leaders {
+		if l == pe.rank {
+			continue
+		}
+		n, _, err := f.w.Recv(core.Bytes(core.AddrOf(&in[0]), uint64(len(in))*8), tag(l), tagFull, l, f.pinger(l))
+		if err != nil {
+			return fail(l, err)
+		}
+		if n <= 0 || n%(words*8) != 0 {
+			return fail(l, fmt.Errorf("allocation records of %d bytes from PE %d: %w", n, l, ErrBadArg))
+		}
+		for i := 0; i < n/8; i += words {
+			p := int(in[i])
+			if p < 0 || p >= pe.npes || pe.topo.nodeOf[p] == f.node {
+				return fail(l, fmt.Errorf("allocation record of PE %d from PE %d: %w", p, l, ErrBadArg))
+			}
+			rec := &h.ctl[p].allocRec[slot].allocRecord
+			core.SetPlain(&rec.call, in[i+2])
+			core.SetPlain(&rec.kind, in[i+3])
+			core.SetPlain(&rec.size, in[i+4])
+			core.SetPlain(&rec.align, in[i+5])
+			core.SetPlain(&rec.in, in[i+6])
+			core.SetPlain(&rec.out, in[i+7])
+			core.SetPlain(&rec.hints, in[i+8])
+			// Seq-cst store: publishes the fields to the node's PEs, as
+			// PE p's own store does on its node.
+			rec.seq.Store(in[i+1])
+		}
+	}
+	// The node's PEs may sleep on their records: wake them (the seq
+	// stores above are the fence wakeSleepers asks for).
+	pe.rma.wakeSleepers()
+	for i, r := range sends {
+		for {
+			done, _, err := f.w.Test(r, -1)
+			if err != nil {
+				return fail(-1, err)
+			}
+			if done {
+				break
+			}
+			if err := pe.peerLost(); err != nil {
+				return err
+			}
+			f.w.WaitEvent()
+		}
+		sends[i] = nil
 	}
 	return nil
+}
+
+// farLeaderLost is the multi-node part of a collective allocation's
+// liveness check for the node's other PEs: the loss their leader found
+// while it exchanged the records (farRecords).
+func (pe *PE) farLeaderLost() error {
+	f := pe.farL
+	if f == nil || f.w == nil || f.leader {
+		return nil
+	}
+	l := pe.topo.local[0]
+	// Seq-cst load; pairs with the leader's store in farRecords.
+	if v := pe.ctl[l].farLost.Load(); v >= 2 {
+		return fmt.Errorf("PE %d on node %d is gone (found by this node's leader, PE %d): %w", v-2, pe.topo.nodeOf[v-2], l, ErrPeerLost)
+	} else if v != 0 {
+		return fmt.Errorf("a PE on another node is gone (found by this node's leader, PE %d): %w", l, ErrPeerLost)
+	}
+	return nil
+}
+
+// pollThenWait waits for cond: it polls the transport for a few network
+// round trips, then sleeps on this PE's signal word (whose wake-up the
+// progress goroutine or a local writer sends).
+func (f *farLayer) pollThenWait(cond func() bool, check func() error) error {
+	pe := f.pe
+	polled := func() bool { pe.rma.farProgress(); return cond() }
+	for t0 := time.Now(); time.Since(t0) < farPoll; {
+		if polled() {
+			return nil
+		}
+	}
+	return pe.rma.waitSignal(pe.rank, polled, check)
 }
 
 // Message tags of the runtime's own traffic: kind, sender, round, epoch.
@@ -533,6 +661,7 @@ const (
 	tagLost    = 2 // a PE announces a lost PE to the other nodes' PEs
 	tagMsg     = 3 // Send and Recv: the sender's rank and the user's tag
 	tagTeam    = 4 // Sync of a team made by Split: team key, sender, round, epoch
+	tagAlloc   = 5 // a node's allocation records: sender, phase (farRecords)
 	tagFull    = ^uint64(0)
 	tagAnyUser = ^uint64(0) &^ (1<<36 - 1) // matches any user tag
 )

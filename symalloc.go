@@ -303,9 +303,11 @@ type symHeap struct {
 	stats *core.Stats
 	rma   *rmaLayer    // the completion and wake-up protocol, and the waits
 	lost  func() error // the liveness check of every PE
-	// mirror copies this PE's record to the PEs of other nodes, whose
-	// node segments hold a copy of this PE's control block (far_ucx.go).
-	mirror func(rec *allocRecord) error
+	// farRecords brings the records of a phase across nodes, into this
+	// node's copies of the other nodes' PEs' control blocks; farLost
+	// reports a loss found on the way (far_ucx.go). No-ops on one node.
+	farRecords func(seq uint64) error
+	farLost    func() error
 
 	seq  uint64       // collective allocation phases made
 	call uint64       // collective allocation calls made
@@ -367,8 +369,8 @@ func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) error
 	// above is the fence wakeSleepers asks for.
 	h.rma.wakeSleepers()
 	if h.rma.far {
-		if err := h.mirror(rec); err != nil {
-			return fmt.Errorf("symheap: %s (call #%d) publishing its record to other nodes: %w", callNames[kind], h.call, err)
+		if err := h.farRecords(seq); err != nil {
+			return fmt.Errorf("symheap: %s (call #%d) exchanging its record with other nodes: %w", callNames[kind], h.call, err)
 		}
 	}
 	arrived := func() bool {
@@ -380,12 +382,20 @@ func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) error
 		}
 		return true
 	}
+	lost := h.lost
 	if h.rma.far {
-		// Records from other nodes arrive while this PE drives the
-		// transport: poll it for a few network round trips before the
-		// wait, whose sleep only the progress goroutine's wake-up ends.
+		// The node's leader brings the other nodes' records (farRecords)
+		// while it drives the transport: poll it for a few network round
+		// trips before the wait, whose sleep the leader's or the progress
+		// goroutine's wake-up ends.
 		local := arrived
 		arrived = func() bool { h.rma.farProgress(); return local() }
+		lost = func() error {
+			if err := h.lost(); err != nil {
+				return err
+			}
+			return h.farLost()
+		}
 		for t0 := time.Now(); time.Since(t0) < farPoll; {
 			if arrived() {
 				return nil
@@ -395,7 +405,7 @@ func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) error
 	if arrived() {
 		return nil
 	}
-	if err := h.rma.waitSignal(rank, arrived, h.lost); err != nil {
+	if err := h.rma.waitSignal(rank, arrived, lost); err != nil {
 		return fmt.Errorf("symheap: %s (call #%d) waiting for the other PEs: %w", callNames[kind], h.call, err)
 	}
 	return nil

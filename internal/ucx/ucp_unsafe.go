@@ -140,19 +140,14 @@ static ucs_status_ptr_t sh_tag_send(ucp_ep_h ep, const void *buf, size_t n, uint
 	return ucp_tag_send_nbx(ep, buf, n, tag, &p);
 }
 
-// sh_tag_recv posts a receive. A receive that completes at once (the
-// message was waiting) returns NULL with *tag and *len set.
-static ucs_status_ptr_t sh_tag_recv(ucp_worker_h w, void *buf, size_t n, uint64_t tag, uint64_t mask, uint64_t *rtag, size_t *len) {
-	ucp_tag_recv_info_t info;
+// sh_tag_recv posts a receive. It always returns a request (or an
+// error): a receive that UCX 1.13 completes at once, from its unexpected
+// queue, leaves the receive information's length unset, so the length
+// comes from testing the request instead.
+static ucs_status_ptr_t sh_tag_recv(ucp_worker_h w, void *buf, size_t n, uint64_t tag, uint64_t mask) {
 	ucp_request_param_t p;
-	p.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO;
-	p.recv_info.tag_info = &info;
-	ucs_status_ptr_t r = ucp_tag_recv_nbx(w, buf, n, tag, mask, &p);
-	if (r == NULL) {
-		*rtag = info.sender_tag;
-		*len = info.length;
-	}
-	return r;
+	p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+	return ucp_tag_recv_nbx(w, buf, n, tag, mask, &p);
 }
 
 // sh_tag_wait is sh_wait for a receive: it reports the message's tag and
@@ -916,13 +911,9 @@ func (w *Worker) TryProbe(tag, mask uint64) (stag uint64, n int, ok bool) {
 func (w *Worker) RecvNB(buf []byte, tag uint64) (*Req, error) {
 	w.lock()
 	defer w.mu.Unlock()
-	var rtag C.uint64_t
-	var rlen C.size_t
 	r := &Req{recv: true}
-	p := C.sh_tag_recv(w.w, unsafe.Pointer(unsafe.SliceData(buf)), C.size_t(len(buf)), C.uint64_t(tag), C.uint64_t(^uint64(0)), &rtag, &rlen)
+	p := C.sh_tag_recv(w.w, unsafe.Pointer(unsafe.SliceData(buf)), C.size_t(len(buf)), C.uint64_t(tag), C.uint64_t(^uint64(0)))
 	switch {
-	case p == nil:
-		r.n = int(rlen)
 	case C.sh_is_err(p) != 0:
 		return nil, statusErr("ucx: receive", C.sh_status(p))
 	default:
@@ -1041,13 +1032,7 @@ func (w *Worker) Recv(buf []byte, tag, mask uint64, from int, check func() error
 	if len(buf) > 0 {
 		pin.Pin(unsafe.SliceData(buf))
 	}
-	var rtag C.uint64_t
-	var rlen C.size_t
-	req := C.sh_tag_recv(w.w, unsafe.Pointer(unsafe.SliceData(buf)), C.size_t(len(buf)), C.uint64_t(tag), C.uint64_t(mask), &rtag, &rlen)
-	if req == nil {
-		w.mu.Unlock()
-		return int(rlen), uint64(rtag), nil
-	}
+	req := C.sh_tag_recv(w.w, unsafe.Pointer(unsafe.SliceData(buf)), C.size_t(len(buf)), C.uint64_t(tag), C.uint64_t(mask))
 	if C.sh_is_err(req) != 0 {
 		w.mu.Unlock()
 		return 0, 0, &PeerError{from, "receive", Status(C.sh_status(req))}
