@@ -33,7 +33,10 @@ build:
 capi:
 	@command -v gcc >/dev/null || bash bench/peers/build-cc.sh
 	$(GO) run ./capi/gen -root . -check
-	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -tags symheap_capi -o $(BIN)/libsymheap.so ./capi
+	@# The version script leaves only the API exported; go build does not
+	@# see it change, so a newer script forces the link.
+	@if [ capi/libsymheap.map -nt $(BIN)/libsymheap.so ]; then rm -f $(BIN)/libsymheap.so; fi
+	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -tags symheap_capi -ldflags=-extldflags=-Wl,--version-script=$(CURDIR)/capi/libsymheap.map -o $(BIN)/libsymheap.so ./capi
 	CGO_ENABLED=1 $(GO) build -buildmode=c-archive -tags symheap_capi -o $(BIN)/libsymheap.a ./capi
 	@rm -f $(BIN)/libsymheap.h
 

@@ -34,6 +34,25 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# The shared library exports exactly the routines the headers declare
+# (capi/libsymheap.map): no internal C helper or cgo glue that a
+# program's own symbol could clash with or interpose.
+ROOT=$(cd "$HERE/../.." && pwd)
+if command -v nm >/dev/null 2>&1; then
+	sed -e ':a' -e '/,$/{N;s/\n\s*/ /;ba' -e '}' "$ROOT/include/shmem.h" "$ROOT/include/shmemx.h" |
+		grep -E '^[a-z_ A-Z0-9*]+\b_?[a-z_0-9]+\([^;]*\)( __attribute__\(\([a-z]+\)\))?;$' |
+		sed -E 's/^[a-z_ A-Z0-9*]*\b(_?[a-z_0-9]+)\(.*$/\1/' | sort -u >"$OUT/declared"
+	nm -D --defined-only "$BIN/libsymheap.so" | awk '{print $3}' | sort -u >"$OUT/exported"
+	if [ "$(wc -l <"$OUT/declared")" -lt 1000 ]; then
+		echo "FAIL exports: found only $(wc -l <"$OUT/declared") prototypes in the headers (the pattern is wrong)"; fail=1
+	elif ! diff -q "$OUT/declared" "$OUT/exported" >/dev/null; then
+		echo "FAIL exports: libsymheap.so exports other than what the headers declare (< declared only, > exported only):"
+		diff "$OUT/declared" "$OUT/exported" | grep '^[<>]' | head -20; fail=1
+	else
+		echo "ok   exports: $(wc -l <"$OUT/exported") routines, the headers' exactly"
+	fi
+fi
+
 for src in "$HERE"/t_*.c; do
 	t=$(basename "$src" .c)
 	"$BIN/symcc" -std=gnu11 -O2 -Wall -Werror -pthread -o "$OUT/$t" "$src" || { echo "FAIL build $t"; fail=1; continue; }
