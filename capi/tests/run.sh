@@ -148,6 +148,37 @@ if [ "$(grep -c 'flushed before the exit' "$OUT/out")" -ne 3 ]; then
 	fail=1
 fi
 
+# symheap stat sees a C job and the puts, gets and atomics its fast path
+# counts (in C, in the PE's counters of the segment).
+if "$BIN/symcc" -std=gnu11 -O2 -o "$OUT/stat_job" "$HERE/stat_job.c"; then
+	"$BIN/shrun" --timeout 100s -n 2 "$OUT/stat_job" "$OUT/stat_done" >"$OUT/stat_out" 2>&1 &
+	sp=$!
+	pids+=("$sp")
+	table=""
+	for _ in $(seq 100); do
+		jid=$(ls /dev/shm 2>/dev/null | grep "^symheap-$(id -u)-j$sp-" | head -1)
+		if [ -n "$jid" ]; then
+			table=$("$BIN/symheap" stat "$jid" 2>&1)
+			# Both PE rows show PUTS GETS ATOMICS 1000 1000 1000 once the
+			# loops are done.
+			[ "$(grep -cE '^ +[01] .* 1000 +1000 +1000 ' <<<"$table")" = 2 ] && break
+		fi
+		sleep 0.1
+	done
+	touch "$OUT/stat_done"
+	wait "$sp"
+	st=$?
+	if [ "$(grep -cE '^ +[01] .* 1000 +1000 +1000 ' <<<"$table")" = 2 ] && grep -q 'PUTS  GETS  ATOMICS' <<<"$table" && [ $st = 0 ]; then
+		echo "ok   symheap stat of a C job: 1000 puts, gets and atomics on each PE"
+	else
+		echo "FAIL symheap stat of a C job (job status $st):"
+		sed 's/^/    /' <<<"$table" "$OUT/stat_out" | head -20
+		fail=1
+	fi
+else
+	echo "FAIL build stat_job"; fail=1
+fi
+
 left=$(leftovers)
 if [ -n "$left" ]; then
 	echo "FAIL segments left in /dev/shm (removed now):"

@@ -138,11 +138,11 @@ func printJob(ji inspect.JobInfo) {
 	}
 	fmt.Printf("job %s: %d PEs, allocator %s, %s, created %s\n", ji.Job, ji.NPEs, ji.Allocator, mode, ji.Created.Format(time.DateTime))
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "PE\tPID\tSTATE\tHEAP\tIN USE\tLARGEST FREE\tFRAG\tALLOCS\tFREES\tSHARED USE\tMSG EAGER\tSINGLE\tKERNEL\tBOUNCE\tRC HIT\tRC MISS\tRC INVAL\t")
+	fmt.Fprintln(w, "PE\tPID\tSTATE\tHEAP\tIN USE\tLARGEST FREE\tFRAG\tALLOCS\tFREES\tPUTS\tGETS\tATOMICS\tSHARED USE\tMSG EAGER\tSINGLE\tKERNEL\tBOUNCE\tRC HIT\tRC MISS\tRC INVAL\t")
 	for _, p := range ji.PEs {
-		fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%s\t%.1f%%\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n",
+		fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%s\t%.1f%%\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n",
 			p.Rank, p.Pid, p.State, human(p.Heap.Size), human(p.Heap.InUse), human(p.Heap.LargestFree),
-			100*p.Heap.Fragmentation(), p.SymAllocs, p.SymFrees, human(p.Shared.InUse),
+			100*p.Heap.Fragmentation(), p.SymAllocs, p.SymFrees, p.Puts, p.Gets, p.Atomics, human(p.Shared.InUse),
 			p.MsgEager, p.MsgSingleCopy, p.MsgKernel, p.MsgBounce,
 			p.RCache.Hits, p.RCache.Misses, p.RCache.Invalidations)
 	}
