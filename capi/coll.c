@@ -65,6 +65,49 @@ struct pair_line {
 static struct pair_line *shmemi_pair;
 static uint32_t pair_k; /* this PE's barriers on the pair lines */
 
+/*
+ * Post lines: the world's broadcasts and reductions of at most POST_DATA
+ * bytes (a team of the whole job, SHMEM_TEAM_WORLD or SHMEM_TEAM_SHARED,
+ * or an active set of every PE), as the Go runtime's team layer makes
+ * them (internal/team, "Post lines"). A post line is one cache line that
+ * its owner publishes, with a seq-cst store of its count, and that others
+ * wait for; the data come along in the same transfer.
+ *
+ *   broadcast  the root copies its source into line n%POST_RING of its
+ *              ring (n: the world's small broadcasts so far) and publishes
+ *              n+1; the others wait for it and copy out; every PE then
+ *              publishes n+1 in its done line. The root returns at once:
+ *              it reuses a line only once every PE is done with what the
+ *              line held POST_RING calls before (it reads the done lines
+ *              only when what it saw last falls short).
+ *   reduce     every PE publishes its source in its gather line g%2 (g:
+ *              the world's small reductions so far), waits for every
+ *              other's, and folds them all in rank order, so that every PE
+ *              gets the same bits. A PE publishes g+2 in a line only after
+ *              it has read every line of g+1, each published after its
+ *              owner read the lines of g: two lines suffice.
+ *
+ * A pSync is then not touched: it stays at SHMEM_SYNC_VALUE, as OpenSHMEM
+ * asks. Every PE makes the same calls in the same order, so the counts
+ * agree.
+ */
+#define POST_RING 32
+#define POST_DATA 56
+struct post_line {
+	uint32_t seq;      /* the owner's count; futex word */
+	uint32_t sleepers; /* waiters asleep on seq */
+	unsigned char data[POST_DATA];
+};
+struct post_block {
+	struct post_line ring[POST_RING]; /* broadcasts this PE roots */
+	struct post_line done;            /* small broadcasts this PE is done with */
+	struct post_line gather[2];       /* contributions to small reductions */
+};
+static struct post_block *shmemi_post;       /* this PE's (symmetric) */
+static struct post_block **shmemi_post_peer; /* every PE's, by PE */
+static uint32_t post_bcasts, post_gathers;   /* small broadcasts, reductions so far */
+static uint32_t *post_seen_done;             /* each PE's done count, as last read */
+
 static void team_fill(struct shmemi_team *t, int id, int size, int *world)
 {
 	t->id = id;
@@ -99,6 +142,15 @@ void shmemi_teams_init(void)
 	shmemi_counts = symheapc_go_malloc(2, sizeof(uint64_t) * 8, 64, 0, err, sizeof err);
 	if (shmemi_counts == NULL)
 		shmemi_fatal("shmem_init", "allocating the collectives' scratch: %s", err);
+	shmemi_post = symheapc_go_malloc(2, sizeof(struct post_block), 64, 0, err, sizeof err);
+	shmemi_post_peer = malloc(sizeof(*shmemi_post_peer) * (size_t)shmemi_L.npes);
+	post_seen_done = calloc((size_t)shmemi_L.npes, sizeof(*post_seen_done));
+	if (shmemi_post == NULL)
+		shmemi_fatal("shmem_init", "allocating the post lines: %s", err);
+	if (shmemi_post_peer == NULL || post_seen_done == NULL)
+		shmemi_fatal("shmem_init", "out of memory");
+	for (int p = 0; p < shmemi_L.npes; p++)
+		shmemi_post_peer[p] = (struct post_block *)shmemi_addr(shmemi_post, sizeof(struct post_block), p, "shmem_init");
 	if (shmemi_L.npes == 2) {
 		shmemi_pair = symheapc_go_malloc(2, 2 * sizeof(struct pair_line), 64, 0, err, sizeof err);
 		if (shmemi_pair == NULL)
@@ -489,6 +541,105 @@ static void set_group(int start, int logstride, int size, long *pSync, struct gr
 	*g = (struct group){(shmemi_L.me - start) >> logstride, size, NULL, start, logstride, pSync, NULL};
 }
 
+/* ---- post lines (see the top) ---- */
+
+struct post_wait {
+	uint32_t *seq;
+	uint32_t want;
+};
+
+static int post_reached(void *arg)
+{
+	struct post_wait *w = arg;
+	/* seq-cst; pairs with the owner's store in post_publish. Compares
+	 * across the wrap. */
+	return (int32_t)(__atomic_load_n(w->seq, __ATOMIC_SEQ_CST) - w->want) >= 0;
+}
+
+/* post_publish makes the caller's earlier stores (the line's data among
+ * them) visible with the line's count v, and wakes its sleepers: a
+ * seq-cst store, so that the load of sleepers after it cannot miss a
+ * waiter that announced itself before testing the count. */
+static void post_publish(struct post_line *pl, uint32_t v)
+{
+	__atomic_store_n(&pl->seq, v, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&pl->sleepers, __ATOMIC_SEQ_CST) != 0)
+		syscall(SYS_futex, &pl->seq, FUTEX_WAKE, INT_MAX >> 1, NULL, NULL, 0);
+}
+
+/* post_await waits until the line pl (another PE's) has reached count
+ * want: poll, yield, then sleep on it. */
+static void post_await(struct post_line *pl, uint32_t want, const char *op)
+{
+	struct post_wait w = {&pl->seq, want};
+	if (!post_reached(&w))
+		shmemi_block_word(&pl->seq, &pl->sleepers, post_reached, &w, op);
+}
+
+/* post_group reports whether the group is every PE of the job in rank
+ * order, which the post lines serve. */
+static int post_group(const struct group *g)
+{
+	if (g->world)
+		return g->team == SHMEM_TEAM_WORLD || g->team == SHMEM_TEAM_SHARED;
+	return g->start == 0 && g->logstride == 0 && g->size == shmemi_L.npes;
+}
+
+static void post_broadcast(void *dest, const void *src, size_t bytes, int root, int self, const char *op)
+{
+	uint32_t n = post_bcasts++;
+	int me = shmemi_L.me;
+	if (me == root) {
+		if (n >= POST_RING) {
+			/* Line n%POST_RING last held call n-POST_RING: every PE
+			 * must be done with it. */
+			for (int j = 0; j < shmemi_L.npes; j++) {
+				uint32_t want = n - POST_RING + 1;
+				if (j == me || (int32_t)(post_seen_done[j] - want) >= 0)
+					continue;
+				struct post_line *d = &shmemi_post_peer[j]->done;
+				post_await(d, want, op);
+				post_seen_done[j] = __atomic_load_n(&d->seq, __ATOMIC_SEQ_CST);
+			}
+		}
+		shmemi_quiet();
+		struct post_line *pl = &shmemi_post->ring[n % POST_RING];
+		memcpy(pl->data, src, bytes);
+		post_publish(pl, n + 1);
+		/* The next call's line: its readers are most likely done with
+		 * it; ask for it exclusive now. */
+		prefetch_exclusive(&shmemi_post->ring[(n + 1) % POST_RING]);
+		if (self && dest != src)
+			memmove(dest, src, bytes);
+	} else {
+		struct post_line *pl = &shmemi_post_peer[root]->ring[n % POST_RING];
+		post_await(pl, n + 1, op);
+		memcpy(dest, pl->data, bytes);
+	}
+	/* A line of our own that a root reads once every few calls; after the
+	 * copy out of the root's line. */
+	post_publish(&shmemi_post->done, n + 1);
+}
+
+static void post_reduce(void *dest, const void *src, size_t n, size_t bytes, shmemi_combine_fn combine,
+			const char *op)
+{
+	uint32_t g = post_gathers++;
+	int me = shmemi_L.me;
+	struct post_line *mine = &shmemi_post->gather[g & 1];
+	memcpy(mine->data, src, bytes);
+	post_publish(mine, g + 1);
+	for (int j = 0; j < shmemi_L.npes; j++)
+		if (j != me)
+			post_await(&shmemi_post_peer[j]->gather[g & 1], g + 1, op);
+	/* Every PE folds in rank order, so all get the same bits. */
+	unsigned char acc[POST_DATA];
+	memcpy(acc, shmemi_post_peer[0]->gather[g & 1].data, bytes);
+	for (int j = 1; j < shmemi_L.npes; j++)
+		combine(acc, shmemi_post_peer[j]->gather[g & 1].data, n);
+	memcpy(dest, acc, bytes);
+}
+
 static void reduce(const struct group *g, void *dest, const void *src, size_t n, size_t size,
 		   shmemi_combine_fn combine, const char *op)
 {
@@ -497,6 +648,10 @@ static void reduce(const struct group *g, void *dest, const void *src, size_t n,
 		shmemi_fatal(op, "%zu elements overflow", n);
 	(void)shmemi_addr(dest, bytes, shmemi_L.me, op);
 	(void)shmemi_addr(src, bytes, shmemi_L.me, op);
+	if (bytes <= POST_DATA && post_group(g)) {
+		post_reduce(dest, src, n, bytes, combine, op);
+		return;
+	}
 	char stackbuf[512];
 	char *acc = bytes <= sizeof stackbuf ? stackbuf : malloc(bytes);
 	if (acc == NULL)
@@ -541,6 +696,10 @@ static void broadcast(const struct group *g, void *dest, const void *src, size_t
 		shmemi_fatal(op, "root %d is not a rank of the group (0 to %d)", root, g->size - 1);
 	(void)shmemi_addr(dest, bytes, shmemi_L.me, op);
 	(void)shmemi_addr(src, bytes, shmemi_L.me, op);
+	if (bytes <= POST_DATA && post_group(g)) {
+		post_broadcast(dest, src, bytes, root, self, op);
+		return;
+	}
 	long *tick = NULL; /* two counter words: see below */
 	if (!g->world)
 		tick = &g->pSync[2];

@@ -3,6 +3,7 @@
  * collect, fcollect, alltoall, alltoalls, reductions of several types),
  * and the deprecated active-set routines with pSync. */
 #include <complex.h>
+#include <unistd.h>
 #include "check.h"
 
 static long pSync[2][SHMEM_REDUCE_SYNC_SIZE];
@@ -188,6 +189,32 @@ int main(void)
 			CHECK(ldst[0] == (long)it * 100 + root, "broadcast64 round %d: %ld", it, ldst[0]);
 		shmem_long_broadcast(SHMEM_TEAM_WORLD, &ldst[1], lsrc, 1, root);
 		CHECK(ldst[1] == (long)it * 100 + root, "team broadcast round %d: %ld", it, ldst[1]);
+	}
+	/* Small broadcasts and reductions go through post lines: a root runs
+	 * up to 32 calls ahead of the slowest PE and then reuses its lines.
+	 * The last PE dawdles now and then, the root rewrites its source at
+	 * once: every PE must still get every round's value. */
+	for (int it = 0; it < 200; it++) {
+		if (me == n - 1 && (it == 5 || it == 70 || it == 140))
+			usleep(20000);
+		long v[7];
+		for (int i = 0; i < 7; i++)
+			v[i] = (long)it * 1000 + i;
+		for (int i = 0; i < 7; i++)
+			lsrc[i] = v[i];
+		shmem_long_broadcast(SHMEM_TEAM_WORLD, ldst, lsrc, 7, 0);
+		for (int i = 0; i < 7; i++)
+			lsrc[i] = -1; /* the root's source changes at once */
+		for (int i = 0; i < 7; i++)
+			CHECK(ldst[i] == v[i], "post broadcast round %d [%d]: %ld", it, i, ldst[i]);
+	}
+	shmem_barrier_all();
+	for (int it = 0; it < 200; it++) {
+		if (me == n - 1 && (it == 5 || it == 70 || it == 140))
+			usleep(20000);
+		lsrc[0] = (long)it + me;
+		shmem_long_sum_reduce(SHMEM_TEAM_WORLD, ldst, lsrc, 1);
+		CHECK(ldst[0] == (long)n * it + (long)n * (n - 1) / 2, "post reduce round %d: %ld", it, ldst[0]);
 	}
 	shmem_barrier_all();
 	/* An active set of stride 2: PEs 0, 2, ... */
