@@ -199,8 +199,16 @@ const (
 // RlimInfinity is the "no limit" value of Rlimit.
 const RlimInfinity = unix.RLIM_INFINITY
 
-// SchedYield gives up the CPU to another runnable thread.
-func SchedYield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
+// SchedYield gives up the CPU to another runnable thread. It is a raw
+// system call, as the Go runtime's own osyield: the scheduler's
+// bookkeeping of a blocking call (entersyscall, exitsyscall, and the
+// processor that sysmon may hand to another thread meanwhile) cost more
+// than the yield itself when PEs outnumber cores, where waits do nothing
+// but yield: 4 PEs on 2 cores, Barrier 2.46 against 1.51 us, 8 PEs 6.8
+// against 4.1 us (docs/bench/design-measurements.md). A yield returns
+// within the other threads' time slices, so holding the processor
+// through it delays nothing for long.
+func SchedYield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 func durationTimespec(d time.Duration) *unix.Timespec {
 	if d < 0 {
