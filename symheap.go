@@ -162,6 +162,11 @@ func Init(cfg Config) (*PE, error) {
 		return nil, err
 	}
 	shmsync.SetPEs(len(topo.local)) // the PEs that run on this node
+	for i, r := range topo.local {
+		if r == j.rank {
+			shmsync.SetHome(i) // the core this PE moves to if it finds its peer on its own ("Placement")
+		}
+	}
 	comp, reason, err := alloc.Select(set.allocator, set.heap)
 	if err != nil {
 		return fail(fmt.Errorf("symheap: choosing the allocator: %w", err))

@@ -212,10 +212,58 @@ func (p *Pacer) learn(ok bool) {
 			pollShift.Store(s - 1)
 		}
 	case ok && p.handed:
-		if s < maxShift {
+		if place() {
+			// Moved onto a core of its own: the peer is not on ours
+			// any more, and polling pays again.
+			pollShift.Store(0)
+		} else if s < maxShift {
 			pollShift.Store(maxShift)
 		}
 	}
+}
+
+// # Placement
+//
+// A wait whose yield handed the core over, in a job with a core per PE,
+// found its peer running on its own core while the node has another: the
+// kernel put the pair on one core (it places a woken process beside its
+// waker, and processes that poll and yield look too light to its load
+// balancer to be parted again), and every wait now costs a hand-over
+// instead of a transfer. So the PE moves itself once onto a core of its
+// own, the one its index among the node's PEs names (unix.Nudge: moved,
+// not bound), at most once per placeEvery (two system calls and a
+// migration, some 10 us: at most about 1% of a PE's time where something
+// else keeps taking its core), and keeps its whole polling share, since
+// the peer is no longer on its core. In plain loops of 2-PE barriers,
+// ten jobs in a row, the slow jobs were those whose PEs shared a core for
+// much of the loop; moving halved the median job
+// (docs/bench/design-measurements.md).
+
+// placeEvery bounds how often a PE moves itself.
+const placeEvery = time.Millisecond
+
+var (
+	home      atomic.Int32 // this PE's index among the node's PEs, plus one; 0: none (SetHome)
+	lastPlace atomic.Int64 // when the PE last moved itself (Unix ns)
+)
+
+// SetHome tells the pacing this PE's index among the PEs of its node,
+// which names the core it moves to when it finds its peer on its own
+// ("Placement"). Init calls it with SetPEs.
+func SetHome(i int) { home.Store(int32(i) + 1) }
+
+// place moves this PE onto its own core if it may ("Placement"), and
+// reports whether it did.
+func place() bool {
+	h := home.Load()
+	if h == 0 || currentPlan().polls == 0 { // no index, or more PEs than cores
+		return false
+	}
+	now := time.Now().UnixNano()
+	if last := lastPlace.Load(); now-last < int64(placeEvery) || !lastPlace.CompareAndSwap(last, now) {
+		return false
+	}
+	return unix.Nudge(int(h-1)) == nil // a failure leaves the PE where it is
 }
 
 // PaceLocal returns the Pacer of a wait for another goroutine of this

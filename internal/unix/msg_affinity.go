@@ -45,3 +45,37 @@ func PinProcess(n int) (int, error) {
 	}
 	return cpu, nil
 }
+
+// Nudge moves the calling thread onto the n-th (modulo their number) of
+// the CPUs this process may run on, then lets it run on all of them
+// again: a placement, not a binding. The kernel migrates a thread at once
+// when its CPU leaves its mask, and then leaves it where it is until its
+// load balancer decides otherwise. It is for a PE that found its peer
+// running on its own core while another core was free (shmsync,
+// "Placement"): the kernel places a woken process beside its waker, and
+// two processes that poll and yield look too light to its balancer to be
+// parted again.
+func Nudge(n int) error {
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+		return fmt.Errorf("sched_getaffinity: %w", err)
+	}
+	var cpus []int
+	for c := 0; c < len(allowed)*64; c++ {
+		if allowed.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	if len(cpus) < 2 {
+		return nil
+	}
+	var one unix.CPUSet
+	one.Set(cpus[n%len(cpus)])
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		return fmt.Errorf("sched_setaffinity(CPU %d): %w", cpus[n%len(cpus)], err)
+	}
+	if err := unix.SchedSetaffinity(0, &allowed); err != nil {
+		return fmt.Errorf("sched_setaffinity(every allowed CPU): %w", err)
+	}
+	return nil
+}
