@@ -135,3 +135,4 @@ var _ team.Runtime = (*teamRuntime)(nil)
 func (r *teamRuntime) Check() error               { return (*PE)(r).check() }
 func (r *teamRuntime) CheckPeers(pes []int) error { return r.seg.CheckPeers(pes) }
 func (r *teamRuntime) WakeSleepers()              { r.rma.wakeSleepers() }
+func (r *teamRuntime) Quiet()                     { r.rma.quietAll() }

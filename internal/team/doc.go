@@ -43,12 +43,11 @@
 //	                     by one call at a time (mu, or busy for Sync and
 //	                     Barrier), with plain loads and release stores
 //	Team.pairs           a team of two's count of full barriers: as groupEnd
-//	Team.fence           a private word whose add is PE.Barrier's fence in
-//	                     a team of two; any goroutine
 //
 // Sync and Layer.Barrier take no lock at all: any atomic read-modify-write
-// besides the barrier's own add (or, in a team of two, PE.Barrier's
-// fence) costs a sizeable share of a 2-PE barrier.
+// besides the barrier's own add costs a sizeable share of a 2-PE barrier
+// (in a team of two PE.Barrier makes none: its Quiet owes its fence to
+// the next load, as PE.Quiet does).
 // No lock of this package is held while a call waits for another
 // process's lock; a collective waits for the other members with Team.mu
 // held (and, in PE.Barrier's case, nothing held).

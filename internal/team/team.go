@@ -79,8 +79,9 @@ package team
 // twice one after the other, and with two lines and the next one asked
 // for ahead, a member's write finds its line ready; it measured faster
 // than the counter (docs/bench/design-measurements.md). PE.Barrier first
-// fences, for Quiet's wake-up step, with a read-modify-write of a private
-// word. A pair that found its peer gone stays broken as the counter does.
+// completes the PE's puts as Quiet does (Runtime.Quiet), with no
+// read-modify-write where waiters fence for puts themselves. A pair that
+// found its peer gone stays broken as the counter does.
 //
 // One word instead of a line per member: with two PEs the line then
 // moves between the cores twice per barrier (each member's add), and the
@@ -284,6 +285,10 @@ type Runtime interface {
 	// wakes whoever sleeps waiting for a change to a PE's symmetric heap.
 	// The caller has just made a full fence after the puts.
 	WakeSleepers()
+	// Quiet is PE.Quiet: it completes this PE's puts, with a full fence
+	// or, where waiters fence for the puts themselves, with one owed to
+	// this PE's next load of shared memory, and takes the wake-up step.
+	Quiet()
 }
 
 // Config is what the layer is given of its PE's state: plain data, read
@@ -376,7 +381,6 @@ type Team struct {
 	doneBase  []uint32              // per member: its done line's seq then
 	syncBase  []uint32              // per member: its sync line's seq then (teams of two)
 	pairs     atomic.Uint32         // a team of two: this PE's full barriers; like groupEnd
-	fence     atomic.Uint32         // a private word whose read-modify-write is a full fence
 	seenDone  []uint32              // per member: small Broadcasts it is known to be done with
 	memo      [2]offMemo            // the last dst and src found in the symmetric heap
 }
@@ -636,9 +640,12 @@ func (t *Team) fullBarrier(quiet bool) error {
 
 // pairBarrier is the full barrier of a team of two (see "Full
 // barriers"): each member publishes its count of barriers in its sync
-// line and waits for the other's. With quiet it first makes a full fence
-// and takes Quiet's wake-up step, as counterBarrier's add does. Of the
-// process's state it touches pairs and fence only.
+// line and waits for the other's. With quiet it first completes this
+// PE's puts as Quiet does (Runtime.Quiet): a member that sees the count
+// sees every store before it (the release store is ordered after them),
+// and the store-to-load fence, where membarrier stands in for it at the
+// waiters, is owed to this PE's next load through the API, not paid here
+// with a read-modify-write. Of the process's state it touches pairs only.
 func (t *Team) pairBarrier(quiet bool) error {
 	if lost := t.lost.Load(); lost != nil {
 		return *lost
@@ -648,10 +655,7 @@ func (t *Team) pairBarrier(quiet bool) error {
 	b := t.pairs.Load() + 1
 	shmsync.StoreRelease32(&t.pairs, b)
 	if quiet {
-		// A read-modify-write of a private word: the full fence that
-		// completes this PE's puts before the wake-up step.
-		t.fence.Add(1)
-		t.rt.WakeSleepers()
+		t.rt.Quiet()
 	}
 	me, peer := t.rank, 1-t.rank
 	// Release store (publish): every earlier store of this PE (data,
