@@ -55,7 +55,7 @@ func clusterJobWith(t *testing.T, j cluster.Job, checks string) cluster.Result {
 }
 
 func TestCluster(t *testing.T) {
-	r := clusterJob(t, 2, 2, "placement,rma,atomics,mixed,wait,busy,barrier,alloc,diverge,collectives,locks,messages,anymsg,teams", 120*time.Second)
+	r := clusterJob(t, 2, 2, "placement,rma,atomics,mixed,wait,busy,barrier,alloc,diverge,collectives,locks,messages,nodemsg,anymsg,teams", 120*time.Second)
 	if r.Err != nil {
 		t.Fatalf("job failed: %v", r.Err)
 	}
@@ -120,6 +120,7 @@ var clusterChecks = []struct {
 	{"locks", checkClusterLocks},
 	{"anymsg", checkClusterAnyMessages},
 	{"messages", checkClusterMessages},
+	{"nodemsg", checkClusterNodeMessages},
 	{"teams", checkClusterTeams},
 	{"kill", func(t *testing.T, pe *PE) { checkFault(t, pe, syscall.SIGKILL) }},
 	{"stop", func(t *testing.T, pe *PE) { checkFault(t, pe, syscall.SIGSTOP) }},
@@ -859,6 +860,141 @@ func checkClusterMessages(t *testing.T, pe *PE) {
 	long := make([]byte, 16)
 	if st, err := pe.Recv(long, peer, AnyTag); err != nil || string(long[:st.Count]) != "0123456789" {
 		t.Fatalf("Recv after ErrTruncated: %+v %v %q", st, err, long)
+	}
+}
+
+// checkClusterNodeMessages: messages between the two PEs of a node
+// (me^1) take the node's shared-memory queues, as on one node: sizes 0 B
+// to 4 MiB arrive whole and in order, and the PE's message counters
+// (which only internal/msg moves) count them. Then the order of matching
+// when a receive from AnySource is pending: it still gets the first
+// message that both it and a later receive from the node's other PE
+// match; and a receive from the other PE posted before one from
+// AnySource gets the first.
+func checkClusterNodeMessages(t *testing.T, pe *PE) {
+	me := pe.Rank()
+	peer := me ^ 1
+	sizes := []int{0, 1, 8, 100, 4096, 8192, 65536, 1 << 20, 4 << 20}
+	fill := func(b []byte, s, from int) {
+		for i := range b {
+			b[i] = byte(i*13 + s + 3*from)
+		}
+	}
+	before := pe.stats.MsgEager.Load() + pe.stats.MsgSingleCopy.Load() + pe.stats.MsgKernel.Load() + pe.stats.MsgBounce.Load()
+	send := func() {
+		for _, s := range sizes {
+			b := make([]byte, s)
+			fill(b, s, me)
+			if err := pe.Send(b, peer, 21); err != nil {
+				t.Fatalf("Send of %d B to PE %d: %v", s, peer, err)
+			}
+		}
+	}
+	recv := func() {
+		for _, s := range sizes {
+			b := make([]byte, 4<<20)
+			st, err := pe.Recv(b, peer, 21)
+			if err != nil {
+				t.Fatalf("Recv of %d B from PE %d: %v", s, peer, err)
+			}
+			want := make([]byte, s)
+			fill(want, s, peer)
+			if st.Count != s || st.Source != peer || st.Tag != 21 || string(b[:s]) != string(want) {
+				t.Fatalf("Recv from PE %d: status %+v, want %d B with tag 21, data equal: %v", peer, st, s, string(b[:s]) == string(want))
+			}
+		}
+	}
+	if me < peer {
+		send()
+		recv()
+	} else {
+		recv()
+		send()
+	}
+	if after := pe.stats.MsgEager.Load() + pe.stats.MsgSingleCopy.Load() + pe.stats.MsgKernel.Load() + pe.stats.MsgBounce.Load(); after-before < uint64(len(sizes)) {
+		t.Errorf("PE %d: the node's queues carried %d messages to PE %d, want %d (they went through UCX?)", me, after-before, peer, len(sizes))
+	}
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A pending receive from AnySource, then one from the node's other
+	// PE: messages "A" then "B" from it go to them in that order.
+	if me%2 == 0 {
+		a, b := make([]byte, 8), make([]byte, 8)
+		ra, err := pe.Irecv(a, AnySource, 22)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb, err := pe.Irecv(b, peer, 22)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pe.Send([]byte("go"), peer, 23); err != nil {
+			t.Fatal(err)
+		}
+		sa, err := ra.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb, err := rb.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(a[:sa.Count]) != "A" || string(b[:sb.Count]) != "B" || sa.Source != peer {
+			t.Errorf("PE %d: AnySource receive got %q from PE %d, the later one %q; want A from PE %d, then B", me, a[:sa.Count], sa.Source, b[:sb.Count], peer)
+		}
+	} else {
+		if _, err := pe.Recv(make([]byte, 8), peer, 23); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range []string{"A", "B"} {
+			if err := pe.Send([]byte(m), peer, 22); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A receive from the node's other PE, then one from AnySource.
+	if me%2 == 1 {
+		a, b := make([]byte, 8), make([]byte, 8)
+		ra, err := pe.Irecv(a, peer, 24)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb, err := pe.Irecv(b, AnySource, 24)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pe.Send([]byte("go"), peer, 25); err != nil {
+			t.Fatal(err)
+		}
+		sa, err := ra.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb, err := rb.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(a[:sa.Count]) != "C" || string(b[:sb.Count]) != "D" || sb.Source != peer {
+			t.Errorf("PE %d: receive from PE %d got %q, the AnySource one %q from PE %d; want C, then D", me, peer, a[:sa.Count], b[:sb.Count], sb.Source)
+		}
+	} else {
+		if _, err := pe.Recv(make([]byte, 8), peer, 25); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range []string{"C", "D"} {
+			if err := pe.Send([]byte(m), peer, 24); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -10,28 +10,35 @@ import (
 	"weak"
 
 	"github.com/symheap/symheap/internal/msg"
+	"github.com/symheap/symheap/internal/shmsync"
 	"github.com/symheap/symheap/internal/ucx"
 )
 
 // Messages in a job on several nodes (build tag ucx).
 //
-// Every message of such a job, between PEs of one node too, is a UCX
-// tagged message whose tag carries the sender's rank and the user's tag
-// (msgTag): so AnySource and AnyTag are masks over one queue, UCX's, and
-// the messages of one pair stay in order. (UCX reaches a PE of the same
-// node through its own transports: shared memory where UCX_TLS allows
-// it.) The node's shared-memory rings of internal/msg are not used.
+// A message between two PEs of one node goes through the node's
+// shared-memory queues (internal/msg), as in a job on one node; one
+// between nodes is a UCX tagged message whose tag carries the sender's
+// rank and the user's tag (msgTag). Each pair's messages take one path,
+// so they stay in order.
 //
-// Receives are matched lazily, in the order they were posted: a receive
+// A receive from a PE of this node goes straight to internal/msg, unless
+// receives matched lazily (below) are pending: it then queues behind
+// them, so that a receive posted earlier still gets the first message
+// both match. Every other receive (from a PE of another node, or from
+// AnySource) is matched lazily, in the order receives were posted: it
 // waits in the PE's queue (farMsgs.pending) until a wait or test of any
-// request runs the matching step, which probes UCX's queue of arrived
-// messages for each pending receive in turn, without progressing UCX in
-// between (so that every probe of one step sees the same queue, and the
-// earliest receive that matches a message gets it). A match posts a UCX
-// receive for exactly that message's tag, which takes the earliest
-// message with that tag: the one probed. A message longer than the
-// receive's buffer completes the receive with ErrTruncated and stays
-// queued for a later receive. Sends are posted at once.
+// request runs the matching step, which looks for each pending receive
+// in turn at the messages that arrived and wait for a receive: UCX's
+// queue (probed without progressing UCX in between, so that every probe
+// of one step sees the same queue) and this node's (msg.Layer.Peek,
+// after one msg.Layer.Poll per step, for the same reason). A match posts
+// a receive for exactly that message's sender and tag, which
+// takes the earliest such message: the one probed (a receive posted to
+// internal/msg directly would have taken it on arrival). A message longer
+// than the receive's buffer completes the receive with ErrTruncated and
+// stays queued for a later receive. Sends are posted at once. Lock order:
+// farMsgs.mu, then internal/msg's lock (Poll, Peek, Irecv).
 //
 // A request of this path is a *Request that internal/msg never sees, a
 // key in the PE's table (farMsgs.reqs), as teams made by Split are. The
@@ -57,6 +64,12 @@ type farMsgReq struct {
 	err         error
 	blocking    bool // made by Send or Recv: not in the table
 	lastChecked time.Time
+	local       *msg.Request // the receive posted to internal/msg for a message of this node it matched
+}
+
+// onNode reports whether PE p runs on this PE's node.
+func (pe *PE) onNode(p int) bool {
+	return p >= 0 && p < pe.npes && pe.topo.nodeOf[p] == pe.topo.nodeOf[pe.rank]
 }
 
 func (pe *PE) msgCheck(op string, peer, tag int, any bool) error {
@@ -107,8 +120,18 @@ func (pe *PE) farIrecv(buf []byte, source, tag int, blocking bool) (*farMsgReq, 
 func (pe *PE) match() {
 	f := pe.farL
 	m := &f.msgs
+	// This node's queue: one progress step, then peeks that all see the
+	// same queue, as UCX's probes do.
+	pe.ext.msg.Poll()
 	kept := m.pending[:0]
 	for _, r := range m.pending {
+		if (r.peer == AnySource || pe.onNode(r.peer)) && pe.matchLocal(r) {
+			continue
+		}
+		if pe.onNode(r.peer) {
+			kept = append(kept, r)
+			continue
+		}
 		want, mask := msgTag(max(r.peer, 0), max(r.tag, 0)), tagFull
 		if r.peer == AnySource {
 			mask &^= 0xfffff << 36
@@ -139,19 +162,51 @@ func (pe *PE) match() {
 	m.pending = kept
 }
 
+// matchLocal looks for a message of this node for the pending receive r
+// (from AnySource or a PE of this node) and, if one waits, posts an
+// internal/msg receive for exactly its sender and tag, or ends r with
+// ErrTruncated if it does not fit (the message stays queued). It reports
+// whether r is matched. Called with m.mu held.
+func (pe *PE) matchLocal(r *farMsgReq) bool {
+	st, ok := pe.ext.msg.Peek(r.peer, r.tag)
+	if !ok {
+		return false
+	}
+	r.from, r.st = st.Source, Status(st)
+	if st.Count > len(r.buf) {
+		r.done = true
+		r.err = fmt.Errorf("symheap: Recv from PE %d with tag %d: a message of %d bytes into a buffer of %d: %w", st.Source, st.Tag, st.Count, len(r.buf), ErrTruncated)
+		return true
+	}
+	u, err := pe.ext.msg.Irecv(r.buf[:st.Count], st.Source, st.Tag)
+	if err != nil {
+		r.done, r.err = true, err
+		return true
+	}
+	r.local = u
+	return true
+}
+
 // test runs the matching step and reports whether r is complete.
 func (pe *PE) farTest(r *farMsgReq) bool {
 	f := pe.farL
 	if r.done {
 		return true
 	}
-	if r.u == nil {
+	if r.u == nil && r.local == nil {
 		f.msgs.mu.Lock()
 		pe.match()
 		f.msgs.mu.Unlock()
-		if r.done || r.u == nil {
+		if r.done || (r.u == nil && r.local == nil) {
 			return r.done
 		}
+	}
+	if r.local != nil {
+		done, st, err := r.local.Test()
+		if done {
+			r.done, r.st, r.err = true, Status(st), err
+		}
+		return done
 	}
 	// A receive's length is the probed message's (r.st.Count).
 	done, _, err := f.w.Test(r.u, r.from)
@@ -177,7 +232,17 @@ func (pe *PE) farWait(r *farMsgReq) (Status, error) {
 	if r.lastChecked.IsZero() {
 		r.lastChecked = time.Now() // the first check after a while, not at once
 	}
+	// A receive that may match a message of this node polls both queues
+	// under the runtime's pacing: the node's messages wake nobody on the
+	// UCX worker's event descriptor.
+	canLocal := !r.send && (r.peer == AnySource || pe.onNode(r.peer))
+	pace := shmsync.Pace()
 	for !pe.farTest(r) {
+		if r.local != nil {
+			st, err := r.local.Wait()
+			r.done, r.st, r.err = true, Status(st), err
+			break
+		}
 		if time.Since(r.lastChecked) > 50*time.Millisecond {
 			r.lastChecked = time.Now()
 			var err error
@@ -199,7 +264,14 @@ func (pe *PE) farWait(r *farMsgReq) (Status, error) {
 				break
 			}
 		}
-		f.w.WaitEvent()
+		if canLocal {
+			if r.peer == AnySource {
+				f.w.Progress()
+			}
+			pace.Step()
+		} else {
+			f.w.WaitEvent()
+		}
 	}
 	return r.st, r.err
 }
@@ -252,6 +324,9 @@ func farRequestOf(req *Request) (*PE, *farMsgReq) {
 // spans nodes).
 
 func (pe *PE) farMsgSend(buf []byte, dest, tag int) error {
+	if pe.onNode(dest) {
+		return pe.ext.msg.Send(buf, dest, tag)
+	}
 	r, err := pe.farIsend(buf, dest, tag, true)
 	if err != nil {
 		return err
@@ -261,6 +336,10 @@ func (pe *PE) farMsgSend(buf []byte, dest, tag int) error {
 }
 
 func (pe *PE) farMsgIsend(buf []byte, dest, tag int) (*Request, error) {
+	if pe.onNode(dest) {
+		r, err := pe.ext.msg.Isend(buf, dest, tag)
+		return (*Request)(r), err
+	}
 	r, err := pe.farIsend(buf, dest, tag, false)
 	if err != nil {
 		return nil, err
@@ -269,6 +348,10 @@ func (pe *PE) farMsgIsend(buf []byte, dest, tag int) (*Request, error) {
 }
 
 func (pe *PE) farMsgRecv(buf []byte, source, tag int) (Status, error) {
+	if pe.direct(source) {
+		st, err := pe.ext.msg.Recv(buf, source, tag)
+		return Status(st), err
+	}
 	r, err := pe.farIrecv(buf, source, tag, true)
 	if err != nil {
 		return Status{}, err
@@ -277,11 +360,28 @@ func (pe *PE) farMsgRecv(buf []byte, source, tag int) (Status, error) {
 }
 
 func (pe *PE) farMsgIrecv(buf []byte, source, tag int) (*Request, error) {
+	if pe.direct(source) {
+		r, err := pe.ext.msg.Irecv(buf, source, tag)
+		return (*Request)(r), err
+	}
 	r, err := pe.farIrecv(buf, source, tag, false)
 	if err != nil {
 		return nil, err
 	}
 	return pe.register(r), nil
+}
+
+// direct reports whether a receive from source goes straight to
+// internal/msg: source is a PE of this node and no receive waits to be
+// matched lazily (see the top).
+func (pe *PE) direct(source int) bool {
+	if !pe.onNode(source) {
+		return false
+	}
+	m := &pe.farL.msgs
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.pending) == 0
 }
 
 // farReqWait and farReqTest are Request.Wait and Test for this path; ok

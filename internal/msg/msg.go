@@ -558,6 +558,35 @@ func (l *Layer) Irecv(buf []byte, source, tag int) (*Request, error) {
 	return r, nil
 }
 
+// Poll makes progress: messages that arrived are matched with posted
+// receives or queued as unexpected.
+func (l *Layer) Poll() {
+	l.lock.Lock()
+	l.progress()
+	l.unlock()
+}
+
+// Peek reports the oldest message that arrived and waits for a receive,
+// from source (or AnySource) with tag (or AnyTag), without receiving it
+// and without making progress (so that several peeks in a row see one
+// queue): an Irecv for exactly its source and tag then takes it, unless
+// a receive posted meanwhile matches it first. A job on several nodes
+// matches its receives of any source this way against this node's
+// messages and the network's in turn (the root's msg_far_ucx.go).
+func (l *Layer) Peek(source, tag int) (Status, bool) {
+	l.lock.Lock()
+	var st Status
+	ok := false
+	for _, m := range l.unexp.s {
+		if (source == AnySource || source == m.src) && (tag == AnyTag || tag == m.tag) {
+			st, ok = Status{m.src, m.tag, m.size}, true
+			break
+		}
+	}
+	l.unlock()
+	return st, ok
+}
+
 // checkPE validates a PE number; the caller says "symheap:" and names
 // the call.
 func (l *Layer) checkPE(target int) error {
