@@ -1126,13 +1126,57 @@ func checkClusterTeams(t *testing.T, pe *PE) {
 			t.Fatal(err)
 		}
 	}
-	if node0 != nil {
-		if err := node0.Sync(); err != nil {
-			t.Fatal(err)
+	// A team's Sync is a barrier: a count every member adds to before
+	// it, on a PE of the team, reads full after it. Within node 0 (its
+	// members meet in shared memory only), and for all four PEs in
+	// reverse order (two per node: the node's members, then the nodes'
+	// leaders).
+	count, err := Calloc[int64](pe, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syncs := func(name string, tm *Team, owner int) {
+		for i := range 100 {
+			if _, err := AtomicFetchAdd(pe, &count[0], 1, owner); err != nil {
+				t.Fatal(err)
+			}
+			if err := tm.Sync(); err != nil {
+				t.Fatalf("%s Sync %d: %v", name, i, err)
+			}
+			if v, err := AtomicFetch(pe, &count[0], owner); err != nil || v < int64(tm.Size()*(i+1)) {
+				t.Fatalf("%s Sync %d: PE %d passed with %d arrivals, want %d (%v)", name, i, me, v, tm.Size()*(i+1), err)
+			}
+			if err := tm.Sync(); err != nil {
+				t.Fatal(err)
+			}
 		}
+	}
+	if node0 != nil {
+		syncs("node-0 team", node0, 1)
 		if err := node0.Destroy(); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	count[0] = 0
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := w.Split(3, -1, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev.Rank() != 3-me {
+		t.Errorf("PE %d: rank %d in the reversed team", me, rev.Rank())
+	}
+	syncs("reversed team", rev, 2)
+	if err := rev.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Free(pe, count); err != nil {
+		t.Fatal(err)
 	}
 	if err := mine.Destroy(); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ package symheap
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/symheap/symheap/internal/team"
@@ -29,8 +30,10 @@ import (
 // better.
 //
 // Teams made by Split in such a job live here too (farTeamState), not in
-// the team layer: a team is its members' world ranks, its barrier a
-// dissemination barrier over UCX among them (PE.farTeamSync), and the
+// the team layer: a team is its members' world ranks, its barrier
+// hierarchical (PE.farTeamSync: the members of each node meet their
+// node's leader in shared memory, the leaders run a dissemination barrier
+// over UCX), and the
 // handle a *team.Team that the team layer never sees, only a key in the
 // PE's table of such teams. Split needs no shared state: every member of
 // the parent computes the same members, and the team's key (which keeps
@@ -45,8 +48,10 @@ type farTeamState struct {
 	rank      int    // this PE's team rank
 	key       uint64 // distinguishes the team's messages
 	splits    uint64 // Splits made on this team
-	epoch     uint32 //lint:ignore U1000 used by the ucx build (PE.farTeamSync)
+	epoch     uint32 // Syncs made (PE.farTeamSync)
 	destroyed bool
+	local     []int // the members on this PE's node, increasing: local[0] leads them (farTeamSync)
+	leaders   []int // the lowest member on each node, increasing
 }
 
 // farTeams is a PE's table of such teams.
@@ -137,6 +142,20 @@ func farSplit(pe *PE, t *Team, start, stride, size int) (*Team, error) {
 		}
 		ft.members = append(ft.members, p)
 	}
+	byNode := map[int]int{} // node: its lowest member
+	for _, p := range ft.members {
+		if pe.onNode(p) {
+			ft.local = append(ft.local, p)
+		}
+		if l, ok := byNode[pe.topo.nodeOf[p]]; !ok || p < l {
+			byNode[pe.topo.nodeOf[p]] = p
+		}
+	}
+	slices.Sort(ft.local)
+	for _, l := range byNode {
+		ft.leaders = append(ft.leaders, l)
+	}
+	slices.Sort(ft.leaders)
 	// A parent barrier: Split synchronises the parent, as on one node.
 	if err := farTeamBarrier(pe, pft); err != nil {
 		return nil, fmt.Errorf("symheap: Split: %w", err)

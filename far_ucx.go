@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -110,6 +111,9 @@ type farLayer struct {
 	// The leader's buffers for the allocation records (farRecords):
 	// made once, for every PE of the job.
 	recOut, recIn []uint64
+	// met counts this PE's meetings with each PE of the job in the node
+	// part of a team's barrier (farTeamSync).
+	met []atomic.Uint32
 	recSends      []*ucx.Req
 }
 
@@ -159,6 +163,7 @@ func discover(j *job) (topology, *farLayer, error) {
 		}
 	}
 	f.leader = local[0] == c.Rank
+	f.met = make([]atomic.Uint32, c.Size)
 	if f.leader {
 		f.recOut = make([]uint64, 0, 9*len(local))
 		f.recIn = make([]uint64, 9*c.Size)
@@ -631,8 +636,14 @@ func (pe *PE) farLeaderLost() error {
 	if f == nil || f.w == nil || f.leader {
 		return nil
 	}
-	l := pe.topo.local[0]
-	// Seq-cst load; pairs with the leader's store in farRecords.
+	return pe.lostBy(pe.topo.local[0])
+}
+
+// lostBy returns the loss that PE l, a leader of this node (of the node's
+// PEs, or of a team's members on it), recorded in its control block.
+func (pe *PE) lostBy(l int) error {
+	// Seq-cst load; pairs with the leader's store (farRecords,
+	// farTeamSync, farBarrier).
 	if v := pe.ctl[l].farLost.Load(); v >= 2 {
 		return fmt.Errorf("PE %d on node %d is gone (found by this node's leader, PE %d): %w", v-2, pe.topo.nodeOf[v-2], l, ErrPeerLost)
 	} else if v != 0 {
@@ -718,29 +729,132 @@ func (pe *PE) farBarrier() error {
 }
 
 // farTeamSync is the barrier of a team made by Split in a job on several
-// nodes: a dissemination barrier among its members (ceil(log2 size)
-// rounds of UCX tagged messages, which carry the team's key, the sender,
-// the round and the team's barrier count).
+// nodes, hierarchical as the world's: the team's members on each node
+// meet their node's leader (the lowest of them) in shared memory
+// (nodeArrive, nodeGather, nodeRelease), the leaders of the team's nodes
+// run a dissemination barrier over UCX tagged messages (ceil(log2 nodes)
+// rounds, the tags carrying the team's key, the sender, the round and
+// the team's barrier count), and each leader releases its node's
+// members. A team within one node makes no network traffic.
 func (pe *PE) farTeamSync(ft *farTeamState) error {
 	f := pe.farL
 	if e := f.lost.Load(); e != nil {
 		return *e
 	}
-	n := len(ft.members)
 	ft.epoch++
+	l := ft.local[0]
+	if pe.rank != l {
+		return pe.nodeArrive(ft, l)
+	}
+	if err := pe.nodeGather(ft); err != nil {
+		return err
+	}
+	n := len(ft.leaders)
+	me := slices.Index(ft.leaders, pe.rank)
 	tag := func(src, round int) uint64 {
 		return tagTeam<<56 | (ft.key&0xfff)<<44 | uint64(src&0xfffff)<<24 | uint64(round&0xf)<<20 | uint64(ft.epoch&0xfffff)
 	}
+	fail := func(p int, err error) error {
+		err = f.fail(f.peerLost(p, err))
+		// Seq-cst store; the node's members load it in their wait's
+		// check (lostBy).
+		pe.ctl[pe.rank].farLost.Store(int64(p) + 2)
+		pe.rma.wakeAll()
+		return err
+	}
 	for k, d := 0, 1; d < n; k, d = k+1, d*2 {
-		to, from := ft.members[(ft.rank+d)%n], ft.members[(ft.rank-d+n)%n]
+		to, from := ft.leaders[(me+d)%n], ft.leaders[(me-d+n)%n]
 		if err := f.w.Send(to, tag(pe.rank, k), nil, f.pinger(to)); err != nil {
-			return f.fail(f.peerLost(to, err))
+			return fail(to, err)
 		}
 		if _, _, err := f.w.Recv(nil, tag(from, k), tagFull, from, f.pinger(from)); err != nil {
-			return f.fail(f.peerLost(from, err))
+			return fail(from, err)
+		}
+	}
+	pe.nodeRelease(ft)
+	return nil
+}
+
+// The node part of farTeamSync. Each PE has, in its control block, two
+// words for every PE of the job (farSyncArea): its arrivals at that PE
+// as its leader, and its releases of that PE as its leader; and each PE
+// counts, in its process, the meetings it has had with every other PE
+// (farLayer.met). A member and its leader meet in the same order on both
+// sides (the calls of two PEs on the teams they share must come in one
+// order, or they would wait for each other), so the k-th arrival of a
+// member at a leader, and the leader's k-th release of it, belong to the
+// same barrier, whichever team it is. The counts are stored with
+// sequentially consistent stores and waited for on the reader's signal
+// word (rma.waitSignal), whose sleepers the writer wakes.
+
+// farSyncArea holds each PE's words of the node part of farTeamSync:
+// two uint32 per PE of the job.
+var farSyncArea = core.RegisterArea("farsync", func(npes int) uint64 { return uint64(npes) * 8 })
+
+// syncWords returns PE p's words for partner q: its arrivals at q and its
+// releases of q.
+func (pe *PE) syncWords(p, q int) (arrive, release *atomic.Uint32) {
+	b, _ := core.SliceData(pe.sp.Bytes(farSyncArea, p))
+	w := core.SliceAt[atomic.Uint32](b, 2*pe.npes)
+	return &w[2*q], &w[2*q+1]
+}
+
+// reached reports whether count v has reached want, across the wrap.
+func reachedCount(v, want uint32) bool { return int32(v-want) >= 0 }
+
+// nodeArrive is a member's part: arrive at leader l, wait for its release.
+func (pe *PE) nodeArrive(ft *farTeamState, l int) error {
+	f := pe.farL
+	k := f.met[l].Add(1)
+	arrive, _ := pe.syncWords(pe.rank, l)
+	// Seq-cst store; pairs with the leader's load in nodeGather, and
+	// orders this PE's earlier stores before it.
+	arrive.Store(k)
+	pe.rma.wake(l)
+	_, release := pe.syncWords(l, pe.rank)
+	cond := func() bool { return reachedCount(release.Load(), k) } // seq-cst; pairs with nodeRelease's store
+	check := func() error {
+		if err := pe.peerLost(); err != nil {
+			return err
+		}
+		return pe.lostBy(l)
+	}
+	if cond() {
+		return nil
+	}
+	if err := f.pollThenWait(cond, check); err != nil {
+		return f.fail(fmt.Errorf("team barrier, waiting for the team's leader on this node, PE %d: %w", l, err))
+	}
+	return nil
+}
+
+// nodeGather is a leader's first part: wait until every member of the
+// team on this node has arrived.
+func (pe *PE) nodeGather(ft *farTeamState) error {
+	f := pe.farL
+	for _, q := range ft.local[1:] {
+		k := f.met[q].Add(1)
+		arrive, _ := pe.syncWords(q, pe.rank)
+		cond := func() bool { return reachedCount(arrive.Load(), k) } // seq-cst; pairs with nodeArrive's store
+		if cond() {
+			continue
+		}
+		if err := f.pollThenWait(cond, pe.peerLost); err != nil {
+			return f.fail(fmt.Errorf("team barrier, waiting for PE %d of this node: %w", q, err))
 		}
 	}
 	return nil
+}
+
+// nodeRelease is a leader's last part: release the team's members on
+// this node.
+func (pe *PE) nodeRelease(ft *farTeamState) {
+	f := pe.farL
+	for _, q := range ft.local[1:] {
+		_, release := pe.syncWords(pe.rank, q)
+		release.Store(f.met[q].Load()) // seq-cst; pairs with nodeArrive's load
+		pe.rma.wake(q)
+	}
 }
 
 // fail records the first failure of a cross-node barrier: every later
