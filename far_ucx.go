@@ -111,10 +111,10 @@ type farLayer struct {
 	// The leader's buffers for the allocation records (farRecords):
 	// made once, for every PE of the job.
 	recOut, recIn []uint64
+	recSends      []*ucx.Req
 	// met counts this PE's meetings with each PE of the job in the node
 	// part of a team's barrier (farTeamSync).
 	met []atomic.Uint32
-	recSends      []*ucx.Req
 }
 
 const pmixKey = "symheap.ucx"
