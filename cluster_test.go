@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/symheap/symheap/internal/cluster"
+	"github.com/symheap/symheap/internal/inspect"
 )
 
 // Tests across fake hosts (package internal/cluster): mpirun starts the
@@ -55,7 +56,7 @@ func clusterJobWith(t *testing.T, j cluster.Job, checks string) cluster.Result {
 }
 
 func TestCluster(t *testing.T) {
-	r := clusterJob(t, 2, 2, "placement,rma,atomics,mixed,wait,busy,barrier,alloc,diverge,collectives,locks,messages,nodemsg,anymsg,teams", 120*time.Second)
+	r := clusterJob(t, 2, 2, "placement,rma,atomics,mixed,wait,busy,barrier,alloc,diverge,collectives,locks,messages,nodemsg,anymsg,teams,stat", 120*time.Second)
 	if r.Err != nil {
 		t.Fatalf("job failed: %v", r.Err)
 	}
@@ -121,6 +122,7 @@ var clusterChecks = []struct {
 	{"anymsg", checkClusterAnyMessages},
 	{"messages", checkClusterMessages},
 	{"nodemsg", checkClusterNodeMessages},
+	{"stat", checkClusterStat},
 	{"teams", checkClusterTeams},
 	{"kill", func(t *testing.T, pe *PE) { checkFault(t, pe, syscall.SIGKILL) }},
 	{"stop", func(t *testing.T, pe *PE) { checkFault(t, pe, syscall.SIGSTOP) }},
@@ -990,6 +992,38 @@ func checkClusterNodeMessages(t *testing.T, pe *PE) {
 		for _, m := range []string{"C", "D"} {
 			if err := pe.Send([]byte(m), peer, 24); err != nil {
 				t.Fatal(err)
+			}
+		}
+	}
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkClusterStat: what symheap stat reads of a node's segment (package
+// inspect, as the command uses it): the job spans two nodes, this is the
+// PE's node, its PEs are attached with their figures, the other node's
+// are named as such.
+func checkClusterStat(t *testing.T, pe *PE) {
+	if pe.Rank()%2 == 0 { // one PE per node looks
+		v, err := inspect.Open(pe.seg.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer v.Close()
+		ji := v.Info()
+		if ji.Nodes != 2 || ji.Node != pe.Node(pe.Rank()) || len(ji.PEs) != pe.Size() {
+			t.Errorf("PE %d: inspect sees %d nodes, this one %d, %d PEs; want 2, %d, %d", pe.Rank(), ji.Nodes, ji.Node, len(ji.PEs), pe.Node(pe.Rank()), pe.Size())
+		}
+		for _, p := range ji.PEs {
+			n := pe.Node(p.Rank)
+			switch {
+			case p.Node != n:
+				t.Errorf("PE %d: inspect puts PE %d on node %d, want %d", pe.Rank(), p.Rank, p.Node, n)
+			case n != ji.Node && p.State != fmt.Sprintf("on node %d", n):
+				t.Errorf("PE %d: PE %d of node %d is %q", pe.Rank(), p.Rank, n, p.State)
+			case n == ji.Node && (p.State != "attached" || p.Pid == 0 || p.Heap.Size == 0):
+				t.Errorf("PE %d: PE %d of this node: %q, pid %d, heap %d B", pe.Rank(), p.Rank, p.State, p.Pid, p.Heap.Size)
 			}
 		}
 	}

@@ -2,12 +2,23 @@ package symheap
 
 import (
 	"sync/atomic"
+
+	"github.com/symheap/symheap/internal/core"
 )
 
 // farJob is the process's PE while it belongs to a job that spans nodes
 // (set by startFar, cleared by Close), for the team calls, which reach
 // the PE only through it: one atomic load on their path.
 var farJob atomic.Pointer[PE]
+
+// farSyncArea holds each PE's words of the node part of a split team's
+// barrier in a job on several nodes (far_ucx.go, farTeamSync): two uint32
+// per PE of the job. It is registered in every build, so that the
+// control blocks are laid out alike whether or not the ucx build made
+// the segment, and the default build's `symheap stat` can read a node's
+// segment of a job on several nodes.
+//lint:ignore U1000 used by the ucx build (far_ucx.go); registered in both so the layouts agree
+var farSyncArea = core.RegisterArea("farsync", func(npes int) uint64 { return uint64(npes) * 8 })
 
 // Placement: where each PE runs. A job on one node (shrun, or any
 // launcher without PMIx, or the default build) has every PE on node 0.

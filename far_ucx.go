@@ -787,10 +787,6 @@ func (pe *PE) farTeamSync(ft *farTeamState) error {
 // sequentially consistent stores and waited for on the reader's signal
 // word (rma.waitSignal), whose sleepers the writer wakes.
 
-// farSyncArea holds each PE's words of the node part of farTeamSync:
-// two uint32 per PE of the job.
-var farSyncArea = core.RegisterArea("farsync", func(npes int) uint64 { return uint64(npes) * 8 })
-
 // syncWords returns PE p's words for partner q: its arrivals at q and its
 // releases of q.
 func (pe *PE) syncWords(p, q int) (arrive, release *atomic.Uint32) {

@@ -171,15 +171,15 @@ func Init(cfg Config) (*PE, error) {
 	if err != nil {
 		return fail(fmt.Errorf("symheap: choosing the allocator: %w", err))
 	}
-	var local []int // nil: every PE attaches
+	var local, nodeOf []int // nil: every PE attaches, on this node
 	if farL != nil {
-		local = topo.local
+		local, nodeOf = topo.local, topo.nodeOf
 	}
 	seg, err := segment.Open(segment.Params{
 		Job: j.id, Rank: j.rank, NPEs: j.npes,
 		HeapSize: set.heap, SharedSize: set.shared, CBSize: core.CBSize(j.npes), CBSum: core.CBSum(j.npes),
 		Allocator: comp.Name, ForceOffset: set.offsetMode, InitTimeout: set.initTimeout,
-		PeerTimeout: set.peerTimeout, Protect: set.protect, Local: local,
+		PeerTimeout: set.peerTimeout, Protect: set.protect, Local: local, NodeOf: nodeOf,
 	})
 	if err != nil {
 		return fail(fmt.Errorf("symheap: Init: %w", err))

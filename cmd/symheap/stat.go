@@ -136,10 +136,18 @@ func printJob(ji inspect.JobInfo) {
 	if ji.SameAddress {
 		mode = "same address"
 	}
-	fmt.Printf("job %s: %d PEs, allocator %s, %s, created %s\n", ji.Job, ji.NPEs, ji.Allocator, mode, ji.Created.Format(time.DateTime))
+	where := ""
+	if ji.Nodes > 1 {
+		where = fmt.Sprintf(" on %d nodes (this is node %d's segment; the other nodes' PEs are shown there)", ji.Nodes, ji.Node)
+	}
+	fmt.Printf("job %s: %d PEs%s, allocator %s, %s, created %s\n", ji.Job, ji.NPEs, where, ji.Allocator, mode, ji.Created.Format(time.DateTime))
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "PE\tPID\tSTATE\tHEAP\tIN USE\tLARGEST FREE\tFRAG\tALLOCS\tFREES\tPUTS\tGETS\tATOMICS\tSHARED USE\tMSG EAGER\tSINGLE\tKERNEL\tBOUNCE\tRC HIT\tRC MISS\tRC INVAL\t")
 	for _, p := range ji.PEs {
+		if p.Node != ji.Node {
+			fmt.Fprintf(w, "%d\t-\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", p.Rank, p.State)
+			continue
+		}
 		fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%s\t%.1f%%\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n",
 			p.Rank, p.Pid, p.State, human(p.Heap.Size), human(p.Heap.InUse), human(p.Heap.LargestFree),
 			100*p.Heap.Fragmentation(), p.SymAllocs, p.SymFrees, p.Puts, p.Gets, p.Atomics, human(p.Shared.InUse),

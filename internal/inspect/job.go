@@ -40,6 +40,10 @@ type JobInfo struct {
 	Allocator   string
 	SameAddress bool
 	Created     time.Time
+	// Node is this segment's node in a job on several nodes (each node
+	// has a segment of its own), and Nodes how many the job spans; 0 and
+	// 1 on one node.
+	Node, Nodes int
 	PEs         []PEInfo
 }
 
@@ -48,7 +52,8 @@ type PEInfo struct {
 	Rank  int
 	Pid   int
 	Alive bool
-	State string // "attached", "closed", "dead"
+	State string // "attached", "closed", "dead", "not started", "on node N" (a PE of another node: no figures here)
+	Node  int    // the PE's node (0 on one node)
 
 	Heap   alloc.Stats // symmetric heap
 	Shared alloc.Stats // local shared heap
@@ -111,7 +116,19 @@ func (v *Job) Info() JobInfo {
 	s := v.seg
 	ji := JobInfo{Job: s.Job(), Path: s.Path(), NPEs: s.NPEs(), Allocator: s.Allocator(),
 		SameAddress: s.SameAddress(), Created: s.Created()}
+	ji.Nodes = 1
+	nodes := map[int]bool{}
 	for p := 0; p < s.NPEs(); p++ {
+		if node, here, ok := s.Node(p); ok {
+			ji.Node = here
+			nodes[node] = true
+			if node != here {
+				// Its control block here is a copy that only the node's
+				// PEs write, its partition is not backed: nothing to read.
+				ji.PEs = append(ji.PEs, PEInfo{Rank: p, Node: node, State: fmt.Sprintf("on node %d", node)})
+				continue
+			}
+		}
 		st := v.sp.Stats(p)
 		pi := PEInfo{Rank: p, Pid: s.Pid(p), Alive: s.Alive(p),
 			SymAllocs: st.SymAllocs.Load(), SymFrees: st.SymFrees.Load(),
@@ -138,6 +155,7 @@ func (v *Job) Info() JobInfo {
 				pi.State = "dead (pid reused or exiting)"
 			}
 		}
+		pi.Node = ji.Node
 		if a, err := v.comp.Attach(s.Heap(p)); err == nil {
 			pi.Heap = a.Stats()
 		}
@@ -146,6 +164,7 @@ func (v *Job) Info() JobInfo {
 		}
 		ji.PEs = append(ji.PEs, pi)
 	}
+	ji.Nodes = max(len(nodes), 1)
 	return ji
 }
 

@@ -13,7 +13,8 @@ type peSlot struct {
 	state atomic.Uint32 // slotEmpty, slotAttached, slotClosed
 	_     [4]byte
 	beat  atomic.Uint64 // heartbeat: incremented by the PE every HeartbeatPeriod
-	_     [32]byte
+	node  uint32        // the PE's node + 1 in a job on several nodes (Params.NodeOf), 0 on one node; written by the creator
+	_     [28]byte
 }
 
 // header is the segment's first HeaderSize bytes. The identity fields are
@@ -46,7 +47,8 @@ type header struct {
 	attached      atomic.Uint32 // PEs attached now
 	base          atomic.Uint64 // the agreed address in same-address mode
 	cbSum         uint64        // digest of the control blocks' areas (Params.CBSum)
-	_             [24]byte
+	node          uint32        // this segment's node + 1 in a job on several nodes, 0 on one node
+	_             [20]byte
 
 	// Placement rounds (step 5 of Open).
 	proposal      [MaxRounds]atomic.Uint64 // 0: not yet proposed; noAddress: give up

@@ -152,6 +152,10 @@ type Params struct {
 	// backed with memory, and placement, the barrier and the liveness
 	// checks count only them. nil: every rank is local.
 	Local []int
+	// NodeOf, in a job on several nodes, is the node of every rank; the
+	// creator records it in the header for the inspector (Node). Nil on
+	// one node.
+	NodeOf []int
 }
 
 // Segment is one PE's attachment to the job's segment.
@@ -453,6 +457,12 @@ func (s *Segment) create() error {
 	h.created = uint64(time.Now().UnixNano())
 	putString(h.allocator[:], s.p.Allocator)
 	putString(h.job[:], s.p.Job)
+	if len(s.p.NodeOf) == l.NPEs {
+		for p, n := range s.p.NodeOf {
+			h.pes[p].node = uint32(n) + 1
+		}
+		h.node = uint32(s.p.NodeOf[s.p.Rank]) + 1
+	}
 	if s.p.ForceOffset {
 		h.forceOffset.Store(1)
 	}
@@ -699,6 +709,15 @@ func (s *Segment) Alive(pe int) bool {
 
 // Closed reports whether PE pe left the job through Close.
 func (s *Segment) Closed(pe int) bool { return s.h.pes[pe].state.Load() == slotClosed }
+
+// Node returns the node PE pe runs on and this segment's node, in a job
+// on several nodes (Params.NodeOf); ok false in a job on one node.
+func (s *Segment) Node(pe int) (node, here int, ok bool) {
+	if s.h.node == 0 || s.h.pes[pe].node == 0 {
+		return 0, 0, false
+	}
+	return int(s.h.pes[pe].node) - 1, int(s.h.node) - 1, true
+}
 
 // Pid returns the process id PE pe recorded when it attached.
 func (s *Segment) Pid(pe int) int { return int(s.h.pes[pe].pid.Load()) }
