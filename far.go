@@ -17,6 +17,7 @@ var farJob atomic.Pointer[PE]
 // control blocks are laid out alike whether or not the ucx build made
 // the segment, and the default build's `symheap stat` can read a node's
 // segment of a job on several nodes.
+//
 //lint:ignore U1000 used by the ucx build (far_ucx.go); registered in both so the layouts agree
 var farSyncArea = core.RegisterArea("farsync", func(npes int) uint64 { return uint64(npes) * 8 })
 
