@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -62,6 +64,40 @@ func TestCluster(t *testing.T) {
 	}
 	if n := strings.Count(string(r.Output), "--- PASS: TestClusterPE"); n != 4 {
 		t.Fatalf("%d of 4 PEs passed", n)
+	}
+}
+
+// TestClusterBench: `symheap bench`, built with -tags ucx and started by
+// mpirun with a PE on each of two fake hosts, runs the suite across nodes
+// and prints every figure once.
+func TestClusterBench(t *testing.T) {
+	if err := cluster.Available(); err != nil {
+		if os.Getenv("SYMHEAP_REQUIRE_CLUSTER") == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	bin := t.TempDir() + "/symheap"
+	if out, err := exec.Command("go", "build", "-tags", "ucx", "-o", bin, "./cmd/symheap").CombinedOutput(); err != nil {
+		t.Fatalf("go build -tags ucx ./cmd/symheap: %v\n%s", err, out)
+	}
+	r := cluster.Run(context.Background(), cluster.Job{Hosts: 2, PerHost: 1, Timeout: 120 * time.Second,
+		Argv: []string{bin, "bench", "--time", "30ms", "--rounds", "1", "--max-size", "1m"},
+		Env:  []string{"UCX_ERROR_SIGNALS=", "SHMEM_SYMMETRIC_SIZE=32m", "SYMHEAP_SHARED_SIZE=4m"}})
+	t.Logf("symheap bench on 2 fake hosts, %v:\n%s", r.Elapsed.Round(time.Millisecond), r.Output)
+	if r.Err != nil || len(r.Leftovers) > 0 {
+		t.Fatalf("job: %v, segments left: %v", r.Err, r.Leftovers)
+	}
+	if !strings.Contains(string(r.Output), "2 PEs on 2 nodes") {
+		t.Errorf("the bench does not say it ran on 2 nodes")
+	}
+	for _, m := range []string{"init_time 0", "put_lat 8", "get_lat 8", "fadd_lat 8", "barrier_lat 0", "malloc_lat 8", "put_bw 1048576", "pingpong_lat 8", "stream_bw 1048576"} {
+		re := regexp.MustCompile(`(?m)^sym ` + m + ` ([0-9.]+)$`)
+		if got := re.FindAllSubmatch(r.Output, -1); len(got) != 1 {
+			t.Errorf("%d lines of %q, want 1", len(got), m)
+		} else if v, err := strconv.ParseFloat(string(got[0][1]), 64); err != nil || v <= 0 {
+			t.Errorf("%s: %s", m, got[0][1])
+		}
 	}
 }
 

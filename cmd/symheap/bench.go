@@ -102,6 +102,9 @@ type benchOutput struct {
 }
 
 func runBench(args []string) error {
+	if underPMIx() {
+		return runClusterBench(args)
+	}
 	r, o, err := parseBenchFlags(args)
 	if err != nil || r == nil {
 		return err
