@@ -17,7 +17,9 @@
  *      buffer to the destination (which may be the source).
  *
  * Broadcast needs less: a handshake of tickets between the root and the
- * others (broadcast, below).
+ * others (broadcast, below). A broadcast or reduction of at most
+ * POST_DATA bytes over the whole job goes through post lines instead
+ * (post_broadcast, post_reduce).
  *
  * The sync of the world (barrier_all, sync_all, the syncs of
  * SHMEM_TEAM_WORLD and SHMEM_TEAM_SHARED) and of the active sets of
