@@ -256,7 +256,10 @@ func SetHome(i int) { home.Store(int32(i) + 1) }
 // reports whether it did.
 func place() bool {
 	h := home.Load()
-	if h == 0 || currentPlan().polls == 0 { // no index, or more PEs than cores
+	if h == 0 || pes.Load() < 2 || currentPlan().polls == 0 {
+		// No index; or no other PE on this node that could share our
+		// core (a PE alone on its node waits for other nodes'); or more
+		// PEs than cores.
 		return false
 	}
 	now := time.Now().UnixNano()
