@@ -957,76 +957,51 @@ func checkClusterNodeMessages(t *testing.T, pe *PE) {
 	}
 
 	// A pending receive from AnySource, then one from the node's other
-	// PE: messages "A" then "B" from it go to them in that order.
-	if me%2 == 0 {
-		a, b := make([]byte, 8), make([]byte, 8)
-		ra, err := pe.Irecv(a, AnySource, 22)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rb, err := pe.Irecv(b, peer, 22)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := pe.Send([]byte("go"), peer, 23); err != nil {
-			t.Fatal(err)
-		}
-		sa, err := ra.Wait()
-		if err != nil {
-			t.Fatal(err)
-		}
-		sb, err := rb.Wait()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(a[:sa.Count]) != "A" || string(b[:sb.Count]) != "B" || sa.Source != peer {
-			t.Errorf("PE %d: AnySource receive got %q from PE %d, the later one %q; want A from PE %d, then B", me, a[:sa.Count], sa.Source, b[:sb.Count], peer)
-		}
-	} else {
-		if _, err := pe.Recv(make([]byte, 8), peer, 23); err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range []string{"A", "B"} {
-			if err := pe.Send([]byte(m), peer, 22); err != nil {
+	// PE: messages "A" then "B" from it go to them in that order. Then a
+	// receive from the other PE before one from AnySource.
+	matchOrder(t, pe, 0, [2]bool{false, true}, 22, [2]string{"A", "B"})
+	matchOrder(t, pe, 1, [2]bool{true, false}, 24, [2]string{"C", "D"})
+}
+
+// matchOrder: the PE of the node's pair whose rank has parity recv posts
+// two receives with tag, the first and second from the pair's other PE
+// (fromPeer) or from AnySource; the other PE then sends m[0] and m[1]:
+// the first receive must get m[0], the second m[1].
+func matchOrder(t *testing.T, pe *PE, recv int, fromPeer [2]bool, tag int, m [2]string) {
+	me, peer := pe.Rank(), pe.Rank()^1
+	if me%2 == recv {
+		var bufs [2][]byte
+		var reqs [2]*Request
+		for i := range reqs {
+			src := AnySource
+			if fromPeer[i] {
+				src = peer
+			}
+			bufs[i] = make([]byte, 8)
+			r, err := pe.Irecv(bufs[i], src, tag)
+			if err != nil {
 				t.Fatal(err)
 			}
+			reqs[i] = r
 		}
-	}
-	if err := pe.Barrier(); err != nil {
-		t.Fatal(err)
-	}
-
-	// A receive from the node's other PE, then one from AnySource.
-	if me%2 == 1 {
-		a, b := make([]byte, 8), make([]byte, 8)
-		ra, err := pe.Irecv(a, peer, 24)
-		if err != nil {
+		if err := pe.Send([]byte("go"), peer, tag+1); err != nil {
 			t.Fatal(err)
 		}
-		rb, err := pe.Irecv(b, AnySource, 24)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := pe.Send([]byte("go"), peer, 25); err != nil {
-			t.Fatal(err)
-		}
-		sa, err := ra.Wait()
-		if err != nil {
-			t.Fatal(err)
-		}
-		sb, err := rb.Wait()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(a[:sa.Count]) != "C" || string(b[:sb.Count]) != "D" || sb.Source != peer {
-			t.Errorf("PE %d: receive from PE %d got %q, the AnySource one %q from PE %d; want C, then D", me, peer, a[:sa.Count], b[:sb.Count], sb.Source)
+		for i, r := range reqs {
+			st, err := r.Wait()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(bufs[i][:st.Count]) != m[i] || st.Source != peer {
+				t.Errorf("PE %d: receive %d of tag %d (from the other PE: %v) got %q from PE %d, want %q from PE %d", me, i, tag, fromPeer[i], bufs[i][:st.Count], st.Source, m[i], peer)
+			}
 		}
 	} else {
-		if _, err := pe.Recv(make([]byte, 8), peer, 25); err != nil {
+		if _, err := pe.Recv(make([]byte, 8), peer, tag+1); err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range []string{"C", "D"} {
-			if err := pe.Send([]byte(m), peer, 24); err != nil {
+		for _, x := range m {
+			if err := pe.Send([]byte(x), peer, tag); err != nil {
 				t.Fatal(err)
 			}
 		}

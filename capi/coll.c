@@ -57,16 +57,6 @@ void shmemi_world_barrier(const char *op);
 /* The world's symmetric scratch words (see the top), allocated at init. */
 static uint64_t *shmemi_counts;
 
-/* The lines of the pair barrier (pair_barrier), allocated at init in a job
- * of two PEs. */
-struct pair_line {
-	uint32_t seq;      /* the owner's count of barriers; futex word */
-	uint32_t sleepers; /* the other PE, asleep on seq */
-	char pad[56];
-};
-static struct pair_line *shmemi_pair;
-static uint32_t pair_k; /* this PE's barriers on the pair lines */
-
 /*
  * Post lines: the world's broadcasts and reductions of at most POST_DATA
  * bytes (a team of the whole job, SHMEM_TEAM_WORLD or SHMEM_TEAM_SHARED,
@@ -109,6 +99,11 @@ static struct post_block *shmemi_post;       /* this PE's (symmetric) */
 static struct post_block **shmemi_post_peer; /* every PE's, by PE */
 static uint32_t post_bcasts, post_gathers;   /* small broadcasts, reductions so far */
 static uint32_t *post_seen_done;             /* each PE's done count, as last read */
+
+/* The lines of the pair barrier (pair_barrier), allocated at init in a job
+ * of two PEs: post lines whose count is the owner's count of barriers. */
+static struct post_line *shmemi_pair;
+static uint32_t pair_k; /* this PE's barriers on the pair lines */
 
 static void team_fill(struct shmemi_team *t, int id, int size, int *world)
 {
@@ -154,7 +149,7 @@ void shmemi_teams_init(void)
 	for (int p = 0; p < shmemi_L.npes; p++)
 		shmemi_post_peer[p] = (struct post_block *)shmemi_addr(shmemi_post, sizeof(struct post_block), p, "shmem_init");
 	if (shmemi_L.npes == 2) {
-		shmemi_pair = symheapc_go_malloc(2, 2 * sizeof(struct pair_line), 64, 0, err, sizeof err);
+		shmemi_pair = symheapc_go_malloc(2, 2 * sizeof(struct post_line), 64, 0, err, sizeof err);
 		if (shmemi_pair == NULL)
 			shmemi_fatal("shmem_init", "allocating the pair barrier's lines: %s", err);
 	}
@@ -443,18 +438,43 @@ static void set_barrier(int start, int logstride, int size, long *pSync, const c
  * sleepers word after it cannot miss a waiter that announced itself
  * before testing the count. A waiter announces itself in the publisher's
  * line, next to the count it waits for, so that the publisher learns from
- * its own line whether anyone sleeps.
+ * its own line whether anyone sleeps. The lines are post lines (see the
+ * top), published and awaited as the collectives' are.
  */
-struct pair_wait {
+
+/* ---- post lines: publishing a count, waiting for one ---- */
+
+struct post_wait {
 	uint32_t *seq;
 	uint32_t want;
 };
 
-static int pair_reached(void *arg)
+static int post_reached(void *arg)
 {
-	struct pair_wait *w = arg;
-	/* seq-cst; pairs with the publisher's store. Compares across the wrap. */
+	struct post_wait *w = arg;
+	/* seq-cst; pairs with the owner's store in post_publish. Compares
+	 * across the wrap. */
 	return (int32_t)(__atomic_load_n(w->seq, __ATOMIC_SEQ_CST) - w->want) >= 0;
+}
+
+/* post_publish makes the caller's earlier stores (the line's data among
+ * them) visible with the line's count v, and wakes its sleepers: a
+ * seq-cst store, so that the load of sleepers after it cannot miss a
+ * waiter that announced itself before testing the count. */
+static void post_publish(struct post_line *pl, uint32_t v)
+{
+	__atomic_store_n(&pl->seq, v, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&pl->sleepers, __ATOMIC_SEQ_CST) != 0)
+		syscall(SYS_futex, &pl->seq, FUTEX_WAKE, INT_MAX >> 1, NULL, NULL, 0);
+}
+
+/* post_await waits until the line pl (another PE's) has reached count
+ * want: poll, yield, then sleep on it. */
+static void post_await(struct post_line *pl, uint32_t want, const char *op)
+{
+	struct post_wait w = {&pl->seq, want};
+	if (!post_reached(&w))
+		shmemi_block_word(&pl->seq, &pl->sleepers, post_reached, &w, op);
 }
 
 static inline void prefetch_exclusive(const void *p)
@@ -470,15 +490,10 @@ static void pair_barrier(const char *op)
 {
 	shmemi_quiet();
 	uint32_t k = ++pair_k;
-	struct pair_line *mine = &shmemi_pair[k & 1];
-	__atomic_store_n(&mine->seq, k, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&mine->sleepers, __ATOMIC_SEQ_CST) != 0)
-		syscall(SYS_futex, &mine->seq, FUTEX_WAKE, INT_MAX >> 1, NULL, NULL, 0);
+	struct post_line *mine = &shmemi_pair[k & 1];
+	post_publish(mine, k);
 	prefetch_exclusive(&shmemi_pair[(k + 1) & 1]);
-	struct pair_line *theirs = (struct pair_line *)shmemi_amo_addr(mine, sizeof(uint64_t), 1 - shmemi_L.me, op);
-	struct pair_wait w = {&theirs->seq, k};
-	if (!pair_reached(&w))
-		shmemi_block_word(&theirs->seq, &theirs->sleepers, pair_reached, &w, op);
+	post_await((struct post_line *)shmemi_amo_addr(mine, sizeof(uint64_t), 1 - shmemi_L.me, op), k, op);
 }
 
 /* shmemi_world_barrier is barrier_all and the sync of SHMEM_TEAM_WORLD and
@@ -541,41 +556,6 @@ static void set_group(int start, int logstride, int size, long *pSync, struct gr
 {
 	set_check(start, logstride, size, op);
 	*g = (struct group){(shmemi_L.me - start) >> logstride, size, NULL, start, logstride, pSync, NULL};
-}
-
-/* ---- post lines (see the top) ---- */
-
-struct post_wait {
-	uint32_t *seq;
-	uint32_t want;
-};
-
-static int post_reached(void *arg)
-{
-	struct post_wait *w = arg;
-	/* seq-cst; pairs with the owner's store in post_publish. Compares
-	 * across the wrap. */
-	return (int32_t)(__atomic_load_n(w->seq, __ATOMIC_SEQ_CST) - w->want) >= 0;
-}
-
-/* post_publish makes the caller's earlier stores (the line's data among
- * them) visible with the line's count v, and wakes its sleepers: a
- * seq-cst store, so that the load of sleepers after it cannot miss a
- * waiter that announced itself before testing the count. */
-static void post_publish(struct post_line *pl, uint32_t v)
-{
-	__atomic_store_n(&pl->seq, v, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&pl->sleepers, __ATOMIC_SEQ_CST) != 0)
-		syscall(SYS_futex, &pl->seq, FUTEX_WAKE, INT_MAX >> 1, NULL, NULL, 0);
-}
-
-/* post_await waits until the line pl (another PE's) has reached count
- * want: poll, yield, then sleep on it. */
-static void post_await(struct post_line *pl, uint32_t want, const char *op)
-{
-	struct post_wait w = {&pl->seq, want};
-	if (!post_reached(&w))
-		shmemi_block_word(&pl->seq, &pl->sleepers, post_reached, &w, op);
 }
 
 /* post_group reports whether the group is every PE of the job in rank
