@@ -843,47 +843,7 @@ func checkClusterAnyMessages(t *testing.T, pe *PE) {
 func checkClusterMessages(t *testing.T, pe *PE) {
 	me := pe.Rank()
 	peer := me ^ 2
-	sizes := []int{0, 1, 8, 100, 4096, 8192, 65536, 1 << 20, 4 << 20}
-	fill := func(b []byte, s, from int) {
-		for i := range b {
-			b[i] = byte(i*31 + s + from)
-		}
-	}
-	send := func() {
-		for _, s := range sizes {
-			b := make([]byte, s)
-			fill(b, s, me)
-			if err := pe.Send(b, peer, 7); err != nil {
-				t.Fatalf("Send of %d B to PE %d: %v", s, peer, err)
-			}
-		}
-	}
-	recv := func() {
-		for _, s := range sizes {
-			b := make([]byte, 4<<20)
-			st, err := pe.Recv(b, peer, 7)
-			if err != nil {
-				t.Fatalf("Recv of %d B from PE %d: %v", s, peer, err)
-			}
-			if st.Count != s || st.Source != peer || st.Tag != 7 {
-				t.Fatalf("Recv: status %+v, want %d B from PE %d tag 7", st, s, peer)
-			}
-			want := make([]byte, s)
-			fill(want, s, peer)
-			if string(b[:s]) != string(want) {
-				t.Fatalf("Recv of %d B from PE %d: data differ", s, peer)
-			}
-		}
-	}
-	// The lower rank of each pair sends first, so that large messages
-	// (which wait for their receiver) do not deadlock.
-	if me < peer {
-		send()
-		recv()
-	} else {
-		recv()
-		send()
-	}
+	exchangeSizes(t, pe, peer, 7)
 	if me < peer {
 		if err := pe.Send([]byte("0123456789"), peer, 99); err != nil {
 			t.Fatal(err)
@@ -901,6 +861,50 @@ func checkClusterMessages(t *testing.T, pe *PE) {
 	}
 }
 
+// exchangeSizes: pe and peer send each other a message of every size from
+// 0 B to 4 MiB with tag, the lower rank first (a large message waits for
+// its receiver), and check what arrives. It returns how many each sent.
+func exchangeSizes(t *testing.T, pe *PE, peer, tag int) int {
+	me := pe.Rank()
+	sizes := []int{0, 1, 8, 100, 4096, 8192, 65536, 1 << 20, 4 << 20}
+	fill := func(b []byte, s, from int) {
+		for i := range b {
+			b[i] = byte(i*31 + s + 3*from)
+		}
+	}
+	send := func() {
+		for _, s := range sizes {
+			b := make([]byte, s)
+			fill(b, s, me)
+			if err := pe.Send(b, peer, tag); err != nil {
+				t.Fatalf("Send of %d B to PE %d: %v", s, peer, err)
+			}
+		}
+	}
+	recv := func() {
+		for _, s := range sizes {
+			b := make([]byte, 4<<20)
+			st, err := pe.Recv(b, peer, tag)
+			if err != nil {
+				t.Fatalf("Recv of %d B from PE %d: %v", s, peer, err)
+			}
+			want := make([]byte, s)
+			fill(want, s, peer)
+			if st.Count != s || st.Source != peer || st.Tag != tag || string(b[:s]) != string(want) {
+				t.Fatalf("Recv from PE %d: status %+v, want %d B with tag %d, data equal: %v", peer, st, s, tag, string(b[:s]) == string(want))
+			}
+		}
+	}
+	if me < peer {
+		send()
+		recv()
+	} else {
+		recv()
+		send()
+	}
+	return len(sizes)
+}
+
 // checkClusterNodeMessages: messages between the two PEs of a node
 // (me^1) take the node's shared-memory queues, as on one node: sizes 0 B
 // to 4 MiB arrive whole and in order, and the PE's message counters
@@ -912,45 +916,10 @@ func checkClusterMessages(t *testing.T, pe *PE) {
 func checkClusterNodeMessages(t *testing.T, pe *PE) {
 	me := pe.Rank()
 	peer := me ^ 1
-	sizes := []int{0, 1, 8, 100, 4096, 8192, 65536, 1 << 20, 4 << 20}
-	fill := func(b []byte, s, from int) {
-		for i := range b {
-			b[i] = byte(i*13 + s + 3*from)
-		}
-	}
 	before := pe.stats.MsgEager.Load() + pe.stats.MsgSingleCopy.Load() + pe.stats.MsgKernel.Load() + pe.stats.MsgBounce.Load()
-	send := func() {
-		for _, s := range sizes {
-			b := make([]byte, s)
-			fill(b, s, me)
-			if err := pe.Send(b, peer, 21); err != nil {
-				t.Fatalf("Send of %d B to PE %d: %v", s, peer, err)
-			}
-		}
-	}
-	recv := func() {
-		for _, s := range sizes {
-			b := make([]byte, 4<<20)
-			st, err := pe.Recv(b, peer, 21)
-			if err != nil {
-				t.Fatalf("Recv of %d B from PE %d: %v", s, peer, err)
-			}
-			want := make([]byte, s)
-			fill(want, s, peer)
-			if st.Count != s || st.Source != peer || st.Tag != 21 || string(b[:s]) != string(want) {
-				t.Fatalf("Recv from PE %d: status %+v, want %d B with tag 21, data equal: %v", peer, st, s, string(b[:s]) == string(want))
-			}
-		}
-	}
-	if me < peer {
-		send()
-		recv()
-	} else {
-		recv()
-		send()
-	}
-	if after := pe.stats.MsgEager.Load() + pe.stats.MsgSingleCopy.Load() + pe.stats.MsgKernel.Load() + pe.stats.MsgBounce.Load(); after-before < uint64(len(sizes)) {
-		t.Errorf("PE %d: the node's queues carried %d messages to PE %d, want %d (they went through UCX?)", me, after-before, peer, len(sizes))
+	n := exchangeSizes(t, pe, peer, 21)
+	if after := pe.stats.MsgEager.Load() + pe.stats.MsgSingleCopy.Load() + pe.stats.MsgKernel.Load() + pe.stats.MsgBounce.Load(); after-before < uint64(n) {
+		t.Errorf("PE %d: the node's queues carried %d messages to PE %d, want %d (they went through UCX?)", me, after-before, peer, n)
 	}
 	if err := pe.Barrier(); err != nil {
 		t.Fatal(err)
