@@ -24,10 +24,16 @@ import (
 //	AllToAll   barrier; every PE gets block me of each member's src into block j of dst; barrier
 //	Reduce     barrier; every PE gets each member's src and folds it; barrier; dst = result
 //
-// The closing barrier keeps every src (and, for Reduce, every dst that
-// is also a src) unchanged until every member has read it. Gets cost a
-// round trip each; these are correct, not fast, and a tree would scale
-// better.
+// except that what several members of a node need from other nodes
+// crosses the network once: in Broadcast from a root on another node and
+// in FCollect, the team's members on a node meet their leader (the
+// lowest of them) after it fetched the other nodes' data into its dst
+// (PE.nodeShare, the node part of the split teams' barrier), and copy
+// those parts from the leader's dst in shared memory. The closing barrier
+// keeps every src (and, for Reduce, every dst that is also a src)
+// unchanged until every member has read it. A get over the network costs
+// a round trip; a tree among the nodes' leaders would scale better than
+// these linear gets.
 //
 // Teams made by Split in such a job live here too (farTeamState), not in
 // the team layer: a team is its members' world ranks, its barrier
@@ -248,12 +254,41 @@ func farBroadcast[T any](pe *PE, t *Team, dst, src []T, root int) error {
 		return fmt.Errorf("symheap: Broadcast of %d elements into %d from root %d of a team of %d: %w", len(src), len(dst), root, t.Size(), ErrBadArg)
 	}
 	return farCollective(pe, t, "Broadcast", func(members []int, me int) error {
+		r := members[root]
 		if me == root {
 			copy(dst, src)
 			return nil
 		}
-		return Get(pe, dst, src, members[root])
+		local := pe.localOf(members)
+		if pe.onNode(r) || len(local) < 2 {
+			return Get(pe, dst, src, r)
+		}
+		// The root is on another node: the node's leader fetches its
+		// source once, the node's other members copy the leader's dst.
+		if l := local[0]; pe.rank != l {
+			if err := pe.nodeArrive(l); err != nil {
+				return err
+			}
+			return Get(pe, dst, dst, l)
+		}
+		if err := Get(pe, dst, src, r); err != nil {
+			return pe.nodeFail(r, err)
+		}
+		return pe.nodeShare(local)
 	})
+}
+
+// localOf returns the members of a team on this PE's node, increasing:
+// the first leads them in a collective's node step.
+func (pe *PE) localOf(members []int) []int {
+	var local []int
+	for _, p := range members {
+		if pe.onNode(p) {
+			local = append(local, p)
+		}
+	}
+	slices.Sort(local)
+	return local
 }
 
 func farFCollect[T any](pe *PE, t *Team, dst, src []T) error {
@@ -262,10 +297,33 @@ func farFCollect[T any](pe *PE, t *Team, dst, src []T) error {
 		return fmt.Errorf("symheap: FCollect of %d elements per PE into %d (want %d): %w", n, len(dst), n*size, ErrBadArg)
 	}
 	return farCollective(pe, t, "FCollect", func(members []int, me int) error {
-		for j, p := range members {
-			if err := Get(pe, dst[j*n:(j+1)*n], src, p); err != nil {
+		// The node's leader fetches the other nodes' blocks once; the
+		// node's other members copy them from the leader's dst, and
+		// their own node's from each member's src, in shared memory.
+		local := pe.localOf(members)
+		l := local[0]
+		if pe.rank != l {
+			if err := pe.nodeArrive(l); err != nil {
 				return err
 			}
+		}
+		for j, p := range members {
+			var err error
+			switch {
+			case pe.onNode(p) || pe.rank == l:
+				err = Get(pe, dst[j*n:(j+1)*n], src, p)
+			default:
+				err = Get(pe, dst[j*n:(j+1)*n], dst[j*n:(j+1)*n], l)
+			}
+			if err != nil {
+				if pe.rank == l {
+					return pe.nodeFail(p, err)
+				}
+				return err
+			}
+		}
+		if pe.rank == l && len(local) > 1 {
+			return pe.nodeShare(local)
 		}
 		return nil
 	})

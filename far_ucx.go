@@ -744,9 +744,9 @@ func (pe *PE) farTeamSync(ft *farTeamState) error {
 	ft.epoch++
 	l := ft.local[0]
 	if pe.rank != l {
-		return pe.nodeArrive(ft, l)
+		return pe.nodeArrive(l)
 	}
-	if err := pe.nodeGather(ft); err != nil {
+	if err := pe.nodeGather(ft.local); err != nil {
 		return err
 	}
 	n := len(ft.leaders)
@@ -771,7 +771,7 @@ func (pe *PE) farTeamSync(ft *farTeamState) error {
 			return fail(from, err)
 		}
 	}
-	pe.nodeRelease(ft)
+	pe.nodeRelease(ft.local)
 	return nil
 }
 
@@ -795,11 +795,33 @@ func (pe *PE) syncWords(p, q int) (arrive, release *atomic.Uint32) {
 	return &w[2*q], &w[2*q+1]
 }
 
+// nodeShare is the leader's side of a collective's node step: every other
+// member of local waits (nodeArrive) until the leader has fetched from
+// other nodes what they all need, then copies it from the leader in
+// shared memory.
+func (pe *PE) nodeShare(local []int) error {
+	if err := pe.nodeGather(local); err != nil {
+		return err
+	}
+	pe.nodeRelease(local)
+	return nil
+}
+
+// nodeFail records, for the members of this node waiting for this PE as
+// their leader (lostBy), that an operation on PE p of another node failed
+// with err, and returns err.
+func (pe *PE) nodeFail(p int, err error) error {
+	// Seq-cst store; the node's members load it in their wait's check.
+	pe.ctl[pe.rank].farLost.Store(int64(p) + 2)
+	pe.rma.wakeAll()
+	return err
+}
+
 // reached reports whether count v has reached want, across the wrap.
 func reachedCount(v, want uint32) bool { return int32(v-want) >= 0 }
 
 // nodeArrive is a member's part: arrive at leader l, wait for its release.
-func (pe *PE) nodeArrive(ft *farTeamState, l int) error {
+func (pe *PE) nodeArrive(l int) error {
 	f := pe.farL
 	k := f.met[l].Add(1)
 	arrive, _ := pe.syncWords(pe.rank, l)
@@ -824,11 +846,12 @@ func (pe *PE) nodeArrive(ft *farTeamState, l int) error {
 	return nil
 }
 
-// nodeGather is a leader's first part: wait until every member of the
-// team on this node has arrived.
-func (pe *PE) nodeGather(ft *farTeamState) error {
+// nodeGather is a leader's first part: wait until every other member of
+// local (the team's members on this node, increasing, the leader first)
+// has arrived.
+func (pe *PE) nodeGather(local []int) error {
 	f := pe.farL
-	for _, q := range ft.local[1:] {
+	for _, q := range local[1:] {
 		k := f.met[q].Add(1)
 		arrive, _ := pe.syncWords(q, pe.rank)
 		cond := func() bool { return reachedCount(arrive.Load(), k) } // seq-cst; pairs with nodeArrive's store
@@ -842,11 +865,11 @@ func (pe *PE) nodeGather(ft *farTeamState) error {
 	return nil
 }
 
-// nodeRelease is a leader's last part: release the team's members on
-// this node.
-func (pe *PE) nodeRelease(ft *farTeamState) {
+// nodeRelease is a leader's last part: release the other members of
+// local.
+func (pe *PE) nodeRelease(local []int) {
 	f := pe.farL
-	for _, q := range ft.local[1:] {
+	for _, q := range local[1:] {
 		_, release := pe.syncWords(pe.rank, q)
 		release.Store(f.met[q].Load()) // seq-cst; pairs with nodeArrive's load
 		pe.rma.wake(q)
