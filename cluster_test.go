@@ -654,6 +654,29 @@ func checkClusterCollectives(t *testing.T, pe *PE) {
 	if err := Reduce(w, dst[:3], dst[:3], OpMax); err != nil || dst[1] != int64((n-1)*1000+1) {
 		t.Errorf("Reduce max in place: %v %v", dst[:3], err)
 	}
+	// Floating-point sums depend on the order of the additions: every PE
+	// gets the rank-order fold, bit for bit (one node's result reaches
+	// its other PE through the node step).
+	fsrc, _ := Malloc[float64](pe, 1)
+	fdst, _ := Malloc[float64](pe, 1)
+	vals := []float64{1e16, 1.5, -1e16, 2.25}
+	fsrc[0] = vals[me%len(vals)]
+	if err := Reduce(w, fdst, fsrc, OpSum); err != nil {
+		t.Fatal(err)
+	}
+	want := vals[0]
+	for p := 1; p < n; p++ {
+		want += vals[p%len(vals)]
+	}
+	if fdst[0] != want {
+		t.Errorf("PE %d: float Reduce %v, want the rank-order fold %v", me, fdst[0], want)
+	}
+	if err := Free(pe, fdst); err != nil {
+		t.Fatal(err)
+	}
+	if err := Free(pe, fsrc); err != nil {
+		t.Fatal(err)
+	}
 	f, _ := Malloc[float64](pe, 1)
 	if err := Reduce(w, f, f, OpXor); !errors.Is(err, ErrBadOp) {
 		t.Errorf("xor on floats: %v", err)

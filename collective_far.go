@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/team"
 )
 
@@ -352,21 +353,50 @@ func farReduce[T Number](pe *PE, t *Team, dst, src []T, op Op) error {
 	if len(dst) != len(src) {
 		return fmt.Errorf("symheap: Reduce of %d elements into %d: %w", len(src), len(dst), ErrBadArg)
 	}
-	acc := append([]T(nil), src...)
-	tmp := make([]T, len(src))
+	acc, tmp := make([]T, len(src)), make([]T, len(src))
+	inPlace := core.Overlap(dst, src)
+	done := false // this PE's dst holds the result already
 	err := farCollective(pe, t, "Reduce", func(members []int, me int) error {
-		for j, p := range members {
-			if j == me {
-				continue
-			}
-			if err := Get(pe, tmp, src, p); err != nil {
+		// Unless dst is src (which others read until the closing
+		// barrier), a node's leader reduces for the node into its own dst
+		// and the node's other members copy it in shared memory, so that
+		// the other nodes' sources cross the network once per node.
+		local := pe.localOf(members)
+		share := !inPlace && len(local) > 1 && len(local) < len(members)
+		if share && pe.rank != local[0] {
+			if err := pe.nodeArrive(local[0]); err != nil {
 				return err
 			}
-			team.Fold(acc, tmp, op)
+			done = true
+			return Get(pe, dst, dst, local[0])
+		}
+		// Every member's source folded in rank order, so that every PE
+		// gets the same bits.
+		for j, p := range members {
+			v := tmp
+			if j == 0 {
+				v = acc
+			}
+			if p == pe.rank {
+				copy(v, src)
+			} else if err := Get(pe, v, src, p); err != nil {
+				if share {
+					return pe.nodeFail(p, err)
+				}
+				return err
+			}
+			if j > 0 {
+				team.Fold(acc, tmp, op)
+			}
+		}
+		if share {
+			copy(dst, acc)
+			done = true
+			return pe.nodeShare(local)
 		}
 		return nil
 	})
-	if err == nil {
+	if err == nil && !done {
 		// After the closing barrier: nobody reads src (which may be dst)
 		// any more.
 		copy(dst, acc)

@@ -37,6 +37,14 @@ func SliceData[T any](s []T) (Ptr, uint64) {
 	return unsafe.Pointer(unsafe.SliceData(s)), uint64(len(s)) * uint64(unsafe.Sizeof(z))
 }
 
+// Overlap reports whether a and b share memory.
+func Overlap[T any](a, b []T) bool {
+	pa, na := SliceData(a)
+	pb, nb := SliceData(b)
+	x, y := uintptr(pa), uintptr(pb)
+	return na > 0 && nb > 0 && x < y+uintptr(nb) && y < x+uintptr(na)
+}
+
 // SliceAt makes a []T of n elements at p (shared memory).
 func SliceAt[T any](p Ptr, n int) []T { return unsafe.Slice((*T)(p), n) }
 
