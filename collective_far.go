@@ -26,11 +26,13 @@ import (
 //	Reduce     barrier; every PE gets each member's src and folds it; barrier; dst = result
 //
 // except that what several members of a node need from other nodes
-// crosses the network once: in Broadcast from a root on another node and
-// in FCollect, the team's members on a node meet their leader (the
-// lowest of them) after it fetched the other nodes' data into its dst
-// (PE.nodeShare, the node part of the split teams' barrier), and copy
-// those parts from the leader's dst in shared memory. The closing barrier
+// crosses the network once: in Broadcast from a root on another node, in
+// FCollect, and in a Reduce that is not in place, the team's members on a
+// node meet their leader (the lowest of them) after it fetched the other
+// nodes' data into its dst (Reduce: the result; PE.nodeShare, the node
+// part of the split teams' barrier), and copy from the leader's dst in
+// shared memory. Reduce folds the sources in rank order, so that every
+// member gets the same bits. The closing barrier
 // keeps every src (and, for Reduce, every dst that is also a src)
 // unchanged until every member has read it. A get over the network costs
 // a round trip; a tree among the nodes' leaders would scale better than
