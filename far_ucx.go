@@ -543,14 +543,10 @@ func (pe *PE) farRecords(seq uint64) error {
 			p = perr.Peer
 		}
 		pe.farAnnounce(p)
-		// Seq-cst store; the node's PEs load it in their wait's check
-		// (farLeaderLost).
-		pe.ctl[pe.rank].farLost.Store(int64(p) + 2)
-		pe.rma.wakeAll()
-		return f.fail(f.peerLost(p, err))
+		return pe.nodeFail(p, f.fail(f.peerLost(p, err)))
 	}
 	if !arrived() {
-		if err := f.pollThenWait(arrived, h.lost); err != nil {
+		if err := pe.rma.pollThenWait(pe.rank, arrived, h.lost); err != nil {
 			return err
 		}
 	}
@@ -652,20 +648,6 @@ func (pe *PE) lostBy(l int) error {
 	return nil
 }
 
-// pollThenWait waits for cond: it polls the transport for a few network
-// round trips, then sleeps on this PE's signal word (whose wake-up the
-// progress goroutine or a local writer sends).
-func (f *farLayer) pollThenWait(cond func() bool, check func() error) error {
-	pe := f.pe
-	polled := func() bool { pe.rma.farProgress(); return cond() }
-	for t0 := time.Now(); time.Since(t0) < farPoll; {
-		if polled() {
-			return nil
-		}
-	}
-	return pe.rma.waitSignal(pe.rank, polled, check)
-}
-
 // Message tags of the runtime's own traffic: kind, sender, round, epoch.
 const (
 	tagBarrier = 1
@@ -754,14 +736,7 @@ func (pe *PE) farTeamSync(ft *farTeamState) error {
 	tag := func(src, round int) uint64 {
 		return tagTeam<<56 | (ft.key&0xfff)<<44 | uint64(src&0xfffff)<<24 | uint64(round&0xf)<<20 | uint64(ft.epoch&0xfffff)
 	}
-	fail := func(p int, err error) error {
-		err = f.fail(f.peerLost(p, err))
-		// Seq-cst store; the node's members load it in their wait's
-		// check (lostBy).
-		pe.ctl[pe.rank].farLost.Store(int64(p) + 2)
-		pe.rma.wakeAll()
-		return err
-	}
+	fail := func(p int, err error) error { return pe.nodeFail(p, f.fail(f.peerLost(p, err))) }
 	for k, d := 0, 1; d < n; k, d = k+1, d*2 {
 		to, from := ft.leaders[(me+d)%n], ft.leaders[(me-d+n)%n]
 		if err := f.w.Send(to, tag(pe.rank, k), nil, f.pinger(to)); err != nil {
@@ -807,9 +782,10 @@ func (pe *PE) nodeShare(local []int) error {
 	return nil
 }
 
-// nodeFail records, for the members of this node waiting for this PE as
-// their leader (lostBy), that an operation on PE p of another node failed
-// with err, and returns err.
+// nodeFail records, for the PEs of this node waiting for this PE as
+// their leader (lostBy: the node's PEs in a collective allocation, a
+// team's members in its barrier or a collective's node step), that an
+// operation on PE p of another node failed with err, and returns err.
 func (pe *PE) nodeFail(p int, err error) error {
 	// Seq-cst store; the node's members load it in their wait's check.
 	pe.ctl[pe.rank].farLost.Store(int64(p) + 2)
@@ -817,7 +793,7 @@ func (pe *PE) nodeFail(p int, err error) error {
 	return err
 }
 
-// reached reports whether count v has reached want, across the wrap.
+// reachedCount reports whether count v has reached want, across the wrap.
 func reachedCount(v, want uint32) bool { return int32(v-want) >= 0 }
 
 // nodeArrive is a member's part: arrive at leader l, wait for its release.
@@ -840,7 +816,7 @@ func (pe *PE) nodeArrive(l int) error {
 	if cond() {
 		return nil
 	}
-	if err := f.pollThenWait(cond, check); err != nil {
+	if err := pe.rma.pollThenWait(pe.rank, cond, check); err != nil {
 		return f.fail(fmt.Errorf("team barrier, waiting for the team's leader on this node, PE %d: %w", l, err))
 	}
 	return nil
@@ -858,7 +834,7 @@ func (pe *PE) nodeGather(local []int) error {
 		if cond() {
 			continue
 		}
-		if err := f.pollThenWait(cond, pe.peerLost); err != nil {
+		if err := pe.rma.pollThenWait(pe.rank, cond, pe.peerLost); err != nil {
 			return f.fail(fmt.Errorf("team barrier, waiting for PE %d of this node: %w", q, err))
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/transport"
@@ -384,36 +383,20 @@ func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) error
 	}
 	lost := h.lost
 	if h.rma.far {
-		// The node's leader brings the other nodes' records (farRecords)
-		// while it drives the transport: poll it for a few network round
-		// trips before the wait, whose sleep the leader's or the progress
-		// goroutine's wake-up ends.
-		local := arrived
-		arrived = func() bool { h.rma.farProgress(); return local() }
+		// The node's leader brings the other nodes' records
+		// (farRecords), and may find a PE lost on the way.
 		lost = func() error {
 			if err := h.lost(); err != nil {
 				return err
 			}
 			return h.farLost()
 		}
-		for t0 := time.Now(); time.Since(t0) < farPoll; {
-			if arrived() {
-				return nil
-			}
-		}
 	}
-	if arrived() {
-		return nil
-	}
-	if err := h.rma.waitSignal(rank, arrived, lost); err != nil {
+	if err := h.rma.pollThenWait(rank, arrived, lost); err != nil {
 		return fmt.Errorf("symheap: %s (call #%d) waiting for the other PEs: %w", callNames[kind], h.call, err)
 	}
 	return nil
 }
-
-// farPoll is how long a collective allocation polls for the records of
-// other nodes' PEs before it sleeps.
-const farPoll = 200 * time.Microsecond
 
 // allMatch reports whether every other PE's record of phase seq holds v
 // (out only if withOut). It compares field by field and stops at the

@@ -3,6 +3,7 @@ package symheap
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/transport"
@@ -113,6 +114,28 @@ func (r *rmaLayer) farProgress() {
 	if r.far {
 		r.remote.Progress()
 	}
+}
+
+// farPoll is how long a wait for what PEs of other nodes send polls the
+// Remote (a few network round trips) before it sleeps.
+const farPoll = 200 * time.Microsecond
+
+// pollThenWait waits until cond holds. With PEs on other nodes it first
+// polls the Remote for farPoll, testing cond, and keeps driving it while
+// it sleeps: what they send arrives only while this PE (or its progress
+// goroutine, whose wake-up ends the sleep) drives the transport. Then it
+// sleeps on PE owner's signal word (waitSignal), with check.
+func (r *rmaLayer) pollThenWait(owner int, cond func() bool, check func() error) error {
+	if r.far {
+		local := cond
+		cond = func() bool { r.farProgress(); return local() }
+		for t0 := time.Now(); time.Since(t0) < farPoll; {
+			if cond() {
+				return nil
+			}
+		}
+	}
+	return r.waitSignal(owner, cond, check)
 }
 
 // farComplete is Quiet's part for the Remote. Quiet reports no error; a
