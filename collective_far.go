@@ -151,16 +151,13 @@ func farSplit(pe *PE, t *Team, start, stride, size int) (*Team, error) {
 		}
 		ft.members = append(ft.members, p)
 	}
+	ft.local = pe.localOf(ft.members)
 	byNode := map[int]int{} // node: its lowest member
 	for _, p := range ft.members {
-		if pe.onNode(p) {
-			ft.local = append(ft.local, p)
-		}
 		if l, ok := byNode[pe.topo.nodeOf[p]]; !ok || p < l {
 			byNode[pe.topo.nodeOf[p]] = p
 		}
 	}
-	slices.Sort(ft.local)
 	for _, l := range byNode {
 		ft.leaders = append(ft.leaders, l)
 	}
@@ -228,9 +225,10 @@ func farSync(pe *PE, t *Team) error {
 }
 
 // farCollective runs body between two barriers of the team, under the
-// PE's call lock; body gets the members (world ranks by team rank) and
-// this PE's team rank.
-func farCollective(pe *PE, t *Team, op string, body func(members []int, me int) error) error {
+// PE's call lock; body gets the members (world ranks by team rank), this
+// PE's team rank, and the members on this PE's node, increasing (the
+// first leads them in a node step).
+func farCollective(pe *PE, t *Team, op string, body func(members []int, me int, local []int) error) error {
 	if err := pe.check(); err != nil {
 		return err
 	}
@@ -244,7 +242,11 @@ func farCollective(pe *PE, t *Team, op string, body func(members []int, me int) 
 	if err := farTeamBarrier(pe, ft); err != nil {
 		return fmt.Errorf("symheap: %s: %w", op, err)
 	}
-	err := body(members, me)
+	local := pe.topo.local // the world's
+	if ft != nil {
+		local = ft.local
+	}
+	err := body(members, me, local)
 	pe.rma.quietAll()
 	if berr := farTeamBarrier(pe, ft); err == nil && berr != nil {
 		err = fmt.Errorf("symheap: %s: %w", op, berr)
@@ -256,13 +258,12 @@ func farBroadcast[T any](pe *PE, t *Team, dst, src []T, root int) error {
 	if len(dst) != len(src) || root < 0 || root >= t.Size() {
 		return fmt.Errorf("symheap: Broadcast of %d elements into %d from root %d of a team of %d: %w", len(src), len(dst), root, t.Size(), ErrBadArg)
 	}
-	return farCollective(pe, t, "Broadcast", func(members []int, me int) error {
+	return farCollective(pe, t, "Broadcast", func(members []int, me int, local []int) error {
 		r := members[root]
 		if me == root {
 			copy(dst, src)
 			return nil
 		}
-		local := pe.localOf(members)
 		if pe.onNode(r) || len(local) < 2 {
 			return Get(pe, dst, src, r)
 		}
@@ -299,11 +300,10 @@ func farFCollect[T any](pe *PE, t *Team, dst, src []T) error {
 	if len(dst) != n*size {
 		return fmt.Errorf("symheap: FCollect of %d elements per PE into %d (want %d): %w", n, len(dst), n*size, ErrBadArg)
 	}
-	return farCollective(pe, t, "FCollect", func(members []int, me int) error {
+	return farCollective(pe, t, "FCollect", func(members []int, me int, local []int) error {
 		// The node's leader fetches the other nodes' blocks once; the
 		// node's other members copy them from the leader's dst, and
 		// their own node's from each member's src, in shared memory.
-		local := pe.localOf(members)
 		l := local[0]
 		if pe.rank != l {
 			if err := pe.nodeArrive(l); err != nil {
@@ -338,7 +338,7 @@ func farAllToAll[T any](pe *PE, t *Team, dst, src []T) error {
 		return fmt.Errorf("symheap: AllToAll of %d elements into %d on %d PEs: %w (equal lengths, a multiple of the team size)", len(src), len(dst), size, ErrBadArg)
 	}
 	b := len(src) / size
-	return farCollective(pe, t, "AllToAll", func(members []int, me int) error {
+	return farCollective(pe, t, "AllToAll", func(members []int, me int, local []int) error {
 		for j, p := range members {
 			if err := Get(pe, dst[j*b:(j+1)*b], src[me*b:(me+1)*b], p); err != nil {
 				return err
@@ -358,12 +358,11 @@ func farReduce[T Number](pe *PE, t *Team, dst, src []T, op Op) error {
 	acc, tmp := make([]T, len(src)), make([]T, len(src))
 	inPlace := core.Overlap(dst, src)
 	done := false // this PE's dst holds the result already
-	err := farCollective(pe, t, "Reduce", func(members []int, me int) error {
+	err := farCollective(pe, t, "Reduce", func(members []int, me int, local []int) error {
 		// Unless dst is src (which others read until the closing
 		// barrier), a node's leader reduces for the node into its own dst
 		// and the node's other members copy it in shared memory, so that
 		// the other nodes' sources cross the network once per node.
-		local := pe.localOf(members)
 		share := !inPlace && len(local) > 1 && len(local) < len(members)
 		if share && pe.rank != local[0] {
 			if err := pe.nodeArrive(local[0]); err != nil {
