@@ -144,11 +144,8 @@ func (pe *PE) match() {
 			kept = append(kept, r)
 			continue
 		}
-		src, tag := int(stag>>36&0xfffff), int(stag&(1<<36-1))
-		r.from, r.st = src, Status{Source: src, Tag: tag, Count: n}
-		if n > len(r.buf) {
-			r.done = true
-			r.err = fmt.Errorf("symheap: Recv from PE %d with tag %d: a message of %d bytes into a buffer of %d: %w", src, tag, n, len(r.buf), ErrTruncated)
+		src := int(stag >> 36 & 0xfffff)
+		if !r.found(Status{Source: src, Tag: int(stag & (1<<36 - 1)), Count: n}) {
 			continue
 		}
 		u, err := f.w.RecvNB(r.buf[:n], stag)
@@ -162,6 +159,19 @@ func (pe *PE) match() {
 	m.pending = kept
 }
 
+// found records the message a pending receive matched, and reports
+// whether it fits the receive's buffer; if not, the receive ends with
+// ErrTruncated and the message stays queued for a later one.
+func (r *farMsgReq) found(st Status) bool {
+	r.from, r.st = st.Source, st
+	if st.Count <= len(r.buf) {
+		return true
+	}
+	r.done = true
+	r.err = fmt.Errorf("symheap: Recv from PE %d with tag %d: a message of %d bytes into a buffer of %d: %w", st.Source, st.Tag, st.Count, len(r.buf), ErrTruncated)
+	return false
+}
+
 // matchLocal looks for a message of this node for the pending receive r
 // (from AnySource or a PE of this node) and, if one waits, posts an
 // internal/msg receive for exactly its sender and tag, or ends r with
@@ -172,10 +182,7 @@ func (pe *PE) matchLocal(r *farMsgReq) bool {
 	if !ok {
 		return false
 	}
-	r.from, r.st = st.Source, Status(st)
-	if st.Count > len(r.buf) {
-		r.done = true
-		r.err = fmt.Errorf("symheap: Recv from PE %d with tag %d: a message of %d bytes into a buffer of %d: %w", st.Source, st.Tag, st.Count, len(r.buf), ErrTruncated)
+	if !r.found(Status(st)) {
 		return true
 	}
 	u, err := pe.ext.msg.Irecv(r.buf[:st.Count], st.Source, st.Tag)
