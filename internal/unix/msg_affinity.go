@@ -14,15 +14,9 @@ import (
 // them. It is for benchmarks, which compare with launchers that bind their
 // ranks to cores (mpirun does by default). It returns the CPU chosen.
 func PinProcess(n int) (int, error) {
-	var allowed unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
-		return -1, fmt.Errorf("sched_getaffinity: %w", err)
-	}
-	var cpus []int
-	for c := 0; c < len(allowed)*64; c++ {
-		if allowed.IsSet(c) {
-			cpus = append(cpus, c)
-		}
+	_, cpus, err := allowedCPUs()
+	if err != nil {
+		return -1, err
 	}
 	if len(cpus) == 0 {
 		return -1, fmt.Errorf("sched_getaffinity: no CPU allowed")
@@ -56,15 +50,9 @@ func PinProcess(n int) (int, error) {
 // two processes that poll and yield look too light to its balancer to be
 // parted again.
 func Nudge(n int) error {
-	var allowed unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
-		return fmt.Errorf("sched_getaffinity: %w", err)
-	}
-	var cpus []int
-	for c := 0; c < len(allowed)*64; c++ {
-		if allowed.IsSet(c) {
-			cpus = append(cpus, c)
-		}
+	allowed, cpus, err := allowedCPUs()
+	if err != nil {
+		return err
 	}
 	if len(cpus) < 2 {
 		return nil
@@ -78,4 +66,20 @@ func Nudge(n int) error {
 		return fmt.Errorf("sched_setaffinity(every allowed CPU): %w", err)
 	}
 	return nil
+}
+
+// allowedCPUs returns the CPUs the calling thread may run on, as a set and
+// in increasing order.
+func allowedCPUs() (unix.CPUSet, []int, error) {
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+		return allowed, nil, fmt.Errorf("sched_getaffinity: %w", err)
+	}
+	var cpus []int
+	for c := 0; c < len(allowed)*64; c++ {
+		if allowed.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return allowed, cpus, nil
 }
