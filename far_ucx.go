@@ -303,8 +303,7 @@ func (f *farLayer) progress() {
 			return
 		default:
 		}
-		f.w.Sleep(50 * time.Millisecond)
-		if v, ok := f.w.Watched(); ok && v&announceExit != 0 {
+		if v, ok := f.w.Sleep(50 * time.Millisecond); ok && v&announceExit != 0 {
 			f.onAnnounced(v) // exits
 		}
 		// UCX stored what arrived with plain stores; a full fence before

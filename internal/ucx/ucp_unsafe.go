@@ -792,22 +792,44 @@ func (w *Worker) Progress() bool {
 	return C.ucp_worker_progress(w.w) != 0
 }
 
-// Sleep progresses until there is nothing to do, then sleeps on the
-// worker's event descriptor until communication arrives or d passes.
-func (w *Worker) Sleep(d time.Duration) {
+// Sleep is the progress goroutine's step. It progresses until there is
+// nothing to do, then sleeps on the worker's event descriptor until
+// communication arrives or d passes; it reports a peer's announcement
+// (Watch) once it has arrived. It never waits for the worker's lock: a
+// PE that holds it progresses the worker itself, and a goroutine queued
+// on the lock would be handed it at the PE's next unlock, parking the PE.
+func (w *Worker) Sleep(d time.Duration) (announced uint64, ok bool) {
 	// The PE's own calls progress the worker while they run, and for a
 	// moment after: stay out of their way (on a machine with a core per
-	// PE the extra thread would compete with them for the lock and a core).
+	// PE the extra thread would compete with them for a core).
+	// A PE busy with operations that do not wait (puts in a loop) still
+	// learns of an announcement: one progress and a look, if the lock is
+	// free, without counting as the PE's call.
 	if idle := time.Duration(time.Now().UnixNano() - w.last.Load()); idle < quietFor {
-		time.Sleep(quietFor)
-		return
+		time.Sleep(quietFor - idle)
+		if !w.mu.TryLock() {
+			return 0, false
+		}
+		defer w.mu.Unlock()
+		if w.closed {
+			return 0, false
+		}
+		C.ucp_worker_progress(w.w)
+		return w.watched()
 	}
-	w.mu.Lock()
+	if !w.mu.TryLock() {
+		time.Sleep(quietFor)
+		return 0, false
+	}
 	if w.closed {
 		w.mu.Unlock()
-		return
+		return 0, false
 	}
 	for C.ucp_worker_progress(w.w) != 0 {
+	}
+	if v, ok := w.watched(); ok {
+		w.mu.Unlock()
+		return v, true
 	}
 	armed := w.efd >= 0 && C.ucp_worker_arm(w.w) == C.UCS_OK
 	w.mu.Unlock()
@@ -816,6 +838,7 @@ func (w *Worker) Sleep(d time.Duration) {
 	} else if w.efd < 0 {
 		time.Sleep(d)
 	}
+	return 0, false
 }
 
 // Send sends buf to peer with tag, and returns when buf may be reused.
