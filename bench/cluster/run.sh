@@ -31,6 +31,8 @@ perftest() { # test size iterations -> "ucx <metric> <size> <value>"
 	# Final: iterations, latency typical avg overall (us), bandwidth avg overall (MB/s), ...
 	ucp_put_lat) echo "$out" | awk -v s="$s" '{print "ucx put_lat " s " " 2*$3}' ;; # one-way -> round trip, as put+quiet
 	ucp_put_bw) echo "$out" | awk -v s="$s" '{print "ucx put_bw " s " " $7*1.048576}' ;; # MiB/s -> MB/s
+	ucp_fadd) echo "$out" | awk -v s="$s" '{print "ucx fadd_lat " s " " $3}' ;;  # a round trip, as fetch-add
+	tag_lat) echo "$out" | awk -v s="$s" '{print "ucx pingpong_lat " s " " $3}' ;; # one way: half a round trip
 	esac
 }
 
@@ -45,6 +47,8 @@ for r in $(seq "$ROUNDS"); do
 	"${FH[@]}" "$P/mpi_bench" -r 3 -s 1048576 stream_bw 2>/dev/null | grep '^mpi ' || true
 	perftest ucp_put_lat 8 20000 || true
 	perftest ucp_put_bw 8388608 200 || true
+	perftest ucp_fadd 8 20000 || true
+	perftest tag_lat 8 20000 || true
 done | tee "$raw"
 
 echo
