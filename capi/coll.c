@@ -71,7 +71,9 @@ static uint64_t *shmemi_counts;
  *              publishes n+1 in its done line. The root returns at once:
  *              it reuses a line only once every PE is done with what the
  *              line held POST_RING calls before (it reads the done lines
- *              only when what it saw last falls short).
+ *              only when what it saw last falls short, and then waits
+ *              until the PE is half a ring further); a reader asks for the
+ *              root's line POST_AHEAD calls ahead of the one it reads.
  *   reduce     every PE publishes its source in its gather line g%2 (g:
  *              the world's small reductions so far), waits for every
  *              other's, and folds them all in rank order, so that every PE
@@ -85,6 +87,8 @@ static uint64_t *shmemi_counts;
  */
 #define POST_RING 32
 #define POST_DATA 56
+#define POST_AHEAD 8       /* calls ahead a reader asks for a root's line */
+#define POST_DONE_PAUSES 8 /* pauses between a waiting root's reads of a done line */
 struct post_line {
 	uint32_t seq;      /* the owner's count; futex word */
 	uint32_t sleepers; /* waiters asleep on seq */
@@ -477,6 +481,35 @@ static void post_await(struct post_line *pl, uint32_t want, const char *op)
 		shmemi_block_word(&pl->seq, &pl->sleepers, post_reached, &w, op);
 }
 
+/* post_await_done is the root's wait for a PE's done line d to reach
+ * want, as the Go runtime's (internal/team, awaitDone): once short, the
+ * root has run a whole ring ahead of that PE, so it waits until the PE is
+ * done with enough (half a ring further), reading the line only every
+ * POST_DONE_PAUSES pauses while it polls. Every read takes the line from
+ * its owner, whose next publication must fetch it back. */
+static int post_reached_spaced(void *arg)
+{
+	if (shmemi_L.polls > 0) {
+		for (int i = 0; i < POST_DONE_PAUSES; i++) {
+#if defined(__x86_64__)
+			__builtin_ia32_pause();
+#elif defined(__aarch64__)
+			__asm__ __volatile__("yield");
+#endif
+		}
+	}
+	return post_reached(arg);
+}
+
+static void post_await_done(struct post_line *d, uint32_t want, uint32_t enough, const char *op)
+{
+	struct post_wait w = {&d->seq, want};
+	if (post_reached(&w))
+		return;
+	w.want = enough;
+	shmemi_block_word(&d->seq, &d->sleepers, post_reached_spaced, &w, op);
+}
+
 static inline void prefetch_exclusive(const void *p)
 {
 #if defined(__x86_64__)
@@ -580,7 +613,7 @@ static void post_broadcast(void *dest, const void *src, size_t bytes, int root, 
 				if (j == me || (int32_t)(post_seen_done[j] - want) >= 0)
 					continue;
 				struct post_line *d = &shmemi_post_peer[j]->done;
-				post_await(d, want, op);
+				post_await_done(d, want, n - POST_RING / 2, op);
 				post_seen_done[j] = __atomic_load_n(&d->seq, __ATOMIC_SEQ_CST);
 			}
 		}
@@ -597,6 +630,9 @@ static void post_broadcast(void *dest, const void *src, size_t bytes, int root, 
 		struct post_line *pl = &shmemi_post_peer[root]->ring[n % POST_RING];
 		post_await(pl, n + 1, op);
 		memcpy(dest, pl->data, bytes);
+		/* A later call's line: a root that runs ahead has written it,
+		 * and its transfer overlaps the calls in between. */
+		__builtin_prefetch(&shmemi_post_peer[root]->ring[(n + POST_AHEAD) % POST_RING], 0, 3);
 	}
 	/* A line of our own that a root reads once every few calls; after the
 	 * copy out of the root's line. */

@@ -302,6 +302,11 @@ func (p *Pacer) Next() bool {
 	return true
 }
 
+// Polling reports whether the wait is still in its polling phase (Next
+// pauses rather than yields): a condition that spaces its loads out
+// with pauses of its own does so only then.
+func (p *Pacer) Polling() bool { return p.n < p.polls }
+
 // Nap is how long a wait with no futex to sleep on (an in-process lock)
 // sleeps between polls once its Pacer is spent: about the shortest sleep
 // the Go runtime's timers give.

@@ -23,6 +23,10 @@ const (
 	// Broadcast or Reduce of at most this many bytes goes through post
 	// lines.
 	postData = 56
+	// postAhead is how many calls ahead a reader of a root's ring asks
+	// for a line (prefetchR): within the half ring that a waiting root
+	// keeps itself ahead (awaitDone).
+	postAhead = 8
 )
 
 // postLine is one cache line that its owner publishes and other members
@@ -126,7 +130,7 @@ func (t *Team) postBcast(dst, src core.Ptr, nb uint64, root int, same bool) erro
 			// Line n%postRing last held call n-postRing: every member
 			// must be done with it.
 			for j := range t.slots {
-				if err := t.awaitDone(j, n-postRing+1); err != nil {
+				if err := t.awaitDone(j, n-postRing+1, n-postRing/2); err != nil {
 					return err
 				}
 			}
@@ -145,6 +149,9 @@ func (t *Team) postBcast(dst, src core.Ptr, nb uint64, root int, same bool) erro
 			return t.waitErr(root, err)
 		}
 		core.CopyBytes[byte](dst, core.AddrOf(&pl.data), nb)
+		// A later call's line: a root that runs ahead has written it, and
+		// its transfer overlaps the calls in between.
+		prefetchR(&t.slots[root].post[(n+postAhead)%postRing])
 	}
 	// Release store on a line of our own that a root reads once every few
 	// calls; after the copy out of the root's line.
@@ -154,24 +161,45 @@ func (t *Team) postBcast(dst, src core.Ptr, nb uint64, root int, same bool) erro
 
 // awaitDone waits until member j is done with the team's first a small
 // Broadcasts, reading its done line only when what it saw last falls
-// short.
-func (t *Team) awaitDone(j int, a uint32) error {
+// short. Once short, the root has run a whole ring ahead of j: it waits
+// until j is done with enough (half a ring further), reading j's done
+// line only every donePauses pauses. Every read takes the line from j,
+// whose next publication must then fetch it back: a root that spun on it
+// would cost j a line transfer on each call, and one that stopped at a
+// would read it again on its next call.
+func (t *Team) awaitDone(j int, a, enough uint32) error {
 	if j == t.rank || reached(t.seenDone[j], a) {
 		return nil
 	}
 	s := t.slots[j]
+	base := t.doneBase[j]
 	// Seq-cst load; pairs with j's publish of its done line, made after it
 	// copied out of our line.
-	if v := s.done.seq.Load() - t.doneBase[j]; reached(v, a) {
+	if v := s.done.seq.Load() - base; reached(v, a) {
 		t.seenDone[j] = v
 		return nil
 	}
-	if err := t.awaitPostSlow(j, &s.done, t.doneBase[j], a); err != nil {
-		return t.waitErr(j, err)
+	p := shmsync.Pace()
+	cond := func() bool {
+		if p.Polling() {
+			for range donePauses {
+				shmsync.Pause()
+			}
+		}
+		return reached(s.done.seq.Load()-base, enough)
 	}
-	t.seenDone[j] = s.done.seq.Load() - t.doneBase[j]
+	if !p.Until(cond) {
+		if err := t.l.sleepOnPost(&s.done, cond, t.live); err != nil {
+			return t.waitErr(j, err)
+		}
+	}
+	t.seenDone[j] = s.done.seq.Load() - base
 	return nil
 }
+
+// donePauses is the pauses between a waiting root's reads of a reader's
+// done line (awaitDone): a few of its calls' worth.
+const donePauses = 8
 
 // postReduce is the small Reduce ("Post lines"): every member publishes
 // its src in its gather line g%2, where g counts the team's small

@@ -10,3 +10,11 @@ package team
 //
 //go:noescape
 func prefetchW(p *postLine)
+
+// prefetchR asks for post line p in the shared state, without waiting for
+// it (PREFETCHT0): a reader of a root's ring calls it for the next call's
+// line after reading this call's, so that when the root runs ahead the
+// next line's transfer overlaps the rest of this call ("Post lines").
+//
+//go:noescape
+func prefetchR(p *postLine)

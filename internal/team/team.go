@@ -155,10 +155,14 @@ package team
 // n+1 in its done line; the root does too, without waiting. Before the
 // root reuses a line (n >= postRing) every member must be done with call
 // n-postRing (awaitDone). The root keeps what it last saw of each done
-// line (seenDone) and reads one only when that falls short, so a root
-// running ahead reads a reader's done line once every few calls, and its
-// readers never wait for it: consecutive calls use different lines, and a
-// root runs up to postRing calls ahead of its slowest reader.
+// line (seenDone) and reads one only when that falls short; it then
+// waits until the reader is half a ring further, reading its line only
+// every few pauses. So a root running ahead reads a reader's done line
+// a few times every postRing/2 calls, and its readers never wait for it:
+// consecutive calls use different lines, and a root runs up to postRing
+// calls ahead of its slowest reader, who asks for the line postAhead
+// calls ahead of the one it reads (prefetchR), so that the transfers
+// overlap.
 //
 // A small Reduce is the team's g-th: every member writes its src into
 // its gather line g%2 and publishes g+1, waits for every other member's
