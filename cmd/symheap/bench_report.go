@@ -303,6 +303,8 @@ func targetSpecs() []targetSpec {
 		{"barrier, 2 PEs vs OpenSHMEM", "barrier", "symheap:barrier_lat", "osh:barrier_lat", is(2), "<=", 0.5},
 		{"barrier, 4 PEs vs OpenSHMEM", "barrier", "symheap:barrier_lat", "osh:barrier_lat", is(4), "<=", 0.5},
 		{"barrier, 8 PEs vs OpenSHMEM", "barrier", "symheap:barrier_lat", "osh:barrier_lat", is(8), "<=", 0.5},
+		{"broadcast 1 int64 vs OpenSHMEM", "bcast", "symheap:bcast_lat", "osh:bcast_lat", is(8), "<=", 0.8},
+		{"reduce 1 int64 vs OpenSHMEM", "reduce", "symheap:reduce_lat", "osh:reduce_lat", is(8), "<=", 0.8},
 		{"collective malloc+free 64 B vs OpenSHMEM", "malloc", "symheap:malloc_lat", "osh:malloc_lat", is(64), "<=", 0.5},
 		{"collective malloc+free 1 MiB vs OpenSHMEM", "malloc", "symheap:malloc_lat", "osh:malloc_lat", is(1 << 20), "<=", 0.5},
 		{"Put bandwidth 4 MiB vs C memcpy", "put_bw", "symheap:put_bw", "memcpy:memcpy_shm_bw", is(4 << 20), ">=", 0.9},
