@@ -236,6 +236,34 @@ static int sh_probe_wait(ucp_worker_h w, int efd, uint64_t tag, uint64_t mask, i
 	}
 }
 
+// sh_recv_match waits, as sh_probe_wait, for a message matching tag under
+// mask, and receives it into buf if it is at most len bytes (and at most
+// max: an eager message, complete on arrival): 1, with its tag and
+// length. A message that does not qualify stays queued: 2, with its tag
+// and length. 0: slice_ms ran out first. A negative value is a failed
+// receive's status.
+static int sh_recv_match(ucp_worker_h w, int efd, uint64_t tag, uint64_t mask, void *buf, size_t len, size_t max,
+			 int slice_ms, uint64_t *stag, size_t *n) {
+	if (!sh_probe_wait(w, efd, tag, mask, slice_ms, stag, n))
+		return 0;
+	if (*n > len || *n > max)
+		return 2;
+	ucp_request_param_t p;
+	p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+	ucs_status_ptr_t r = ucp_tag_recv_nbx(w, buf, *n, *stag, ~(uint64_t)0, &p);
+	if (UCS_PTR_IS_ERR(r))
+		return (int)UCS_PTR_STATUS(r);
+	uint64_t t;
+	size_t got;
+	ucs_status_t st;
+	while ((st = sh_tag_wait(w, efd, r, 1000, &t, &got)) == UCS_INPROGRESS) {
+	}
+	if (st != UCS_OK)
+		return (int)st;
+	*n = got;
+	return 1;
+}
+
 // sh_try_probe reports a queued message matching tag under mask, without
 // progressing the worker (so that several probes in a row see one queue).
 static int sh_try_probe(ucp_worker_h w, uint64_t tag, uint64_t mask, uint64_t *stag, size_t *len) {
@@ -1042,6 +1070,32 @@ func (w *Worker) Probe(tag, mask uint64, from int, check func() error) (uint64, 
 		runtime.Gosched()
 		w.lock()
 	}
+}
+
+// Outcomes of RecvMatch.
+const (
+	MatchNone     = 0 // nothing arrived within the slice
+	MatchReceived = 1 // received into the buffer
+	MatchOther    = 2 // a message arrived that does not qualify; it stays queued
+)
+
+// RecvMatch waits up to about a millisecond, progressing the worker, for
+// a message whose tag matches tag under mask, and receives it into buf
+// if it fits and is at most max bytes (an eager message, which is
+// complete on arrival). It returns the outcome, and the message's tag and
+// length unless MatchNone; a failed receive's error names from. One call into C for a small message's whole
+// wait and receive.
+func (w *Worker) RecvMatch(buf []byte, tag, mask uint64, max, from int) (outcome int, stag uint64, n int, err error) {
+	w.lock()
+	defer w.mu.Unlock()
+	var t C.uint64_t
+	var l C.size_t
+	rc := C.sh_recv_match(w.w, w.efd, C.uint64_t(tag), C.uint64_t(mask), unsafe.Pointer(unsafe.SliceData(buf)), C.size_t(len(buf)),
+		C.size_t(max), 1, &t, &l)
+	if rc < 0 {
+		return MatchNone, 0, 0, &PeerError{from, "receive", Status(rc)}
+	}
+	return int(rc), uint64(t), int(l), nil
 }
 
 // between is what a wait for a message does between two slices: it asks
