@@ -20,7 +20,7 @@ func (f *farLayer) finalize()                                          {}
 func (pe *PE) farAnnounce(p int)                                       {}
 func (pe *PE) farExit(code int)                                        {}
 func (pe *PE) startFar() error                                         { return nil }
-func (pe *PE) closeFar(barrier bool) error                             { return nil }
+func (pe *PE) closeFar(barrier bool, lost error) error                 { return lost }
 func (pe *PE) farBarrier() error                                       { return nil }
 func (pe *PE) farCheck() error                                         { return nil }
 func (pe *PE) farAlive(p int) bool                                     { return false }

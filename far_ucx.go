@@ -316,22 +316,31 @@ func (f *farLayer) progress() {
 // closeFar leaves the multi-node job: a cross-node barrier (when barrier:
 // nobody reaches into this PE's memory after it), then the worker and
 // PMIx. It runs after the node's last barrier of Close.
-func (pe *PE) closeFar(barrier bool) error {
+//
+// In a job that lost a PE (lost, or the barrier's error) it leaves the
+// UCX worker as it is, for the process's exit to release: UCX 1.13's
+// handling of a connection that failed while a wireup reply to its peer
+// waited to be sent ends in an assertion that aborts the process (a check
+// later versions dropped), and a PE going down has nothing more to
+// complete across nodes.
+func (pe *PE) closeFar(barrier bool, lost error) error {
 	f := pe.farL
 	if f == nil || f.w == nil {
 		if f != nil {
 			f.client.Finalize()
 		}
-		return nil
+		return lost
 	}
-	var err error
-	if barrier {
+	err := lost
+	if barrier && err == nil {
 		err = pe.farBarrier()
 	}
 	farJob.CompareAndSwap(pe, nil)
 	close(f.progStop)
 	<-f.progDone
-	f.w.Close()
+	if !errors.Is(err, ErrPeerLost) {
+		f.w.Close()
+	}
 	f.client.Finalize()
 	return err
 }

@@ -334,6 +334,15 @@ func (pe *PE) Fence() {
 // quietAll is Quiet without the closed check, for Fence, Close and the
 // barrier of a one-PE job.
 func (r *rmaLayer) quietAll() {
+	r.quietLocal()
+	if r.far {
+		r.farComplete()
+	}
+}
+
+// quietLocal is quietAll for the stores of this node only: Close of a
+// job that lost a PE completes nothing through the Remote (closeFar).
+func (r *rmaLayer) quietLocal() {
 	st := r
 	switch {
 	case !lazyQuiet || st.mb.Load() != mbReady:
@@ -350,9 +359,6 @@ func (r *rmaLayer) quietAll() {
 		st.owed.Store(true)
 	}
 	r.wakeSleepers()
-	if r.far {
-		r.farComplete()
-	}
 }
 
 // wakeSleepers takes the wake-up step for every PE if anybody sleeps in

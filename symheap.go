@@ -219,14 +219,14 @@ func Init(cfg Config) (*PE, error) {
 	// PEs on other nodes: UCX, and the bootstrap's fence, which is the
 	// cross-node part of the barrier below.
 	if err := pe.startFar(); err != nil {
-		pe.closeFar(false)
+		pe.closeFar(false, nil)
 		pe.stopWatch()
 		seg.Close()
 		return nil, err
 	}
 	// Nobody touches another PE's heap before that PE formatted it.
 	if err := seg.Barrier(); err != nil {
-		pe.closeFar(false)
+		pe.closeFar(false, nil)
 		pe.stopWatch()
 		seg.Close()
 		return nil, fmt.Errorf("symheap: Init: %w", err)
@@ -258,13 +258,20 @@ func (pe *PE) Close() error {
 	}
 	pe.mu.Lock()
 	defer pe.mu.Unlock()
-	pe.rma.quietAll()
 	var err error
 	if pe.farL != nil {
-		// Every PE of every node has stopped reaching into this one's
-		// memory before it goes.
-		err = pe.closeFar(true)
+		// A job that lost a PE completes nothing more across nodes
+		// (closeFar); otherwise every PE of every node has stopped
+		// reaching into this one's memory before it goes.
+		lost := pe.peerLost()
+		if lost == nil {
+			pe.rma.quietAll()
+		} else {
+			pe.rma.quietLocal()
+		}
+		err = pe.closeFar(true, lost)
 	} else {
+		pe.rma.quietAll()
 		err = pe.seg.Barrier()
 	}
 	if err != nil {
