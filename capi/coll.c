@@ -490,13 +490,8 @@ static void post_await(struct post_line *pl, uint32_t want, const char *op)
 static int post_reached_spaced(void *arg)
 {
 	if (shmemi_L.polls > 0) {
-		for (int i = 0; i < POST_DONE_PAUSES; i++) {
-#if defined(__x86_64__)
-			__builtin_ia32_pause();
-#elif defined(__aarch64__)
-			__asm__ __volatile__("yield");
-#endif
-		}
+		for (int i = 0; i < POST_DONE_PAUSES; i++)
+			shmemi_pause();
 	}
 	return post_reached(arg);
 }

@@ -100,6 +100,18 @@ static inline uint32_t *shmemi_job_sleeping(void)
 	return (uint32_t *)(shmemi_L.cb_base + shmemi_L.sleeping);
 }
 
+/* shmemi_pause is the CPU's spin-wait hint, once (as the Go runtime's
+ * shmsync.Pause): every loop that polls a word another process writes
+ * pauses between polls. */
+static inline void shmemi_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
 /* A full fence: mfence on x86-64 (orders non-temporal stores too). */
 static inline void shmemi_full_fence(void)
 {

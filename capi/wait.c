@@ -31,15 +31,6 @@
 
 #define MEMBARRIER_GLOBAL_EXPEDITED (1 << 1)
 
-static inline void shmemi_pause(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ __volatile__("yield");
-#endif
-}
-
 /* block_on: the sleeping wait on word, announced in sleepers (and in the
  * job's count all, when not NULL). membar: writers may have made plain
  * stores without a fence (puts), for which the waiter's membarrier stands
