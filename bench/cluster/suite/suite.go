@@ -58,13 +58,28 @@ func agreeMax(pe *symheap.PE, v float64) (float64, error) {
 	return x[0], err
 }
 
-// timed runs op in a loop for the budget, best of reps, and returns µs per op.
-func timed(o Options, pe *symheap.PE, all bool, op func() error) (float64, error) {
+// bestOf runs once o.Reps times, each after a barrier, and returns the
+// best (smallest) figure it gave.
+func bestOf(o Options, pe *symheap.PE, once func() (float64, error)) (float64, error) {
 	best := 0.0
 	for r := 0; r < o.Reps; r++ {
 		if err := pe.Barrier(); err != nil {
 			return 0, err
 		}
+		v, err := once()
+		if err != nil {
+			return 0, err
+		}
+		if best == 0 || (v > 0 && v < best) {
+			best = v
+		}
+	}
+	return best, nil
+}
+
+// timed runs op in a loop for the budget, best of reps, and returns µs per op.
+func timed(o Options, pe *symheap.PE, all bool, op func() error) (float64, error) {
+	return bestOf(o, pe, func() (float64, error) {
 		n := 0
 		t0 := time.Now()
 		if all || pe.Rank() == 0 {
@@ -84,41 +99,25 @@ func timed(o Options, pe *symheap.PE, all bool, op func() error) (float64, error
 				}
 			}
 		}
-		d := time.Since(t0)
-		v := 0.0
-		if n > 0 {
-			v = float64(d.Microseconds()) / float64(n)
+		if n == 0 {
+			return 0, nil
 		}
-		if best == 0 || (v > 0 && v < best) {
-			best = v
-		}
-	}
-	return best, nil
+		return float64(time.Since(t0).Microseconds()) / float64(n), nil
+	})
 }
 
 // collective runs op n times on every PE and returns the slowest PE's
 // mean µs per call.
 func collective(o Options, pe *symheap.PE, n int, op func() error) (float64, error) {
-	best := 0.0
-	for r := 0; r < o.Reps; r++ {
-		if err := pe.Barrier(); err != nil {
-			return 0, err
-		}
+	return bestOf(o, pe, func() (float64, error) {
 		t0 := time.Now()
 		for range n {
 			if err := op(); err != nil {
 				return 0, err
 			}
 		}
-		v, err := agreeMax(pe, float64(time.Since(t0).Nanoseconds())/1e3/float64(n))
-		if err != nil {
-			return 0, err
-		}
-		if best == 0 || v < best {
-			best = v
-		}
-	}
-	return best, nil
+		return agreeMax(pe, float64(time.Since(t0).Nanoseconds())/1e3/float64(n))
+	})
 }
 
 // Run runs the suite on this PE (every PE of the job calls it) and prints
@@ -241,11 +240,7 @@ func Run(pe *symheap.PE, initTime time.Duration, o Options, out io.Writer) error
 
 // pingpong measures half a Send/Recv round trip between PEs 0 and 1.
 func pingpong(o Options, pe *symheap.PE, n int, buf []byte) (float64, error) {
-	best := 0.0
-	for r := 0; r < o.Reps; r++ {
-		if err := pe.Barrier(); err != nil {
-			return 0, err
-		}
+	return bestOf(o, pe, func() (float64, error) {
 		t0 := time.Now()
 		for range n {
 			switch pe.Rank() {
@@ -265,10 +260,6 @@ func pingpong(o Options, pe *symheap.PE, n int, buf []byte) (float64, error) {
 				}
 			}
 		}
-		v := float64(time.Since(t0).Nanoseconds()) / 1e3 / float64(n) / 2
-		if best == 0 || v < best {
-			best = v
-		}
-	}
-	return best, nil
+		return float64(time.Since(t0).Nanoseconds()) / 1e3 / float64(n) / 2, nil
+	})
 }
