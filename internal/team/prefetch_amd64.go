@@ -12,9 +12,10 @@ package team
 func prefetchW(p *postLine)
 
 // prefetchR asks for post line p in the shared state, without waiting for
-// it (PREFETCHT0): a reader of a root's ring calls it for the next call's
-// line after reading this call's, so that when the root runs ahead the
-// next line's transfer overlaps the rest of this call ("Post lines").
+// it (PREFETCHT0): a reader of a root's ring calls it for the line of a
+// call postAhead calls later after reading this call's, so that when the
+// root runs ahead that line's transfer overlaps the calls in between
+// ("Post lines").
 //
 //go:noescape
 func prefetchR(p *postLine)

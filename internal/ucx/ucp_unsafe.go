@@ -237,16 +237,15 @@ static int sh_probe_wait(ucp_worker_h w, int efd, uint64_t tag, uint64_t mask, i
 }
 
 // sh_recv_match waits, as sh_probe_wait, for a message matching tag under
-// mask, and receives it into buf if it is at most len bytes (and at most
-// max: an eager message, complete on arrival): 1, with its tag and
-// length. A message that does not qualify stays queued: 2, with its tag
-// and length. 0: slice_ms ran out first. A negative value is a failed
-// receive's status.
-static int sh_recv_match(ucp_worker_h w, int efd, uint64_t tag, uint64_t mask, void *buf, size_t len, size_t max,
+// mask, and receives it into buf if it is at most limit bytes: 1, with
+// its tag and length. A message that does not qualify stays queued: 2,
+// with its tag and length. 0: slice_ms ran out first. A negative value is
+// a failed receive's status.
+static int sh_recv_match(ucp_worker_h w, int efd, uint64_t tag, uint64_t mask, void *buf, size_t limit,
 			 int slice_ms, uint64_t *stag, size_t *n) {
 	if (!sh_probe_wait(w, efd, tag, mask, slice_ms, stag, n))
 		return 0;
-	if (*n > len || *n > max)
+	if (*n > limit)
 		return 2;
 	ucp_request_param_t p;
 	p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
@@ -1083,15 +1082,15 @@ const (
 // a message whose tag matches tag under mask, and receives it into buf
 // if it fits and is at most max bytes (an eager message, which is
 // complete on arrival). It returns the outcome, and the message's tag and
-// length unless MatchNone; a failed receive's error names from. One call into C for a small message's whole
-// wait and receive.
+// length unless MatchNone; a failed receive's error names from. One call
+// into C for a small message's whole wait and receive.
 func (w *Worker) RecvMatch(buf []byte, tag, mask uint64, max, from int) (outcome int, stag uint64, n int, err error) {
 	w.lock()
 	defer w.mu.Unlock()
 	var t C.uint64_t
 	var l C.size_t
-	rc := C.sh_recv_match(w.w, w.efd, C.uint64_t(tag), C.uint64_t(mask), unsafe.Pointer(unsafe.SliceData(buf)), C.size_t(len(buf)),
-		C.size_t(max), 1, &t, &l)
+	rc := C.sh_recv_match(w.w, w.efd, C.uint64_t(tag), C.uint64_t(mask), unsafe.Pointer(unsafe.SliceData(buf)),
+		C.size_t(min(len(buf), max)), 1, &t, &l)
 	if rc < 0 {
 		return MatchNone, 0, 0, &PeerError{from, "receive", Status(rc)}
 	}
