@@ -15,7 +15,7 @@ func init() {
 
 func (pe *PE) describeForC() cabi.Layout {
 	var c control
-	polls, yields := shmsync.Budgets()
+	polls, yields, yieldFor := shmsync.Budgets()
 	l := pe.sp.Lay
 	base, _ := core.SliceData(pe.sp.Mem())
 	wbase, _ := core.SliceData(pe.sp.WMem())
@@ -34,7 +34,7 @@ func (pe *PE) describeForC() cabi.Layout {
 		MembarrierReady: pe.rma.membarrierReady(),
 		SameAddress:     pe.seg.SameAddress(), Protected: pe.seg.Protected(),
 		Far:   pe.rma.far,
-		Polls: polls, Yields: yields,
+		Polls: polls, Yields: yields, YieldNs: yieldFor.Nanoseconds(),
 		SegPath: pe.seg.Path(),
 	}
 }

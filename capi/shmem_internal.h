@@ -63,6 +63,7 @@ struct shmemi_layout {
 	int me, npes;
 	int mb_ready, same_address, protected_;
 	int polls, yields;
+	int64_t yield_ns; /* the yields go on this long at least (shmsync.YieldSpan) */
 	int initialized, finalized;
 	int thread_level;
 	/* The program's static data (static.c). */

@@ -31,6 +31,14 @@
 
 #define MEMBARRIER_GLOBAL_EXPEDITED (1 << 1)
 
+/* now_ns is the monotonic clock in nanoseconds (vDSO: no system call). */
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* block_on: the sleeping wait on word, announced in sleepers (and in the
  * job's count all, when not NULL). membar: writers may have made plain
  * stores without a fence (puts), for which the waiter's membarrier stands
@@ -51,7 +59,12 @@ static void block_on(uint32_t *word, uint32_t *sleepers, uint32_t *all, int memb
 		if ((i & 31) == 31)
 			sched_yield();
 	}
-	for (int i = 0; i < shmemi_L.yields; i++) {
+	/* Yield a count, and with a core per PE for yield_ns at least
+	 * (shmsync, "Sleeping costs more than its wake-up"). */
+	int64_t until = 0;
+	if (shmemi_L.yield_ns > 0)
+		until = now_ns() + shmemi_L.yield_ns;
+	for (int i = 0; i < shmemi_L.yields || (until && now_ns() < until); i++) {
 		if (cond(arg))
 			return;
 		sched_yield();

@@ -24,8 +24,9 @@ type Layout struct {
 	Rank, NPEs                 int
 	MembarrierReady            bool // puts need no fence (wait.go)
 	SameAddress, Protected     bool
-	Far                        bool // some PE is on another node (the ucx build): the C fast path cannot reach it
-	Polls, Yields              int  // the pacing of waits for other processes (shmsync.Pace)
+	Far                        bool  // some PE is on another node (the ucx build): the C fast path cannot reach it
+	Polls, Yields              int   // the pacing of waits for other processes (shmsync.Pace)
+	YieldNs                    int64 // the yields go on this long at least (shmsync.YieldSpan; 0: just count them)
 	SegPath                    string
 }
 

@@ -24,8 +24,8 @@ import (
 //     time: about what a peer needs for the shared-memory work between
 //     two waits (a collective round, a message). The poll count is that
 //     time over the measured cost of one poll, which differs threefold
-//     between CPUs (PAUSE is 10 to 140 cycles). It then yields a few
-//     times and sleeps.
+//     between CPUs (PAUSE is 10 to 140 cycles). It then yields for
+//     YieldSpan (see "Sleeping costs more than its wake-up") and sleeps.
 //   - With more PEs than cores, polling only keeps the PE we wait for off
 //     the core, so the waiter does not poll: it yields, enough times for
 //     every PE sharing its core to run once or twice (each yield hands
@@ -34,6 +34,32 @@ import (
 // Sleeping is the caller's: a futex on a word in shared memory (WaitWord,
 // WaitCount and the root's signal waits), or a short nap for in-process
 // waits.
+//
+// # Sleeping costs more than its wake-up
+//
+// A PE with a core of its own gains nothing by sleeping early: the core
+// has nothing else to run, and a sleep costs far more than the futex
+// wake-up it takes.
+//
+//   - The wake-up itself: 1.2 to 3 µs when the sleeper's core is still
+//     awake, but 20 µs to 3.7 ms in a VM once the kernel has halted the
+//     idle virtual CPU (measured on the 2-core development VM, ten
+//     wake-ups 200 µs apart).
+//   - The Go runtime's monitor thread (sysmon): a blocking system call
+//     re-arms it to wake every 20 µs for the next 50 rounds or more; on a
+//     node whose PEs fill the cores each of its rounds preempts a PE for
+//     5 to 20 µs, which stalls every PE waiting for that one. A thread
+//     that sleeps on a futex 30 µs in every thousand loop turns made the
+//     monitor switch 618 times in 200 ms, against 78 without the sleeps.
+//
+// In plain loops of 2-PE barriers a sleep was the start of such a chain:
+// the peer, preempted by its monitor, missed the waiter's 16 yields; the
+// waiter slept, re-arming its own monitor, which preempted it in turn.
+// Jobs of 20,000 barriers took 0.22 to 0.54 µs a call, against 0.24 to
+// 0.31 µs when the waits yielded for 200 µs before sleeping
+// (docs/bench/design-measurements.md). So with a core per PE the yields
+// go on until YieldSpan has passed; an oversubscribed node keeps its
+// count of yields, which hands the core over at once, and sleeps after.
 //
 // # Adapting to the cores the PEs get
 //
@@ -64,6 +90,12 @@ import (
 // SpinLines is how many cache-line transfers' worth of time a waiter
 // polls before it yields, when it has a core of its own.
 const SpinLines = 100
+
+// YieldSpan is how long a waiter with a core of its own yields before it
+// sleeps ("Sleeping costs more than its wake-up"): a yield with nothing
+// else to run returns at once, so this is polling that lets any other
+// thread of the core's run first.
+const YieldSpan = 200 * time.Microsecond
 
 // MinSpinLines is the least polling, in transfers, that a waiter keeps when
 // its polls kept failing (see "Adapting"): a peer running on another core
@@ -113,6 +145,7 @@ type plan struct {
 	minPolls           int32         // the polls a wait keeps at the largest pollShift
 	yieldPolls         int32         // polls one yield stands in for, when polls give way to yields
 	handOver           time.Duration // a yield at least this long handed the core over
+	yieldFor           time.Duration // the yields go on this long, at least (0: just count them)
 }
 
 // Calibrate measures the machine once per process and returns the
@@ -170,10 +203,10 @@ func budgets(m Machine, n int) *plan {
 	p := &plan{polls: polls, yields: 16, localPolls: polls, gosche: 64,
 		minPolls:   int32(min(MinSpinLines*line, spin) / max(m.Poll, time.Nanosecond)),
 		yieldPolls: int32(max(yield/max(m.Poll, time.Nanosecond), 1)),
-		handOver:   2 * yield}
+		handOver:   2 * yield, yieldFor: YieldSpan}
 	if cores := max(m.Cores, 1); n > cores {
 		perCore := (n + cores - 1) / cores
-		p.polls, p.yields, p.minPolls = 0, int32(max(4*perCore, 16)), 0
+		p.polls, p.yields, p.minPolls, p.yieldFor = 0, int32(max(4*perCore, 16)), 0, 0
 	}
 	return p
 }
@@ -185,6 +218,8 @@ type Pacer struct {
 	local            bool
 	handOver         time.Duration // a yield this long handed the core over (0: not told)
 	handed           bool          // the last yield did
+	yieldFor         time.Duration // yield until this long after the first yield, at least
+	yieldFrom        time.Time     // the first yield
 }
 
 // Pace returns the Pacer of a wait for other processes: polls, then
@@ -192,7 +227,7 @@ type Pacer struct {
 // the time cut given to yields.
 func Pace() Pacer {
 	p := currentPlan()
-	q := Pacer{polls: p.polls, yields: p.yields, handOver: p.handOver}
+	q := Pacer{polls: p.polls, yields: p.yields, handOver: p.handOver, yieldFor: p.yieldFor}
 	if s := pollShift.Load(); s > 0 && p.polls > p.minPolls {
 		q.polls = max(p.polls>>s, p.minPolls)
 		q.yields += min((p.polls-q.polls)/p.yieldPolls, 4*p.yields)
@@ -285,7 +320,10 @@ func (p *Pacer) Next() bool {
 	switch {
 	case p.n < p.polls:
 		Pause()
-	case p.n < p.polls+p.yields:
+	case p.n < p.polls+p.yields || p.yieldMore():
+		if p.n == p.polls && p.yieldFor > 0 {
+			p.yieldFrom = time.Now()
+		}
 		if p.local {
 			runtime.Gosched()
 		} else if p.handOver > 0 {
@@ -300,6 +338,18 @@ func (p *Pacer) Next() bool {
 	}
 	p.n++
 	return true
+}
+
+// yieldMore reports whether a wait past its count of yields yields on:
+// until yieldFor after its first yield.
+func (p *Pacer) yieldMore() bool {
+	if p.yieldFor == 0 {
+		return false
+	}
+	if p.yieldFrom.IsZero() { // the count of yields was spent before the first: none
+		p.yieldFrom = time.Now()
+	}
+	return time.Since(p.yieldFrom) < p.yieldFor
 }
 
 // Polling reports whether the wait is still in its polling phase (Next
@@ -418,8 +468,9 @@ func pingPong(rounds int, limit time.Duration) (time.Duration, bool) {
 }
 
 // Budgets returns the current plan's polls and yields of a wait for other
-// processes (Pace), for waits that run outside Go (the C library's).
-func Budgets() (polls, yields int) {
+// processes (Pace), and how long the yields go on at least, for waits
+// that run outside Go (the C library's).
+func Budgets() (polls, yields int, yieldFor time.Duration) {
 	p := currentPlan()
-	return int(p.polls), int(p.yields)
+	return int(p.polls), int(p.yields), p.yieldFor
 }

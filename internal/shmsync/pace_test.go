@@ -37,6 +37,11 @@ func TestBudgets(t *testing.T) {
 	if !(p16.yields > p8.yields && p4.yields > 0) {
 		t.Errorf("yields for 4, 8, 16 PEs on 2 cores: %d, %d, %d; want growing", p4.yields, p8.yields, p16.yields)
 	}
+	// With a core per PE the yields go on for YieldSpan; an oversubscribed
+	// node just counts them ("Sleeping costs more than its wake-up").
+	if pf.yieldFor != YieldSpan || p4.yieldFor != 0 {
+		t.Errorf("yields go on for %v with a core per PE, %v with 2 PEs a core: want %v and 0", pf.yieldFor, p4.yieldFor, YieldSpan)
+	}
 	// An unmeasured transfer time takes the default.
 	if a, b := budgets(Machine{Cores: 2, Poll: 10 * time.Nanosecond}, 2), budgets(Machine{Cores: 2, Poll: 10 * time.Nanosecond, Line: defaultLine}, 2); *a != *b {
 		t.Errorf("unmeasured line: %+v, want the default's %+v", *a, *b)
@@ -52,6 +57,16 @@ func TestPacer(t *testing.T) {
 	}
 	if steps != 5 || p.Next() {
 		t.Errorf("%d steps, want 3 polls and 2 yields, then none", steps)
+	}
+	// A span of yields: every step until it has passed, then none.
+	span := 2 * time.Millisecond
+	y := Pacer{polls: 3, yields: 2, yieldFor: span}
+	start, steps := time.Now(), 0
+	for y.Next() {
+		steps++
+	}
+	if took := time.Since(start); took < span || steps <= 5 || y.Next() {
+		t.Errorf("a Pacer yielding for %v stopped after %v and %d steps", span, took, steps)
 	}
 	n := 0
 	q := Pacer{polls: 100}
