@@ -23,6 +23,7 @@ func main() {
 	flag.IntVar(&reps, "reps", 0, "also time reps short runs of 100 calls and print the fastest (the cost without interference)")
 	flag.IntVar(&pin, "pin", -1, "after Init, move every thread of the PE to this CPU (all PEs on one core, as the kernel sometimes places them, while the runtime believes it has a core per PE)")
 	flag.IntVar(&elems, "elems", 1, "int64 elements per broadcast and reduction")
+	flag.DurationVar(&settle, "settle", 0, "before the loops, run barriers for this long: the Go runtime's monitor thread (sysmon) wakes every 20-70 us for the first tens of milliseconds of a process, and each time takes a core from a PE")
 	flag.BoolVar(&spread, "spread", false, "after Init, move every thread of PE r to CPU r modulo the CPUs (a core per PE even on a busy machine, where the kernel may put both on one)")
 	flag.Parse()
 	if err := run(*calls, *afterRate); err != nil {
@@ -34,6 +35,7 @@ func main() {
 var (
 	reps, pin, elems int
 	spread           bool
+	settle           time.Duration
 )
 
 func run(calls int, afterRate bool) error {
@@ -48,6 +50,34 @@ func run(calls int, afterRate bool) error {
 	if pin >= 0 {
 		if err := pinTo(pin); err != nil {
 			return err
+		}
+	}
+	if settle > 0 {
+		// PE 0 decides when to stop, and tells PE 1 through the
+		// broadcast of a flag, so that both run the same barriers.
+		flagv, err := symheap.Malloc[int64](pe, 1)
+		if err != nil {
+			return err
+		}
+		stop, err := symheap.Malloc[int64](pe, 1)
+		if err != nil {
+			return err
+		}
+		for t := time.Now(); ; {
+			for range 1000 {
+				if err := pe.Barrier(); err != nil {
+					return err
+				}
+			}
+			if pe.Rank() == 0 && time.Since(t) >= settle {
+				flagv[0] = 1
+			}
+			if err := symheap.Broadcast(pe.World(), stop, flagv, 0); err != nil {
+				return err
+			}
+			if stop[0] != 0 {
+				break
+			}
 		}
 	}
 	if afterRate {
