@@ -219,8 +219,11 @@ type Pacer struct {
 	handOver         time.Duration // a yield this long handed the core over (0: not told)
 	handed           bool          // the last yield did
 	yieldFor         time.Duration // yield until this long after the first yield, at least
-	yieldFrom        time.Time     // the first yield
+	yieldFrom        time.Duration // the first yield, since paceEpoch (monotonic; a Pacer stays small)
 }
+
+// paceEpoch is the origin of Pacer.yieldFrom.
+var paceEpoch = time.Now()
 
 // Pace returns the Pacer of a wait for other processes: polls, then
 // sched_yields, the polls cut to this process's share ("Adapting") and
@@ -322,7 +325,7 @@ func (p *Pacer) Next() bool {
 		Pause()
 	case p.n < p.polls+p.yields || p.yieldMore():
 		if p.n == p.polls && p.yieldFor > 0 {
-			p.yieldFrom = time.Now()
+			p.yieldFrom = time.Since(paceEpoch)
 		}
 		if p.local {
 			runtime.Gosched()
@@ -346,10 +349,11 @@ func (p *Pacer) yieldMore() bool {
 	if p.yieldFor == 0 {
 		return false
 	}
-	if p.yieldFrom.IsZero() { // the count of yields was spent before the first: none
-		p.yieldFrom = time.Now()
+	now := time.Since(paceEpoch)
+	if p.n == p.polls { // no counted yields came first
+		p.yieldFrom = now
 	}
-	return time.Since(p.yieldFrom) < p.yieldFor
+	return now-p.yieldFrom < p.yieldFor
 }
 
 // Polling reports whether the wait is still in its polling phase (Next

@@ -482,8 +482,10 @@ func (t *Team) enter(what string) error {
 	}
 	// Wait for a Sync of another goroutine to end (it takes no lock).
 	// Plain load; pairs with the release stores of inUse and leave.
-	for p := shmsync.PaceLocal(); t.busy.Load() != 0; {
-		p.Step()
+	if t.busy.Load() != 0 {
+		for p := shmsync.PaceLocal(); t.busy.Load() != 0; {
+			p.Step()
+		}
 	}
 	shmsync.StoreRelease32(&t.busy, 1)
 	return nil
