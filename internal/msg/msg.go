@@ -213,35 +213,42 @@ type chunk struct{ slot, off, n uint64 }
 // send's buffer must not change, and a receive's must not be read, before.
 type Request struct {
 	l    *Layer
-	send bool
 	buf  []byte
 	peer int // destination, or the source asked for (AnySource)
 	tag  int // tag, or the tag asked for (AnyTag)
 
 	done     atomic.Uint32 // 1 once done: set (under Layer.lock, by markDone) after st and err; Wait and Test read it without
-	finished bool          // blocking calls' requests: set instead of done, read under Layer.lock only
+	send     bool
+	finished bool // blocking calls' requests: set instead of done, read under Layer.lock only
+	blocking bool // made by Send or Recv: recycled when done
+	// large: the request took a large message's path (startLarge,
+	// startRecv), whose tables may name it after it is done (an inMsg's
+	// recv, a late record): Release does not reuse it.
+	large    bool
+	released bool  // in Layer.freeReqs, or dropped by Release
+	inWork   bool  // bounceWork refers to it (wantBounce, toFree): not recycled until it is done with it
+	path     uint8 // a send's path
 	st       Status
 	err      error
+	checked  time.Duration // Test: last liveness check, since reqEpoch (0: none yet)
+	big      *reqBig       // what large messages and sleeping waits need (more); nil until then
+}
 
+// reqBig is the part of a Request that a small message never needs: a
+// large message's transfer, a receive's split copy, and a sleeping wait's
+// closures. It is made on first use (Request.more): a request of a window
+// of small Isends, which a program that does not release it leaves to the
+// garbage collector, is 120 bytes instead of 208, and the collector runs
+// that much less often (docs/bench/design-measurements.md).
+type reqBig struct {
 	// Sends of large messages.
 	id     uint64
-	path   uint8
 	bounce *bounceTx
-	inWork bool // bounceWork refers to it (wantBounce, toFree): not recycled until it is done with it
 	// Receives: the large message being copied in, and its split slot
 	// (index+1; 0: none) and generation.
 	msg      *inMsg
 	split    int
 	splitGen uint64
-
-	checked  time.Time // Test: last liveness check
-	blocking bool      // made by Send or Recv: recycled when done
-	// large: the request took a large message's path (startLarge,
-	// startRecv), whose tables may name it after it is done (an inMsg's
-	// recv, a late record): Release does not reuse it.
-	large    bool
-	released bool // in Layer.freeReqs, or dropped by Release
-
 	// The poll and the liveness check of a wait that sleeps, made once
 	// per Request (sleepFuncs), so that a reused request's sleeping wait
 	// allocates nothing.
@@ -249,12 +256,35 @@ type Request struct {
 	checkFn func() error
 }
 
+// reqEpoch is the origin of Request.checked.
+var reqEpoch = time.Now()
+
+// more returns r's reqBig, making it on first use. Called with the lock
+// held (or on a request nobody else sees yet).
+func (r *Request) more() *reqBig {
+	if r.big == nil {
+		r.big = new(reqBig)
+	}
+	return r.big
+}
+
+// inMsgOf returns the large message r is receiving, if any.
+func (r *Request) inMsgOf() *inMsg {
+	if r.big == nil {
+		return nil
+	}
+	return r.big.msg
+}
+
 // sleepFuncs returns r's poll and liveness check for Layer.sleep, making
 // them on first use.
 func (r *Request) sleepFuncs() (poll func() bool, check func() error) {
-	if r.pollFn == nil {
-		l := r.l
-		r.pollFn = func() bool {
+	l := r.l
+	l.lock.Lock() // r.big: the layer may be making it (startRecv)
+	b := r.more()
+	l.lock.Unlock() // nothing queued (unlock)
+	if b.pollFn == nil { // only the waiting goroutine touches the closures
+		b.pollFn = func() bool {
 			l.lock.Lock()
 			l.progress()
 			if l.bouncing() {
@@ -264,9 +294,9 @@ func (r *Request) sleepFuncs() (poll func() bool, check func() error) {
 			l.unlock()
 			return done
 		}
-		r.checkFn = func() error { return l.waitCheck(r) }
+		b.checkFn = func() error { return l.waitCheck(r) }
 	}
-	return r.pollFn, r.checkFn
+	return b.pollFn, b.checkFn
 }
 
 // Init maps the rings of this PE's messaging and applies its settings.
@@ -640,18 +670,20 @@ func (l *Layer) newRequest(blocking, send bool, buf []byte, peer, tag int) *Requ
 	}
 	l.spare = nil
 	r.send, r.buf, r.peer, r.tag = send, buf, peer, tag
-	r.err, r.st, r.id, r.path, r.bounce, r.msg = nil, Status{}, 0, 0, nil, nil
-	r.split, r.splitGen, r.finished, r.large = 0, 0, false, false
+	r.err, r.st, r.path, r.finished, r.large = nil, Status{}, 0, false, false
+	if b := r.big; b != nil {
+		b.id, b.bounce, b.msg, b.split, b.splitGen = 0, nil, nil, 0, 0
+	}
 	return r
 }
 
 // allocRequest returns a new, zero Request: one the program released
 // (Request.Release) if there is one, which costs no allocation; else one
-// of a block of 64, allocated at once: one allocation instead of 64 for a
-// window of Isends or Irecvs. A request the program did not release is
-// never reused, so the API's semantics (Wait and Test may be called on a
-// done request at any time) hold for it; a request kept by the program
-// keeps its 64-request block (12 KiB) alive. Called with the lock held.
+// of a block of reqsPerBlock, allocated at once: one allocation instead
+// of 64 for a window of 64 Isends or Irecvs. A request the program did
+// not release is never reused, so the API's semantics (Wait and Test may
+// be called on a done request at any time) hold for it; a request kept by
+// the program keeps its block (8 KiB) alive. Called with the lock held.
 func (l *Layer) allocRequest() *Request {
 	if k := len(l.freeReqs); k > 0 {
 		r := l.freeReqs[k-1]
@@ -660,7 +692,7 @@ func (l *Layer) allocRequest() *Request {
 		return r
 	}
 	if len(l.reqBlock) == 0 {
-		l.reqBlock = make([]Request, 64)
+		l.reqBlock = make([]Request, reqsPerBlock)
 	}
 	r := &l.reqBlock[0]
 	l.reqBlock = l.reqBlock[1:]
@@ -686,7 +718,7 @@ func (l *Layer) recycle(r *Request) {
 // Request{}: its stores, and the collector's barriers on its pointers,
 // cost a small send more than the rest of it.)
 func (r *Request) reuse() {
-	r.st, r.err, r.checked, r.released, r.path = Status{}, nil, time.Time{}, false, 0
+	r.st, r.err, r.checked, r.released, r.path = Status{}, nil, 0, false, 0
 	if raceEnabled {
 		r.done.Store(0)
 		return
@@ -694,9 +726,13 @@ func (r *Request) reuse() {
 	shmsync.StoreRelease32(&r.done, 0) // in-process: nobody else sees r before the call that reuses it returns it
 }
 
+// reqsPerBlock is the requests allocRequest allocates at once: 8160
+// bytes, within the Go allocator's 8 KiB size class.
+const reqsPerBlock = 68
+
 // maxFreeReqs bounds the released requests a PE keeps for reuse: more
-// than a window of any size programs use, and few enough bytes (about
-// 200 each) to keep for good.
+// than a window of any size programs use, and few enough bytes (120
+// each, and a reqBig for those that needed one) to keep for good.
 const maxFreeReqs = 4096
 
 // Release gives a done request back to its PE for reuse by a later Isend
@@ -878,7 +914,7 @@ func (r *Request) Test() (done bool, st Status, err error) {
 	if r.done.Load() != 0 {
 		return true, r.st, r.err
 	}
-	if now := time.Now(); now.Sub(r.checked) > shmsync.SleepSlice {
+	if now := time.Since(reqEpoch); r.checked == 0 || now-r.checked > shmsync.SleepSlice {
 		r.checked = now
 		if err := l.waitCheck(r); err != nil {
 			l.fail(r, err)
@@ -895,7 +931,10 @@ func (r *Request) complete(st Status, err error) {
 	// Nothing reads these once the request is done: let them go, so that
 	// a request the program keeps holds no buffer alive (nor do the other
 	// requests of its block: allocRequest).
-	r.buf, r.msg, r.bounce = nil, nil, nil
+	r.buf = nil
+	if b := r.big; b != nil {
+		b.msg, b.bounce = nil, nil
+	}
 	if r.blocking {
 		r.finished = true // its waiter looks under the lock: no fence needed
 		return
@@ -928,8 +967,8 @@ func (l *Layer) waitCheck(r *Request) error {
 	}
 	l.lock.Lock()
 	peer := r.peer
-	if r.msg != nil {
-		peer = r.msg.src
+	if m := r.inMsgOf(); m != nil {
+		peer = m.src
 	}
 	l.lock.Unlock() // nothing queued (unlock)
 	var err error
@@ -964,12 +1003,14 @@ func (l *Layer) failLocked(r *Request, err error) {
 	l.posted.s = remove(l.posted.s, r)
 	l.noSlab = remove(l.noSlab, r)       // (bounceWork, if it has r, sees it over)
 	l.splitting = remove(l.splitting, r) // its slot stays busy: the sender may still write
-	if m := r.msg; m != nil {
+	if m := r.inMsgOf(); m != nil {
 		m.recv = nil
 		delete(l.xfers, xferKey{m.src, m.id})
 	}
 	if r.send {
-		delete(l.sends, r.id)
+		if r.big != nil {
+			delete(l.sends, r.big.id)
+		}
 		l.dropBounce(r, false)
 		if r.peer >= 0 {
 			q := &l.out[r.peer]

@@ -111,8 +111,9 @@ func (l *Layer) trySplit(r *Request, m *inMsg) bool {
 	sl.done.Store(first)                  // read by S only after the CTS below publishes the generation
 	sl.orphan.Store(0)                    // likewise
 	sl.claim.Store(gen<<genShift | first) // S's CAS pairs with it; the ring record below orders it before S sees the CTS
-	r.split, r.splitGen = idx+1, gen
-	m.recv, r.msg = r, m
+	b := r.more()
+	b.split, b.splitGen = idx+1, gen
+	m.recv, b.msg = r, m
 	l.post(m.src, outRec{kind: recCTS, w1: kind, body: [4]uint64{m.id, uint64(idx), gen, where}})
 	l.claimCopy(r, m)
 	l.splitPoll(r)
@@ -124,7 +125,7 @@ func (l *Layer) trySplit(r *Request, m *inMsg) bool {
 
 // claimCopy is the receiver's side of step 2.
 func (l *Layer) claimCopy(r *Request, m *inMsg) {
-	sl := l.slots[r.split-1]
+	sl := l.slots[r.big.split-1]
 	size := uint64(m.size)
 	for {
 		v := sl.claim.Load() // pairs with S's CAS: we see its claims
@@ -146,11 +147,11 @@ func (l *Layer) claimCopy(r *Request, m *inMsg) {
 
 // splitPoll is step 4 for one receive. Called with Layer.lock held.
 func (l *Layer) splitPoll(r *Request) {
-	if r.over() || r.split == 0 {
+	if r.over() || r.big == nil || r.big.split == 0 {
 		return
 	}
-	m := r.msg
-	sl := l.slots[r.split-1]
+	m := r.big.msg
+	sl := l.slots[r.big.split-1]
 	if o := sl.orphan.Load(); o != 0 { // acquire: pairs with S's store after its failed write
 		off := o - 1
 		n := min(splitChunk, uint64(m.size)-off)
@@ -165,8 +166,8 @@ func (l *Layer) splitPoll(r *Request) {
 	if sl.done.Load() < uint64(m.size) { // acquire: pairs with S's Add after each chunk it copied
 		return
 	}
-	l.slotBusy[r.split-1] = false
-	r.split = 0
+	l.slotBusy[r.big.split-1] = false
+	r.big.split = 0
 	delete(l.xfers, xferKey{m.src, m.id})
 	l.post(m.src, outRec{kind: recAck, body: [4]uint64{m.id, 0}})
 	r.complete(Status{m.src, m.tag, m.size}, nil)
@@ -177,7 +178,9 @@ func (l *Layer) splitPoll(r *Request) {
 // the slot out of use (the sender may still write into its chunks).
 func (l *Layer) endRecv(r *Request, m *inMsg, err error) {
 	delete(l.xfers, xferKey{m.src, m.id})
-	r.split = 0
+	if r.big != nil {
+		r.big.split = 0
+	}
 	l.post(m.src, outRec{kind: recAck, body: [4]uint64{m.id, 1}})
 	r.complete(Status{m.src, m.tag, m.size}, err)
 }

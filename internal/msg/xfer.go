@@ -84,8 +84,9 @@ type spentBounce struct {
 func (l *Layer) startLarge(r *Request) {
 	r.large = true
 	l.nextID++
-	r.id = l.nextID
-	l.sends[r.id] = r
+	big := r.more()
+	big.id = l.nextID
+	l.sends[big.id] = r
 	var where uint64
 	p, _ := core.SliceData(r.buf)
 	so, inSeg := l.sp.SegOffset(p)
@@ -100,7 +101,7 @@ func (l *Layer) startLarge(r *Request) {
 		r.path, where = pathKernel, uint64(unix.AddrOf(r.buf))
 	}
 	l.post(r.peer, outRec{kind: recRTS, w1: uint64(uint32(r.tag)) | uint64(r.path)<<32,
-		body: [4]uint64{uint64(len(r.buf)), r.id, where}})
+		body: [4]uint64{uint64(len(r.buf)), big.id, where}})
 	if r.path == pathBounce {
 		l.pushChunks(r)
 	}
@@ -111,7 +112,7 @@ func (l *Layer) sendEvent(r *Request, kind uint8, arg uint64) {
 	c := l.stats // written by this PE only; symheap stat reads them
 	switch kind {
 	case recAck:
-		delete(l.sends, r.id)
+		delete(l.sends, r.big.id)
 		if arg != 0 {
 			r.complete(Status{}, fmt.Errorf("symheap: send of %d bytes to PE %d with tag %d: %w", len(r.buf), r.peer, r.tag, errPeerCopy))
 			return
@@ -130,14 +131,14 @@ func (l *Layer) sendEvent(r *Request, kind uint8, arg uint64) {
 		r.path = pathBounce
 		l.pushChunks(r)
 	case recChunkAck:
-		b := r.bounce
+		b := r.big.bounce
 		if b == nil || arg >= uint64(len(b.busy)) || b.busy[arg] == 0 {
 			return
 		}
 		b.acked += b.busy[arg]
 		b.busy[arg] = 0
 		if b.acked == uint64(len(r.buf)) {
-			delete(l.sends, r.id)
+			delete(l.sends, r.big.id)
 			c.MsgBounce.Add(1)
 			l.dropBounce(r, true) // completed once the buffer is freed
 			return
@@ -150,7 +151,7 @@ func (l *Layer) sendEvent(r *Request, kind uint8, arg uint64) {
 // pieces of the message and posts a CHUNK for each. A transfer without a
 // buffer is queued for one instead (step 1 of "Bounce buffers").
 func (l *Layer) pushChunks(r *Request) {
-	b := r.bounce
+	b := r.more().bounce
 	if b == nil {
 		if !r.inWork {
 			r.inWork = true
@@ -171,18 +172,18 @@ func (l *Layer) pushChunks(r *Request) {
 		memcopy.Bytes(l.sp.Mem()[at:at+n], r.buf[b.sent:b.sent+n])
 		b.busy[slot] = n
 		b.sent += n
-		l.post(r.peer, outRec{kind: recChunk, body: [4]uint64{r.id, uint64(slot), at, n}})
+		l.post(r.peer, outRec{kind: recChunk, body: [4]uint64{r.big.id, uint64(slot), at, n}})
 	}
 }
 
 // dropBounce queues r's bounce buffer, if it has one, to be freed; r
 // completes once it is if then is set.
 func (l *Layer) dropBounce(r *Request, then bool) {
-	b := r.bounce
-	if b == nil {
+	if r.big == nil || r.big.bounce == nil {
 		return
 	}
-	r.bounce = nil
+	b := r.big.bounce
+	r.big.bounce = nil
 	s := spentBounce{off: b.off}
 	if then {
 		s.req = r
@@ -262,7 +263,7 @@ func (l *Layer) bounceWork() {
 					l.toFree = append(l.toFree, spentBounce{off: b.off})
 					continue
 				}
-				r.bounce = b
+				r.more().bounce = b
 				l.pushChunks(r)
 			}
 		}
@@ -309,15 +310,16 @@ func (l *Layer) noBounce(r *Request, size uint64, err error) {
 	if errors.Is(err, errs.ErrOutOfMemory) {
 		held := len(l.toFree) != 0
 		for _, q := range l.sends {
-			held = held || q != r && q.bounce != nil
+			held = held || q != r && q.big != nil && q.big.bounce != nil
 		}
 		if held {
 			l.noSlab = append(l.noSlab, r) // tried again once a buffer is freed
 			return
 		}
 	}
-	delete(l.sends, r.id)
-	l.post(r.peer, outRec{kind: recAbort, body: [4]uint64{r.id}})
+	id := r.more().id
+	delete(l.sends, id)
+	l.post(r.peer, outRec{kind: recAbort, body: [4]uint64{id}})
 	r.complete(Status{}, fmt.Errorf("symheap: send of %d bytes to PE %d with tag %d needs a bounce buffer of at least %d bytes in the local shared heap: %w (raise SYMHEAP_SHARED_SIZE, or let process_vm_readv work: see SYMHEAP_MSG_NOKERNEL and ptrace restrictions)",
 		size, r.peer, r.tag, min(size, 2*MinBounceChunk), err))
 }
@@ -344,7 +346,7 @@ func (l *Layer) allocBounce(size uint64) (*bounceTx, error) {
 // Called with the lock held.
 func (l *Layer) startRecv(r *Request, m *inMsg) {
 	r.large = true
-	m.recv, r.msg = r, m
+	m.recv, r.more().msg = r, m
 	ok := Status{m.src, m.tag, m.size}
 	if (m.path == pathSegment || m.path == pathKernel) && l.trySplit(r, m) {
 		return
