@@ -282,7 +282,7 @@ func (r *Request) sleepFuncs() (poll func() bool, check func() error) {
 	l := r.l
 	l.lock.Lock() // r.big: the layer may be making it (startRecv)
 	b := r.more()
-	l.lock.Unlock() // nothing queued (unlock)
+	l.lock.Unlock()      // nothing queued (unlock)
 	if b.pollFn == nil { // only the waiting goroutine touches the closures
 		b.pollFn = func() bool {
 			l.lock.Lock()
