@@ -34,12 +34,12 @@ const (
 // partly overlap. On return dst holds the data and src may be reused.
 func Broadcast[T any](t *Team, dst, src []T, root int) error {
 	if pe := farTeam(t); pe != nil {
-		if err := checkPointerFree[T](); err != nil {
+		if err := plainData[T](); err != nil {
 			return err
 		}
 		return farBroadcast(pe, t, dst, src, root)
 	}
-	return (*team.Team)(t).Broadcast(team.VecOf(dst), team.VecOf(src), root, checkPointerFree[T]())
+	return (*team.Team)(t).Broadcast(team.VecOf(dst), team.VecOf(src), root, plainData[T]())
 }
 
 // Reduce combines src of every member element by element with op and
@@ -58,12 +58,12 @@ func Reduce[T Number](t *Team, dst, src []T, op Op) error {
 // src are symmetric and may not overlap.
 func FCollect[T any](t *Team, dst, src []T) error {
 	if pe := farTeam(t); pe != nil {
-		if err := checkPointerFree[T](); err != nil {
+		if err := plainData[T](); err != nil {
 			return err
 		}
 		return farFCollect(pe, t, dst, src)
 	}
-	return (*team.Team)(t).FCollect(team.VecOf(dst), team.VecOf(src), checkPointerFree[T]())
+	return (*team.Team)(t).FCollect(team.VecOf(dst), team.VecOf(src), plainData[T]())
 }
 
 // AllToAll exchanges blocks (shmem_alltoall): src and dst hold Size()
@@ -72,10 +72,10 @@ func FCollect[T any](t *Team, dst, src []T) error {
 // length (a multiple of the team size), and may not overlap.
 func AllToAll[T any](t *Team, dst, src []T) error {
 	if pe := farTeam(t); pe != nil {
-		if err := checkPointerFree[T](); err != nil {
+		if err := plainData[T](); err != nil {
 			return err
 		}
 		return farAllToAll(pe, t, dst, src)
 	}
-	return (*team.Team)(t).AllToAll(team.VecOf(dst), team.VecOf(src), checkPointerFree[T]())
+	return (*team.Team)(t).AllToAll(team.VecOf(dst), team.VecOf(src), plainData[T]())
 }

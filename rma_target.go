@@ -104,7 +104,7 @@ func (pe *PE) localError(op string, p core.Ptr, size uint64, owner int, off uint
 // refused with ErrPointerType, as Malloc refuses it: shared memory holds
 // no Go pointers.
 func Reinterpret[T any](b []byte) ([]T, error) {
-	if err := checkPointerFree[T](); err != nil {
+	if err := plainData[T](); err != nil {
 		return nil, err
 	}
 	if core.SizeOf[T]() == 0 {
