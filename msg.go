@@ -1,6 +1,7 @@
 package symheap
 
 import (
+	"fmt"
 	"sync/atomic"
 
 	"github.com/symheap/symheap/alloc"
@@ -125,6 +126,39 @@ func (r *Request) Test() (done bool, st Status, err error) {
 // again. Release of a request that is not done, or of one released
 // before, returns ErrBadArg and changes nothing.
 func (r *Request) Release() error { return (*msg.Request)(r).Release() }
+
+// WaitAll waits for every request of reqs (nil entries are skipped, as
+// MPI_Waitall skips null requests), stores each one's result in sts[i]
+// when sts is not nil (it needs len(reqs) entries), then releases them
+// all (Release) and sets their entries of reqs to nil, as MPI_Waitall
+// frees its requests: the program must not use them again. Releasing a
+// window's requests together takes the messaging layer's lock once
+// instead of once a request. It returns the first request's error,
+// naming its index; the others are released all the same.
+func WaitAll(reqs []*Request, sts []Status) error {
+	if sts != nil && len(sts) < len(reqs) {
+		return fmt.Errorf("symheap: WaitAll of %d requests with room for %d results: %w (pass nil or len(reqs) Statuses)", len(reqs), len(sts), ErrBadArg)
+	}
+	var first error
+	for i, r := range reqs {
+		if r == nil {
+			continue
+		}
+		st, err := r.Wait()
+		if sts != nil {
+			sts[i] = st
+		}
+		if err != nil && first == nil {
+			first = fmt.Errorf("symheap: WaitAll, request %d of %d: %w", i, len(reqs), err)
+		}
+	}
+	err := msg.ReleaseAll(len(reqs), func(i int) *msg.Request { return (*msg.Request)(reqs[i]) })
+	clear(reqs)
+	if first == nil && err != nil {
+		first = fmt.Errorf("symheap: WaitAll: %w", err)
+	}
+	return first
+}
 
 // EagerLimit returns the largest message this PE sends through the rings
 // from ordinary memory (larger ones are copied once from the sender's

@@ -121,6 +121,120 @@ func TestMsgReleaseErrors(t *testing.T) {
 	}, msgOpts()...)
 }
 
+// TestMsgWaitAll: windows of Isends against Irecvs finished by WaitAll,
+// which must give every request's status, clear the slice, release the
+// requests (later windows get them back) and allocate nothing once warm.
+// A result slice too short is refused before anything changes; a
+// receive that fails (a buffer too short: ErrTruncated) is named by its
+// index while the rest of the window is still released, and its message
+// stays queued for a later receive.
+func TestMsgWaitAll(t *testing.T) {
+	petest.Run(t, 2, func(t *testing.T) {
+		pe := startPE(t)
+		peer := 1 - pe.Rank()
+		const w = 16
+		bufs := make([][]byte, w)
+		for i := range bufs {
+			bufs[i] = make([]byte, 64)
+		}
+		reqs := make([]*Request, w)
+		sts := make([]Status, w)
+		seen := map[*Request]bool{}
+		reused := 0
+		var ack [4]byte
+		window := func(n int, check bool) {
+			for i := range reqs {
+				if pe.Rank() == 0 {
+					b := bufs[i][:8+i]
+					fillMsg(b, uint64(n*w+i))
+					reqs[i] = need(pe.Isend(b, peer, 4))
+				} else {
+					reqs[i] = need(pe.Irecv(bufs[i], peer, 4))
+				}
+				if seen[reqs[i]] {
+					reused++
+				}
+				seen[reqs[i]] = true
+			}
+			noErr(t, WaitAll(reqs, sts))
+			for i, r := range reqs {
+				if r != nil {
+					t.Fatalf("window %d: WaitAll left request %d in the slice", n, i)
+				}
+				if pe.Rank() == 1 {
+					if sts[i] != (Status{0, 4, 8 + i}) {
+						t.Fatalf("window %d, request %d: status %+v, want %d bytes from PE 0 with tag 4", n, i, sts[i], 8+i)
+					}
+					if check { // fmt allocates: not in the measured windows
+						checkMsg(t, fmt.Sprintf("window %d, message %d", n, i), bufs[i][:8+i], uint64(n*w+i))
+					}
+				}
+			}
+			if pe.Rank() == 0 {
+				need(pe.Recv(ack[:], peer, 3))
+			} else {
+				noErr(t, pe.Send(ack[:], peer, 3))
+			}
+		}
+		for n := range 4 {
+			window(n, true)
+		}
+		if reused == 0 {
+			t.Errorf("no request came back after WaitAll released it")
+		}
+		n := 4
+		if a := testing.AllocsPerRun(20, func() { window(n, false); n++ }); a != 0 {
+			t.Errorf("%v allocations per window finished by WaitAll, want 0", a)
+		}
+
+		// A result slice too short: refused, nothing waited for or released.
+		if pe.Rank() == 1 {
+			r := need(pe.Irecv(bufs[0], peer, 6))
+			rs := []*Request{r, nil}
+			wantIs(t, "WaitAll with one Status for two", WaitAll(rs, sts[:1]), ErrBadArg, "room for 1")
+			if rs[0] != r {
+				t.Fatal("a refused WaitAll changed the slice")
+			}
+			sync2(t, pe) // PE 0 sends
+			noErr(t, WaitAll(rs, sts[:2]))
+			if sts[0] != (Status{0, 6, 8}) {
+				t.Fatalf("status %+v after a refused WaitAll", sts[0])
+			}
+			checkMsg(t, "message after a refused WaitAll", bufs[0][:8], 6)
+		} else {
+			b := make([]byte, 8)
+			fillMsg(b, 6)
+			sync2(t, pe)
+			noErr(t, pe.Send(b, peer, 6))
+		}
+		sync2(t, pe)
+
+		// A failing receive in the window: named, the others released.
+		if pe.Rank() == 1 {
+			short := make([]byte, 4)
+			rs := []*Request{need(pe.Irecv(bufs[0], peer, 7)), need(pe.Irecv(short, peer, 8)), need(pe.Irecv(bufs[2], peer, 9))}
+			sync2(t, pe) // PE 0 sends
+			wantIs(t, "WaitAll with a short buffer", WaitAll(rs, sts[:3]), ErrTruncated, "request 1 of 3")
+			if sts[0] != (Status{0, 7, 8}) || sts[2] != (Status{0, 9, 8}) || sts[1].Count != 8 {
+				t.Fatalf("statuses %+v", sts[:3])
+			}
+			st := need(pe.Recv(bufs[1], peer, 8)) // the truncated message stays queued
+			if st != (Status{0, 8, 8}) {
+				t.Fatalf("status %+v of the message a short buffer refused", st)
+			}
+			checkMsg(t, "message a short buffer refused", bufs[1][:8], 8)
+		} else {
+			b := make([]byte, 8)
+			sync2(t, pe)
+			for _, tag := range []int{7, 8, 9} {
+				fillMsg(b, uint64(tag))
+				noErr(t, pe.Send(b, peer, tag))
+			}
+		}
+		sync2(t, pe)
+	}, msgOpts()...)
+}
+
 // TestMsgWindowAllocs: a window of 64 Isends against 64 Irecvs of 8 bytes,
 // each request waited for and released, then an acknowledgement,
 // allocates nothing once the first window has sized the free list and

@@ -522,7 +522,7 @@ func (r *runner) newSection(id string) *section {
 		r.addFloor(s, floorSpec{kind: "bandwidth", np: n, sizes: p.Sizes})
 	case "msg_rate":
 		s.Title, s.Unit, s.Better = "Send/Recv message rate", "msg/s", "higher"
-		s.What = fmt.Sprintf("PE 0: window of %d Isend, PE 1: as many Irecv, each Wait then Release, then a 4-byte ack (Open MPI: MPI_Waitall)", p.Window)
+		s.What = fmt.Sprintf("PE 0: window of %d Isend, PE 1: as many Irecv, then WaitAll (which releases them), then a 4-byte ack (Open MPI: MPI_Waitall)", p.Window)
 		p.Sizes = r.msgRateSizes
 		if len(p.Sizes) == 0 {
 			return nil

@@ -747,7 +747,14 @@ func (r *Request) Release() error {
 	l := r.l
 	l.lock.Lock()
 	defer l.lock.Unlock() // nothing queued (unlock)
+	return l.releaseLocked(r)
+}
+
+// releaseLocked is Release with the lock held.
+func (l *Layer) releaseLocked(r *Request) error {
 	switch {
+	case r.l != l:
+		return fmt.Errorf("symheap: Release of a Request of another PE: %w", errs.ErrBadArg)
 	case r.released:
 		return fmt.Errorf("symheap: Release of a Request released before: %w (a released Request must not be used)", errs.ErrBadArg)
 	case r.blocking || !r.over():
@@ -759,6 +766,39 @@ func (r *Request) Release() error {
 		l.freeReqs = append(l.freeReqs, r)
 	}
 	return nil
+}
+
+// ReleaseAll releases requests at(0) .. at(n-1) under one acquisition
+// of the lock, as Release does one: a window of requests costs one lock
+// instead of one each. Nil requests, and requests made by no Isend or
+// Irecv of this layer (a handle of the multi-node path: the collector
+// takes those), are skipped. A request that may not be released (not
+// done, or released before) is left as it is, and the first such is named
+// in the error; the others are released.
+func ReleaseAll(n int, at func(i int) *Request) error {
+	var l *Layer
+	for i := range n {
+		if r := at(i); r != nil && r.l != nil {
+			l = r.l
+			break
+		}
+	}
+	if l == nil {
+		return nil
+	}
+	var first error
+	l.lock.Lock()
+	for i := range n {
+		r := at(i)
+		if r == nil || r.l == nil {
+			continue
+		}
+		if err := l.releaseLocked(r); err != nil && first == nil {
+			first = fmt.Errorf("request %d of %d: %w", i, n, err)
+		}
+	}
+	l.lock.Unlock() // nothing queued (unlock)
+	return first
 }
 
 // Wait blocks until the request is done and returns its result. It may be
