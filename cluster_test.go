@@ -772,11 +772,16 @@ func checkClusterAnyMessages(t *testing.T, pe *PE) {
 			sends = append(sends, r)
 		}
 	}
+	// WaitAll, over requests of both paths (messages of this node and of
+	// the other): every status, the slice cleared.
 	got := map[int]int{}
-	for i, r := range recvs {
-		st, err := r.Wait()
-		if err != nil {
-			t.Fatal(err)
+	sts := make([]Status, len(recvs))
+	if err := WaitAll(recvs, sts); err != nil {
+		t.Fatal(err)
+	}
+	for i, st := range sts {
+		if recvs[i] != nil {
+			t.Fatalf("WaitAll left receive %d in the slice", i)
 		}
 		got[st.Source]++
 		if st.Count == big {
