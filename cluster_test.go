@@ -799,7 +799,7 @@ func checkClusterAnyMessages(t *testing.T, pe *PE) {
 			t.Errorf("%d messages from PE %d, want 2", got[p], p)
 		}
 	}
-	for _, r := range sends {
+	for i, r := range sends {
 		for {
 			done, _, err := r.Test()
 			if err != nil {
@@ -808,6 +808,13 @@ func checkClusterAnyMessages(t *testing.T, pe *PE) {
 			if done {
 				break
 			}
+		}
+		// Release, of requests of both paths: once, then refused.
+		if err := r.Release(); err != nil {
+			t.Fatalf("Release of send %d: %v", i, err)
+		}
+		if err := r.Release(); !errors.Is(err, ErrBadArg) || !strings.Contains(err.Error(), "released before") {
+			t.Fatalf("second Release of send %d: %v, want ErrBadArg (released before)", i, err)
 		}
 	}
 	// Every PE has all its messages before the next phase's messages,

@@ -34,6 +34,7 @@ func (pe *PE) farMsgRecv(buf []byte, source, tag int) (Status, error) {
 func (pe *PE) farMsgIrecv(buf []byte, source, tag int) (*Request, error) { return nil, ErrNotSupported }
 func farReqWait(req *Request) (Status, error, bool)                      { return Status{}, nil, false }
 func farReqTest(req *Request) (bool, Status, error, bool)                { return false, Status{}, nil, false }
+func farReqRelease(req *Request) (error, bool)                           { return nil, false }
 
 // Without the ucx build no job spans nodes (farJob stays nil, farLock
 // false), so the multi-node teams, collectives and locks

@@ -125,7 +125,12 @@ func (r *Request) Test() (done bool, st Status, err error) {
 // must not be used after Release: a later Isend or Irecv may return it
 // again. Release of a request that is not done, or of one released
 // before, returns ErrBadArg and changes nothing.
-func (r *Request) Release() error { return (*msg.Request)(r).Release() }
+func (r *Request) Release() error {
+	if err, ok := farReqRelease(r); ok {
+		return err
+	}
+	return (*msg.Request)(r).Release()
+}
 
 // WaitAll waits for every request of reqs (nil entries are skipped, as
 // MPI_Waitall skips null requests), stores each one's result in sts[i]
@@ -150,6 +155,17 @@ func WaitAll(reqs []*Request, sts []Status) error {
 		}
 		if err != nil && first == nil {
 			first = fmt.Errorf("symheap: WaitAll, request %d of %d: %w", i, len(reqs), err)
+		}
+	}
+	for i, r := range reqs { // the multi-node path's requests (ucx build)
+		if r == nil {
+			continue
+		}
+		if err, ok := farReqRelease(r); ok {
+			if err != nil && first == nil {
+				first = fmt.Errorf("symheap: WaitAll, request %d of %d: %w", i, len(reqs), err)
+			}
+			reqs[i] = nil
 		}
 	}
 	err := msg.ReleaseAll(len(reqs), func(i int) *msg.Request { return (*msg.Request)(reqs[i]) })

@@ -65,6 +65,7 @@ type farMsgReq struct {
 	blocking    bool // made by Send or Recv: not in the table
 	lastChecked time.Time
 	local       *msg.Request // the receive posted to internal/msg for a message of this node it matched
+	released    bool         // Release was called (the collector frees the handle)
 }
 
 // onNode reports whether PE p runs on this PE's node.
@@ -444,6 +445,28 @@ func farReqWait(req *Request) (st Status, err error, ok bool) {
 	}
 	st, err = pe.farWait(r)
 	return st, err, true
+}
+
+// farReqRelease is Request.Release for this path: the handle is the
+// collector's to free (register), so Release only checks, as internal/msg's
+// does, that the request is done and was not released before, and lets
+// go of its buffer.
+func farReqRelease(req *Request) (err error, ok bool) {
+	pe, r := farRequestOf(req)
+	if r == nil {
+		return nil, false
+	}
+	m := &pe.farL.msgs
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case r.released:
+		return fmt.Errorf("symheap: Release of a Request released before: %w (a released Request must not be used)", ErrBadArg), true
+	case !r.done:
+		return fmt.Errorf("symheap: Release of a Request that is not done: %w (Wait or Test it until it is)", ErrBadArg), true
+	}
+	r.released, r.buf = true, nil
+	return nil, true
 }
 
 func farReqTest(req *Request) (done bool, st Status, err error, ok bool) {
