@@ -47,6 +47,10 @@ type boxPair struct {
 	// the receiver, which writes it. The next poll of the peer's slot,
 	// which every receive and wait makes, looks for it.
 	busy bool
+	// wrote: this PE put a message into its slot after its last look at
+	// the peer's; a receive from the peer then waits before its first
+	// look (fast.go, "Quiet").
+	wrote bool
 }
 
 // boxOf returns the line of the box between PEs p and q (p != q) and the
@@ -78,6 +82,7 @@ func (b *boxPair) put(tag int, payload []byte, ringPos uint64, relaxed bool) {
 	b.sent++
 	b.pos = uint32(ringPos)
 	b.acked = b.got
+	b.wrote = true
 	// Release: publishes the message (and our reads of the peer's last
 	// one, now acknowledged); pairs with the peer's load in pending and
 	// free.
@@ -101,6 +106,7 @@ func (b *boxPair) pending(pos uint64) (w0 uint64, ready, ok bool) {
 	}
 	w0 = u64At(b.line, b.theirs).Load() // acquire: pairs with the peer's publishing store (put)
 	b.busy = uint16(w0>>16) != b.sent
+	b.wrote = false
 	if uint16(w0) != b.got+1 {
 		return 0, false, false
 	}

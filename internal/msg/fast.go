@@ -38,6 +38,24 @@ import (
 //   - Acknowledgements. It gives the box back (boxPair.ack) before it
 //     polls, so a source that only sends finds its box free.
 
+// # Quiet
+//
+// A receive from the peer this PE has just put a message to in their
+// box does not look at the box for its first Layer.boxQuiet polls (a
+// cache-line transfer's worth of time; it still polls the ring). The
+// reply cannot come sooner: the peer must first take the line, then
+// write its own slot in it. And a look in between costs that write a
+// transfer: CPUs that see a line read by one core and then written by the
+// next hand it over for writing on the read, so a poll that takes it back
+// makes the writer's store fetch it again. In a ping-pong of two threads
+// on one line (CPU model 167), 20 loop turns between seeing the message
+// and answering took the half round trip from 68 to 144-159 ns, and
+// waiting 4 pauses before the first poll brought it back to 75-83 ns;
+// symheap's 8 B Send/Recv ping-pong went from 159-170 to 108-111 ns with
+// 4 quiet polls (6: 121, 8: 128-135; docs/bench/design-measurements.md).
+// A receive that comes long after the put waits a transfer's worth of
+// polls for nothing, once.
+
 // fastPolls bounds the polls of the fast path before the general path
 // takes over (about 0.3 ms on the tuned machine).
 const fastPolls = 4096
@@ -61,10 +79,20 @@ func (l *Layer) recvFast(buf []byte, source, tag int) (st Status, ok bool) {
 	}
 	r, b := &l.in[source], &l.box[source]
 	b.ack(l.relaxed)
+	quiet := 0
+	if b.wrote && l.boxQuiet < polls {
+		quiet = l.boxQuiet // "Quiet"
+	}
 	for i := 0; i < polls; i++ {
 		// The ring first, then the box, as progress does.
 		w0, off, has := r.peek()
-		bw0, ready, _ := b.pending(r.pos)
+		var bw0 uint64
+		var ready bool
+		if i >= quiet || has {
+			// A ring record is taken only after a look at the box,
+			// whose message may come first.
+			bw0, ready, _ = b.pending(r.pos)
+		}
 		switch {
 		case ready:
 			t, payload, bad := b.msg()

@@ -131,6 +131,7 @@ type Layer struct {
 	slots       []*splitSlot   // this PE's split slots
 	peerSlots   [][]*splitSlot // every PE's split slots
 	boxLimit    int            // the largest message sent through the fast boxes
+	boxQuiet    int            // polls a receive skips the box it just wrote into (fast.go, "Quiet")
 	eager       int            // eager limit in bytes, ordinary send buffers
 	eagerShared int            // eager limit for send buffers in the segment
 	noKernel    bool           // SYMHEAP_MSG_NOKERNEL: never use process_vm_readv
@@ -309,6 +310,12 @@ func (l *Layer) Init(rt Runtime, c Config) error {
 	l.eager = min(s.Eager, int(rb/4-recHdrSize))
 	l.eagerShared = min(s.EagerShared, int(rb/4-recHdrSize))
 	l.boxLimit = min(BoxMax, l.eager, l.eagerShared)
+	if n <= runtime.NumCPU() {
+		// A transfer's worth of polls (fast.go, "Quiet"); not measured
+		// where the PEs share cores, whose receives poll once.
+		m := shmsync.Calibrate()
+		l.boxQuiet = int(min(max(m.Line/max(m.Poll, time.Nanosecond), 1), 64))
+	}
 	l.splitMin, l.noKernel, l.allBounce = s.Split, s.NoKernel, s.AllBounce
 	area := func(p int) []byte { return sp.Bytes(msgArea, p) }
 	cells := func(a []byte, s int) []byte {
