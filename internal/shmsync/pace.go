@@ -344,16 +344,10 @@ func (p *Pacer) Next() bool {
 }
 
 // yieldMore reports whether a wait past its count of yields yields on:
-// until yieldFor after its first yield.
+// until yieldFor after its first yield (which Next times; with no counted
+// yields, this is it).
 func (p *Pacer) yieldMore() bool {
-	if p.yieldFor == 0 {
-		return false
-	}
-	now := time.Since(paceEpoch)
-	if p.n == p.polls { // no counted yields came first
-		p.yieldFrom = now
-	}
-	return now-p.yieldFrom < p.yieldFor
+	return p.yieldFor > 0 && (p.n == p.polls || time.Since(paceEpoch)-p.yieldFrom < p.yieldFor)
 }
 
 // Polling reports whether the wait is still in its polling phase (Next
