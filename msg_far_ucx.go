@@ -459,11 +459,8 @@ func farReqRelease(req *Request) (err error, ok bool) {
 	m := &pe.farL.msgs
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	switch {
-	case r.released:
-		return fmt.Errorf("symheap: Release of a Request released before: %w (a released Request must not be used)", ErrBadArg), true
-	case !r.done:
-		return fmt.Errorf("symheap: Release of a Request that is not done: %w (Wait or Test it until it is)", ErrBadArg), true
+	if r.released || !r.done {
+		return msg.ReleaseRefused(r.released), true
 	}
 	r.released, r.buf = true, nil
 	return nil, true

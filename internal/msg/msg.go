@@ -762,10 +762,8 @@ func (l *Layer) releaseLocked(r *Request) error {
 	switch {
 	case r.l != l:
 		return fmt.Errorf("symheap: Release of a Request of another PE: %w", errs.ErrBadArg)
-	case r.released:
-		return fmt.Errorf("symheap: Release of a Request released before: %w (a released Request must not be used)", errs.ErrBadArg)
-	case r.blocking || !r.over():
-		return fmt.Errorf("symheap: Release of a Request that is not done: %w (Wait or Test it until it is)", errs.ErrBadArg)
+	case r.released || r.blocking || !r.over():
+		return ReleaseRefused(r.released)
 	}
 	r.released = true
 	r.buf = nil
@@ -773,6 +771,16 @@ func (l *Layer) releaseLocked(r *Request) error {
 		l.freeReqs = append(l.freeReqs, r)
 	}
 	return nil
+}
+
+// ReleaseRefused is the error of a Release that may not be made: of a
+// request released before, else of one not done (the multi-node path's
+// requests give the same).
+func ReleaseRefused(released bool) error {
+	if released {
+		return fmt.Errorf("symheap: Release of a Request released before: %w (a released Request must not be used)", errs.ErrBadArg)
+	}
+	return fmt.Errorf("symheap: Release of a Request that is not done: %w (Wait or Test it until it is)", errs.ErrBadArg)
 }
 
 // ReleaseAll releases requests at(0) .. at(n-1) under one acquisition
