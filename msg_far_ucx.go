@@ -90,7 +90,8 @@ func (pe *PE) msgCheck(op string, peer, tag int, any bool) error {
 	return nil
 }
 
-// farIsend starts a send (of any size) to dest.
+// farIsend starts a send (of any size) to dest. A blocking one (Send)
+// that UCX completed at once returns nil: nothing to wait for.
 func (pe *PE) farIsend(buf []byte, dest, tag int, blocking bool) (*farMsgReq, error) {
 	if err := pe.msgCheck("Isend", dest, tag, false); err != nil {
 		return nil, err
@@ -100,7 +101,10 @@ func (pe *PE) farIsend(buf []byte, dest, tag int, blocking bool) (*farMsgReq, er
 	if err != nil {
 		return nil, fmt.Errorf("symheap: Isend of %d bytes to PE %d: %w", len(buf), dest, f.peerLost(dest, err))
 	}
-	return &farMsgReq{send: true, buf: buf, peer: dest, tag: tag, u: u, from: dest, blocking: blocking,
+	if u == nil && blocking {
+		return nil, nil // complete at once: Send has nothing to wait for
+	}
+	return &farMsgReq{send: true, buf: buf, peer: dest, tag: tag, u: u, from: dest, blocking: blocking, done: u == nil,
 		st: Status{Source: pe.rank, Tag: tag, Count: len(buf)}}, nil
 }
 
@@ -380,7 +384,7 @@ func (pe *PE) farMsgSend(buf []byte, dest, tag int) error {
 		return pe.ext.msg.Send(buf, dest, tag)
 	}
 	r, err := pe.farIsend(buf, dest, tag, true)
-	if err != nil {
+	if err != nil || r == nil {
 		return err
 	}
 	_, err = pe.farWait(r)
@@ -404,11 +408,40 @@ func (pe *PE) farMsgRecv(buf []byte, source, tag int) (Status, error) {
 		st, err := pe.ext.msg.Recv(buf, source, tag)
 		return Status(st), err
 	}
+	if st, ok, err := pe.recvNow(buf, source, tag); ok {
+		return st, err
+	}
 	r, err := pe.farIrecv(buf, source, tag, true)
 	if err != nil {
 		return Status{}, err
 	}
 	return pe.farWait(r)
+}
+
+// recvNow is Recv's fast path for a small message from a PE of another
+// node when no receive waits to be matched: recvAlone's wait and receive,
+// without a request. It reports false, having done nothing, when the
+// receive is not such a one, or no message fit to take came within
+// recvAlone's slice: Recv then queues it and waits as usual.
+func (pe *PE) recvNow(buf []byte, source, tag int) (Status, bool, error) {
+	if source < 0 || source >= pe.npes || pe.onNode(source) || tag < 0 || tag > MaxTag || pe.check() != nil {
+		return Status{}, false, nil // AnySource, this node, or an error the usual path reports
+	}
+	f := pe.farL
+	m := &f.msgs
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.pending) != 0 {
+		return Status{}, false, nil
+	}
+	out, stag, n, err := f.w.RecvMatch(buf, msgTag(source, tag), tagFull, fastMax, source)
+	switch {
+	case err != nil:
+		return Status{}, true, fmt.Errorf("symheap: Recv from PE %d: %w", source, f.peerLost(source, err))
+	case out == ucx.MatchReceived:
+		return Status{Source: source, Tag: int(stag & (1<<36 - 1)), Count: n}, true, nil
+	}
+	return Status{}, false, nil
 }
 
 func (pe *PE) farMsgIrecv(buf []byte, source, tag int) (*Request, error) {

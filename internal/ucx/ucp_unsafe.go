@@ -459,8 +459,8 @@ type Worker struct {
 	closed  bool
 	watch   bool         // a standing receive is posted (Watch)
 	dirty   bool         // operations were posted since the last Flush
-	last    atomic.Int64 // when a call other than Sleep last took the worker (Unix ns)
-	slice   atomic.Int64 // when the PE's calls last passed through the Go scheduler (Unix ns; see touch)
+	last    atomic.Int64 // when a call other than Sleep last took the worker (ns of clock)
+	slice   atomic.Int64 // when the PE's calls last passed through the Go scheduler (ns of clock; see touch)
 	// Timeout bounds a blocking operation on one peer; past it the
 	// operation fails with ErrPeer and ErrTimeout. 0: no bound.
 	Timeout time.Duration
@@ -492,14 +492,28 @@ func (w *Worker) lock() {
 // times a second, each a thread woken and the goroutine moved). A yield
 // before that starts a new slice. A fetch-add to another fake host took
 // 8.1-8.9 us without and 7.1-7.3 with, as from C (7.2).
+//
+// It runs on every call, so it reads the monotonic clock only (time.Now
+// reads the wall clock too) and stores last only when it moved by
+// lastStep, which Sleep's quietFor does not notice.
 func (w *Worker) touch() {
-	now := time.Now().UnixNano()
-	w.last.Store(now)
+	now := clock()
+	if now-w.last.Load() > int64(lastStep) {
+		w.last.Store(now)
+	}
 	if now-w.slice.Load() > int64(sliceFor) {
 		w.slice.Store(now)
 		runtime.Gosched()
 	}
 }
+
+// clock is the monotonic time since the package started, in ns.
+func clock() int64 { return int64(time.Since(clockBase)) }
+
+var clockBase = time.Now()
+
+// lastStep is touch's granularity of Worker.last.
+const lastStep = 50 * time.Microsecond
 
 // sliceFor is how long a PE's calls go between two yields (touch): well
 // under the runtime's forced preemption, 10 ms.
@@ -855,7 +869,7 @@ func (w *Worker) Sleep(d time.Duration) (announced uint64, ok bool) {
 	// A PE busy with operations that do not wait (puts in a loop) still
 	// learns of an announcement: one progress and a look, if the lock is
 	// free, without counting as the PE's call.
-	if idle := time.Duration(time.Now().UnixNano() - w.last.Load()); idle < quietFor {
+	if idle := time.Duration(clock() - w.last.Load()); idle < quietFor {
 		time.Sleep(quietFor - idle)
 		if !w.mu.TryLock() {
 			return 0, false
@@ -945,7 +959,8 @@ type Req struct {
 }
 
 // SendNB starts sending buf to peer with tag. buf must not change until
-// the request is complete (Test).
+// the request is complete (Test). A nil *Req (and nil error): the send
+// completed at once.
 func (w *Worker) SendNB(peer int, tag uint64, buf []byte) (*Req, error) {
 	w.lock()
 	defer w.mu.Unlock()
@@ -953,16 +968,15 @@ func (w *Worker) SendNB(peer int, tag uint64, buf []byte) (*Req, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Req{n: len(buf)}
 	p := C.sh_tag_send(ps.ep, unsafe.Pointer(unsafe.SliceData(buf)), C.size_t(len(buf)), C.uint64_t(tag))
 	switch {
 	case p == nil:
+		return nil, nil // complete at once (buf may be reused): nothing to make
 	case C.sh_is_err(p) != 0:
 		return nil, w.peerErr(peer, "send", C.sh_status(p))
-	default:
-		r.p = unsafe.Pointer(p)
-		r.pin.Pin(unsafe.SliceData(buf))
 	}
+	r := &Req{n: len(buf), p: unsafe.Pointer(p)}
+	r.pin.Pin(unsafe.SliceData(buf))
 	return r, nil
 }
 
@@ -999,8 +1013,11 @@ func (w *Worker) RecvNB(buf []byte, tag uint64) (*Req, error) {
 }
 
 // Test reports whether r is complete, with the received length (a
-// receive) and its error.
+// receive) and its error. A nil r is a send SendNB completed at once.
 func (w *Worker) Test(r *Req, peer int) (done bool, n int, err error) {
+	if r == nil {
+		return true, 0, nil // a send SendNB completed at once
+	}
 	if r.p == nil {
 		return true, r.n, r.err
 	}
