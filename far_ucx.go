@@ -115,6 +115,8 @@ type farLayer struct {
 	// met counts this PE's meetings with each PE of the job in the node
 	// part of a team's barrier (farTeamSync).
 	met []atomic.Uint32
+	// pings are the checks of waits for a message from each PE (pinger).
+	pings []func() error
 }
 
 const pmixKey = "symheap.ucx"
@@ -178,6 +180,7 @@ func (pe *PE) startFar() error {
 		return nil
 	}
 	f.pe = pe
+	f.makePingers(pe.npes)
 	w, err := ucx.Open(pe.npes)
 	if err != nil {
 		return fmt.Errorf("symheap: Init: opening UCX: %w", err)
@@ -873,18 +876,31 @@ func (f *farLayer) fail(err error) error {
 // SYMHEAP_PEER_TIMEOUT is stopped (its progress goroutine answers
 // otherwise). It pings every quarter of the timeout, and checks what the
 // liveness check of every wait checks.
-func (f *farLayer) pinger(p int) func() error {
-	last := time.Now()
-	var word [8]byte
-	return func() error {
-		if err := f.pe.peerLost(); err != nil {
-			return err
+//
+// The checks are made once, at Init (makePingers), so that a wait that
+// never gets to them (a message that was already there) costs nothing.
+func (f *farLayer) pinger(p int) func() error { return f.pings[p] }
+
+// makePingers makes pinger's check for every PE of the job. Each pings on
+// its own schedule, counted from Init; waits in several goroutines may
+// share one.
+func (f *farLayer) makePingers(npes int) {
+	t0 := time.Now()
+	f.pings = make([]func() error, npes)
+	for p := range f.pings {
+		var last atomic.Int64 // since t0, ns
+		f.pings[p] = func() error {
+			if err := f.pe.peerLost(); err != nil {
+				return err
+			}
+			now := int64(time.Since(t0))
+			if time.Duration(now-last.Load()) < f.pe.set.peerTimeout/4 {
+				return nil
+			}
+			last.Store(now)
+			var word [8]byte
+			return f.w.Get(word[:], p, 1, f.cbBase[p])
 		}
-		if time.Since(last) < f.pe.set.peerTimeout/4 {
-			return nil
-		}
-		last = time.Now()
-		return f.w.Get(word[:], p, 1, f.cbBase[p])
 	}
 }
 
