@@ -91,7 +91,8 @@ type settings struct {
 	protect      bool
 	initTimeout  time.Duration
 	peerTimeout  time.Duration
-	sharedSmall  bool // the local shared heap's small-block front end
+	monitorSlack time.Duration // the runtime monitor thread's timer slack where no core is spare; 0: left alone
+	sharedSmall  bool          // the local shared heap's small-block front end
 	params       []Param
 }
 
@@ -99,7 +100,8 @@ func resolve(cfg Config, getenv func(string) string) (settings, error) {
 	c, err := config.Resolve(config.Overrides{HeapSize: cfg.HeapSize, SharedSize: cfg.SharedSize,
 		Allocator: cfg.Allocator, OffsetMode: cfg.OffsetMode, Protect: cfg.Protect}, getenv)
 	s := settings{heap: c.Heap, shared: c.Shared, allocator: c.Allocator, offsetMode: c.OffsetMode,
-		protect: c.Protect, initTimeout: c.InitTimeout, peerTimeout: c.PeerTimeout, sharedSmall: c.SharedSmall}
+		protect: c.Protect, initTimeout: c.InitTimeout, peerTimeout: c.PeerTimeout,
+		monitorSlack: c.MonitorSlack, sharedSmall: c.SharedSmall}
 	for _, p := range c.Params {
 		s.params = append(s.params, Param(p))
 	}

@@ -78,6 +78,7 @@ import (
 	"fmt"
 	"os"
 	ossignal "os/signal"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -130,6 +131,10 @@ type PE struct {
 
 	topo topology  // where every PE runs (far.go)
 	farL *farLayer // PEs on other nodes (far_ucx.go); nil when the job is one node's
+
+	// monitorRestore puts back the runtime monitor thread's timer slack
+	// (quietMonitor); nil when Init left it alone.
+	monitorRestore func() error
 }
 
 var (
@@ -231,8 +236,23 @@ func Init(cfg Config) (*PE, error) {
 		seg.Close()
 		return nil, fmt.Errorf("symheap: Init: %w", err)
 	}
+	pe.quietMonitor()
 	live = pe
 	return pe, nil
+}
+
+// quietMonitor gives the Go runtime's monitor thread its timer slack
+// (SYMHEAP_MONITOR_SLACK) when this node's PEs leave no core to spare,
+// where its wake-ups take a core from a PE (shmsync.QuietMonitor). It is
+// best effort: without CAP_SYS_NICE, or if the thread is not found,
+// nothing changes.
+func (pe *PE) quietMonitor() {
+	if pe.set.monitorSlack <= 0 || len(pe.topo.local) < runtime.NumCPU() || cabi.Hosted {
+		return
+	}
+	if restore, err := shmsync.QuietMonitor(pe.set.monitorSlack); err == nil {
+		pe.monitorRestore = restore
+	}
 }
 
 // formatHeaps writes fresh allocator metadata into this PE's heaps.
@@ -279,6 +299,10 @@ func (pe *PE) Close() error {
 	}
 	pe.closeExt()
 	pe.stopWatch()
+	if pe.monitorRestore != nil {
+		pe.monitorRestore() // best effort, as quietMonitor is: the process may go on without symheap
+		pe.monitorRestore = nil
+	}
 	if pe.farL != nil && errors.Is(err, ErrPeerLost) {
 		// A job across nodes that lost a PE: the launcher keeps going
 		// (or ends us by a signal); leave no segment behind a stopped PE.

@@ -59,6 +59,7 @@ func clearErr(buf *C.char, n C.size_t) {
 
 //export symheapc_go_init
 func symheapc_go_init(l *C.struct_shmemi_layout, errbuf *C.char, n C.size_t) C.int {
+	cabi.Hosted = true
 	p, err := symheap.Init(symheap.Config{})
 	if err != nil {
 		setErr(errbuf, n, err)

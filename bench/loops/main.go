@@ -12,9 +12,11 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/symheap/symheap"
+	"github.com/symheap/symheap/internal/shmsync"
 )
 
 func main() {
@@ -98,6 +100,10 @@ func run(calls int, afterRate bool) error {
 	bcast := func() error { return symheap.Broadcast(w, dst, src, 0) }
 	reduce := func() error { return symheap.Reduce(w, dst, src, symheap.OpSum) }
 	var figures []string
+	line, err := lineTime(pe, calls)
+	if err != nil {
+		return err
+	}
 	for _, l := range []struct {
 		name string
 		f    func() error
@@ -134,6 +140,11 @@ func run(calls int, afterRate bool) error {
 			return err
 		}
 	}
+	after, err := lineTime(pe, calls)
+	if err != nil {
+		return err
+	}
+	figures = append(figures, fmt.Sprintf("line %.3f", min(line, after)))
 	if pe.Rank() == 0 {
 		for _, f := range figures {
 			fmt.Println(f, "us")
@@ -167,4 +178,50 @@ func rate(pe *symheap.PE, windows int) error {
 		}
 	}
 	return pe.Barrier()
+}
+
+// pingLine is the line lineTime bounces: one word and the rest of its 64
+// bytes.
+type pingLine struct {
+	v atomic.Uint64
+	_ [56]byte
+}
+
+// lineTime returns the time one cache line takes between PE 0 and PE 1
+// in this job, half a round trip in us, over calls round trips (the
+// floor of symheap bench, bench_floor.go): where the machine placed the
+// two PEs' CPUs this time, which the loops' figures move with.
+func lineTime(pe *symheap.PE, calls int) (float64, error) {
+	lines, err := symheap.Align[pingLine](pe, 64, 1)
+	if err != nil {
+		return 0, err
+	}
+	defer symheap.Free(pe, lines)
+	view := symheap.Ptr(pe, lines, 1) // both PEs use PE 1's copy
+	if view == nil {
+		return 0, fmt.Errorf("no direct view of PE 1's heap: run both PEs on one node")
+	}
+	l := &view[0]
+	var seq uint64
+	if err := pe.Barrier(); err != nil {
+		return 0, err
+	}
+	t := time.Now()
+	for range calls {
+		switch pe.Rank() {
+		case 0: // store odd, wait for the next even
+			shmsync.StoreRelease64(&l.v, seq+1)
+			for l.v.Load() != seq+2 {
+				shmsync.Pause()
+			}
+		case 1: // wait for odd, answer with the next even
+			for l.v.Load() != seq+1 {
+				shmsync.Pause()
+			}
+			shmsync.StoreRelease64(&l.v, seq+2)
+		}
+		seq += 2
+	}
+	d := time.Since(t)
+	return float64(d.Nanoseconds()) / float64(calls) / 2 / 1e3, pe.Barrier()
 }

@@ -38,4 +38,9 @@ var (
 	// ends the process on a GlobalExit (this PE's or another's): it
 	// flushes C's stdio.
 	BeforeExit func()
+	// Hosted is set by the C library before its Init: the process is a
+	// C program that hosts the Go runtime, whose threads are not in the
+	// order a Go program's are (the root then leaves the runtime's
+	// monitor thread alone: shmsync.QuietMonitor).
+	Hosted bool
 )

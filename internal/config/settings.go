@@ -18,6 +18,12 @@ const (
 	DefaultSharedSize  = 64 << 20
 	DefaultInitTimeout = 30 * time.Second
 	DefaultPeerTimeout = 10 * time.Second
+	// DefaultMonitorSlack is the Go runtime monitor thread's timer slack
+	// on a node with no core to spare (shmsync.QuietMonitor).
+	DefaultMonitorSlack = time.Millisecond
+	// MaxMonitorSlack bounds SYMHEAP_MONITOR_SLACK: the monitor also
+	// preempts goroutines that run for 10 ms.
+	MaxMonitorSlack = 5 * time.Millisecond
 )
 
 // Environment variables of the settings that only the runtime reads (the
@@ -30,6 +36,10 @@ const (
 	// EnvPeerTimeout is how long a PE that stopped answering is waited
 	// for (a Go duration).
 	EnvPeerTimeout = "SYMHEAP_PEER_TIMEOUT"
+	// EnvMonitorSlack is the timer slack given to the Go runtime's
+	// monitor thread on a node with no core to spare (a Go duration; 0
+	// leaves it alone).
+	EnvMonitorSlack = "SYMHEAP_MONITOR_SLACK"
 )
 
 // Overrides are the fields of symheap.Config, which take precedence over
@@ -57,8 +67,9 @@ type Settings struct {
 	Protect      bool
 	InitTimeout  time.Duration
 	PeerTimeout  time.Duration
-	SharedSmall  bool    // the local shared heap's small-block front end (on unless SYMHEAP_SHARED_SMALL=0)
-	Params       []Param // every setting above, in this order, with its source
+	MonitorSlack time.Duration // the runtime monitor thread's timer slack where no core is spare; 0: left alone
+	SharedSmall  bool          // the local shared heap's small-block front end (on unless SYMHEAP_SHARED_SMALL=0)
+	Params       []Param       // every setting above, in this order, with its source
 }
 
 // Resolve resolves o against the environment getenv reads. A malformed
@@ -151,6 +162,20 @@ func Resolve(o Overrides, getenv func(string) string) (Settings, error) {
 	}
 	if s.PeerTimeout, err = dur(EnvPeerTimeout, DefaultPeerTimeout); err != nil {
 		return s, err
+	}
+	s.MonitorSlack = DefaultMonitorSlack
+	if v := getenv(EnvMonitorSlack); v == "" {
+		add(EnvMonitorSlack, DefaultMonitorSlack.String(), "default")
+	} else {
+		d, err := time.ParseDuration(v)
+		if v == "0" {
+			d, err = 0, nil
+		}
+		if err != nil || d < 0 || d > MaxMonitorSlack {
+			return s, fmt.Errorf("symheap: %s=%q: %w (a Go duration from 0, which leaves the monitor alone, to %v, such as 1ms)", EnvMonitorSlack, v, errs.ErrBadConfig, MaxMonitorSlack)
+		}
+		s.MonitorSlack = d
+		add(EnvMonitorSlack, v, "environment")
 	}
 	s.SharedSmall = true
 	if v := getenv(EnvSharedSmall); v == "" {

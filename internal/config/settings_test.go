@@ -20,7 +20,7 @@ func TestResolve(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.Heap != DefaultHeapSize || s.Shared != DefaultSharedSize || s.Allocator != "" || s.OffsetMode || s.Protect ||
-		s.InitTimeout != DefaultInitTimeout || s.PeerTimeout != DefaultPeerTimeout {
+		s.InitTimeout != DefaultInitTimeout || s.PeerTimeout != DefaultPeerTimeout || s.MonitorSlack != DefaultMonitorSlack {
 		t.Errorf("defaults: %+v", s)
 	}
 	want := []Param{
@@ -31,6 +31,7 @@ func TestResolve(t *testing.T) {
 		{EnvProtect, "0", "default"},
 		{EnvInitTimeout, "30s", "default"},
 		{EnvPeerTimeout, "10s", "default"},
+		{EnvMonitorSlack, "1ms", "default"},
 		{EnvSharedSmall, "1", "default"},
 	}
 	if len(s.Params) != len(want) {
@@ -43,12 +44,12 @@ func TestResolve(t *testing.T) {
 	}
 
 	env := envOf(map[string]string{EnvHeap: "8m", EnvSharedHeap: "1m", EnvAllocator: "buddy",
-		EnvOffsetMode: "yes", EnvProtect: "off", EnvInitTimeout: "5s"})
+		EnvOffsetMode: "yes", EnvProtect: "off", EnvInitTimeout: "5s", EnvMonitorSlack: "0"})
 	s, err = Resolve(Overrides{SharedSize: 4096, Allocator: "tlsf", Protect: true}, env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Heap != 8<<20 || s.Shared != 4096 || s.Allocator != "tlsf" || !s.OffsetMode || !s.Protect || s.InitTimeout != 5*time.Second {
+	if s.Heap != 8<<20 || s.Shared != 4096 || s.Allocator != "tlsf" || !s.OffsetMode || !s.Protect || s.InitTimeout != 5*time.Second || s.MonitorSlack != 0 {
 		t.Errorf("environment and Config: %+v", s)
 	}
 	for _, w := range []Param{
@@ -58,6 +59,7 @@ func TestResolve(t *testing.T) {
 		{EnvOffsetMode, "yes", "environment"},
 		{EnvProtect, "1", "Config.Protect"},
 		{EnvInitTimeout, "5s", "environment"},
+		{EnvMonitorSlack, "0", "environment"},
 	} {
 		found := false
 		for _, p := range s.Params {
@@ -77,6 +79,9 @@ func TestResolve(t *testing.T) {
 		{Overrides{SharedSize: -1}, nil, "Config.SharedSize"},
 		{Overrides{}, map[string]string{EnvProtect: "maybe"}, EnvProtect},
 		{Overrides{}, map[string]string{EnvPeerTimeout: "-1s"}, EnvPeerTimeout},
+		{Overrides{}, map[string]string{EnvMonitorSlack: "1 ms"}, EnvMonitorSlack},
+		{Overrides{}, map[string]string{EnvMonitorSlack: "-1ms"}, EnvMonitorSlack},
+		{Overrides{}, map[string]string{EnvMonitorSlack: "1h"}, EnvMonitorSlack},
 	} {
 		_, err := Resolve(c.o, envOf(c.env))
 		if !errors.Is(err, errs.ErrBadConfig) || !strings.Contains(errText(err), c.name) {
