@@ -26,6 +26,7 @@ func main() {
 	flag.IntVar(&pin, "pin", -1, "after Init, move every thread of the PE to this CPU (all PEs on one core, as the kernel sometimes places them, while the runtime believes it has a core per PE)")
 	flag.IntVar(&elems, "elems", 1, "int64 elements per broadcast and reduction")
 	flag.DurationVar(&settle, "settle", 0, "before the loops, run barriers for this long: the Go runtime's monitor thread (sysmon) wakes every 20-70 us for the first tens of milliseconds of a process, and each time takes a core from a PE")
+	flag.BoolVar(&xcopy, "xcopy", false, "instead of the loops, time PE 0's copy of 64 B .. 64 KiB that PE 1 has just written (lines in the other core's cache), beside the same copy in cache: what moving data between the PEs' cores costs (docs/bench/floors.md)")
 	flag.BoolVar(&spread, "spread", false, "after Init, move every thread of PE r to CPU r modulo the CPUs (a core per PE even on a busy machine, where the kernel may put both on one)")
 	flag.Parse()
 	if err := run(*calls, *afterRate); err != nil {
@@ -36,7 +37,7 @@ func main() {
 
 var (
 	reps, pin, elems int
-	spread           bool
+	spread, xcopy    bool
 	settle           time.Duration
 )
 
@@ -53,6 +54,9 @@ func run(calls int, afterRate bool) error {
 		if err := pinTo(pin); err != nil {
 			return err
 		}
+	}
+	if xcopy {
+		return crossCopy(pe, calls)
 	}
 	if settle > 0 {
 		// PE 0 decides when to stop, and tells PE 1 through the
@@ -224,4 +228,67 @@ func lineTime(pe *symheap.PE, calls int) (float64, error) {
 	}
 	d := time.Since(t)
 	return float64(d.Nanoseconds()) / float64(calls) / 2 / 1e3, pe.Barrier()
+}
+
+// crossCopy times, on PE 0, copies of size bytes out of PE 1's copy of a
+// symmetric buffer right after PE 1 wrote one byte into each of its lines
+// (so every line sits modified in PE 1's core's cache), and the same copy
+// again at once (the lines now in PE 0's cache). calls copies per size;
+// the figures are means in us, less one reading of the clock.
+func crossCopy(pe *symheap.PE, calls int) error {
+	const most = 64 << 10
+	buf, err := symheap.Align[byte](pe, 64, most)
+	if err != nil {
+		return err
+	}
+	defer symheap.Free(pe, buf)
+	turn, err := symheap.Align[pingLine](pe, 64, 1)
+	if err != nil {
+		return err
+	}
+	defer symheap.Free(pe, turn)
+	src := symheap.Ptr(pe, buf, 1) // PE 1's copy, for both PEs
+	tv := symheap.Ptr(pe, turn, 1)
+	if src == nil || tv == nil {
+		return fmt.Errorf("no direct view of PE 1's heap: run both PEs on one node")
+	}
+	t := &tv[0]
+	dst := make([]byte, most)
+	var seq uint64
+	for _, size := range []int{64, 512, 2048, 8192, most} {
+		if err := pe.Barrier(); err != nil {
+			return err
+		}
+		var cross, warm time.Duration
+		for range calls {
+			switch pe.Rank() {
+			case 0: // wait for PE 1's lines, copy them twice, hand back
+				for t.v.Load() != seq+1 {
+					shmsync.Pause()
+				}
+				t0 := time.Now()
+				copy(dst[:size], src[:size])
+				t1 := time.Now()
+				copy(dst[:size], src[:size])
+				t2 := time.Now()
+				t3 := time.Now() // the clock's own cost, taken off both
+				cross, warm = cross+t1.Sub(t0)-t3.Sub(t2), warm+t2.Sub(t1)-t3.Sub(t2)
+				shmsync.StoreRelease64(&t.v, seq+2)
+			case 1: // dirty every line, then hand over
+				for t.v.Load() != seq {
+					shmsync.Pause()
+				}
+				for i := 0; i < size; i += 64 {
+					src[i]++
+				}
+				shmsync.StoreRelease64(&t.v, seq+1)
+			}
+			seq += 2
+		}
+		if pe.Rank() == 0 {
+			fmt.Printf("xcopy %d B: %.3f us from the other core, %.3f us in cache\n", size,
+				float64(cross.Nanoseconds())/1e3/float64(calls), float64(warm.Nanoseconds())/1e3/float64(calls))
+		}
+	}
+	return pe.Barrier()
 }
