@@ -21,6 +21,9 @@ func TestMonitorSlack(t *testing.T) {
 		t.Skip("setting another thread's timer slack needs CAP_SYS_NICE (root here)")
 	}
 	n := max(runtime.NumCPU(), 2)
+	if n > 8 {
+		t.Skipf("a job of as many PEs as CPUs (%d) is too big for this test", n)
+	}
 	for _, c := range []struct {
 		env  string
 		want time.Duration // 0: unchanged
