@@ -20,7 +20,9 @@ import (
 // give it. ok is false when the earliest such thread is seen blocked in
 // another system call, looked at up to ten times, and never in nanosleep
 // (another thread came first, a C library's, say, or the whole process
-// sleeps and the monitor with it): nothing is then known.
+// sleeps and the monitor with it): nothing is then known. A thread of a
+// C library started before the runtime and running at every look would
+// be taken for the monitor.
 func MonitorThread() (tid int, ok bool) {
 	pid := os.Getpid()
 	ents, err := os.ReadDir("/proc/self/task")
