@@ -396,9 +396,9 @@ func (pe *PE) farCheck() error {
 // Not p itself: it cannot act on it, and an endpoint made now to a PE
 // that was killed or stopped is a connection UCX 1.13 may fail while its
 // wireup is under way, which ends in an assertion that aborts this
-// process (a node's leader that announced a stopped PE of the other
-// node died so, about one job in thirty of the cluster tests' stop case,
-// leaving its node's segment behind).
+// process (a PE that announced a stopped PE of the other node died so,
+// now and then, in the cluster tests' stop case, leaving its node's
+// segment behind).
 func (pe *PE) farAnnounce(p int) {
 	f := pe.farL
 	if f == nil || f.w == nil || p < 0 || !f.told.CompareAndSwap(false, true) {

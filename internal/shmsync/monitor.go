@@ -13,28 +13,24 @@ import (
 // The Go runtime's monitor thread (sysmon) sleeps 20 µs between looks at
 // the scheduler for the first 50 looks after it last found something to
 // do (a P to take back from a system call) or woke from a sleep of the
-// whole process, then doubles its sleep up to 10 ms: for some 25 ms after
-// Init, or after a wait in which every goroutine of the PE slept, it
-// wakes every 60-90 µs (20 µs, the kernel's default timer slack of 50 µs,
-// and the wait for a core). On a node with no core to spare (as many PEs
-// as cores, or more) each wake-up takes a core from a PE for 8-17 µs (a
-// trace of a 2-PE barrier loop on 2 cores: a switch to it every 80-90 µs,
-// 8 µs to get the core, 9 µs of its own), and stalls the PEs that wait
-// for that one. Plain loops of 20,000 barriers right after Init run
-// inside that window.
+// whole process, then doubles its sleep up to 10 ms: for some tens of
+// milliseconds after Init, or after a wait in which every goroutine of
+// the PE slept, it wakes every few tens of microseconds (20 µs, the
+// kernel's default timer slack of 50 µs, and the wait for a core). On a
+// node with no core to spare (as many PEs as cores, or more) each wake-up
+// takes a core from a PE, and stalls the PEs that wait for that one; a
+// plain loop of barriers right after Init runs inside that window.
 //
 // QuietMonitor gives the monitor a longer timer slack: the kernel may end
-// its sleeps of 20 µs up to slack later, at a wake-up it has anyway.
-// With 1 ms, the monitor slept 2-19 times during 16 ms of plain loops
-// after Init, against 53-60 times without (its voluntary context
-// switches), and twelve jobs of 20,000 barriers each took 0.166-0.194 µs
-// a barrier against 0.173-0.251 (alternated jobs, 2 PEs on 2 cores).
-// What waits longer for the monitor: taking a P back from a goroutine
-// stuck in a system call while another goroutine waits to run (up to the
-// slack instead of 20-90 µs; a PE's goroutines rarely do that), and the
-// preemption of a goroutine that has run for 10 ms (as much later). The
-// kernel lets a process set another thread's slack only with
-// CAP_SYS_NICE: without it, nothing changes.
+// its sleeps of 20 µs up to slack later, at a wake-up it has anyway, so
+// it wakes a few times per slack at most. What waits longer for the
+// monitor: taking a P back from a goroutine stuck in a system call while
+// another goroutine waits to run (a PE's goroutines rarely do that), and
+// the preemption of a goroutine that has run for 10 ms; both by the slack
+// at most. The kernel lets a process set another thread's slack only with
+// CAP_SYS_NICE: without it, nothing changes. What it gave, and how it was
+// measured: docs/bench/design-measurements.md and the README's plain
+// loops.
 
 // ErrNoMonitor: the runtime's monitor thread was not found (see
 // unix.MonitorThread).
