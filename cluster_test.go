@@ -877,25 +877,30 @@ func checkClusterAnyMessages(t *testing.T, pe *PE) {
 
 // checkClusterMessages: PE p sends to PE p^2 (the other node) messages of
 // 0 B to 4 MiB, in order with one tag; the receiver checks every byte;
-// then AnyTag, and a short buffer (ErrTruncated, the message stays).
+// then AnyTag and a given tag, each with a short buffer first
+// (ErrTruncated, the message stays).
 func checkClusterMessages(t *testing.T, pe *PE) {
 	me := pe.Rank()
 	peer := me ^ 2
 	exchangeSizes(t, pe, peer, 7)
 	if me < peer {
-		if err := pe.Send([]byte("0123456789"), peer, 99); err != nil {
-			t.Fatal(err)
+		for _, tag := range []int{99, 98} {
+			if err := pe.Send([]byte("0123456789"), peer, tag); err != nil {
+				t.Fatal(err)
+			}
 		}
 		return
 	}
-	short := make([]byte, 4)
-	st, err := pe.Recv(short, peer, AnyTag)
-	if !errors.Is(err, ErrTruncated) || st.Count != 10 || st.Tag != 99 {
-		t.Fatalf("short Recv: %+v %v, want ErrTruncated, 10 B, tag 99", st, err)
-	}
-	long := make([]byte, 16)
-	if st, err := pe.Recv(long, peer, AnyTag); err != nil || string(long[:st.Count]) != "0123456789" {
-		t.Fatalf("Recv after ErrTruncated: %+v %v %q", st, err, long)
+	for _, c := range []struct{ ask, want int }{{AnyTag, 99}, {98, 98}} {
+		short := make([]byte, 4)
+		st, err := pe.Recv(short, peer, c.ask)
+		if !errors.Is(err, ErrTruncated) || st.Count != 10 || st.Tag != c.want {
+			t.Fatalf("short Recv with tag %d: %+v %v, want ErrTruncated, 10 B, tag %d", c.ask, st, err, c.want)
+		}
+		long := make([]byte, 16)
+		if st, err := pe.Recv(long, peer, c.ask); err != nil || string(long[:st.Count]) != "0123456789" || st.Tag != c.want {
+			t.Fatalf("Recv with tag %d after ErrTruncated: %+v %v %q", c.ask, st, err, long)
+		}
 	}
 }
 
