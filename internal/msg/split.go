@@ -49,10 +49,13 @@ import (
 //     Every claim S made in this generation is in done by then, so the
 //     slot's next generation cannot meet a stale writer.
 
+// defaultSplitMin is where splitting starts to pay: at 512 KiB, two
+// chunks, the CTS round trip and the claims cost more than the sender's
+// help gives (docs/bench/design-measurements.md); from 1 MiB it gains.
 const (
 	splitSlots      = 16
 	splitChunk      = 256 << 10
-	defaultSplitMin = 512 << 10
+	defaultSplitMin = 1 << 20
 	genShift        = 40 // messages below 1 TiB
 	claimMask       = 1<<genShift - 1
 )
