@@ -41,12 +41,14 @@ const (
 // message against 0.15 (docs/bench/design-measurements.md).
 const spinFor = time.Millisecond
 
-// livenessEvery is how many eager sends to one destination go without
-// asking whether it still lives (a system call, ~0.5 us: at 64 it was a
-// tenth of a small send); the first send to it, and every send to a PE
-// this PE has seen die, ask. A send to a dead PE that is not asked
-// succeeds into memory nobody reads; once the ring is full, the send
-// waits, and the wait finds the PE gone.
+// livenessEvery is how many sends to one destination go without asking
+// whether it still lives (a system call: at 64 it was a tenth of a small
+// send, and asking on every large message cost more than the rest of an
+// 8 KiB one; docs/bench/design-measurements.md); the first send to it,
+// and every send to a PE this PE has seen die, ask. A send to a dead PE
+// that is not asked either waits for its receiver (a large message, or a
+// small one that finds the ring full), and the wait finds the PE gone, or
+// succeeds into memory nobody reads.
 const livenessEvery = 1024
 
 // Status describes a received message (or, for a send, the message sent).
@@ -169,7 +171,7 @@ type Layer struct {
 	boxed         uint64     // messages this PE sent through fast boxes (Counters)
 	fastRecvs     uint64     // receives completed by recvFast (Counters)
 	kernelRefused []bool     // per receiver: it answered NACK once
-	eagerSent     []uint64   // per destination: eager sends, for the liveness checks
+	sentTo        []uint64   // per destination: sends, for the liveness checks (destAlive)
 	dead          []bool     // per PE: a liveness check found it gone
 }
 
@@ -357,7 +359,7 @@ func (l *Layer) Init(rt Runtime, c Config) error {
 	l.xfers = make(map[xferKey]*inMsg)
 	l.sends = make(map[uint64]*Request)
 	l.kernelRefused = make([]bool, n)
-	l.eagerSent = make([]uint64, n)
+	l.sentTo = make([]uint64, n)
 	l.dead = make([]bool, n)
 	return nil
 }
@@ -529,14 +531,14 @@ func (l *Layer) isend(buf []byte, dest, tag int, op string, blocking bool) (*Req
 	l.lock.Lock()
 	// A small message first tries the fast box, before anything else
 	// (writeBox), when no liveness check of dest is due (destAlive).
-	if len(buf) <= l.boxLimit && !l.dead[dest] && l.eagerSent[dest]%livenessEvery != 0 && l.writeBox(dest, tag, buf) {
-		l.eagerSent[dest]++
+	if len(buf) <= l.boxLimit && !l.dead[dest] && l.sentTo[dest]%livenessEvery != 0 && l.writeBox(dest, tag, buf) {
+		l.sentTo[dest]++
 		r := l.sent(blocking, buf, dest, tag)
 		l.lock.Unlock() // nothing queued (unlock)
 		return r, nil
 	}
 	eager := l.eagerFor(buf)
-	if err := l.destAlive(dest, eager); err != nil {
+	if err := l.destAlive(dest); err != nil {
 		l.lock.Unlock() // nothing queued (unlock)
 		return nil, fmt.Errorf("symheap: %s to PE %d: %w", op, dest, err)
 	}
@@ -1089,12 +1091,13 @@ func (l *Layer) failLocked(r *Request, err error) {
 	r.complete(Status{}, fmt.Errorf("symheap: %s %s with tag %d: %w", what, peer, r.tag, err))
 }
 
-// destAlive checks that dest lives: for every large message, and for one
-// eager message in livenessEvery. Called with the lock held.
-func (l *Layer) destAlive(dest int, eager bool) error {
-	if eager && !l.dead[dest] {
-		l.eagerSent[dest]++
-		if l.eagerSent[dest]%livenessEvery != 1 {
+// destAlive checks that dest lives, for one send in livenessEvery to it
+// (the first among them), and for every send to a PE seen dead. Called
+// with the lock held.
+func (l *Layer) destAlive(dest int) error {
+	if !l.dead[dest] {
+		l.sentTo[dest]++
+		if l.sentTo[dest]%livenessEvery != 1 {
 			return nil
 		}
 	}
