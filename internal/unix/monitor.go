@@ -35,8 +35,9 @@ func MonitorThread() (tid int, ok bool) {
 		if err != nil || t == pid {
 			continue
 		}
-		start, ok := threadStart(t)
-		if ok && (start < bestStart || (start == bestStart && t < best)) {
+		// /proc/TID names a thread as /proc/PID a process.
+		start, err := ProcessStartTime(t)
+		if err == nil && (start < bestStart || (start == bestStart && t < best)) {
 			best, bestStart = t, start
 		}
 	}
@@ -59,26 +60,6 @@ func MonitorThread() (tid int, ok bool) {
 		}
 	}
 	return best, !blocked
-}
-
-// threadStart returns when thread tid started, in clock ticks since boot
-// (field 22 of its stat).
-func threadStart(tid int) (uint64, bool) {
-	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')') // the name may hold spaces and parentheses
-	if i < 0 || i+2 > len(s) {
-		return 0, false
-	}
-	f := strings.Fields(s[i+2:]) // from field 3 (state) on
-	if len(f) < 20 {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(f[19], 10, 64)
-	return v, err == nil
 }
 
 // threadSyscall returns the system call thread tid is blocked in (the
