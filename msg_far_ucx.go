@@ -311,16 +311,12 @@ func (pe *PE) recvAlone(r *farMsgReq) bool {
 	if r.done || r.u != nil || r.local != nil || r.peer < 0 || pe.onNode(r.peer) || len(m.pending) != 1 || m.pending[0] != r {
 		return false
 	}
-	want, mask := msgTag(r.peer, max(r.tag, 0)), tagFull
-	if r.tag == AnyTag {
-		mask &^= 1<<36 - 1
-	}
-	out, stag, n, err := f.w.RecvMatch(r.buf, want, mask, fastMax, r.peer)
+	st, got, err := pe.recvMatch(r.buf, r.peer, r.tag)
 	switch {
 	case err != nil:
-		r.done, r.err = true, fmt.Errorf("symheap: Recv from PE %d: %w", r.peer, f.peerLost(r.peer, err))
-	case out == ucx.MatchReceived:
-		r.found(Status{Source: r.peer, Tag: int(stag & (1<<36 - 1)), Count: n})
+		r.done, r.err = true, err
+	case got:
+		r.found(st)
 		r.done = true
 	default:
 		// Nothing within the slice, or a message for the matching step,
@@ -330,6 +326,27 @@ func (pe *PE) recvAlone(r *farMsgReq) bool {
 	clear(m.pending)
 	m.pending = m.pending[:0]
 	return true
+}
+
+// recvMatch is the one call into C of recvAlone and recvNow: it waits up
+// to a slice for a message from source (of another node) with tag (or
+// AnyTag) and receives it if it is at most fastMax bytes and fits buf.
+// got is false when nothing came, or what came is left for the matching
+// step. Called with farMsgs.mu held.
+func (pe *PE) recvMatch(buf []byte, source, tag int) (st Status, got bool, err error) {
+	f := pe.farL
+	want, mask := msgTag(source, max(tag, 0)), tagFull
+	if tag == AnyTag {
+		mask &^= 1<<36 - 1
+	}
+	out, stag, n, err := f.w.RecvMatch(buf, want, mask, fastMax, source)
+	if err != nil {
+		return Status{}, false, fmt.Errorf("symheap: Recv from PE %d: %w", source, f.peerLost(source, err))
+	}
+	if out != ucx.MatchReceived {
+		return Status{}, false, nil
+	}
+	return Status{Source: source, Tag: int(stag & (1<<36 - 1)), Count: n}, true, nil
 }
 
 // dropPending removes a receive that ended without a match.
@@ -427,21 +444,14 @@ func (pe *PE) recvNow(buf []byte, source, tag int) (Status, bool, error) {
 	if source < 0 || source >= pe.npes || pe.onNode(source) || tag < 0 || tag > MaxTag || pe.check() != nil {
 		return Status{}, false, nil // AnySource, this node, or an error the usual path reports
 	}
-	f := pe.farL
-	m := &f.msgs
+	m := &pe.farL.msgs
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.pending) != 0 {
 		return Status{}, false, nil
 	}
-	out, stag, n, err := f.w.RecvMatch(buf, msgTag(source, tag), tagFull, fastMax, source)
-	switch {
-	case err != nil:
-		return Status{}, true, fmt.Errorf("symheap: Recv from PE %d: %w", source, f.peerLost(source, err))
-	case out == ucx.MatchReceived:
-		return Status{Source: source, Tag: int(stag & (1<<36 - 1)), Count: n}, true, nil
-	}
-	return Status{}, false, nil
+	st, got, err := pe.recvMatch(buf, source, tag)
+	return st, got || err != nil, err
 }
 
 func (pe *PE) farMsgIrecv(buf []byte, source, tag int) (*Request, error) {
