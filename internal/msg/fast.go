@@ -47,14 +47,11 @@ import (
 // write its own slot in it. And a look in between costs that write a
 // transfer: CPUs that see a line read by one core and then written by the
 // next hand it over for writing on the read, so a poll that takes it back
-// makes the writer's store fetch it again. In a ping-pong of two threads
-// on one line (CPU model 167), 20 loop turns between seeing the message
-// and answering took the half round trip from 68 to 144-159 ns, and
-// waiting 4 pauses before the first poll brought it back to 75-83 ns;
-// symheap's 8 B Send/Recv ping-pong went from 159-170 to 108-111 ns with
-// 4 quiet polls (6: 121, 8: 128-135; docs/bench/design-measurements.md).
-// A receive that comes long after the put waits a transfer's worth of
-// polls for nothing, once.
+// makes the writer's store fetch it again (what that cost in ping-pongs
+// of threads and of symheap's Send/Recv, and how many quiet polls paid:
+// docs/bench/design-measurements.md, "fast box Quiet"). A receive that
+// comes long after the put waits a transfer's worth of polls for
+// nothing, once.
 
 // fastPolls bounds the polls of the fast path before the general path
 // takes over (about 0.3 ms on the tuned machine).

@@ -41,25 +41,21 @@ import (
 // has nothing else to run, and a sleep costs far more than the futex
 // wake-up it takes.
 //
-//   - The wake-up itself: 1.2 to 3 µs when the sleeper's core is still
-//     awake, but 20 µs to 3.7 ms in a VM once the kernel has halted the
-//     idle virtual CPU (measured on the 2-core development VM, ten
-//     wake-ups 200 µs apart).
+//   - The wake-up itself: a few microseconds when the sleeper's core is
+//     still awake, up to milliseconds in a VM once the kernel has halted
+//     the idle virtual CPU.
 //   - The Go runtime's monitor thread (sysmon): a blocking system call
 //     re-arms it to wake every 20 µs for the next 50 rounds or more; on a
-//     node whose PEs fill the cores each of its rounds preempts a PE for
-//     5 to 20 µs, which stalls every PE waiting for that one. A thread
-//     that sleeps on a futex 30 µs in every thousand loop turns made the
-//     monitor switch 618 times in 200 ms, against 78 without the sleeps.
+//     node whose PEs fill the cores each of its rounds preempts a PE,
+//     which stalls every PE waiting for that one.
 //
 // In plain loops of 2-PE barriers a sleep was the start of such a chain:
 // the peer, preempted by its monitor, missed the waiter's 16 yields; the
-// waiter slept, re-arming its own monitor, which preempted it in turn.
-// Jobs of 20,000 barriers took 0.22 to 0.54 µs a call, against 0.24 to
-// 0.31 µs when the waits yielded for 200 µs before sleeping
-// (docs/bench/design-measurements.md). So with a core per PE the yields
-// go on until YieldSpan has passed; an oversubscribed node keeps its
-// count of yields, which hands the core over at once, and sleeps after.
+// waiter slept, re-arming its own monitor, which preempted it in turn. So
+// with a core per PE the yields go on until YieldSpan has passed; an
+// oversubscribed node keeps its count of yields, which hands the core
+// over at once, and sleeps after. The traces and figures behind this:
+// docs/bench/design-measurements.md ("the yield span").
 //
 // # Adapting to the cores the PEs get
 //
