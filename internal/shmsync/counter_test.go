@@ -11,14 +11,17 @@ import (
 // TestCountRounds runs rounds of a counting barrier on Arrive and
 // WaitCount, with and without polling first: every round must be complete
 // when a waiter leaves it, and the sleepers must be woken by the arrival
-// that completes a round alone.
+// that completes a round alone. A lost wake-up shows as a sleep slice that
+// runs out (the liveness check is called), not as a slow run: on a loaded
+// machine the rounds are slow anyway, since every wake-up waits for a core.
 func TestCountRounds(t *testing.T) {
 	for _, spin := range []Pacer{{polls: 1000, yields: 16}, {}} {
 		var c atomic.Uint64
 		const n, rounds = 4, 300
 		var wg sync.WaitGroup
 		errs := make(chan error, n)
-		start := time.Now()
+		var ranOut atomic.Int64
+		check := func() error { ranOut.Add(1); return nil }
 		for range n {
 			wg.Add(1)
 			go func() {
@@ -29,7 +32,7 @@ func TestCountRounds(t *testing.T) {
 						errs <- errors.New("arrived past the round's end")
 						return
 					}
-					if err := WaitCount(&c, want, spin, nil); err != nil {
+					if err := WaitCount(&c, want, spin, check); err != nil {
 						errs <- err
 						return
 					}
@@ -48,10 +51,11 @@ func TestCountRounds(t *testing.T) {
 		if got := c.Load(); got != n*rounds {
 			t.Fatalf("spin %+v: counter %#x, want %#x (count and no sleepers)", spin, got, n*rounds)
 		}
-		// A lost wake-up costs a whole sleep slice: 300 rounds would take
-		// 15 s. Woken, they take milliseconds.
-		if d := time.Since(start); d > 5*time.Second {
-			t.Errorf("spin %+v: %d rounds took %v: sleepers were not woken", spin, rounds, d)
+		// Woken, a sleeper's slice runs out only when the last arrival of
+		// its round waited for a core for a whole slice (SleepSlice): on a
+		// crowded machine a few times. Not woken, in most rounds.
+		if k := ranOut.Load(); k > rounds/20 {
+			t.Errorf("spin %+v: %d sleep slices of %v ran out in %d rounds: sleepers were not woken", spin, k, SleepSlice, rounds)
 		}
 	}
 }
