@@ -77,8 +77,9 @@ type sharedHeap struct {
 	stats     *core.Stats       // this PE's counters
 	small     bool              // put the small-block front end over this PE's pool
 
-	own   alloc.Allocator // pools[rank], set in format
-	front *small.Heap     // own, when it is the front end: called directly
+	own    alloc.Allocator // pools[rank], set in format
+	front  *small.Heap     // own, when it is the front end: called directly
+	ownMem []byte          // this PE's shared heap, where front's offsets are
 
 	mu    sync.Mutex        // guards pools
 	pools []alloc.Allocator // by owner: *small.Heap or *alloc.Locked; pools[rank] is formatted in Init, others attached on use
@@ -107,7 +108,7 @@ func (h *sharedHeap) format() error {
 		f, err := small.Format(l, h.sp.Shared(h.rank), h.sink(h.rank))
 		switch {
 		case err == nil:
-			h.own, h.front = f, f
+			h.own, h.front, h.ownMem = f, f, h.sp.Shared(h.rank)
 			h.stats.SharedFront.Store(uint64(f.Header()) + 1) // before Init's barrier, after which other PEs read it
 		case !errors.Is(err, ErrOutOfMemory):
 			return fmt.Errorf("symheap: the local shared heap's small-block front end: %w", err)
@@ -174,6 +175,15 @@ func (h *sharedHeap) pool(owner int) (alloc.Allocator, error) {
 // (ErrPointerType). n == 0 returns nil. When the heap is full the error
 // wraps ErrOutOfMemory and names SYMHEAP_SHARED_SIZE.
 func SharedAlloc[T any](pe *PE, n int) ([]T, error) {
+	if pe != nil && !pe.closed.Load() && n > 0 && basic[T]() && core.SizeOf[T]() > 0 && uint64(n) <= small.MaxSmall/core.SizeOf[T]() {
+		// The common case, in one call: a small block of a plain type
+		// from this PE's front end (elemBytes has nothing to refuse).
+		if p, err := pe.ext.shared.allocSmall(uint64(n) * core.SizeOf[T]()); err != nil {
+			return nil, err
+		} else if p != nil {
+			return core.SliceAt[T](p, n), nil
+		}
+	}
 	if err := pe.check(); err != nil {
 		return nil, err
 	}
@@ -189,6 +199,23 @@ func SharedAlloc[T any](pe *PE, n int) ([]T, error) {
 		return nil, err
 	}
 	return core.SliceAt[T](pe.sp.SharedAddr(pe.rank, core.SharedOff(off)), n), nil
+}
+
+// allocSmall is SharedAlloc's common case: size bytes, 0 < size <=
+// small.MaxSmall, aligned to alloc.MinAlign, from this PE's front end. It
+// returns nil and no error, having done nothing, when there is no front
+// end (the general path then says why, or serves the block).
+func (h *sharedHeap) allocSmall(size uint64) (core.Ptr, error) {
+	f := h.front
+	if f == nil {
+		return nil, nil
+	}
+	off, err := f.Alloc(size, alloc.MinAlign)
+	if err != nil {
+		return nil, h.allocErr(size, err)
+	}
+	core.Bump(&h.stats.SharedAllocs) // a statistic: written by this PE only; symheap stat reads it
+	return core.AtOff(h.ownMem, uint64(off)), nil
 }
 
 // sharedAlloc takes size bytes aligned to align from this PE's pool and
@@ -234,13 +261,19 @@ func (h *sharedHeap) allocErr(size uint64, err error) error {
 // a slice that starts inside a block, and memory outside every shared
 // heap are ErrBadFree, and change nothing.
 func SharedFree[T any](pe *PE, s []T) error {
+	p, _ := core.SliceData(s)
+	if pe != nil && !pe.closed.Load() && s != nil {
+		// The common case, in one call: a block of this PE's own heap.
+		if done, err := pe.ext.shared.freeOwn(p); done {
+			return err
+		}
+	}
 	if err := pe.check(); err != nil {
 		return err
 	}
 	if s == nil {
 		return nil
 	}
-	p, _ := core.SliceData(s)
 	off, owner, ok := pe.sp.SharedOffset(p, 0)
 	if !ok {
 		what := "ordinary Go memory"
@@ -252,6 +285,25 @@ func SharedFree[T any](pe *PE, s []T) error {
 		return fmt.Errorf("symheap: SharedFree of %p: %w (it lies in %s, not in a local shared heap)", p, ErrBadFree, what)
 	}
 	return pe.ext.shared.free(owner, uint64(off))
+}
+
+// freeOwn is SharedFree's common case: the block at p in this PE's own
+// shared heap, which has the front end. It reports false, having done
+// nothing, for any other p (the general path then frees it or says why).
+func (h *sharedHeap) freeOwn(p core.Ptr) (bool, error) {
+	f := h.front
+	if f == nil {
+		return false, nil
+	}
+	off, in := core.Within(h.ownMem, p)
+	if !in {
+		return false, nil
+	}
+	if err := f.Free(alloc.Off(off)); err != nil {
+		return true, h.freeErr(h.rank, off, err)
+	}
+	core.Bump(&h.stats.SharedFrees) // a statistic: written by this PE only; symheap stat reads it
+	return true, nil
 }
 
 // sharedFree frees the block at off in PE owner's shared heap.

@@ -99,6 +99,16 @@ func CopyBytes[T any](dst, src Ptr, n uint64) {
 // Bytes views n bytes at p.
 func Bytes(p Ptr, n uint64) []byte { return unsafe.Slice((*byte)(p), n) }
 
+// Within returns the offset of p in region r, and whether p lies in it
+// (at its end or beyond: false). It compares addresses as integers.
+func Within(r []byte, p Ptr) (uint64, bool) {
+	off := uint64(uintptr(p) - uintptr(unsafe.Pointer(unsafe.SliceData(r)))) // wraps when below
+	return off, off < uint64(len(r))
+}
+
+// AtOff returns the address of byte off of region r (off <= len(r)).
+func AtOff(r []byte, off uint64) Ptr { return unsafe.Add(unsafe.Pointer(unsafe.SliceData(r)), off) }
+
 // Bump adds one to a statistics counter that only this process writes:
 // a plain load and store. An atomic increment (any sync/atomic write is a
 // locked instruction on amd64) costs the hot paths more than the count is
