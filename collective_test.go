@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/symheap/symheap"
+	"github.com/symheap/symheap/internal/petest"
 )
 
 // Sizes that cross the small (scratch buffer) and large (in place) paths
@@ -118,7 +119,7 @@ func testCollectiveAllocs(t *testing.T, pe *symheap.PE) {
 			{"AllToAll", func() error { return symheap.AllToAll(w, dst, src) }},
 		} {
 			var err error
-			allocs := testing.AllocsPerRun(20, func() {
+			allocs := petest.AllocsPerRun(3, 20, func() {
 				if e := c.op(); e != nil {
 					err = e
 				}

@@ -183,7 +183,7 @@ func TestMsgWaitAll(t *testing.T) {
 			t.Errorf("no request came back after WaitAll released it")
 		}
 		n := 4
-		if a := testing.AllocsPerRun(20, func() { window(n, false); n++ }); a != 0 {
+		if a := petest.AllocsPerRun(3, 20, func() { window(n, false); n++ }); a != 0 {
 			t.Errorf("%v allocations per window finished by WaitAll, want 0", a)
 		}
 
@@ -267,8 +267,8 @@ func TestMsgWindowAllocs(t *testing.T) {
 			}
 		}
 		// Both PEs run the same number of windows (AllocsPerRun runs the
-		// function once more than asked, to warm up).
-		if a := testing.AllocsPerRun(50, window); a != 0 {
+		// function once more than asked in each try, to warm up).
+		if a := petest.AllocsPerRun(3, 50, window); a != 0 {
 			t.Errorf("%v allocations per window of 64 released requests, want 0", a)
 		}
 		sync2(t, pe)

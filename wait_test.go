@@ -174,13 +174,17 @@ func checkWaitPut(t *testing.T, pe *PE) {
 }
 
 // checkWaitSleep: a waiter that has gone to sleep is woken by the writer's
-// Put at once, not by its sleep slice running out; and while it sleeps it
-// uses next to no CPU.
+// Put, not by its sleep slice running out; and while it sleeps it uses
+// next to no CPU. Woken or not shows in how its sleep ended
+// (shmsync.TimedOutEnds), not in the latency, which on a loaded machine
+// includes the wait for a core.
 func checkWaitSleep(t *testing.T, pe *PE) {
 	r := right(pe)
 	msg := must(Calloc[int64](pe, 2)) // [send time, round]
 	var lat []time.Duration
+	timedOut := 0 // rounds with membarrier whose wait ended when a slice ran out
 	for round := int64(1); round <= 6; round++ {
+		before := shmsync.TimedOutEnds()
 		if round == 4 {
 			// The rest without asymmetric fences, as on a kernel without
 			// membarrier: puts fence, waiters sleep in short slices.
@@ -193,12 +197,19 @@ func checkWaitSleep(t *testing.T, pe *PE) {
 		ok(t, Put(pe, msg, []int64{time.Now().UnixNano(), round}, r))
 		ok(t, <-done)
 		lat = append(lat, time.Duration(time.Now().UnixNano()-msg[0]))
+		if round < 4 && shmsync.TimedOutEnds() != before {
+			timedOut++
+		}
 		barrier(t, pe)
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	t.Logf("wake-up latencies %v", lat)
-	if med := lat[len(lat)/2]; med >= shmsync.SleepSlice/2 {
-		t.Errorf("median wake-up latency %v: the put does not wake the sleeper (sleep slice %v)", med, shmsync.SleepSlice)
+	t.Logf("wake-up latencies %v; %d of the 3 sleeps with membarrier ended when a slice (%v) ran out", lat, timedOut, shmsync.SleepSlice)
+	// Woken, a sleep ends by timeout only when the writer waited a whole
+	// slice for a core between its store and its wake-up. Not woken, all
+	// three do. (The rounds without membarrier sleep in 1 ms slices: a
+	// store is seen within one whether it wakes or not.)
+	if timedOut > 1 {
+		t.Errorf("%d of 3 sleeps ended when their slice of %v ran out: the put does not wake the sleeper", timedOut, shmsync.SleepSlice)
 	}
 	// CPU used while waiting 300 ms for PE 0's put.
 	barrier(t, pe)

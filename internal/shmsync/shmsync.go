@@ -108,6 +108,9 @@ func SleepFenced(word *atomic.Uint32, slice time.Duration, cond func() bool, che
 		}
 		err := unix.FutexWait((*uint32)(addrOf(word)), v, slice)
 		if cond() {
+			if err == unix.ETIMEDOUT {
+				timedOutEnds.Add(1)
+			}
 			return nil
 		}
 		if err != unix.ETIMEDOUT || check == nil {
@@ -121,6 +124,17 @@ func SleepFenced(word *atomic.Uint32, slice time.Duration, cond func() bool, che
 		}
 	}
 }
+
+// timedOutEnds counts the sleeps of SleepFenced that found their
+// condition true when a slice ran out rather than when a writer woke them.
+var timedOutEnds atomic.Uint64
+
+// TimedOutEnds is the number of waits in this process that SleepFenced
+// ended when a slice ran out and found the condition true: the writer's
+// store came without a wake-up, or its wake-up came a slice late. Tests
+// of the wake-up path count them; time would mislead on a loaded machine,
+// where a woken sleeper waits for a core.
+func TimedOutEnds() uint64 { return timedOutEnds.Load() }
 
 // A counter is a 64-bit word in shared memory that counts arrivals in its
 // low CountBits bits, wrapping, and the processes asleep on it in the bits
