@@ -616,9 +616,12 @@ static void post_broadcast(void *dest, const void *src, size_t bytes, int root, 
 		struct post_line *pl = &shmemi_post->ring[n % POST_RING];
 		memcpy(pl->data, src, bytes);
 		post_publish(pl, n + 1);
-		/* The next call's line: its readers are most likely done with
-		 * it; ask for it exclusive now. */
+		/* The next two calls' lines: their readers are most likely done
+		 * with them; ask for each exclusive two calls ahead and again
+		 * one call ahead, as the Go runtime's root does
+		 * (internal/team, postBcast). */
 		prefetch_exclusive(&shmemi_post->ring[(n + 1) % POST_RING]);
+		prefetch_exclusive(&shmemi_post->ring[(n + 2) % POST_RING]);
 		if (self && dest != src)
 			memmove(dest, src, bytes);
 	} else {

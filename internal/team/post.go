@@ -138,8 +138,14 @@ func (t *Team) postBcast(dst, src core.Ptr, nb uint64, root int, same bool) erro
 		pl := &s.post[n%postRing]
 		core.CopyBytes[byte](core.AddrOf(&pl.data), src, nb)
 		t.l.publish(pl, t.postBase[me]+n+1)
-		// The next call's line: its readers are most likely done with it.
+		// The next two calls' lines: their readers are most likely done
+		// with them. Asking for each line two calls ahead, and once more
+		// one call ahead, keeps the root from waiting for the readers'
+		// copies to be invalidated whatever the distance between the root
+		// and its readers; asking one call ahead only left that to how the
+		// two fell in step at the start of a job.
 		prefetchW(&s.post[(n+1)%postRing])
+		prefetchW(&s.post[(n+2)%postRing])
 		if !same {
 			core.CopyBytes[byte](dst, src, nb)
 		}
