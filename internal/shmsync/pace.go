@@ -201,8 +201,11 @@ func budgets(m Machine, n int) *plan {
 		yieldPolls: int32(max(yield/max(m.Poll, time.Nanosecond), 1)),
 		handOver:   2 * yield, yieldFor: YieldSpan}
 	if cores := max(m.Cores, 1); n > cores {
+		// More PEs than cores: no polling, and no timing of the yields
+		// (two clock reads each): a hand-over is the rule here, and what
+		// one teaches (Adapting, Placement) is for a core per PE.
 		perCore := (n + cores - 1) / cores
-		p.polls, p.yields, p.minPolls, p.yieldFor = 0, int32(max(4*perCore, 16)), 0, 0
+		p.polls, p.yields, p.minPolls, p.yieldFor, p.handOver = 0, int32(max(4*perCore, 16)), 0, 0, 0
 	}
 	return p
 }

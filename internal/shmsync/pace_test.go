@@ -42,6 +42,11 @@ func TestBudgets(t *testing.T) {
 	if pf.yieldFor != YieldSpan || p4.yieldFor != 0 {
 		t.Errorf("yields go on for %v with a core per PE, %v with 2 PEs a core: want %v and 0", pf.yieldFor, p4.yieldFor, YieldSpan)
 	}
+	// Only with a core per PE are the yields timed (a hand-over teaches
+	// something only there).
+	if pf.handOver == 0 || p4.handOver != 0 || p8.handOver != 0 {
+		t.Errorf("yields timed against %v with a core per PE, %v and %v with 2 and 4 PEs a core: want > 0, 0 and 0", pf.handOver, p4.handOver, p8.handOver)
+	}
 	// An unmeasured transfer time takes the default.
 	if a, b := budgets(Machine{Cores: 2, Poll: 10 * time.Nanosecond}, 2), budgets(Machine{Cores: 2, Poll: 10 * time.Nanosecond, Line: defaultLine}, 2); *a != *b {
 		t.Errorf("unmeasured line: %+v, want the default's %+v", *a, *b)
