@@ -34,7 +34,7 @@ func (pe *PE) describeForC() cabi.Layout {
 		MembarrierReady: pe.rma.membarrierReady(),
 		SameAddress:     pe.seg.SameAddress(), Protected: pe.seg.Protected(),
 		Far:   pe.rma.far,
-		Polls: polls, Yields: yields, YieldNs: yieldFor.Nanoseconds(),
+		Polls: polls, Yields: yields, YieldNs: yieldFor.Nanoseconds(), Settle: shmsync.SettlePolls(),
 		SegPath: pe.seg.Path(),
 	}
 }

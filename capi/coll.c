@@ -521,6 +521,10 @@ static void pair_barrier(const char *op)
 	struct post_line *mine = &shmemi_pair[k & 1];
 	post_publish(mine, k);
 	prefetch_exclusive(&shmemi_pair[(k + 1) & 1]);
+	/* A few pauses before the first look at the other's line, which a PE
+	 * arriving about now is writing (shmsync.SettlePolls). */
+	for (int i = 0; i < shmemi_L.settle; i++)
+		shmemi_pause();
 	post_await((struct post_line *)shmemi_amo_addr(mine, sizeof(uint64_t), 1 - shmemi_L.me, op), k, op);
 }
 

@@ -87,6 +87,7 @@ func symheapc_go_init(l *C.struct_shmemi_layout, errbuf *C.char, n C.size_t) C.i
 	l.me, l.npes = C.int(d.Rank), C.int(d.NPEs)
 	l.mb_ready, l.same_address, l.protected_ = cbool(d.MembarrierReady), cbool(d.SameAddress), cbool(d.Protected)
 	l.polls, l.yields, l.yield_ns = C.int(d.Polls), C.int(d.Yields), C.int64_t(d.YieldNs)
+	l.settle = C.int(d.Settle)
 	path := unsafe.Slice((*byte)(unsafe.Pointer(&l.seg_path[0])), len(l.seg_path))
 	path[copy(path[:len(path)-1], d.SegPath)] = 0
 	return 0

@@ -64,6 +64,7 @@ struct shmemi_layout {
 	int mb_ready, same_address, protected_;
 	int polls, yields;
 	int64_t yield_ns; /* the yields go on this long at least (shmsync.YieldSpan) */
+	int settle;       /* pauses between a pair barrier's publication and its first look (shmsync.SettlePolls) */
 	int initialized, finalized;
 	int thread_level;
 	/* The program's static data (static.c). */

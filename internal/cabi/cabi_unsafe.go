@@ -27,6 +27,7 @@ type Layout struct {
 	Far                        bool  // some PE is on another node (the ucx build): the C fast path cannot reach it
 	Polls, Yields              int   // the pacing of waits for other processes (shmsync.Pace)
 	YieldNs                    int64 // the yields go on this long at least (shmsync.YieldSpan; 0: just count them)
+	Settle                     int   // pauses between a pair barrier's publication and its first look (shmsync.SettlePolls)
 	SegPath                    string
 }
 

@@ -315,8 +315,7 @@ func (l *Layer) Init(rt Runtime, c Config) error {
 	if n <= runtime.NumCPU() {
 		// A transfer's worth of polls (fast.go, "Quiet"); not measured
 		// where the PEs share cores, whose receives poll once.
-		m := shmsync.Calibrate()
-		l.boxQuiet = int(min(max(m.Line/max(m.Poll, time.Nanosecond), 1), 64))
+		l.boxQuiet = shmsync.TransferPolls()
 	}
 	l.splitMin, l.noKernel, l.allBounce = s.Split, s.NoKernel, s.AllBounce
 	area := func(p int) []byte { return sp.Bytes(msgArea, p) }

@@ -151,6 +151,37 @@ type plan struct {
 // is then within noise of what it was without it.
 func Calibrate() Machine { return calibrate(true) }
 
+// TransferPolls is a cache-line transfer's worth of polls (Pause and
+// load), 1 to 64, on a node with a core per PE; 0 where PEs share cores.
+// A waiter that has just written a line its peer will answer in does not
+// look at the peer's line for that long: the answer cannot come sooner,
+// and a look in between takes the line from the writer, whose store must
+// then fetch it back (the fast box's "Quiet" in internal/msg, the pair
+// barrier in internal/team).
+func TransferPolls() int {
+	if int(max(pes.Load(), 1)) > runtime.NumCPU() {
+		return 0
+	}
+	m := Calibrate()
+	return int(min(max(m.Line/max(m.Poll, time.Nanosecond), 1), 64))
+}
+
+// SettlePolls is the pauses a waiter makes between publishing its own
+// count and its first look at a peer's count that may be on its way at
+// the same moment (the pair barriers of internal/team and of the C
+// library): a third of TransferPolls, at least one; 0 where PEs share
+// cores. A peer arriving then has its store to the line under way; a
+// look would take the line from it before the store landed, and the
+// store would fetch it back. Waiting a whole transfer (TransferPolls)
+// delays every barrier whose peer had already arrived
+// (docs/bench/design-measurements.md).
+func SettlePolls() int {
+	if n := TransferPolls(); n > 0 {
+		return max(n/3, 1)
+	}
+	return 0
+}
+
 // calibrate is Calibrate, measuring the transfer time only if line.
 func calibrate(line bool) Machine {
 	machineMu.Lock()

@@ -1,6 +1,7 @@
 package shmsync
 
 import (
+	"runtime"
 	"testing"
 	"time"
 )
@@ -152,5 +153,21 @@ func TestAdapt(t *testing.T) {
 	r.Until(func() bool { return true })
 	if s := pollShift.Load(); s != maxShift-1 {
 		t.Errorf("after a wait that did not wait, pollShift %d, want %d", s, maxShift-1)
+	}
+}
+
+// TestSettlePolls: a transfer's worth of polls, and the third of it a
+// pair barrier settles for, with a core per PE; none where PEs share
+// cores.
+func TestSettlePolls(t *testing.T) {
+	defer SetPEs(1)
+	SetPEs(runtime.NumCPU() + 1)
+	if tp, sp := TransferPolls(), SettlePolls(); tp != 0 || sp != 0 {
+		t.Errorf("more PEs than cores: TransferPolls %d, SettlePolls %d; want 0 and 0", tp, sp)
+	}
+	SetPEs(1)
+	tp, sp := TransferPolls(), SettlePolls()
+	if tp < 1 || tp > 64 || sp < 1 || sp > max(tp/3, 1) {
+		t.Errorf("a core per PE: TransferPolls %d, SettlePolls %d; want 1..64 and 1..max(%d/3, 1)", tp, sp, tp)
 	}
 }

@@ -315,6 +315,10 @@ type Layer struct {
 	// (membarrier), so its post lines are published with release stores
 	// ("Post lines", Sleeping). Set by Init.
 	relaxed bool
+	// quiet: the pauses a pair barrier makes between publishing its
+	// count and its first look at the peer's (shmsync.SettlePolls). Set
+	// by Init.
+	quiet int
 
 	handles atomic.Int32 // this PE's handles of split teams not yet destroyed; any goroutine
 }
@@ -324,6 +328,7 @@ type Layer struct {
 func (l *Layer) Init(rt Runtime, c Config) {
 	l.rt, l.sp, l.closed = rt, c.Space, c.Closed
 	l.relaxed = unix.MembarrierRegister() == nil
+	l.quiet = shmsync.SettlePolls()
 	l.world = l.newTeam(worldTeam, 0, 1, l.sp.NPEs, l.sp.Rank, false)
 }
 
@@ -667,6 +672,11 @@ func (t *Team) pairBarrier(quiet bool) error {
 	// Release store (publish): every earlier store of this PE (data,
 	// puts) is visible to the peer once it sees the count.
 	t.l.publish(&t.slots[me].sync[b&1], t.syncBase[me]+b)
+	// A few pauses before the first look at the peer's line, which a
+	// peer arriving about now is writing (shmsync.SettlePolls).
+	for range t.l.quiet {
+		shmsync.Pause()
+	}
 	if err := t.awaitPost(peer, &t.slots[peer].sync[b&1], t.syncBase[peer], b); err != nil {
 		lost := fmt.Errorf("symheap: team %d (%d PEs) waiting in a barrier for rank %d (PE %d): %w", t.id, t.size, peer, t.members[peer], err)
 		t.lost.Store(&lost)
