@@ -315,10 +315,10 @@ type Layer struct {
 	// (membarrier), so its post lines are published with release stores
 	// ("Post lines", Sleeping). Set by Init.
 	relaxed bool
-	// quiet: the pauses a pair barrier makes between publishing its
+	// settle: the pauses a pair barrier makes between publishing its
 	// count and its first look at the peer's (shmsync.SettlePolls). Set
 	// by Init.
-	quiet int
+	settle int
 
 	handles atomic.Int32 // this PE's handles of split teams not yet destroyed; any goroutine
 }
@@ -328,7 +328,7 @@ type Layer struct {
 func (l *Layer) Init(rt Runtime, c Config) {
 	l.rt, l.sp, l.closed = rt, c.Space, c.Closed
 	l.relaxed = unix.MembarrierRegister() == nil
-	l.quiet = shmsync.SettlePolls()
+	l.settle = shmsync.SettlePolls()
 	l.world = l.newTeam(worldTeam, 0, 1, l.sp.NPEs, l.sp.Rank, false)
 }
 
@@ -674,7 +674,7 @@ func (t *Team) pairBarrier(quiet bool) error {
 	t.l.publish(&t.slots[me].sync[b&1], t.syncBase[me]+b)
 	// A few pauses before the first look at the peer's line, which a
 	// peer arriving about now is writing (shmsync.SettlePolls).
-	for range t.l.quiet {
+	for range t.l.settle {
 		shmsync.Pause()
 	}
 	if err := t.awaitPost(peer, &t.slots[peer].sync[b&1], t.syncBase[peer], b); err != nil {
