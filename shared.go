@@ -219,16 +219,10 @@ func (h *sharedHeap) allocSmall(size uint64) (core.Ptr, error) {
 }
 
 // sharedAlloc takes size bytes aligned to align from this PE's pool and
-// returns the offset in its shared heap.
+// returns the offset in its shared heap. Small blocks of plain types come
+// through allocSmall, which calls the front end directly; here h.own is
+// the front end, when there is one.
 func (h *sharedHeap) alloc(size, align uint64) (uint64, error) {
-	if f := h.front; f != nil && align <= alloc.MinAlign { // the front end's path, first
-		off, err := f.Alloc(size, alloc.MinAlign)
-		if err != nil {
-			return 0, h.allocErr(size, err)
-		}
-		core.Bump(&h.stats.SharedAllocs) // a statistic: written by this PE only; symheap stat reads it
-		return uint64(off), nil
-	}
 	p := h.own
 	if p == nil {
 		_, err := h.pool(h.rank) // the error that says why there is none
@@ -308,19 +302,16 @@ func (h *sharedHeap) freeOwn(p core.Ptr) (bool, error) {
 
 // sharedFree frees the block at off in PE owner's shared heap.
 func (h *sharedHeap) free(owner int, off uint64) error {
+	// This PE's own blocks, when it has the front end, went through
+	// freeOwn; here h.own is that front end anyway.
 	var err error
-	if owner == h.rank && h.front != nil {
-		err = h.front.Free(alloc.Off(off)) // the front end's path, first
-	} else {
-		pool := h.own
-		if owner != h.rank || pool == nil {
-			if pool, err = h.pool(owner); err != nil {
-				return fmt.Errorf("symheap: SharedFree: %w", err)
-			}
+	pool := h.own
+	if owner != h.rank || pool == nil {
+		if pool, err = h.pool(owner); err != nil {
+			return fmt.Errorf("symheap: SharedFree: %w", err)
 		}
-		err = pool.Free(alloc.Off(off))
 	}
-	if err != nil {
+	if err = pool.Free(alloc.Off(off)); err != nil {
 		return h.freeErr(owner, off, err)
 	}
 	c := h.stats // statistics: written by this PE only; symheap stat reads them
