@@ -533,7 +533,7 @@ func BenchmarkLocalPath(b *testing.B) {
 		b.Fatal(err)
 	}
 	local := make([]byte, 2<<20+64)
-	for _, n := range []int{64, 4 << 10, 2 << 20} {
+	for _, n := range []int{64, 256, 1 << 10, 4 << 10, 2 << 20} {
 		for _, off := range []int{0, 8} {
 			if off != 0 && n < 2<<20 {
 				continue

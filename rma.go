@@ -82,10 +82,11 @@ import (
 // not register for membarrier, and on every other architecture, Quiet
 // executes the fence itself.
 //
-// Large copies (from memcopy.Large, 1 MiB: internal/memcopy) are made
-// with REP MOVSB or with the runtime's memmove, which on amd64 may use
+// Copies that memcopy.Vec takes (129 bytes to 1 KiB, where the CPU has
+// 64-byte vector registers) and copies from 1 MiB go through memcopy.Move:
+// the first with ordinary 64-byte vector stores, the others with REP MOVSB or the runtime's memmove, which on amd64 may use
 // non-temporal stores; x86 keeps those in order neither with each other
-// nor with later ordinary stores. Both are safe here: the stores of a REP
+// nor with later ordinary stores. All are safe here: the stores of a REP
 // MOVSB are not reordered with the stores after it, and the runtime ends
 // every non-temporal loop with SFENCE. So by the time a Put returns its
 // stores are ordered before this PE's later stores as ordinary ones are,
@@ -173,10 +174,10 @@ func Put[T any](pe *PE, dst, src []T, target int) error {
 		return putSlow(pe, opPut, dst, src, target)
 	}
 	sp, n := core.SliceData(src)
-	if d := core.PeerAddr[T](&pe.sp, target, off); n < memcopy.Large {
-		core.CopyBytes[T](d, sp, n)
-	} else {
+	if d := core.PeerAddr[T](&pe.sp, target, off); n >= memcopy.Small && (n >= memcopy.Large || memcopy.Vec(n)) {
 		memcopy.Move(d, sp, uintptr(n))
+	} else {
+		core.CopyBytes[T](d, sp, n)
 	}
 	// putDone, inlined by hand: this is the hot path.
 	core.Bump(&pe.stats.Puts)
@@ -203,10 +204,10 @@ func PutNBI[T any](pe *PE, dst, src []T, target int) error {
 		return putSlow(pe, opPutNBI, dst, src, target)
 	}
 	sp, n := core.SliceData(src)
-	if d := core.PeerAddr[T](&pe.sp, target, off); n < memcopy.Large {
-		core.CopyBytes[T](d, sp, n)
-	} else {
+	if d := core.PeerAddr[T](&pe.sp, target, off); n >= memcopy.Small && (n >= memcopy.Large || memcopy.Vec(n)) {
 		memcopy.Move(d, sp, uintptr(n))
+	} else {
+		core.CopyBytes[T](d, sp, n)
 	}
 	core.Bump(&pe.stats.Puts)
 	return nil
@@ -225,7 +226,7 @@ func Get[T any](pe *PE, dst, src []T, source int) error {
 	pe.rma.payFence()
 	d, _ := core.SliceData(dst)
 	s, n := core.PeerAddr[T](&pe.sp, source, off), uint64(len(src))*core.SizeOf[T]()
-	if n < memcopy.Large {
+	if n < memcopy.Small || n < memcopy.Large && !memcopy.Vec(n) {
 		core.CopyBytes[T](d, s, n)
 	} else {
 		memcopy.Move(d, s, uintptr(n))
@@ -247,7 +248,7 @@ func GetNBI[T any](pe *PE, dst, src []T, source int) error {
 	pe.rma.payFence()
 	d, _ := core.SliceData(dst)
 	s, n := core.PeerAddr[T](&pe.sp, source, off), uint64(len(src))*core.SizeOf[T]()
-	if n < memcopy.Large {
+	if n < memcopy.Small || n < memcopy.Large && !memcopy.Vec(n) {
 		core.CopyBytes[T](d, s, n)
 	} else {
 		memcopy.Move(d, s, uintptr(n))

@@ -23,6 +23,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/symheap/symheap/bench/peers"
@@ -115,10 +116,17 @@ func (r *runner) copySection(s *section) {
 		"warm: the same buffers again and again; odd: warm, destination 8 bytes off a 16-byte boundary; "+
 		"cold: the next slice of two pools of %d MiB (glibc: %d MiB) each time; MB/s = 10^6 B/s", pool>>20, coldPool>>20)
 	rep, below := memcopy.Rule()
+	var parts []string
+	if memcopy.Vector() {
+		parts = append(parts, fmt.Sprintf("64-byte vector moves (AVX-512) from %d B to %d KiB", memcopy.Small, memcopy.VecMax>>10))
+	}
 	if rep {
-		s.Notes = append(s.Notes, fmt.Sprintf("symheap's copy on this CPU: REP MOVSB for a destination off a 16-byte boundary from %d MiB to %d MiB, else the runtime's memmove", memcopy.Large>>20, below>>20))
+		parts = append(parts, fmt.Sprintf("REP MOVSB for a destination off a 16-byte boundary from %d MiB to %d MiB", memcopy.Large>>20, below>>20))
+	}
+	if len(parts) == 0 {
+		s.Notes = append(s.Notes, "symheap's copy on this CPU: the runtime's memmove at every size (neither the vector nor the REP MOVSB rule applies)")
 	} else {
-		s.Notes = append(s.Notes, "symheap's copy on this CPU: the runtime's memmove at every size (no REP MOVSB rule applies)")
+		s.Notes = append(s.Notes, "symheap's copy on this CPU: "+strings.Join(parts, "; ")+"; else the runtime's memmove")
 	}
 	idx := map[string]int{}
 	for _, m := range copyModes {

@@ -1,7 +1,31 @@
-// Package memcopy copies large blocks of memory at the speed of the C
-// library's memcpy where Go's copy falls short of it.
+// Package memcopy copies blocks of memory at the speed of the C library's
+// memcpy where Go's copy falls short of it: blocks of 129 bytes to 1 KiB on
+// CPUs with 64-byte vector registers, and large blocks at odd destinations
+// on Intel CPUs with fast string moves.
 //
-// # What it fixes
+// # Small blocks
+//
+// For 33 bytes to 2 KiB the runtime's memmove uses 16-byte SSE moves (up
+// to 256 bytes) or a loop of 32-byte AVX moves; glibc's memcpy, on CPUs
+// where it takes them, 64-byte AVX-512 moves, and copies a block of 512
+// bytes to 2 KiB in the first-level cache in about half the time (symheap
+// bench --tests copy). Move does the same (memcopy_amd64.s) when glibc's
+// rule for them holds (vecRule): AVX-512 F and VL, and on Intel AVX-VNNI,
+// from Small (129 bytes) to VecMax (1 KiB). The bounds are where copies
+// that cross cores, the ones that matter here, stop gaining (Intel Xeon
+// of the Sapphire Rapids class, docs/bench/floors.md):
+//
+//   - below 129 bytes, a message's payload into the ring (which the
+//     receiver has just read) and out of it took 2-19% longer with 64-byte
+//     moves (64 and 96 bytes) or the same (32, 48), though a copy in one
+//     core's cache ran at up to twice the speed;
+//   - from 2 KiB, where the runtime takes REP MOVSQ, writing a buffer that
+//     the other core then reads took 10-18% longer with 64-byte stores
+//     (2000 B to 16 KiB), and send/recv of 3-6 KiB 5-15% longer, though
+//     again a copy in one core's cache ran faster up to 16 KiB;
+//   - in between, both kinds of copy gain or tie.
+//
+// # Large blocks
 //
 // Go's copy is the runtime's memmove. On amd64 it copies a block of 2 KiB
 // or more with REP MOVSQ when the CPU prefers string moves (Intel with ERMS
@@ -19,8 +43,9 @@
 //
 // # The rule
 //
-// Move copies n bytes. It takes REP MOVSB when all of these hold, and the
-// runtime's memmove otherwise:
+// Move copies n bytes. It takes the vector copy when the CPU passes
+// vecRule, Small <= n <= VecMax and the blocks do not overlap. It takes REP
+// MOVSB when all of these hold, and the runtime's memmove otherwise:
 //
 //  1. the CPU prefers string moves: GenuineIntel with ERMS and FSRM
 //     (CPUID), the runtime's own test for REP MOVS;
@@ -44,7 +69,8 @@
 //
 // The completion rules of symheap (Put, Quiet, Fence, Barrier; the root
 // package's rma.go) assume that the stores of a copy are ordered before
-// the caller's later stores, as ordinary stores are under x86-TSO. REP
+// the caller's later stores, as ordinary stores are under x86-TSO. The
+// vector copy's stores are ordinary (VMOVDQU64 to write-back memory). REP
 // MOVSB keeps that: the stores within one string operation may complete
 // out of order among themselves, but not out of order with the stores
 // before or after the instruction (Intel SDM vol. 3A, 9.2.4.1 "Memory
@@ -60,11 +86,25 @@ package memcopy
 // which the runtime's memmove streams on amd64 (memmove_amd64.s).
 const Large = 1 << 20
 
+// Small and VecMax bound the sizes Move may copy with 64-byte vector
+// registers (see the package doc): from 129 bytes, where the runtime's
+// memmove takes 16 moves of 16 bytes, to 1 KiB.
+const (
+	Small  = 129
+	VecMax = 1 << 10
+)
+
+// Vec reports whether Move copies n bytes with the vector copy on this
+// CPU (when the blocks do not overlap): callers with a copy of their own
+// for other sizes (core.CopyBytes, which the compiler inlines) call Move
+// only then, or from Large.
+func Vec(n uint64) bool { return useVec && n-Small <= VecMax-Small }
+
 // Bytes copies min(len(dst), len(src)) bytes from src to dst and returns
 // the count, as copy does.
 func Bytes(dst, src []byte) int {
 	n := min(len(dst), len(src))
-	if n < Large {
+	if n < Small {
 		return copy(dst, src)
 	}
 	moveBytes(dst, src, n)
@@ -74,3 +114,7 @@ func Bytes(dst, src []byte) int {
 // Rule reports the rule's inputs on this CPU, for tests and symheap info:
 // whether REP MOVSB may be used, and below which size.
 func Rule() (rep bool, below uint64) { return useRep, uint64(repBelow) }
+
+// Vector reports whether Move copies Small to VecMax bytes with 64-byte
+// vector registers on this CPU.
+func Vector() bool { return useVec }

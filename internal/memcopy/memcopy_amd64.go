@@ -2,7 +2,11 @@
 
 package memcopy
 
-import "unsafe"
+import (
+	"unsafe"
+
+	xcpu "golang.org/x/sys/cpu"
+)
 
 // Implemented in memcopy_amd64.s.
 
@@ -14,6 +18,26 @@ func cpuid(leaf, sub uint32) (a, b, c, d uint32)
 // useRep and repBelow are the rule's CPU inputs (see the package doc),
 // read once from CPUID.
 var useRep, repBelow = probe(cpuid)
+
+// useVec: whether Move takes vecMove from Small to VecMax bytes (see the
+// package doc), from CPUID and what the kernel saves (x/sys/cpu checks
+// XCR0 for the AVX-512 state).
+var useVec = vecRule(xcpu.X86.HasAVX512F && xcpu.X86.HasAVX512VL, xcpu.X86.HasAVXVNNI, isAMD(cpuid))
+
+// vecRule is glibc's rule (2.36, cpu_features.c and ifunc-memmove.h) for
+// its 64-byte memcpy: AVX-512F and VL usable, and on Intel only where the
+// CPU has AVX-VNNI, the mark of the cores (Sapphire Rapids, Alder Lake
+// and after) whose clock does not drop for 512-bit loads and stores; on
+// Skylake-SP and Ice Lake servers it would, and glibc keeps to 32-byte
+// registers there, as the runtime's memmove does.
+func vecRule(avx512, avxVNNI, amd bool) bool {
+	return avx512 && (avxVNNI || amd)
+}
+
+func isAMD(id func(leaf, sub uint32) (a, b, c, d uint32)) bool {
+	_, b, c, d := id(0, 0)
+	return b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163 // "Auth" "enti" "cAMD"
+}
 
 // probe reads the rule's inputs through id (CPUID, or a table in tests):
 // whether the CPU prefers string moves, and the size below which REP

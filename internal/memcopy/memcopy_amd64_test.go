@@ -66,3 +66,25 @@ func TestProbe(t *testing.T) {
 		}
 	}
 }
+
+func TestVecRule(t *testing.T) {
+	intelCPU, amdCPU := cpu{vendor: intel, maxLeaf: 0x20}, cpu{vendor: amd, maxLeaf: 0x20}
+	if isAMD(intelCPU.id) || !isAMD(amdCPU.id) {
+		t.Fatal("isAMD mistakes the vendor")
+	}
+	for _, tc := range []struct {
+		name                 string
+		avx512, avxVNNI, amd bool
+		want                 bool
+	}{
+		{"Sapphire Rapids", true, true, false, true},
+		{"Ice Lake server, Skylake-SP", true, false, false, false},
+		{"Zen 4, Zen 5", true, false, true, true},
+		{"Alder Lake client (AVX-512 off)", false, true, false, false},
+		{"Zen 3", false, false, true, false},
+	} {
+		if got := vecRule(tc.avx512, tc.avxVNNI, tc.amd); got != tc.want {
+			t.Errorf("%s: vecRule = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -42,20 +42,60 @@ func TestBytes(t *testing.T) {
 	}
 }
 
+// TestBytesVector sweeps the sizes of the vector copy (every size up to
+// 640 bytes, then steps to past VecMax) at destination and source offsets
+// across a 64-byte line, with guard bytes on both sides of the block.
+func TestBytesVector(t *testing.T) {
+	if !Vector() {
+		t.Log("no vector copy on this CPU: Bytes is the runtime's copy, checked all the same")
+	}
+	var sizes []int
+	for n := 0; n <= 640; n++ {
+		sizes = append(sizes, n)
+	}
+	for n := 641; n <= VecMax+300; n += 1 + n/37 {
+		sizes = append(sizes, n)
+	}
+	sizes = append(sizes, VecMax-1, VecMax, VecMax+1)
+	src := make([]byte, VecMax+512)
+	pattern(src, 1)
+	got, want := make([]byte, VecMax+512), make([]byte, VecMax+512)
+	for _, n := range sizes {
+		for _, doff := range []int{0, 1, 8, 31, 32, 63, 64} {
+			for _, soff := range []int{0, 5, 64} {
+				pattern(got, 2)
+				pattern(want, 2)
+				d := 64 + doff
+				if c := Bytes(got[d:d+n], src[soff:soff+n]); c != n {
+					t.Fatalf("n %d: Bytes returned %d", n, c)
+				}
+				copy(want[d:d+n], src[soff:soff+n])
+				if !bytes.Equal(got, want) {
+					t.Fatalf("n %d, dst+%d, src+%d: copy differs at byte %d", n, doff, soff, firstDiff(got, want))
+				}
+			}
+		}
+	}
+}
+
 // TestBytesOverlap copies within one buffer, both ways, by less than the
 // block's length: the forward string move must not take the case where
 // the destination starts inside the source.
 func TestBytesOverlap(t *testing.T) {
-	n := 2<<20 + 3
-	for _, shift := range []int{-4097, -9, -1, 1, 9, 4097} {
-		buf := make([]byte, n+16384)
-		pattern(buf, 5)
-		want := bytes.Clone(buf)
-		s, d := 8192, 8192+shift
-		Bytes(buf[d:d+n], buf[s:s+n])
-		copy(want[d:d+n], want[s:s+n])
-		if !bytes.Equal(buf, want) {
-			t.Errorf("shift %d: overlapping copy differs at byte %d", shift, firstDiff(buf, want))
+	for _, n := range []int{Small, 100, 300, 5000, VecMax, 2<<20 + 3} {
+		for _, shift := range []int{-4097, -65, -9, -1, 1, 9, 65, 4097} {
+			if shift >= n || -shift >= n {
+				continue
+			}
+			buf := make([]byte, n+16384)
+			pattern(buf, 5)
+			want := bytes.Clone(buf)
+			s, d := 8192, 8192+shift
+			Bytes(buf[d:d+n], buf[s:s+n])
+			copy(want[d:d+n], want[s:s+n])
+			if !bytes.Equal(buf, want) {
+				t.Errorf("n %d, shift %d: overlapping copy differs at byte %d", n, shift, firstDiff(buf, want))
+			}
 		}
 	}
 }
@@ -74,7 +114,7 @@ func firstDiff(a, b []byte) int {
 // and again). `symheap bench --peers --tests copy` sets both against
 // glibc's memcpy, alternating (docs/bench/floors.md).
 func BenchmarkBytes(b *testing.B) {
-	for _, n := range []int{64 << 10, 1 << 20, 4 << 20, 16 << 20} {
+	for _, n := range []int{64, 512, 2 << 10, 16 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20} {
 		for _, off := range []int{0, 8} {
 			src, dst := make([]byte, n), make([]byte, n+64)
 			pattern(src, 1)

@@ -2,8 +2,10 @@ package memcopy
 
 import "unsafe"
 
-// Move copies n bytes from src to dst (overlap allowed, as copy).
-func Move(dst, src unsafe.Pointer, n uintptr) {
+// moveGo is Move but for the vector copy, which Move (in assembly on
+// amd64, memcopy_amd64.s) takes itself, to spare the copies it makes a
+// call of Go's: the first test of the rule below is useRep's.
+func moveGo(dst, src unsafe.Pointer, n uintptr) {
 	if useRep && n >= Large && n < repBelow && uintptr(dst)&15 != 0 && apart(dst, src, n) {
 		// As glibc does: the first 64 bytes by the runtime, then REP
 		// MOVSB from the first 64-byte boundary of the destination on

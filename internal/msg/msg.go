@@ -1174,7 +1174,7 @@ func truncated(src, tag, size, have int) error {
 // deliver gives a matched message to a receive that can hold it.
 func (l *Layer) deliver(r *Request, m *inMsg) {
 	if m.path == pathEager {
-		copy(r.buf, m.data)
+		copyPayload(r.buf, m.data)
 		r.complete(Status{m.src, m.tag, m.size}, nil)
 		l.freeMsg(m)
 		return
@@ -1241,7 +1241,7 @@ func (l *Layer) writeEager(dst int, w1 uint64, payload []byte) bool {
 	if !ok {
 		return false
 	}
-	copy(t.data[off+recHdrSize:off+recHdrSize+n], payload)
+	copyPayload(t.data[off+recHdrSize:off+recHdrSize+n], payload)
 	t.commit(off, cellsFor(n), recEager, w1)
 	l.ring(dst)
 	// A plain increment (core.Bump): a locked one would wait for the
@@ -1437,7 +1437,7 @@ func (l *Layer) handle(src int, r *rxRing, w0, off uint64) {
 // unexpected.
 func (l *Layer) arrive(src, tag int, payload []byte) {
 	if q := l.takePosted(src, tag, len(payload)); q != nil {
-		copy(q.buf, payload)
+		copyPayload(q.buf, payload)
 		q.complete(Status{src, tag, len(payload)}, nil)
 		return
 	}

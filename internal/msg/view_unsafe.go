@@ -3,6 +3,8 @@ package msg
 import (
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/symheap/symheap/internal/memcopy"
 )
 
 // The views of the message area's shared words that the hot paths take
@@ -32,3 +34,15 @@ func procPin() int
 
 //go:linkname procUnpin runtime.procUnpin
 func procUnpin()
+
+// copyPayload copies an eager message's bytes, min(len(dst), len(src)),
+// as copy does: with the vector copy where memcopy has it for the size
+// (memcopy.Vec), else with copy.
+func copyPayload(dst, src []byte) {
+	n := min(len(dst), len(src))
+	if !memcopy.Vec(uint64(n)) {
+		copy(dst, src)
+		return
+	}
+	memcopy.Move(unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(src)), uintptr(n))
+}

@@ -56,6 +56,7 @@ import (
 
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/errs"
+	"github.com/symheap/symheap/internal/memcopy"
 )
 
 // Number is the element types of reductions: integers and floats.
@@ -159,17 +160,17 @@ func (t *Team) Broadcast(dst, src Vec, root int, typeErr error) error {
 			if err := t.scratchFree(k, 1); err != nil {
 				return err
 			}
-			core.CopyBytes[byte](bufAt(t.slots[me], k, nb), src.p, nb)
+			copyData(bufAt(t.slots[me], k, nb), src.p, nb)
 			t.arrive()
 			if !same {
-				core.CopyBytes[byte](dst.p, src.p, nb)
+				copyData(dst.p, src.p, nb)
 			}
 			return nil
 		}
 		if err := t.waitFor(root, t.arrivals+1); err != nil {
 			return err
 		}
-		core.CopyBytes[byte](dst.p, bufAt(t.slots[root], k, nb), nb)
+		copyData(dst.p, bufAt(t.slots[root], k, nb), nb)
 		t.arrive()
 		return nil
 	}
@@ -178,9 +179,9 @@ func (t *Team) Broadcast(dst, src Vec, root int, typeErr error) error {
 	}
 	switch {
 	case me != root:
-		core.CopyBytes[byte](dst.p, t.remote(t.members[root], sOff), nb)
+		copyData(dst.p, t.remote(t.members[root], sOff), nb)
 	case !same:
-		core.CopyBytes[byte](dst.p, src.p, nb)
+		copyData(dst.p, src.p, nb)
 	}
 	t.arrive()
 	if me == root {
@@ -231,12 +232,12 @@ func (t *Team) reduce(dst, src Vec, op Op, opErr error, fold func(acc, x core.Pt
 		if err := t.scratchFree(k, 2); err != nil {
 			return err
 		}
-		core.CopyBytes[byte](bufAt(t.slots[t.rank], k, nb), src.p, nb)
+		copyData(bufAt(t.slots[t.rank], k, nb), src.p, nb)
 		if err := t.barrier(); err != nil {
 			return err
 		}
 		// Every member folds in rank order, so all get the same bits.
-		core.CopyBytes[byte](dst.p, bufAt(t.slots[0], k, nb), nb)
+		copyData(dst.p, bufAt(t.slots[0], k, nb), nb)
 		for j := 1; j < t.size; j++ {
 			fold(dst.p, bufAt(t.slots[j], k, nb), n, op)
 		}
@@ -251,7 +252,7 @@ func (t *Team) reduce(dst, src Vec, op Op, opErr error, fold func(acc, x core.Pt
 		e := min(c+step, hi)
 		acc, nb := dst.at(c), src.bytes(e-c)
 		if !same {
-			core.CopyBytes[byte](acc, src.at(c), nb)
+			copyData(acc, src.at(c), nb)
 		}
 		off := uint64(c) * sz
 		for j, p := range t.members {
@@ -261,7 +262,7 @@ func (t *Team) reduce(dst, src Vec, op Op, opErr error, fold func(acc, x core.Pt
 		}
 		for j, p := range t.members {
 			if j != t.rank {
-				core.CopyBytes[byte](t.remote(p, dOff+off), acc, nb)
+				copyData(t.remote(p, dOff+off), acc, nb)
 			}
 		}
 	}
@@ -298,15 +299,15 @@ func (t *Team) FCollect(dst, src Vec, typeErr error) error {
 		if err := t.scratchFree(k, 2); err != nil {
 			return err
 		}
-		core.CopyBytes[byte](bufAt(t.slots[t.rank], k, mb), src.p, mb)
+		copyData(bufAt(t.slots[t.rank], k, mb), src.p, mb)
 		if err := t.barrier(); err != nil {
 			return err
 		}
 		for j := range t.size {
 			if j == t.rank {
-				core.CopyBytes[byte](dst.at(j*m), src.p, mb)
+				copyData(dst.at(j*m), src.p, mb)
 			} else {
-				core.CopyBytes[byte](dst.at(j*m), bufAt(t.slots[j], k, mb), mb)
+				copyData(dst.at(j*m), bufAt(t.slots[j], k, mb), mb)
 			}
 		}
 		return nil
@@ -318,9 +319,9 @@ func (t *Team) FCollect(dst, src Vec, typeErr error) error {
 	for i := range t.size {
 		j := (t.rank + i) % t.size
 		if j == t.rank {
-			core.CopyBytes[byte](dst.at(j*m), src.p, mb)
+			copyData(dst.at(j*m), src.p, mb)
 		} else {
-			core.CopyBytes[byte](dst.at(j*m), t.remote(t.members[j], sOff), mb)
+			copyData(dst.at(j*m), t.remote(t.members[j], sOff), mb)
 		}
 	}
 	return t.barrier()
@@ -358,15 +359,15 @@ func (t *Team) AllToAll(dst, src Vec, typeErr error) error {
 		if err := t.scratchFree(k, 2); err != nil {
 			return err
 		}
-		core.CopyBytes[byte](bufAt(t.slots[me], k, nb), src.p, nb)
+		copyData(bufAt(t.slots[me], k, nb), src.p, nb)
 		if err := t.barrier(); err != nil {
 			return err
 		}
 		for j := range t.size {
 			if j == me {
-				core.CopyBytes[byte](dst.at(j*m), src.at(me*m), mb)
+				copyData(dst.at(j*m), src.at(me*m), mb)
 			} else {
-				core.CopyBytes[byte](dst.at(j*m), core.Add(bufAt(t.slots[j], k, nb), uint64(me)*mb), mb)
+				copyData(dst.at(j*m), core.Add(bufAt(t.slots[j], k, nb), uint64(me)*mb), mb)
 			}
 		}
 		return nil
@@ -378,9 +379,9 @@ func (t *Team) AllToAll(dst, src Vec, typeErr error) error {
 	for i := range t.size {
 		j := (me + i) % t.size
 		if j == me {
-			core.CopyBytes[byte](dst.at(j*m), src.at(me*m), mb)
+			copyData(dst.at(j*m), src.at(me*m), mb)
 		} else {
-			core.CopyBytes[byte](dst.at(j*m), t.remote(t.members[j], sOff+block), mb)
+			copyData(dst.at(j*m), t.remote(t.members[j], sOff+block), mb)
 		}
 	}
 	return t.barrier()
@@ -522,4 +523,15 @@ func bitwise[U uint8 | uint16 | uint32 | uint64](acc, x []U, op Op) {
 			acc[i] ^= x[i]
 		}
 	}
+}
+
+// copyData copies n bytes of a collective's data: with memcopy.Move
+// where it has a better copy (memcopy.Vec, or from memcopy.Large), else
+// with core.CopyBytes.
+func copyData(dst, src core.Ptr, n uint64) {
+	if memcopy.Vec(n) || n >= memcopy.Large {
+		memcopy.Move(dst, src, uintptr(n))
+		return
+	}
+	core.CopyBytes[byte](dst, src, n)
 }
