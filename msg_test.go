@@ -222,45 +222,53 @@ func TestMsgSplit(t *testing.T) {
 		t.Run(c, func(t *testing.T) {
 			petest.Run(t, 2, func(t *testing.T) {
 				pe := startPE(t)
-				const n = 4<<20 + 3
 				ms := &pe.ext.msg
-				if pe.Rank() == 1 {
-					buf := make([]byte, n)
-					if c == "shared" {
-						buf = need(SharedAlloc[byte](pe, n))
+				// Chunks of 256 KiB, and of 64 KiB below 1 MiB, each
+				// size ending in a partial chunk.
+				for _, n := range []int{4<<20 + 3, 300<<10 + 5} {
+					if pe.Rank() == 1 {
+						buf := make([]byte, n)
+						if c == "shared" {
+							buf = need(SharedAlloc[byte](pe, n))
+						}
+						read := msg.ReadFrom
+						msg.ReadFrom = func(pid int, dst []byte, src uintptr) error {
+							time.Sleep(20 * time.Millisecond)
+							return read(pid, dst, src)
+						}
+						orphans := ms.Counters().Orphans
+						st := need(pe.Recv(buf, 0, 0))
+						msg.ReadFrom = read
+						if st.Count != n {
+							t.Fatalf("status %+v", st)
+						}
+						checkMsg(t, "split message", buf, 77)
+						if got := ms.Counters().Orphans - orphans; c == "nowrite" && got != 1 {
+							t.Errorf("%d B: %d orphan chunks, want 1", n, got)
+						}
+						if c == "shared" {
+							noErr(t, SharedFree(pe, buf))
+						}
+					} else {
+						write := msg.WriteTo
+						if c == "nowrite" {
+							msg.WriteTo = func(int, []byte, uintptr) error { return unix.EPERM }
+						}
+						buf := make([]byte, n)
+						fillMsg(buf, 77)
+						helped := ms.Counters().Helped
+						noErr(t, pe.Send(buf, 1, 0))
+						msg.WriteTo = write
+						want := uint64(n / 2)
+						if c == "nowrite" {
+							want = 0
+						}
+						if got := ms.Counters().Helped - helped; got < want {
+							t.Errorf("the sender copied %d bytes of %d, want at least %d", got, n, want)
+						}
 					}
-					read := msg.ReadFrom
-					msg.ReadFrom = func(pid int, dst []byte, src uintptr) error {
-						time.Sleep(20 * time.Millisecond)
-						return read(pid, dst, src)
-					}
-					st := need(pe.Recv(buf, 0, 0))
-					if st.Count != n {
-						t.Fatalf("status %+v", st)
-					}
-					checkMsg(t, "split message", buf, 77)
-					if c == "nowrite" && ms.Counters().Orphans != 1 {
-						t.Errorf("%d orphan chunks, want 1", ms.Counters().Orphans)
-					}
-					if c == "shared" {
-						noErr(t, SharedFree(pe, buf))
-					}
-				} else {
-					if c == "nowrite" {
-						msg.WriteTo = func(int, []byte, uintptr) error { return unix.EPERM }
-					}
-					buf := make([]byte, n)
-					fillMsg(buf, 77)
-					noErr(t, pe.Send(buf, 1, 0))
-					want := uint64(n / 2)
-					if c == "nowrite" {
-						want = 0
-					}
-					if helped := ms.Counters().Helped; helped < want {
-						t.Errorf("the sender copied %d bytes of %d, want at least %d", helped, n, want)
-					}
+					sync2(t, pe)
 				}
-				sync2(t, pe)
 			}, msgOpts(petest.Env("SYMHEAP_SHARED_SIZE=8m"))...)
 		})
 	}
