@@ -43,6 +43,20 @@ const (
 
 // amo validates an atomic on *p at target and returns target's copy.
 func amo[T Integer](pe *PE, p *T, target int, op string) (*T, error) {
+	// The fast path, Put's (core.Near): p in this PE's own heap, target a
+	// PE of a job on one node. Inlined into each atomic: the call to
+	// core.Target and its spills were a tenth of a fetch-add.
+	if pe != nil && !pe.rma.far {
+		if r, ok := core.Near[T](&pe.sp, core.AddrOf(p), core.SizeOf[T](), target); ok && !pe.closed.Load() {
+			return core.At[T](r), nil
+		}
+	}
+	return amoSlow(pe, p, target, op)
+}
+
+// amoSlow is amo for every case the fast path does not take: errors, PEs
+// on other nodes, words in another PE's partition.
+func amoSlow[T Integer](pe *PE, p *T, target int, op string) (*T, error) {
 	if pe == nil || pe.closed.Load() {
 		return nil, pe.check()
 	}
@@ -50,6 +64,25 @@ func amo[T Integer](pe *PE, p *T, target int, op string) (*T, error) {
 		return nil, errFar
 	}
 	return remoteWord(pe, p, target, op)
+}
+
+// amoStart counts a modifying AMO on target and returns target's signal,
+// for amoEnd. The count's store and the loads of the signal's address come
+// before the AMO: a locked instruction holds up the loads after it until
+// it completes, so whatever follows it, the next AMO waits for too
+// (BenchmarkLocalPath/AtomicFetchAdd: 8.5 ns with them after, 8.0 before).
+func (pe *PE) amoStart(target int) *signal {
+	core.Bump(&pe.stats.Atomics)
+	return &pe.rma.ctl[target].sig
+}
+
+// amoEnd takes the wake-up step for the signal amoStart returned: the AMO
+// itself was the full fence the wake-up protocol needs. Seq-cst load;
+// pairs with a waiter's increment (wait.go), as rmaLayer.wake.
+func (s *signal) amoEnd() {
+	if s.sleepers.Load() != 0 {
+		s.wake()
+	}
 }
 
 // amoDone finishes a modifying AMO on target: it counts it and wakes
@@ -84,8 +117,9 @@ func AtomicSet[T Integer](pe *PE, p *T, v T, target int) error {
 		}
 		return err
 	}
+	s := pe.amoStart(target)
 	core.Store(w, v)
-	pe.amoDone(target)
+	s.amoEnd()
 	return nil
 }
 
@@ -99,8 +133,9 @@ func AtomicSwap[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 		}
 		return 0, err
 	}
+	s := pe.amoStart(target)
 	old := core.Swap(w, v)
-	pe.amoDone(target)
+	s.amoEnd()
 	return old, nil
 }
 
@@ -131,8 +166,9 @@ func AtomicFetchAdd[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 		}
 		return 0, err
 	}
+	s := pe.amoStart(target)
 	old := core.FetchAdd(w, v)
-	pe.amoDone(target)
+	s.amoEnd()
 	return old, nil
 }
 
@@ -145,8 +181,9 @@ func AtomicAdd[T Integer](pe *PE, p *T, v T, target int) error {
 		}
 		return err
 	}
+	s := pe.amoStart(target)
 	core.FetchAdd(w, v)
-	pe.amoDone(target)
+	s.amoEnd()
 	return nil
 }
 
@@ -171,8 +208,9 @@ func AtomicFetchAnd[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 		}
 		return 0, err
 	}
+	s := pe.amoStart(target)
 	old := core.FetchAnd(w, v)
-	pe.amoDone(target)
+	s.amoEnd()
 	return old, nil
 }
 
@@ -186,8 +224,9 @@ func AtomicFetchOr[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 		}
 		return 0, err
 	}
+	s := pe.amoStart(target)
 	old := core.FetchOr(w, v)
-	pe.amoDone(target)
+	s.amoEnd()
 	return old, nil
 }
 
@@ -201,8 +240,9 @@ func AtomicFetchXor[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 		}
 		return 0, err
 	}
+	s := pe.amoStart(target)
 	old := core.FetchXor(w, v)
-	pe.amoDone(target)
+	s.amoEnd()
 	return old, nil
 }
 
@@ -215,8 +255,9 @@ func AtomicAnd[T Integer](pe *PE, p *T, v T, target int) error {
 		}
 		return err
 	}
+	s := pe.amoStart(target)
 	core.FetchAnd(w, v)
-	pe.amoDone(target)
+	s.amoEnd()
 	return nil
 }
 
@@ -229,8 +270,9 @@ func AtomicOr[T Integer](pe *PE, p *T, v T, target int) error {
 		}
 		return err
 	}
+	s := pe.amoStart(target)
 	core.FetchOr(w, v)
-	pe.amoDone(target)
+	s.amoEnd()
 	return nil
 }
 
@@ -243,7 +285,8 @@ func AtomicXor[T Integer](pe *PE, p *T, v T, target int) error {
 		}
 		return err
 	}
+	s := pe.amoStart(target)
 	core.FetchXor(w, v)
-	pe.amoDone(target)
+	s.amoEnd()
 	return nil
 }

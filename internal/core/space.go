@@ -26,11 +26,14 @@ type Space struct {
 	Lay   segment.Layout
 	base  []byte // the whole segment as mapped here
 	wbase []byte // where the runtime writes other PEs' heaps: base, or the alias in protected mode
+	near  nearTable
 }
 
 // NewSpace returns PE rank's view of seg, which maps a job of npes PEs.
 func NewSpace(seg *segment.Segment, rank, npes int) *Space {
-	return &Space{Seg: seg, Rank: rank, NPEs: npes, Lay: seg.Layout(), base: seg.Mem(), wbase: seg.Alias()}
+	s := &Space{Seg: seg, Rank: rank, NPEs: npes, Lay: seg.Layout(), base: seg.Mem(), wbase: seg.Alias()}
+	s.near = s.nearTable()
+	return s
 }
 
 // Mem returns the whole segment as mapped here.
