@@ -238,7 +238,7 @@ func (pe *PE) startFar() error {
 	if err := w.Watch(farTag(tagLost, 0, 0, 0), 0xff<<56); err != nil {
 		return fmt.Errorf("symheap: Init: %w", err)
 	}
-	pe.rma.useRemote(f, f.far)
+	pe.rma.useRemote(&pe.sp, f, f.far)
 	f.progStop, f.progDone = make(chan struct{}), make(chan struct{})
 	go f.progress()
 	farJob.Store(pe)

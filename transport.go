@@ -26,9 +26,13 @@ import (
 var errFar = errors.New("symheap: far target")
 
 // useRemote makes the PEs in far reachable only through r (the multi-node
-// bootstrap calls it, and tests with a loopback Remote). Call it before
-// the PE is used.
-func (r *rmaLayer) useRemote(remote transport.Remote, far []int) {
+// bootstrap calls it, and tests with a loopback Remote), and turns off the
+// atomics' fast path in sp (core.Near), which assumes every PE on this
+// node. Call it before the PE is used.
+func (r *rmaLayer) useRemote(sp *core.Space, remote transport.Remote, far []int) {
+	if len(far) > 0 {
+		sp.NoNear()
+	}
 	r.paths = make([]transport.Path, r.npes)
 	for _, p := range far {
 		r.paths[p] = transport.Far

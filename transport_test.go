@@ -107,7 +107,7 @@ func TestSeamLoopback(t *testing.T) {
 				far = append(far, p)
 			}
 		}
-		pe.rma.useRemote(loop, far)
+		pe.rma.useRemote(&pe.sp, loop, far)
 		byName := map[string]peCheck{}
 		for _, c := range peChecks() {
 			byName[c.name] = c

@@ -118,14 +118,20 @@ func (s *Space) nearTable() nearTable {
 	return t
 }
 
+// NoNear empties Near's table, so that Near takes nothing: for a job
+// with PEs on other nodes, whose atomics go through the transport.
+func (s *Space) NoNear() { s.near = nearTable{} }
+
 // Near is OwnOff and PeerAddr in one, for the atomics' fast path: the
-// address at which this PE reaches PE target's copy of the n bytes at p
-// (n a power of two), if they lie wholly in this PE's own heap, aligned to
-// n, and target is a PE of the job. Small enough (two loads fewer than the
-// pair, from the table) for the compiler to inline it into each atomic.
+// address at which this PE reaches PE target's copy of the n bytes at p,
+// if they start in this PE's own heap, aligned to n, and target is a PE of
+// the job. n is a power of two up to a page: the heap's size is a whole
+// number of pages, so an aligned word that starts in it ends in it too.
+// Small enough (cost 52, from the table) for the compiler to inline it
+// into the atomics' fast path, and that into each atomic.
 func Near[T any](s *Space, p Ptr, n uint64, target int) (Ptr, bool) {
 	off := uint64(uintptr(p) - s.near.own) // wraps when below
-	if off >= s.Lay.HeapSize || n > s.Lay.HeapSize-off || off&(n-1) != 0 || uint(target) >= uint(len(s.near.heaps)) {
+	if off >= s.Lay.HeapSize || off&(n-1) != 0 || uint(target) >= uint(len(s.near.heaps)) {
 		return nil, false
 	}
 	return unsafe.Add(s.near.heaps[target], off), true
