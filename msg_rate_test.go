@@ -69,7 +69,7 @@ func TestMsgRelease(t *testing.T) {
 					seq[tag]++
 				}
 				noErr(t, r.Release())
-				if size > pe.SharedEagerLimit() {
+				if size > pe.EagerLimit() { // the buffers are ordinary memory
 					large[r] = true
 				} else {
 					released[r] = true

@@ -26,8 +26,8 @@ const MaxTag = 1<<31 - 1
 // package documents how they were chosen. Both limits are capped at a
 // quarter of a ring.
 const (
-	DefaultEagerLimit       = 4 << 10
-	DefaultSharedEagerLimit = 2 << 10
+	DefaultEagerLimit       = 2 << 10
+	DefaultSharedEagerLimit = 1 << 10
 )
 
 // spinFor is how long a blocking call polls before it goes to sleep, when
