@@ -649,6 +649,10 @@ static void post_reduce(void *dest, const void *src, size_t n, size_t bytes, shm
 	struct post_line *mine = &shmemi_post->gather[g & 1];
 	memcpy(mine->data, src, bytes);
 	post_publish(mine, g + 1);
+	/* A few pauses before the first look at another PE's line, which a PE
+	 * arriving about now is writing (shmsync.SettlePolls, as pair_barrier). */
+	for (int i = 0; i < shmemi_L.settle; i++)
+		shmemi_pause();
 	for (int j = 0; j < shmemi_L.npes; j++)
 		if (j != me)
 			post_await(&shmemi_post_peer[j]->gather[g & 1], g + 1, op);

@@ -218,6 +218,12 @@ func (t *Team) postReduce(dst, src core.Ptr, n int, nb uint64, op Op, fold func(
 	mine := &t.slots[me].gather[g&1]
 	core.CopyBytes[byte](core.AddrOf(&mine.data), src, nb)
 	t.l.publish(mine, t.gathBase[me]+g+1)
+	// A few pauses before the first look at another member's line, which
+	// a member arriving about now is writing (shmsync.SettlePolls, as in
+	// pairBarrier).
+	for range t.l.settle {
+		shmsync.Pause()
+	}
 	for j := range t.slots {
 		if j != me {
 			if err := t.awaitPost(j, &t.slots[j].gather[g&1], t.gathBase[j], g+1); err != nil {
