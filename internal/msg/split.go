@@ -14,12 +14,12 @@ import (
 // Split copies: a large single-copy message copied by both PEs at once.
 //
 // A message of at least the split size (SYMHEAP_MSG_SPLIT, default
-// defaultSplitMin) on the segment or kernel path is copied in chunks of
-// splitChunk bytes that the receiver and the sender claim from a shared
-// cursor: the receiver reads from the sender's buffer (memcpy from the
-// segment, or process_vm_readv), the sender writes into the receiver's
-// buffer (memcpy into the segment through the writable mapping, or
-// process_vm_writev). A sender that waits for its send (Send, Wait) thus
+// defaultSplitMin) on the segment or kernel path is copied in chunks
+// (chunkFor: smallChunk or splitChunk bytes) that the receiver and the
+// sender claim from a shared cursor: the receiver reads from the
+// sender's buffer (memcpy from the segment, or process_vm_readv), the
+// sender writes into the receiver's buffer (memcpy into the segment
+// through the writable mapping, or process_vm_writev). A sender that waits for its send (Send, Wait) thus
 // lends its core to the copy; one that is busy elsewhere lends nothing, and
 // the receiver copies every chunk itself, as without a split.
 //
