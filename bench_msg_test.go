@@ -54,8 +54,10 @@ func BenchmarkMsg(b *testing.B) {
 // process_vm_readv for ordinary buffers, from the shared heap for shared
 // ones) and once with every one of them eager (through the rings), and
 // reports x-rendezvous, eager time over rendezvous time, for each size:
-// the eager limits (DefaultEagerLimit, DefaultSharedEagerLimit) are the
-// largest sizes at which it stays below 1, for each kind of buffer.
+// the eager limit for ordinary buffers (DefaultEagerLimit) is the largest
+// size at which it stays below 1; the one for buffers in the segment
+// (DefaultSharedEagerLimit) is one size above, where a stream of eager
+// messages still beats single copies (docs/bench/design-measurements.md).
 func BenchmarkEagerCrossover(b *testing.B) {
 	for _, g := range eagerBenchGroups {
 		runMsgGroup(b, g)

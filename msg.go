@@ -25,8 +25,9 @@ const MaxTag = msg.MaxTag
 // lies in the segment (a local shared heap or a symmetric heap), unless
 // SYMHEAP_MSG_EAGER and SYMHEAP_MSG_EAGER_SHARED say otherwise; larger
 // messages are copied once from the sender's buffer. BenchmarkEagerCrossover
-// chose them (docs/bench/design-measurements.md). Both limits are capped
-// at a quarter of a ring.
+// and the stream of symheap bench's msg_bw chose them
+// (docs/bench/design-measurements.md). Both limits are capped at a quarter
+// of a ring.
 const (
 	DefaultEagerLimit       = msg.DefaultEagerLimit
 	DefaultSharedEagerLimit = msg.DefaultSharedEagerLimit
