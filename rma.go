@@ -84,8 +84,9 @@ import (
 //
 // Copies that memcopy.Vec takes (129 bytes to 1 KiB, where the CPU has
 // 64-byte vector registers) and copies from 1 MiB go through memcopy.Move:
-// the first with ordinary 64-byte vector stores, the others with REP MOVSB or the runtime's memmove, which on amd64 may use
-// non-temporal stores; x86 keeps those in order neither with each other
+// the first with ordinary 64-byte vector stores, the others with REP
+// MOVSB or the runtime's memmove, which on amd64 may use non-temporal
+// stores; x86 keeps those in order neither with each other
 // nor with later ordinary stores. All are safe here: the stores of a REP
 // MOVSB are not reordered with the stores after it, and the runtime ends
 // every non-temporal loop with SFENCE. So by the time a Put returns its
@@ -184,11 +185,7 @@ func Put[T any](pe *PE, dst, src []T, target int) error {
 	if pe.rma.mb.Load() != mbReady {
 		pe.rma.putFence()
 	}
-	// Seq-cst load; pairs with a waiter's sleepers increment followed by
-	// its asymmetric fence (wait.go).
-	if s := &pe.ctl[target].sig; s.sleepers.Load() != 0 {
-		s.wake()
-	}
+	pe.ctl[target].sig.wakeStep()
 	return nil
 }
 
@@ -375,11 +372,7 @@ func (r *rmaLayer) wakeSleepers() {
 // wakeAll takes the wake-up step for every PE.
 func (r *rmaLayer) wakeAll() {
 	for _, c := range r.ctl {
-		// As wake. Seq-cst load; pairs with a waiter's sleepers increment
-		// (wait.go).
-		if c.sig.sleepers.Load() != 0 {
-			c.sig.wake()
-		}
+		c.sig.wakeStep()
 	}
 }
 
@@ -397,11 +390,7 @@ func (r *rmaLayer) putDone(target int) {
 	if r.mb.Load() != mbReady {
 		r.putFence()
 	}
-	// As wake, inlined by hand. Seq-cst load; pairs with a waiter's
-	// sleepers increment (wait.go).
-	if s := &r.ctl[target].sig; s.sleepers.Load() != 0 {
-		s.wake()
-	}
+	r.ctl[target].sig.wakeStep()
 }
 
 // putFence is putDone's fence where there is no asymmetric one (or not
@@ -415,11 +404,17 @@ func (r *rmaLayer) putFence() {
 // wake wakes the PEs asleep on target's signal word, if any. The caller
 // has made its stores, and either fenced or is covered by the waiters'
 // asymmetric fence (wait.go).
-func (r *rmaLayer) wake(target int) {
+func (r *rmaLayer) wake(target int) { r.ctl[target].sig.wakeStep() }
+
+// wakeStep is the wake-up step on s: it wakes s's sleepers, if any.
+// The caller has made its stores, and either fenced or is covered by the
+// waiters' asymmetric fence (wait.go). Small enough to be inlined into
+// the hot paths (Put, the atomics).
+func (s *signal) wakeStep() {
 	// Seq-cst load; pairs with a waiter's increment before its
 	// asymmetric fence and condition check (wait.go). Zero: no waiter can
 	// be asleep on a state older than our stores.
-	if s := &r.ctl[target].sig; s.sleepers.Load() != 0 {
+	if s.sleepers.Load() != 0 {
 		s.wake()
 	}
 }

@@ -104,18 +104,19 @@ func PeerAddr[T any](s *Space, target int, off HeapOff) Ptr {
 }
 
 // nearTable is Near's view of the heaps, computed once: the address of
-// this PE's own heap, and that of every PE's heap as PeerAddr gives it.
+// every PE's heap as PeerAddr gives it, and this PE's own (heaps[Rank],
+// kept apart so that Near's first test needs no index).
 type nearTable struct {
 	own   uintptr
 	heaps []Ptr
 }
 
 func (s *Space) nearTable() nearTable {
-	t := nearTable{own: uintptr(PeerAddr[byte](s, s.Rank, 0)), heaps: make([]Ptr, s.NPEs)}
-	for pe := range t.heaps {
-		t.heaps[pe] = PeerAddr[byte](s, pe, 0)
+	heaps := make([]Ptr, s.NPEs)
+	for pe := range heaps {
+		heaps[pe] = PeerAddr[byte](s, pe, 0)
 	}
-	return t
+	return nearTable{own: uintptr(heaps[s.Rank]), heaps: heaps}
 }
 
 // NoNear empties Near's table, so that Near takes nothing: for a job

@@ -19,9 +19,10 @@ import (
 // sender claim from a shared cursor: the receiver reads from the
 // sender's buffer (memcpy from the segment, or process_vm_readv), the
 // sender writes into the receiver's buffer (memcpy into the segment
-// through the writable mapping, or process_vm_writev). A sender that waits for its send (Send, Wait) thus
-// lends its core to the copy; one that is busy elsewhere lends nothing, and
-// the receiver copies every chunk itself, as without a split.
+// through the writable mapping, or process_vm_writev). A sender that
+// waits for its send (Send, Wait) thus lends its core to the copy; one
+// that is busy elsewhere lends nothing, and the receiver copies every
+// chunk itself, as without a split.
 //
 // # The slot (receiver's message area, splitSlots of them, one line each)
 //
