@@ -82,8 +82,8 @@ import (
 // not register for membarrier, and on every other architecture, Quiet
 // executes the fence itself.
 //
-// Copies that memcopy.Vec takes (129 bytes to 1 KiB, where the CPU has
-// 64-byte vector registers) and copies from 1 MiB go through memcopy.Move:
+// Copies that memcopy.Better takes (129 bytes to 1 KiB, where the CPU has
+// 64-byte vector registers, and from 1 MiB) go through memcopy.Move:
 // the first with ordinary 64-byte vector stores, the others with REP
 // MOVSB or the runtime's memmove, which on amd64 may use non-temporal
 // stores; x86 keeps those in order neither with each other
@@ -175,7 +175,7 @@ func Put[T any](pe *PE, dst, src []T, target int) error {
 		return putSlow(pe, opPut, dst, src, target)
 	}
 	sp, n := core.SliceData(src)
-	if d := core.PeerAddr[T](&pe.sp, target, off); n >= memcopy.Small && (n >= memcopy.Large || memcopy.Vec(n)) {
+	if d := core.PeerAddr[T](&pe.sp, target, off); memcopy.Better[T](n) {
 		memcopy.Move(d, sp, uintptr(n))
 	} else {
 		core.CopyBytes[T](d, sp, n)
@@ -201,7 +201,7 @@ func PutNBI[T any](pe *PE, dst, src []T, target int) error {
 		return putSlow(pe, opPutNBI, dst, src, target)
 	}
 	sp, n := core.SliceData(src)
-	if d := core.PeerAddr[T](&pe.sp, target, off); n >= memcopy.Small && (n >= memcopy.Large || memcopy.Vec(n)) {
+	if d := core.PeerAddr[T](&pe.sp, target, off); memcopy.Better[T](n) {
 		memcopy.Move(d, sp, uintptr(n))
 	} else {
 		core.CopyBytes[T](d, sp, n)
@@ -223,7 +223,7 @@ func Get[T any](pe *PE, dst, src []T, source int) error {
 	pe.rma.payFence()
 	d, _ := core.SliceData(dst)
 	s, n := core.PeerAddr[T](&pe.sp, source, off), uint64(len(src))*core.SizeOf[T]()
-	if n < memcopy.Small || n < memcopy.Large && !memcopy.Vec(n) {
+	if !memcopy.Better[T](n) {
 		core.CopyBytes[T](d, s, n)
 	} else {
 		memcopy.Move(d, s, uintptr(n))
@@ -245,7 +245,7 @@ func GetNBI[T any](pe *PE, dst, src []T, source int) error {
 	pe.rma.payFence()
 	d, _ := core.SliceData(dst)
 	s, n := core.PeerAddr[T](&pe.sp, source, off), uint64(len(src))*core.SizeOf[T]()
-	if n < memcopy.Small || n < memcopy.Large && !memcopy.Vec(n) {
+	if !memcopy.Better[T](n) {
 		core.CopyBytes[T](d, s, n)
 	} else {
 		memcopy.Move(d, s, uintptr(n))

@@ -94,11 +94,20 @@ const (
 	VecMax = 1 << 10
 )
 
-// Vec reports whether Move copies n bytes with the vector copy on this
-// CPU (when the blocks do not overlap): callers with a copy of their own
-// for other sizes (core.CopyBytes, which the compiler inlines) call Move
-// only then, or from Large.
-func Vec(n uint64) bool { return useVec && n-Small <= VecMax-Small }
+// Better reports whether Move copies n bytes better than the runtime's
+// memmove on this CPU: the vector copy's sizes (Small to VecMax, where the
+// CPU has it) and from Large. Callers with a copy of their own for the
+// other sizes (core.CopyBytes, which the compiler inlines) call Move only
+// then. Its first test is against a constant, so that a small copy pays
+// no more. It is generic in the element type of its caller, which it does
+// not use, as core's fast-path primitives are: an API function, generic,
+// is compiled in the user's package, and the compiler inlines there the
+// generic functions of any package but the plain ones only of packages
+// the user's package imports, which an internal one never is (a plain
+// Better was a call in every Put of 129 bytes or more).
+func Better[T any](n uint64) bool {
+	return n >= Small && (n >= Large || useVec && n <= VecMax)
+}
 
 // Bytes copies min(len(dst), len(src)) bytes from src to dst and returns
 // the count, as copy does.

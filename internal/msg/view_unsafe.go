@@ -36,11 +36,12 @@ func procPin() int
 func procUnpin()
 
 // copyPayload copies an eager message's bytes, min(len(dst), len(src)),
-// as copy does: with the vector copy where memcopy has it for the size
-// (memcopy.Vec), else with copy.
+// as copy does: with memcopy.Move where it has the better copy
+// (memcopy.Better: for an eager message, the vector copy's sizes), else
+// with copy.
 func copyPayload(dst, src []byte) {
 	n := min(len(dst), len(src))
-	if !memcopy.Vec(uint64(n)) {
+	if !memcopy.Better[byte](uint64(n)) {
 		copy(dst, src)
 		return
 	}

@@ -526,10 +526,9 @@ func bitwise[U uint8 | uint16 | uint32 | uint64](acc, x []U, op Op) {
 }
 
 // copyData copies n bytes of a collective's data: with memcopy.Move
-// where it has a better copy (memcopy.Vec, or from memcopy.Large), else
-// with core.CopyBytes.
+// where it has the better copy (memcopy.Better), else with core.CopyBytes.
 func copyData(dst, src core.Ptr, n uint64) {
-	if memcopy.Vec(n) || n >= memcopy.Large {
+	if memcopy.Better[byte](n) {
 		memcopy.Move(dst, src, uintptr(n))
 		return
 	}
