@@ -20,7 +20,6 @@
 //	               that its folding loops are compiled for the element type
 //	post.go        post lines: the Broadcasts and Reduces of a few words,
 //	               their publication and their sleep
-//	prefetch_*     prefetchW (PREFETCHW on amd64)
 //	view.go        views of the team area, the scratch buffers and peers'
 //	               heaps (internal/core does the arithmetic)
 //	calllock.go    CallLock, the mutex of calls that synchronise with other

@@ -24,7 +24,7 @@ const (
 	// lines.
 	postData = 56
 	// postAhead is how many calls ahead a reader of a root's ring asks
-	// for a line (prefetchR): within the half ring that a waiting root
+	// for a line (shmsync.PrefetchR): within the half ring that a waiting root
 	// keeps itself ahead (awaitDone).
 	postAhead = 8
 )
@@ -144,8 +144,8 @@ func (t *Team) postBcast(dst, src core.Ptr, nb uint64, root int, same bool) erro
 		// copies to be invalidated whatever the distance between the root
 		// and its readers; asking one call ahead only left that to how the
 		// two fell in step at the start of a job.
-		prefetchW(&s.post[(n+1)%postRing])
-		prefetchW(&s.post[(n+2)%postRing])
+		shmsync.PrefetchW(core.AddrOf(&s.post[(n+1)%postRing]))
+		shmsync.PrefetchW(core.AddrOf(&s.post[(n+2)%postRing]))
 		if !same {
 			core.CopyBytes[byte](dst, src, nb)
 		}
@@ -157,7 +157,7 @@ func (t *Team) postBcast(dst, src core.Ptr, nb uint64, root int, same bool) erro
 		core.CopyBytes[byte](dst, core.AddrOf(&pl.data), nb)
 		// A later call's line: a root that runs ahead has written it, and
 		// its transfer overlaps the calls in between.
-		prefetchR(&t.slots[root].post[(n+postAhead)%postRing])
+		shmsync.PrefetchR(core.AddrOf(&t.slots[root].post[(n+postAhead)%postRing]))
 	}
 	// Release store on a line of our own that a root reads once every few
 	// calls; after the copy out of the root's line.
@@ -238,6 +238,6 @@ func (t *Team) postReduce(dst, src core.Ptr, n int, nb uint64, op Op, fold func(
 	}
 	// The next call's line: every member has read it (each published g,
 	// which it does only after reading every line of g-1).
-	prefetchW(&t.slots[me].gather[(g+1)&1])
+	shmsync.PrefetchW(core.AddrOf(&t.slots[me].gather[(g+1)&1]))
 	return nil
 }

@@ -161,7 +161,7 @@ package team
 // a few times every postRing/2 calls, and its readers never wait for it:
 // consecutive calls use different lines, and a root runs up to postRing
 // calls ahead of its slowest reader, who asks for the line postAhead
-// calls ahead of the one it reads (prefetchR), so that the transfers
+// calls ahead of the one it reads (shmsync.PrefetchR), so that the transfers
 // overlap.
 //
 // A small Reduce is the team's g-th: every member writes its src into
@@ -175,7 +175,7 @@ package team
 // load of the line's sleepers count; the store waits for nothing (a
 // sequentially consistent store would wait for the readers' copies of the
 // line to be invalidated). Once it published, the owner asks for its next
-// line in the exclusive state (prefetchW, which does not wait), so that
+// line in the exclusive state (shmsync.PrefetchW, which does not wait), so that
 // its next write finds the line ready and the next locked instruction
 // (the next call's lock) does not wait for it: that more than halved a
 // 1-int64 Broadcast (docs/bench/design-measurements.md).
@@ -684,7 +684,7 @@ func (t *Team) pairBarrier(quiet bool) error {
 	}
 	// The next barrier's line: the peer has read it (it published b, which
 	// it does only after it saw our b-1).
-	prefetchW(&t.slots[me].sync[(b+1)&1])
+	shmsync.PrefetchW(core.AddrOf(&t.slots[me].sync[(b+1)&1]))
 	return nil
 }
 
