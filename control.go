@@ -43,6 +43,12 @@ type control struct {
 	// prefetcher) never pulls in a line this PE writes for another
 	// purpose.
 	allocRec [2]allocSlot
+
+	// The node's first PE's block: the word its first two PEs bounce to
+	// measure the transfer time at Init (probe.go), alone in a 128-byte
+	// pair of lines.
+	probe atomic.Uint64
+	_     [120]byte
 }
 
 // signal is a futex word and the count of processes asleep on it. A

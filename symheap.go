@@ -167,6 +167,9 @@ func Init(cfg Config) (*PE, error) {
 		return nil, err
 	}
 	shmsync.SetPEs(len(topo.local)) // the PEs that run on this node
+	if probing(len(topo.local)) {
+		shmsync.DeferLine() // measured between the PEs after the barrier (probe.go)
+	}
 	for i, r := range topo.local {
 		if r == j.rank {
 			shmsync.SetHome(i) // the core this PE moves to if it finds its peer on its own ("Placement")
@@ -236,6 +239,7 @@ func Init(cfg Config) (*PE, error) {
 		seg.Close()
 		return nil, fmt.Errorf("symheap: Init: %w", err)
 	}
+	pe.probeLine()
 	pe.quietMonitor()
 	live = pe
 	return pe, nil

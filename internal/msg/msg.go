@@ -312,11 +312,7 @@ func (l *Layer) Init(rt Runtime, c Config) error {
 	l.eager = min(s.Eager, int(rb/4-recHdrSize))
 	l.eagerShared = min(s.EagerShared, int(rb/4-recHdrSize))
 	l.boxLimit = min(BoxMax, l.eager, l.eagerShared)
-	if n <= runtime.NumCPU() {
-		// A transfer's worth of polls (fast.go, "Quiet"); not measured
-		// where the PEs share cores, whose receives poll once.
-		l.boxQuiet = shmsync.TransferPolls()
-	}
+	l.Retune()
 	l.splitMin, l.noKernel, l.allBounce = s.Split, s.NoKernel, s.AllBounce
 	area := func(p int) []byte { return sp.Bytes(msgArea, p) }
 	cells := func(a []byte, s int) []byte {
@@ -423,6 +419,16 @@ func (l *Layer) Close() {
 	l.noSlab, l.wantBounce, l.toFree = nil, nil, nil
 	clear(l.xfers)
 	clear(l.sends)
+}
+
+// Retune reads again the poll counts this layer derives from the
+// transfer time (shmsync), once Init has measured it between PEs.
+func (l *Layer) Retune() {
+	if l.npes <= runtime.NumCPU() {
+		// A transfer's worth of polls (fast.go, "Quiet"); not measured
+		// where the PEs share cores, whose receives poll once.
+		l.boxQuiet = shmsync.TransferPolls()
+	}
 }
 
 // EagerLimit returns the largest message this PE sends through the rings

@@ -16,8 +16,9 @@ import (
 // sleeps, and one policy decides how long: a Pacer, made by Pace (waits on
 // other processes) or PaceLocal (waits on goroutines of this process).
 // The budgets come from what the machine shows, measured once per process
-// (Calibrate), and from the job (SetPEs), not from constants tuned on one
-// machine:
+// (Calibrate; the transfer time between the PEs themselves at Init where
+// they have a core each: probe.go), and from the job (SetPEs), not from
+// constants tuned on one machine:
 //
 //   - While the node has a core for every PE, a waiter polls with a
 //     Pause between polls for SpinLines cache-line transfers' worth of
@@ -187,7 +188,9 @@ func calibrate(line bool) Machine {
 	machineMu.Lock()
 	defer machineMu.Unlock()
 	if !measured {
-		machine, measured = measure(), true
+		m := measure()
+		m.Line, m.Static = machine.Line, machine.Static // DeferLine's
+		machine, measured = m, true
 	}
 	if line && !lineTried {
 		machine.Line, machine.Static = measureLine(machine.Cores)

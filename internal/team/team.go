@@ -328,9 +328,13 @@ type Layer struct {
 func (l *Layer) Init(rt Runtime, c Config) {
 	l.rt, l.sp, l.closed = rt, c.Space, c.Closed
 	l.relaxed = unix.MembarrierRegister() == nil
-	l.settle = shmsync.SettlePolls()
+	l.Retune()
 	l.world = l.newTeam(worldTeam, 0, 1, l.sp.NPEs, l.sp.Rank, false)
 }
+
+// Retune reads again the pauses this layer derives from the transfer
+// time (shmsync.SettlePolls), once Init has measured it between PEs.
+func (l *Layer) Retune() { l.settle = shmsync.SettlePolls() }
 
 // World returns the team of every PE of the job, in PE order.
 func (l *Layer) World() *Team { return l.world }
