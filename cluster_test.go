@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/symheap/symheap/internal/cluster"
+	"github.com/symheap/symheap/internal/config"
 	"github.com/symheap/symheap/internal/inspect"
 )
 
@@ -59,6 +60,21 @@ func clusterJobWith(t *testing.T, j cluster.Job, checks string) cluster.Result {
 
 func TestCluster(t *testing.T) {
 	r := clusterJob(t, 2, 2, "placement,rma,atomics,mixed,wait,busy,barrier,alloc,diverge,collectives,locks,messages,nodemsg,anymsg,teams,stat", 120*time.Second)
+	if r.Err != nil {
+		t.Fatalf("job failed: %v", r.Err)
+	}
+	if n := strings.Count(string(r.Output), "--- PASS: TestClusterPE"); n != 4 {
+		t.Fatalf("%d of 4 PEs passed", n)
+	}
+}
+
+// TestClusterNoPeerErrors: with SYMHEAP_UCX_PEER_ERRORS=0 the endpoints
+// between nodes are made without UCX's peer error handling, and every
+// family that crosses nodes still works (messages of 0 B to 4 MiB among
+// them: those above UCX's eager size take the zero-copy rendezvous that
+// this mode allows).
+func TestClusterNoPeerErrors(t *testing.T) {
+	r := clusterJob(t, 2, 2, "noerrmode,rma,atomics,barrier,alloc,collectives,messages,anymsg", 120*time.Second, config.EnvUCXPeerErrors+"=0")
 	if r.Err != nil {
 		t.Fatalf("job failed: %v", r.Err)
 	}
@@ -163,6 +179,11 @@ var clusterChecks = []struct {
 	{"kill", func(t *testing.T, pe *PE) { checkFault(t, pe, syscall.SIGKILL) }},
 	{"stop", func(t *testing.T, pe *PE) { checkFault(t, pe, syscall.SIGSTOP) }},
 	{"exit", checkGlobalExit},
+	{"noerrmode", func(t *testing.T, pe *PE) {
+		if pe.farL.w.PeerErrors() {
+			t.Errorf("%s=%q, but the endpoints have UCX's peer error handling", config.EnvUCXPeerErrors, os.Getenv(config.EnvUCXPeerErrors))
+		}
+	}},
 }
 
 // checkFault: PE 3 (host 1) sends itself sig while the others wait in

@@ -93,6 +93,7 @@ type settings struct {
 	peerTimeout  time.Duration
 	monitorSlack time.Duration // the runtime monitor thread's timer slack where no core is spare; 0: left alone
 	sharedSmall  bool          // the local shared heap's small-block front end
+	peerErrors   bool          // UCX's peer error handling on the endpoints to other nodes
 	params       []Param
 }
 
@@ -101,7 +102,7 @@ func resolve(cfg Config, getenv func(string) string) (settings, error) {
 		Allocator: cfg.Allocator, OffsetMode: cfg.OffsetMode, Protect: cfg.Protect}, getenv)
 	s := settings{heap: c.Heap, shared: c.Shared, allocator: c.Allocator, offsetMode: c.OffsetMode,
 		protect: c.Protect, initTimeout: c.InitTimeout, peerTimeout: c.PeerTimeout,
-		monitorSlack: c.MonitorSlack, sharedSmall: c.SharedSmall}
+		monitorSlack: c.MonitorSlack, sharedSmall: c.SharedSmall, peerErrors: c.PeerErrors}
 	for _, p := range c.Params {
 		s.params = append(s.params, Param(p))
 	}

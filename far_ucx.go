@@ -181,7 +181,7 @@ func (pe *PE) startFar() error {
 	}
 	f.pe = pe
 	f.makePingers(pe.npes)
-	w, err := ucx.Open(pe.npes)
+	w, err := ucx.Open(pe.npes, pe.set.peerErrors)
 	if err != nil {
 		return fmt.Errorf("symheap: Init: opening UCX: %w", err)
 	}

@@ -38,15 +38,23 @@ perftest() { # test size iterations -> "ucx <metric> <size> <value>"
 	esac
 }
 
+# MPI's own TCP transport (fakehosts' default: pml ob1, btl tcp), and
+# MPI over UCX's TCP transport (Open MPI leaves TCP to ob1 unless
+# pml_ucx_tls and pml_ucx_devices say otherwise).
+MPIUCX=(-mpi=--mca -mpi=pml -mpi=ucx -mpi=--mca -mpi=pml_ucx_tls -mpi=any -mpi=--mca -mpi=pml_ucx_devices -mpi=any)
 for r in $(seq "$ROUNDS"); do
 	echo "# round $r, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 	"${FH[@]}" -x SHMEM_SYMMETRIC_SIZE=96m "$BIN/cluster-bench" -r 3 2>/dev/null | grep '^sym ' || true
+	# The same without UCX's peer error handling (SYMHEAP_UCX_PEER_ERRORS=0).
+	"${FH[@]}" -x SHMEM_SYMMETRIC_SIZE=96m -x SYMHEAP_UCX_PEER_ERRORS=0 "$BIN/cluster-bench" -r 3 2>/dev/null | grep '^sym ' | sed 's/^sym /symnp /' || true
 	"${FH[@]}" -mpi=--mca -mpi=opal_common_ucx_opal_mem_hooks -mpi=0 -x SHMEM_SYMMETRIC_SIZE=96m \
 		"$P/osh_bench" -r 3 -s 8 put_lat get_lat fadd_lat barrier_lat malloc_lat 2>/dev/null | grep '^osh ' || true
 	"${FH[@]}" -mpi=--mca -mpi=opal_common_ucx_opal_mem_hooks -mpi=0 -x SHMEM_SYMMETRIC_SIZE=96m \
 		"$P/osh_bench" -r 3 -s 8388608 put_bw 2>/dev/null | grep '^osh ' || true
 	"${FH[@]}" "$P/mpi_bench" -r 3 -s 8 pingpong_lat barrier_lat 2>/dev/null | grep '^mpi ' || true
 	"${FH[@]}" "$P/mpi_bench" -r 3 -s 1048576 stream_bw 2>/dev/null | grep '^mpi ' || true
+	"${FH[@]}" "${MPIUCX[@]}" "$P/mpi_bench" -r 3 -s 8 pingpong_lat barrier_lat 2>/dev/null | grep '^mpi ' | sed 's/^mpi /mpiu /' || true
+	"${FH[@]}" "${MPIUCX[@]}" "$P/mpi_bench" -r 3 -s 1048576 stream_bw 2>/dev/null | grep '^mpi ' | sed 's/^mpi /mpiu /' || true
 	perftest ucp_put_lat 8 20000 || true
 	perftest ucp_put_bw 8388608 200 || true
 	perftest ucp_fadd 8 20000 || true
@@ -55,24 +63,20 @@ done | tee "$raw"
 
 echo
 echo "# median (min..max) over $ROUNDS rounds; CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | tr -d ' '), $(nproc) cores; load now $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# sym: symheap; symnp: symheap with SYMHEAP_UCX_PEER_ERRORS=0; osh: OSHMEM (UCX); mpi: MPI over its own TCP transport (ob1); mpiu: MPI over UCX; ucx: ucx_perftest"
 awk '
 { k=$2" "$3; v[$1" "k]=v[$1" "k]" "$4; keys[k]=1 }
 function stats(s,   a, n, i, j, t) {
 	n=split(s, a, " "); for (i=1;i<=n;i++) for (j=i+1;j<=n;j++) if (a[j]<a[i]) {t=a[i];a[i]=a[j];a[j]=t}
-	if (n==0) return ""
-	med = (n%2) ? a[(n+1)/2] : (a[n/2]+a[n/2+1])/2; lo=a[1]; hi=a[n]; return sprintf("%.2f (%.2f..%.2f)", med, lo, hi)
+	if (n==0) return "-"
+	med = (n%2) ? a[(n+1)/2] : (a[n/2]+a[n/2+1])/2; return sprintf("%.2f (%.2f..%.2f)", med, a[1], a[n])
 }
 function median(s,   a,n,i,j,t) { n=split(s,a," "); for(i=1;i<=n;i++)for(j=i+1;j<=n;j++)if(a[j]<a[i]){t=a[i];a[i]=a[j];a[j]=t}; if(n==0)return -1; return (n%2)?a[(n+1)/2]:(a[n/2]+a[n/2+1])/2 }
+function ratio(a, b) { return (a>0&&b>0)?sprintf("%.2f",a/b):"-" }
 END {
-	printf "%-18s %-24s %-24s %-24s %-24s %s\n", "figure", "symheap", "OSHMEM", "MPI", "ucx_perftest", "ratios sym/osh sym/mpi sym/ucx"
+	printf "%-18s %-26s %-26s %-26s %-26s %-26s %-26s %s\n", "figure", "sym", "symnp", "osh", "mpi", "mpiu", "ucx", "sym/osh sym/mpi sym/mpiu sym/ucx symnp/mpi symnp/mpiu"
 	for (k in keys) {
-		split(k, kk, " "); m=kk[1]
-		s=median(v["sym "k]); o=median(v["osh "k]); p=median(v["mpi "k]); u=median(v["ucx "k])
-		mp=k; if (m=="barrier_lat") p=median(v["mpi barrier_lat 0"])
-		r=""
-		r=r sprintf(" %s", (s>0&&o>0)?sprintf("%.2f",s/o):"-")
-		r=r sprintf(" %s", (s>0&&p>0)?sprintf("%.2f",s/p):"-")
-		r=r sprintf(" %s", (s>0&&u>0)?sprintf("%.2f",s/u):"-")
-		printf "%-18s %-24s %-24s %-24s %-24s %s\n", k, stats(v["sym "k]), stats(v["osh "k]), stats(v["mpi "k]), stats(v["ucx "k]), r
+		s=median(v["sym "k]); n=median(v["symnp "k]); o=median(v["osh "k]); p=median(v["mpi "k]); q=median(v["mpiu "k]); u=median(v["ucx "k])
+		printf "%-18s %-26s %-26s %-26s %-26s %-26s %-26s %s %s %s %s %s %s\n", k, stats(v["sym "k]), stats(v["symnp "k]), stats(v["osh "k]), stats(v["mpi "k]), stats(v["mpiu "k]), stats(v["ucx "k]), ratio(s,o), ratio(s,p), ratio(s,q), ratio(s,u), ratio(n,p), ratio(n,q)
 	}
 }' "$raw" | sort

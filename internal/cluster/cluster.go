@@ -91,10 +91,16 @@ func Run(ctx context.Context, j Job) Result {
 	}
 	args := []string{"--hostfile", hostfile, "--mca", "plm_rsh_agent", ag, "--bind-to", "none",
 		"--map-by", "slot", "-np", fmt.Sprint(j.Hosts * j.PerHost), "--mca", "btl", "self,tcp",
-		"--mca", "pml", "ob1", "--mca", "osc", "^ucx",
+		"--mca", "osc", "^ucx",
 		// The daemons share the topology through a file mapped in an address
 		// hole; under the agent's namespaces that crashes the second one.
 		"--mca", "rtc", "^hwloc"}
+	if !setsMCA(j.MPIArgs, "pml") {
+		// MPI's messages over Open MPI's own TCP transport (its UCX PML
+		// leaves TCP alone unless told: pml_ucx_tls), unless the caller
+		// chooses the PML.
+		args = append(args, "--mca", "pml", "ob1")
+	}
 	if os.Geteuid() == 0 {
 		args = append(args, "--allow-run-as-root")
 	}
@@ -173,6 +179,16 @@ func (s *syncBuffer) Bytes() []byte {
 func hasVar(env []string, name string) bool {
 	for _, e := range env {
 		if strings.HasPrefix(e, name+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// setsMCA reports whether mpirun arguments args set MCA parameter name.
+func setsMCA(args []string, name string) bool {
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == "--mca" && args[i+1] == name {
 			return true
 		}
 	}

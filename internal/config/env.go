@@ -25,4 +25,10 @@ const (
 	// small-block front end (alloc/small): every block then comes from the
 	// allocator component under its lock.
 	EnvSharedSmall = "SYMHEAP_SHARED_SMALL"
+	// EnvUCXPeerErrors, when "0", makes the endpoints to PEs on other
+	// nodes without UCX's peer error handling (multi-node jobs, build tag
+	// ucx): UCX 1.13 then moves large messages over TCP without a copy
+	// at the receiver, but a PE lost on another node is no longer
+	// reported (ErrPeerLost): UCX may end the others with it.
+	EnvUCXPeerErrors = "SYMHEAP_UCX_PEER_ERRORS"
 )

@@ -69,6 +69,7 @@ type Settings struct {
 	PeerTimeout  time.Duration
 	MonitorSlack time.Duration // the runtime monitor thread's timer slack where no core is spare; 0: left alone
 	SharedSmall  bool          // the local shared heap's small-block front end (on unless SYMHEAP_SHARED_SMALL=0)
+	PeerErrors   bool          // UCX's peer error handling on the endpoints to other nodes (on unless SYMHEAP_UCX_PEER_ERRORS=0)
 	Params       []Param       // every setting above, in this order, with its source
 }
 
@@ -187,6 +188,17 @@ func Resolve(o Overrides, getenv func(string) string) (Settings, error) {
 		}
 		s.SharedSmall = on
 		add(EnvSharedSmall, v, "environment")
+	}
+	s.PeerErrors = true
+	if v := getenv(EnvUCXPeerErrors); v == "" {
+		add(EnvUCXPeerErrors, "1", "default")
+	} else {
+		on, ok := ParseYesNo(v)
+		if !ok {
+			return s, fmt.Errorf("symheap: %s=%q: %w (use 1 or 0, yes or no)", EnvUCXPeerErrors, v, errs.ErrBadConfig)
+		}
+		s.PeerErrors = on
+		add(EnvUCXPeerErrors, v, "environment")
 	}
 	return s, nil
 }

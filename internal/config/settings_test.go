@@ -20,7 +20,7 @@ func TestResolve(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.Heap != DefaultHeapSize || s.Shared != DefaultSharedSize || s.Allocator != "" || s.OffsetMode || s.Protect ||
-		s.InitTimeout != DefaultInitTimeout || s.PeerTimeout != DefaultPeerTimeout || s.MonitorSlack != DefaultMonitorSlack {
+		s.InitTimeout != DefaultInitTimeout || s.PeerTimeout != DefaultPeerTimeout || s.MonitorSlack != DefaultMonitorSlack || !s.PeerErrors {
 		t.Errorf("defaults: %+v", s)
 	}
 	want := []Param{
@@ -33,6 +33,7 @@ func TestResolve(t *testing.T) {
 		{EnvPeerTimeout, "10s", "default"},
 		{EnvMonitorSlack, "1ms", "default"},
 		{EnvSharedSmall, "1", "default"},
+		{EnvUCXPeerErrors, "1", "default"},
 	}
 	if len(s.Params) != len(want) {
 		t.Fatalf("defaults: params %+v, want %+v", s.Params, want)
@@ -44,12 +45,12 @@ func TestResolve(t *testing.T) {
 	}
 
 	env := envOf(map[string]string{EnvHeap: "8m", EnvSharedHeap: "1m", EnvAllocator: "buddy",
-		EnvOffsetMode: "yes", EnvProtect: "off", EnvInitTimeout: "5s", EnvMonitorSlack: "0"})
+		EnvOffsetMode: "yes", EnvProtect: "off", EnvInitTimeout: "5s", EnvMonitorSlack: "0", EnvUCXPeerErrors: "no"})
 	s, err = Resolve(Overrides{SharedSize: 4096, Allocator: "tlsf", Protect: true}, env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Heap != 8<<20 || s.Shared != 4096 || s.Allocator != "tlsf" || !s.OffsetMode || !s.Protect || s.InitTimeout != 5*time.Second || s.MonitorSlack != 0 {
+	if s.Heap != 8<<20 || s.Shared != 4096 || s.Allocator != "tlsf" || !s.OffsetMode || !s.Protect || s.InitTimeout != 5*time.Second || s.MonitorSlack != 0 || s.PeerErrors {
 		t.Errorf("environment and Config: %+v", s)
 	}
 	for _, w := range []Param{
@@ -60,6 +61,7 @@ func TestResolve(t *testing.T) {
 		{EnvProtect, "1", "Config.Protect"},
 		{EnvInitTimeout, "5s", "environment"},
 		{EnvMonitorSlack, "0", "environment"},
+		{EnvUCXPeerErrors, "no", "environment"},
 	} {
 		found := false
 		for _, p := range s.Params {
@@ -82,6 +84,7 @@ func TestResolve(t *testing.T) {
 		{Overrides{}, map[string]string{EnvMonitorSlack: "1 ms"}, EnvMonitorSlack},
 		{Overrides{}, map[string]string{EnvMonitorSlack: "-1ms"}, EnvMonitorSlack},
 		{Overrides{}, map[string]string{EnvMonitorSlack: "1h"}, EnvMonitorSlack},
+		{Overrides{}, map[string]string{EnvUCXPeerErrors: "sometimes"}, EnvUCXPeerErrors},
 	} {
 		_, err := Resolve(c.o, envOf(c.env))
 		if !errors.Is(err, errs.ErrBadConfig) || !strings.Contains(errText(err), c.name) {
