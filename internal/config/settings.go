@@ -178,27 +178,23 @@ func Resolve(o Overrides, getenv func(string) string) (Settings, error) {
 		s.MonitorSlack = d
 		add(EnvMonitorSlack, v, "environment")
 	}
-	s.SharedSmall = true
-	if v := getenv(EnvSharedSmall); v == "" {
-		add(EnvSharedSmall, "1", "default")
-	} else {
+	// Switches that are on unless their variable says no.
+	for _, sw := range []struct {
+		env string
+		on  *bool
+	}{{EnvSharedSmall, &s.SharedSmall}, {EnvUCXPeerErrors, &s.PeerErrors}} {
+		*sw.on = true
+		v := getenv(sw.env)
+		if v == "" {
+			add(sw.env, "1", "default")
+			continue
+		}
 		on, ok := ParseYesNo(v)
 		if !ok {
-			return s, fmt.Errorf("symheap: %s=%q: %w (use 1 or 0, yes or no)", EnvSharedSmall, v, errs.ErrBadConfig)
+			return s, fmt.Errorf("symheap: %s=%q: %w (use 1 or 0, yes or no)", sw.env, v, errs.ErrBadConfig)
 		}
-		s.SharedSmall = on
-		add(EnvSharedSmall, v, "environment")
-	}
-	s.PeerErrors = true
-	if v := getenv(EnvUCXPeerErrors); v == "" {
-		add(EnvUCXPeerErrors, "1", "default")
-	} else {
-		on, ok := ParseYesNo(v)
-		if !ok {
-			return s, fmt.Errorf("symheap: %s=%q: %w (use 1 or 0, yes or no)", EnvUCXPeerErrors, v, errs.ErrBadConfig)
-		}
-		s.PeerErrors = on
-		add(EnvUCXPeerErrors, v, "environment")
+		*sw.on = on
+		add(sw.env, v, "environment")
 	}
 	return s, nil
 }
