@@ -438,11 +438,20 @@ func measure() Machine {
 		best = min(best, time.Since(t))
 	}
 	m.Poll = max(best/polls, time.Nanosecond)
-	t := time.Now()
+	// The cheapest of 16 yields, each timed: a yield with nothing else to
+	// run. Their mean counted the yields that did hand the core over (at
+	// start-up the PEs and the runtime's threads all want one, and the
+	// kernel may have put two PEs on one core), and a yield time that
+	// high made every later hand-over look like an idle yield (handOver
+	// is twice it), so a pair that shared a core never moved apart
+	// ("Placement").
+	y := time.Duration(math.MaxInt64)
 	for range 16 {
+		t := time.Now()
 		unix.SchedYield()
+		y = min(y, time.Since(t))
 	}
-	m.Yield = time.Since(t) / 16
+	m.Yield = max(y, time.Nanosecond)
 	return m
 }
 
