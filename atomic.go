@@ -69,6 +69,17 @@ func amo[T Integer](pe *PE, p *T, target int, op string) (*T, error) {
 	return remoteWord(pe, p, target, op)
 }
 
+// amoSlow is an atomic's way when nearAMO has failed: the word to finish
+// the atomic on (w not nil), or, with w nil, the atomic done on a PE of
+// another node (its result in res) or refused (err). op names the atomic
+// in errors, kind is its operation across nodes, with v and cmp.
+func amoSlow[T Integer](pe *PE, p *T, target int, op string, kind transport.AMO, v, cmp T) (w *T, res T, err error) {
+	if w, err = amo(pe, p, target, op); err == errFar {
+		res, err = farAMO(pe, kind, p, v, cmp, target)
+	}
+	return w, res, err
+}
+
 // amoStart counts a modifying AMO on target and returns target's signal,
 // whose wakeStep the AMO calls after it: the AMO itself is the full
 // fence the wake-up protocol needs. The count's store and the loads of the signal's address come
@@ -93,12 +104,10 @@ func AtomicFetch[T Integer](pe *PE, p *T, target int) (T, error) {
 	r, ok := pe.nearAMO(core.AddrOf(p), core.SizeOf[T](), target)
 	w := core.At[T](r)
 	if !ok || pe.closed.Load() {
+		var res T
 		var err error
-		if w, err = amo(pe, p, target, opFetch); err != nil {
-			if err == errFar {
-				return farAMO(pe, transport.AMOFetch, p, 0, 0, target)
-			}
-			return 0, err
+		if w, res, err = amoSlow(pe, p, target, opFetch, transport.AMOFetch, 0, 0); w == nil {
+			return res, err
 		}
 	}
 	pe.rma.payFence()
@@ -113,10 +122,7 @@ func AtomicSet[T Integer](pe *PE, p *T, v T, target int) error {
 	w := core.At[T](r)
 	if !ok || pe.closed.Load() {
 		var err error
-		if w, err = amo(pe, p, target, opSet); err != nil {
-			if err == errFar {
-				_, err = farAMO(pe, transport.AMOSet, p, v, 0, target)
-			}
+		if w, _, err = amoSlow(pe, p, target, opSet, transport.AMOSet, v, 0); w == nil {
 			return err
 		}
 	}
@@ -132,12 +138,10 @@ func AtomicSwap[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 	r, ok := pe.nearAMO(core.AddrOf(p), core.SizeOf[T](), target)
 	w := core.At[T](r)
 	if !ok || pe.closed.Load() {
+		var res T
 		var err error
-		if w, err = amo(pe, p, target, opSwap); err != nil {
-			if err == errFar {
-				return farAMO(pe, transport.AMOSwap, p, v, 0, target)
-			}
-			return 0, err
+		if w, res, err = amoSlow(pe, p, target, opSwap, transport.AMOSwap, v, 0); w == nil {
+			return res, err
 		}
 	}
 	s := pe.amoStart(target)
@@ -152,12 +156,10 @@ func AtomicCompareSwap[T Integer](pe *PE, p *T, old, new T, target int) (T, erro
 	r, ok := pe.nearAMO(core.AddrOf(p), core.SizeOf[T](), target)
 	w := core.At[T](r)
 	if !ok || pe.closed.Load() {
+		var res T
 		var err error
-		if w, err = amo(pe, p, target, opCSwap); err != nil {
-			if err == errFar {
-				return farAMO(pe, transport.AMOCompareSwap, p, new, old, target)
-			}
-			return 0, err
+		if w, res, err = amoSlow(pe, p, target, opCSwap, transport.AMOCompareSwap, new, old); w == nil {
+			return res, err
 		}
 	}
 	prev := core.CAS(w, old, new)
@@ -173,12 +175,10 @@ func AtomicFetchAdd[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 	r, ok := pe.nearAMO(core.AddrOf(p), core.SizeOf[T](), target)
 	w := core.At[T](r)
 	if !ok || pe.closed.Load() {
+		var res T
 		var err error
-		if w, err = amo(pe, p, target, opFetchAdd); err != nil {
-			if err == errFar {
-				return farAMO(pe, transport.AMOFetchAdd, p, v, 0, target)
-			}
-			return 0, err
+		if w, res, err = amoSlow(pe, p, target, opFetchAdd, transport.AMOFetchAdd, v, 0); w == nil {
+			return res, err
 		}
 	}
 	s := pe.amoStart(target)
@@ -193,10 +193,7 @@ func AtomicAdd[T Integer](pe *PE, p *T, v T, target int) error {
 	w := core.At[T](r)
 	if !ok || pe.closed.Load() {
 		var err error
-		if w, err = amo(pe, p, target, opAdd); err != nil {
-			if err == errFar {
-				_, err = farAMO(pe, transport.AMOAdd, p, v, 0, target)
-			}
+		if w, _, err = amoSlow(pe, p, target, opAdd, transport.AMOAdd, v, 0); w == nil {
 			return err
 		}
 	}
@@ -223,12 +220,10 @@ func AtomicFetchAnd[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 	r, ok := pe.nearAMO(core.AddrOf(p), core.SizeOf[T](), target)
 	w := core.At[T](r)
 	if !ok || pe.closed.Load() {
+		var res T
 		var err error
-		if w, err = amo(pe, p, target, opFetchAnd); err != nil {
-			if err == errFar {
-				return farAMO(pe, transport.AMOFetchAnd, p, v, 0, target)
-			}
-			return 0, err
+		if w, res, err = amoSlow(pe, p, target, opFetchAnd, transport.AMOFetchAnd, v, 0); w == nil {
+			return res, err
 		}
 	}
 	s := pe.amoStart(target)
@@ -243,12 +238,10 @@ func AtomicFetchOr[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 	r, ok := pe.nearAMO(core.AddrOf(p), core.SizeOf[T](), target)
 	w := core.At[T](r)
 	if !ok || pe.closed.Load() {
+		var res T
 		var err error
-		if w, err = amo(pe, p, target, opFetchOr); err != nil {
-			if err == errFar {
-				return farAMO(pe, transport.AMOFetchOr, p, v, 0, target)
-			}
-			return 0, err
+		if w, res, err = amoSlow(pe, p, target, opFetchOr, transport.AMOFetchOr, v, 0); w == nil {
+			return res, err
 		}
 	}
 	s := pe.amoStart(target)
@@ -263,12 +256,10 @@ func AtomicFetchXor[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 	r, ok := pe.nearAMO(core.AddrOf(p), core.SizeOf[T](), target)
 	w := core.At[T](r)
 	if !ok || pe.closed.Load() {
+		var res T
 		var err error
-		if w, err = amo(pe, p, target, opFetchXor); err != nil {
-			if err == errFar {
-				return farAMO(pe, transport.AMOFetchXor, p, v, 0, target)
-			}
-			return 0, err
+		if w, res, err = amoSlow(pe, p, target, opFetchXor, transport.AMOFetchXor, v, 0); w == nil {
+			return res, err
 		}
 	}
 	s := pe.amoStart(target)
@@ -283,10 +274,7 @@ func AtomicAnd[T Integer](pe *PE, p *T, v T, target int) error {
 	w := core.At[T](r)
 	if !ok || pe.closed.Load() {
 		var err error
-		if w, err = amo(pe, p, target, opAnd); err != nil {
-			if err == errFar {
-				_, err = farAMO(pe, transport.AMOAnd, p, v, 0, target)
-			}
+		if w, _, err = amoSlow(pe, p, target, opAnd, transport.AMOAnd, v, 0); w == nil {
 			return err
 		}
 	}
@@ -302,10 +290,7 @@ func AtomicOr[T Integer](pe *PE, p *T, v T, target int) error {
 	w := core.At[T](r)
 	if !ok || pe.closed.Load() {
 		var err error
-		if w, err = amo(pe, p, target, opOr); err != nil {
-			if err == errFar {
-				_, err = farAMO(pe, transport.AMOOr, p, v, 0, target)
-			}
+		if w, _, err = amoSlow(pe, p, target, opOr, transport.AMOOr, v, 0); w == nil {
 			return err
 		}
 	}
@@ -321,10 +306,7 @@ func AtomicXor[T Integer](pe *PE, p *T, v T, target int) error {
 	w := core.At[T](r)
 	if !ok || pe.closed.Load() {
 		var err error
-		if w, err = amo(pe, p, target, opXor); err != nil {
-			if err == errFar {
-				_, err = farAMO(pe, transport.AMOXor, p, v, 0, target)
-			}
+		if w, _, err = amoSlow(pe, p, target, opXor, transport.AMOXor, v, 0); w == nil {
 			return err
 		}
 	}
