@@ -110,10 +110,10 @@ func Better[T any](n uint64) bool {
 }
 
 // Bytes copies min(len(dst), len(src)) bytes from src to dst and returns
-// the count, as copy does.
+// the count, as copy does: with Move where it is Better, else with copy.
 func Bytes(dst, src []byte) int {
 	n := min(len(dst), len(src))
-	if n < Small {
+	if !Better[byte](uint64(n)) {
 		return copy(dst, src)
 	}
 	moveBytes(dst, src, n)

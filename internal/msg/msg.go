@@ -11,6 +11,7 @@ import (
 	"github.com/symheap/symheap/internal/config"
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/errs"
+	"github.com/symheap/symheap/internal/memcopy"
 	"github.com/symheap/symheap/internal/shmsync"
 )
 
@@ -1180,7 +1181,7 @@ func truncated(src, tag, size, have int) error {
 // deliver gives a matched message to a receive that can hold it.
 func (l *Layer) deliver(r *Request, m *inMsg) {
 	if m.path == pathEager {
-		copyPayload(r.buf, m.data)
+		memcopy.Bytes(r.buf, m.data)
 		r.complete(Status{m.src, m.tag, m.size}, nil)
 		l.freeMsg(m)
 		return
@@ -1247,7 +1248,7 @@ func (l *Layer) writeEager(dst int, w1 uint64, payload []byte) bool {
 	if !ok {
 		return false
 	}
-	copyPayload(t.data[off+recHdrSize:off+recHdrSize+n], payload)
+	memcopy.Bytes(t.data[off+recHdrSize:off+recHdrSize+n], payload)
 	t.commit(off, cellsFor(n), recEager, w1)
 	l.ring(dst)
 	// A plain increment (core.Bump): a locked one would wait for the
@@ -1443,7 +1444,7 @@ func (l *Layer) handle(src int, r *rxRing, w0, off uint64) {
 // unexpected.
 func (l *Layer) arrive(src, tag int, payload []byte) {
 	if q := l.takePosted(src, tag, len(payload)); q != nil {
-		copyPayload(q.buf, payload)
+		memcopy.Bytes(q.buf, payload)
 		q.complete(Status{src, tag, len(payload)}, nil)
 		return
 	}

@@ -3,8 +3,6 @@ package msg
 import (
 	"sync/atomic"
 	"unsafe"
-
-	"github.com/symheap/symheap/internal/memcopy"
 )
 
 // The views of the message area's shared words that the hot paths take
@@ -34,16 +32,3 @@ func procPin() int
 
 //go:linkname procUnpin runtime.procUnpin
 func procUnpin()
-
-// copyPayload copies an eager message's bytes, min(len(dst), len(src)),
-// as copy does: with memcopy.Move where it has the better copy
-// (memcopy.Better: for an eager message, the vector copy's sizes), else
-// with copy.
-func copyPayload(dst, src []byte) {
-	n := min(len(dst), len(src))
-	if !memcopy.Better[byte](uint64(n)) {
-		copy(dst, src)
-		return
-	}
-	memcopy.Move(unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(src)), uintptr(n))
-}
