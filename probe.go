@@ -47,4 +47,5 @@ func (pe *PE) probeLine() {
 	shmsync.SetLine(d)
 	pe.ext.msg.Retune()
 	pe.ext.teams.Retune()
+	pe.ext.sym.Retune()
 }

@@ -69,8 +69,9 @@ import (
 // So Quiet does not fence there: it records that a fence is owed
 // (rmaLayer.owed), and the next operation of this PE that loads shared
 // memory — Get, IGet, GetNBI, AtomicFetch, WaitUntil, Test — pays it
-// first (the other atomics, Barrier and, in a job of several PEs, the
-// allocation calls are full fences themselves). A put-heavy loop of Put and Quiet thus runs without
+// first (the other atomics are full fences themselves; Barrier and the
+// collective allocation calls begin with Quiet's part and owe the fence
+// the same way). A put-heavy loop of Put and Quiet thus runs without
 // a single locked instruction, as Open MPI's shmem_quiet over UCX does on
 // x86 (UCX's CPU fences are compiler fences there), while a program that
 // puts, quiets and then reads through the API still reads after its puts
@@ -341,11 +342,18 @@ func (r *rmaLayer) quietAll() {
 // quietLocal is quietAll for the stores of this node only: Close of a
 // job that lost a PE completes nothing through the Remote (closeFar).
 func (r *rmaLayer) quietLocal() {
+	r.quietFence()
+	r.wakeSleepers()
+}
+
+// quietFence is quietLocal's ordering without its wake-up step: the full
+// fence, or, where puts need none, the debt of it to the next load.
+func (r *rmaLayer) quietFence() {
 	st := r
 	switch {
 	case !lazyQuiet || st.mb.Load() != mbReady:
 		// Orders every store before it (puts, Ptr stores) before every
-		// access after it, the sleepers loads below included; pairs
+		// access after it, the sleepers loads after it included; pairs
 		// with a waiter's sleepers increment followed by its condition
 		// load (wait.go).
 		r.putFence()
@@ -353,10 +361,9 @@ func (r *rmaLayer) quietLocal() {
 		// The fence is owed to the next load (payFence). The store is
 		// itself a locked instruction, made only when the debt is new:
 		// a loop of puts and Quiets pays it once. The sleepers loads
-		// below need no fence: waiters fence for them (wait.go).
+		// after it need no fence: waiters fence for them (wait.go).
 		st.owed.Store(true)
 	}
-	r.wakeSleepers()
 }
 
 // wakeSleepers takes the wake-up step for every PE if anybody sleeps in

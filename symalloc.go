@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/symheap/symheap/internal/core"
+	"github.com/symheap/symheap/internal/shmsync"
 	"github.com/symheap/symheap/internal/transport"
 
 	"github.com/symheap/symheap/alloc"
@@ -49,7 +50,9 @@ import (
 //
 // Each PE has two record slots in its control block (allocRecord), and
 // phase k of its calls writes slot k%2: the owner stores the fields, then
-// publishes them with a sequentially consistent store of seq = k; a reader
+// publishes them with a store of seq = k (a release store after Quiet's
+// part, as the world barrier publishes, where this process registered for
+// membarrier; a sequentially consistent one otherwise); a reader
 // waits until it sees seq >= k, then reads the fields. A PE can be at most
 // one phase ahead of any other (it cannot finish phase k+1 without every
 // PE's record of k+1, which each writes after finishing phase k), so slot
@@ -58,12 +61,16 @@ import (
 // Waiting sleeps on the waiter's own signal word (wait.go); publishing
 // wakes every PE with sleepers.
 //
-// A record line per PE, published with XCHG, was measured against other
-// designs in a loop of 2-PE Malloc+Free pairs, and each of these lost or
-// tied (docs/bench/design-measurements.md): one shared counter per phase
-// with the records' digests summed into the add; one line of seqs and
-// digests shared by four PEs; a release store for seq; seq on a line of
-// its own; CLDEMOTE of the published line.
+// A record line per PE was measured against other designs in a loop of
+// 2-PE Malloc+Free pairs, and each of these lost or tied
+// (docs/bench/design-measurements.md): one shared counter per phase with
+// the records' digests summed into the add; one line of seqs and digests
+// shared by four PEs; seq on a line of its own; CLDEMOTE of the published
+// line. What made it faster was the world barrier's recipe: a release
+// store for seq, a few pauses before the first look at the others'
+// records (shmsync.SettlePolls), and the next phase's line prefetched for
+// writing once the phase is over (a release store alone had tied with
+// XCHG).
 
 // Hints for MallocWithHints: the OpenSHMEM 1.5 bits. Any combination, and
 // unknown bits, are accepted; memory from any hint works for every
@@ -308,10 +315,18 @@ type symHeap struct {
 	farRecords func(seq uint64) error
 	farLost    func() error
 
+	// settle: the pauses between publishing a record and the first look
+	// at the others' (shmsync.SettlePolls; Retune).
+	settle int
+
 	seq  uint64       // collective allocation phases made
 	call uint64       // collective allocation calls made
 	mine [2]recValues // this PE's records of the last two phases
 }
+
+// Retune reads again the settling pauses, from the transfer time the
+// PEs measured between themselves (probe.go).
+func (h *symHeap) Retune() { h.settle = shmsync.SettlePolls() }
 
 // out returns the offset of the last phase's result.
 func (h *symHeap) out() uint64 { return h.mine[h.seq%2].out }
@@ -359,14 +374,32 @@ func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) error
 		h.rma.quietAll()
 		return nil
 	}
-	// Seq-cst store: publishes the record, and (a full fence) orders this
-	// PE's earlier stores, puts included, before it; pairs with the other
-	// PEs' seq loads in arrived.
-	rec.seq.Store(seq)
-	// Wake the PEs waiting for this record, and any waiting for our
-	// earlier puts (NBI ones), as a barrier's Quiet would; the seq store
-	// above is the fence wakeSleepers asks for.
-	h.rma.wakeSleepers()
+	if h.rma.mb.Load() == mbReady {
+		// As the world barrier publishes (internal/team, pairBarrier):
+		// Quiet's fence, owed to this PE's next load ("Quiet's fence"
+		// in rma.go), then a release store, which publishes the record
+		// and every earlier store of this PE, puts included, to the PEs
+		// that see seq; pairs with their seq loads in arrived. The wake-up
+		// step's load may pass the store: waiters that sleep fence for
+		// it (wait.go W2), as for a put.
+		h.rma.quietFence()
+		shmsync.StoreRelease64(&rec.seq, seq)
+		h.rma.wakeSleepers()
+		// A few pauses before the first look at the other PEs' records,
+		// which PEs arriving about now are writing (shmsync.SettlePolls).
+		for range h.settle {
+			shmsync.Pause()
+		}
+	} else {
+		// Seq-cst store: publishes the record, and (a full fence) orders
+		// this PE's earlier stores, puts included, before it; pairs with
+		// the other PEs' seq loads in arrived.
+		rec.seq.Store(seq)
+		// Wake the PEs waiting for this record, and any waiting for our
+		// earlier puts (NBI ones), as a barrier's Quiet would; the seq
+		// store above is the fence wakeSleepers asks for.
+		h.rma.wakeSleepers()
+	}
 	if h.rma.far {
 		if err := h.farRecords(seq); err != nil {
 			return fmt.Errorf("symheap: %s (call #%d) exchanging its record with other nodes: %w", callNames[kind], h.call, err)
@@ -395,6 +428,10 @@ func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) error
 	if err := h.rma.pollThenWait(rank, arrived, lost); err != nil {
 		return fmt.Errorf("symheap: %s (call #%d) waiting for the other PEs: %w", callNames[kind], h.call, err)
 	}
+	// The next phase's record line, for writing: every other PE has read
+	// it (each published this phase's record only after it had finished
+	// with the last one), and its stores then find it here.
+	shmsync.PrefetchW(core.AddrOf(&h.ctl[rank].allocRec[(seq+1)%2]))
 	return nil
 }
 
