@@ -1,6 +1,9 @@
 package symheap
 
 import (
+	"fmt"
+
+	"github.com/symheap/symheap/alloc"
 	"github.com/symheap/symheap/internal/cabi"
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/shmsync"
@@ -11,6 +14,28 @@ import (
 func init() {
 	cabi.Describe = func(p any) cabi.Layout { return p.(*PE).describeForC() }
 	cabi.CheckPeers = func(p any) error { return p.(*PE).peerLost() }
+	cabi.ShareRecords = func(p any) {
+		pe := p.(*PE)
+		pe.mu.Lock()
+		pe.ext.sym.shared = true
+		pe.mu.Unlock()
+	}
+	cabi.FreeExchanged = func(p any, offs []uint64) error { return p.(*PE).freeExchanged(offs) }
+}
+
+// freeExchanged gives blocks back to the symmetric heap's allocator
+// without an exchange: the C library made the Free's exchange itself
+// (cabi.FreeExchanged). Every PE gives back the same blocks at the same
+// point of its calls, so the heaps stay alike.
+func (pe *PE) freeExchanged(offs []uint64) error {
+	pe.mu.Lock()
+	defer pe.mu.Unlock()
+	for _, off := range offs {
+		if err := pe.ext.sym.heap.Free(alloc.Off(off)); err != nil { // reports the release (alloc.Reporting)
+			return fmt.Errorf("symheap: giving back the block at offset %#x, freed earlier: %w", off, err)
+		}
+	}
+	return nil
 }
 
 func (pe *PE) describeForC() cabi.Layout {
@@ -35,6 +60,10 @@ func (pe *PE) describeForC() cabi.Layout {
 		SameAddress:     pe.seg.SameAddress(), Protected: pe.seg.Protected(),
 		Far:   pe.rma.far,
 		Polls: polls, Yields: yields, YieldNs: yieldFor.Nanoseconds(), Settle: shmsync.SettlePolls(),
-		SegPath: pe.seg.Path(),
+		AllocRec:      core.OffsetIn(&c, &c.allocRec),
+		AllocSlot:     core.SizeOf[allocSlot](),
+		StatSymAllocs: core.AddrOf(&pe.stats.SymAllocs),
+		StatSymFrees:  core.AddrOf(&pe.stats.SymFrees),
+		SegPath:       pe.seg.Path(),
 	}
 }

@@ -250,6 +250,9 @@ func symAlloc[T any](pe *PE, n int, align uint64, kind uint64, hints Hints) ([]T
 // collective runs one collective allocation call (steps 2 to 4 above).
 // op performs the local part and returns the resulting offset.
 func (h *symHeap) collective(kind, size, align, in uint64, hints Hints, op func() (uint64, error)) error {
+	if h.shared {
+		h.resync()
+	}
 	h.call++
 	if kind == callFree || kind == callRealloc {
 		if err := h.exchange(kind, size, align, in, noOff, hints); err != nil {
@@ -318,6 +321,9 @@ type symHeap struct {
 	// settle: the pauses between publishing a record and the first look
 	// at the others' (shmsync.SettlePolls; Retune).
 	settle int
+	// shared: the C library publishes records of this PE too
+	// (cabi.ShareRecords); seq and call are then read back from them.
+	shared bool
 
 	seq  uint64       // collective allocation phases made
 	call uint64       // collective allocation calls made
@@ -327,6 +333,19 @@ type symHeap struct {
 // Retune reads again the settling pauses, from the transfer time the
 // PEs measured between themselves (probe.go).
 func (h *symHeap) Retune() { h.settle = shmsync.SettlePolls() }
+
+// resync takes the phase and call numbers from this PE's own records,
+// which the C library publishes too (cabi.ShareRecords): the last phase
+// is the larger seq of the two slots, its call the one in its slot.
+// Every call publishes at least one phase, so the slot's call is the
+// last call's number.
+func (h *symHeap) resync() {
+	recs := &h.ctl[h.sp.Rank].allocRec
+	// Seq-cst loads of this PE's own words, which only this thread writes.
+	if s := max(recs[0].seq.Load(), recs[1].seq.Load()); s != h.seq {
+		h.seq, h.call = s, recs[s%2].call.Load()
+	}
+}
 
 // out returns the offset of the last phase's result.
 func (h *symHeap) out() uint64 { return h.mine[h.seq%2].out }

@@ -140,10 +140,10 @@ void shmemi_teams_init(void)
 	team_fill(&shmemi_team_shared_, 0, shmemi_L.npes, w2);
 	char err[1024];
 	/* One cache line: an arrival's add and its sleepers load touch one line. */
-	shmemi_counts = symheapc_go_malloc(2, sizeof(uint64_t) * 8, 64, 0, err, sizeof err);
+	shmemi_counts = symheapc_go_malloc(2, sizeof(uint64_t) * 8, 64, 0, NULL, 0, err, sizeof err);
 	if (shmemi_counts == NULL)
 		shmemi_fatal("shmem_init", "allocating the collectives' scratch: %s", err);
-	shmemi_post = symheapc_go_malloc(2, sizeof(struct post_block), 64, 0, err, sizeof err);
+	shmemi_post = symheapc_go_malloc(2, sizeof(struct post_block), 64, 0, NULL, 0, err, sizeof err);
 	shmemi_post_peer = malloc(sizeof(*shmemi_post_peer) * (size_t)shmemi_L.npes);
 	post_seen_done = calloc((size_t)shmemi_L.npes, sizeof(*post_seen_done));
 	if (shmemi_post == NULL)
@@ -153,7 +153,7 @@ void shmemi_teams_init(void)
 	for (int p = 0; p < shmemi_L.npes; p++)
 		shmemi_post_peer[p] = (struct post_block *)shmemi_addr(shmemi_post, sizeof(struct post_block), p, "shmem_init");
 	if (shmemi_L.npes == 2) {
-		shmemi_pair = symheapc_go_malloc(2, 2 * sizeof(struct post_line), 64, 0, err, sizeof err);
+		shmemi_pair = symheapc_go_malloc(2, 2 * sizeof(struct post_line), 64, 0, NULL, 0, err, sizeof err);
 		if (shmemi_pair == NULL)
 			shmemi_fatal("shmem_init", "allocating the pair barrier's lines: %s", err);
 	}

@@ -54,14 +54,14 @@ void shmemi_fatal(const char *op, const char *fmt, ...)
 
 /* shmemi_go_error prints an error the Go runtime returned (it says
  * "symheap:" itself) with the call it came from. */
-static void shmemi_go_error(const char *op, const char *err)
+void shmemi_go_error(const char *op, const char *err)
 {
 	shmemi_flush();
 	fprintf(stderr, "%s (in %s)\n", err, op);
 	fflush(stderr);
 }
 
-static void shmemi_need_init(const char *op)
+void shmemi_need_init(const char *op)
 {
 	if (SHMEMI_UNLIKELY(!shmemi_L.initialized || shmemi_L.finalized))
 		shmemi_fatal(op, "%s", shmemi_L.finalized ? "called after shmem_finalize"
@@ -176,6 +176,7 @@ void shmemi_wake_all(void)
 
 int shmemi_static_init(void);     /* static.c */
 void shmemi_static_finalize(void); /* static.c */
+void shmemi_symalloc_finalize(void); /* symalloc.c */
 void shmemi_teams_init(void);     /* coll.c */
 
 static void shmemi_atexit(void)
@@ -251,6 +252,7 @@ void shmem_finalize(void)
 	char err[2048];
 	shmemi_flush();
 	shmemi_static_finalize();
+	shmemi_symalloc_finalize();
 	int rc = symheapc_go_finalize(err, sizeof err);
 	shmemi_L.finalized = 1;
 	if (rc != 0) {
@@ -331,64 +333,7 @@ void shmem_info_get_name(char *name)
 	name[SHMEM_MAX_NAME_LEN - 1] = 0;
 }
 
-/* ---- memory management: collective, in the Go runtime ---- */
-
-static void *shmemi_alloc(int kind, size_t size, size_t align, long hints, const char *op)
-{
-	char err[2048];
-	shmemi_need_init(op);
-	shmemi_quiet(); /* every collective allocation completes puts, as in Go */
-	void *p = symheapc_go_malloc(kind, size, align, hints, err, sizeof err);
-	if (p == NULL && err[0])
-		shmemi_go_error(op, err); /* the documented result is NULL */
-	return p;
-}
-
-void *shmem_malloc(size_t size)
-{
-	return shmemi_alloc(0, size, 0, 0, "shmem_malloc");
-}
-
-void *shmem_calloc(size_t count, size_t size)
-{
-	if (size != 0 && count > SIZE_MAX / size) {
-		fprintf(stderr, "symheap: shmem_calloc(%zu, %zu): the size overflows\n", count, size);
-		return NULL;
-	}
-	return shmemi_alloc(1, count * size, 0, 0, "shmem_calloc");
-}
-
-void *shmem_align(size_t alignment, size_t size)
-{
-	return shmemi_alloc(2, size, alignment, 0, "shmem_align");
-}
-
-void *shmem_malloc_with_hints(size_t size, long hints)
-{
-	return shmemi_alloc(3, size, 0, hints, "shmem_malloc_with_hints");
-}
-
-void *shmem_realloc(void *ptr, size_t size)
-{
-	char err[2048];
-	shmemi_need_init("shmem_realloc");
-	shmemi_quiet();
-	void *p = symheapc_go_realloc(ptr, size, err, sizeof err);
-	if (p == NULL && err[0])
-		shmemi_go_error("shmem_realloc", err);
-	return p;
-}
-
-void shmem_free(void *ptr)
-{
-	char err[2048];
-	shmemi_need_init("shmem_free");
-	shmemi_quiet();
-	if (symheapc_go_free(ptr, err, sizeof err) != 0) {
-		shmemi_go_error("shmem_free", err);
-		symheapc_go_global_exit(1);
-	}
-}
+/* ---- memory management: symalloc.c ---- */
 
 /* ---- ordering ---- */
 

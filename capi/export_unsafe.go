@@ -88,6 +88,11 @@ func symheapc_go_init(l *C.struct_shmemi_layout, errbuf *C.char, n C.size_t) C.i
 	l.mb_ready, l.same_address, l.protected_ = cbool(d.MembarrierReady), cbool(d.SameAddress), cbool(d.Protected)
 	l.polls, l.yields, l.yield_ns = C.int(d.Polls), C.int(d.Yields), C.int64_t(d.YieldNs)
 	l.settle = C.int(d.Settle)
+	l.alloc_rec, l.alloc_slot = C.uint64_t(d.AllocRec), C.uint64_t(d.AllocSlot)
+	l.stat_sym_allocs = (*C.uint64_t)(d.StatSymAllocs)
+	l.stat_sym_frees = (*C.uint64_t)(d.StatSymFrees)
+	// symalloc.c publishes allocation records of this PE too.
+	cabi.ShareRecords(p)
 	path := unsafe.Slice((*byte)(unsafe.Pointer(&l.seg_path[0])), len(l.seg_path))
 	path[copy(path[:len(path)-1], d.SegPath)] = 0
 	return 0
@@ -128,8 +133,11 @@ const (
 )
 
 //export symheapc_go_malloc
-func symheapc_go_malloc(kind C.int, size, align C.size_t, hints C.long, errbuf *C.char, n C.size_t) unsafe.Pointer {
+func symheapc_go_malloc(kind C.int, size, align C.size_t, hints C.long, flush *C.uint64_t, nflush C.int, errbuf *C.char, n C.size_t) unsafe.Pointer {
 	clearErr(errbuf, n)
+	if !giveBack(flush, nflush, errbuf, n) {
+		return nil
+	}
 	if size == 0 {
 		return nil // OpenSHMEM: a size of zero gives NULL, and no barrier
 	}
@@ -153,8 +161,11 @@ func symheapc_go_malloc(kind C.int, size, align C.size_t, hints C.long, errbuf *
 }
 
 //export symheapc_go_realloc
-func symheapc_go_realloc(p unsafe.Pointer, size C.size_t, errbuf *C.char, n C.size_t) unsafe.Pointer {
+func symheapc_go_realloc(p unsafe.Pointer, size C.size_t, flush *C.uint64_t, nflush C.int, errbuf *C.char, n C.size_t) unsafe.Pointer {
 	clearErr(errbuf, n)
+	if !giveBack(flush, nflush, errbuf, n) {
+		return nil
+	}
 	var old []byte
 	if p != nil {
 		old = unsafe.Slice((*byte)(p), 1)
@@ -165,6 +176,29 @@ func symheapc_go_realloc(p unsafe.Pointer, size C.size_t, errbuf *C.char, n C.si
 		return nil
 	}
 	return unsafe.Pointer(unsafe.SliceData(s))
+}
+
+// giveBack hands the allocator the blocks of the C library's cache
+// (symalloc.c), whose Frees it exchanged already. False: the error is in
+// errbuf.
+func giveBack(offs *C.uint64_t, k C.int, errbuf *C.char, n C.size_t) bool {
+	if k <= 0 {
+		return true
+	}
+	if err := cabi.FreeExchanged(pe, unsafe.Slice((*uint64)(unsafe.Pointer(offs)), int(k))); err != nil {
+		setErr(errbuf, n, err)
+		return false
+	}
+	return true
+}
+
+//export symheapc_go_free_exchanged
+func symheapc_go_free_exchanged(offs *C.uint64_t, k C.int, errbuf *C.char, n C.size_t) C.int {
+	clearErr(errbuf, n)
+	if !giveBack(offs, k, errbuf, n) {
+		return 1
+	}
+	return 0
 }
 
 //export symheapc_go_free

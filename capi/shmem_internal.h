@@ -38,7 +38,8 @@
  *   6. Locks: the runtime's ticket lock on PE 0's copy of the lock word
  *      (lock.go's format: next<<48 | (holder+1)<<32 | serving).
  *
- * What calls into Go: shmem_init/finalize, the symmetric allocator, the
+ * What calls into Go: shmem_init/finalize, the symmetric allocator (but
+ * for shmem_free and cache hits of shmem_malloc: symalloc.c), the
  * split, sync and destroy of split teams, global_exit and the liveness
  * check of a wait that has slept 50 ms. barrier_all and the collectives
  * are C (coll.c).
@@ -65,6 +66,8 @@ struct shmemi_layout {
 	int polls, yields;
 	int64_t yield_ns; /* the yields go on this long at least (shmsync.YieldSpan) */
 	int settle;       /* pauses between a pair barrier's publication and its first look (shmsync.SettlePolls) */
+	uint64_t alloc_rec, alloc_slot; /* the allocation records' offset in a control block, a slot's bytes */
+	uint64_t *stat_sym_allocs, *stat_sym_frees;
 	int initialized, finalized;
 	int thread_level;
 	/* The program's static data (static.c). */
@@ -84,6 +87,9 @@ extern struct shmemi_layout shmemi_L;
 void shmemi_fatal(const char *op, const char *fmt, ...)
 	__attribute__((noreturn, format(printf, 2, 3), cold));
 char *shmemi_addr_slow(const void *p, size_t n, int pe, const char *op);
+void shmemi_need_init(const char *op);
+void shmemi_go_error(const char *op, const char *err); /* an error the Go runtime returned, with its call */
+void *shmemi_alloc(int kind, size_t size, size_t align, long hints, const char *op); /* symalloc.c */
 void shmemi_wake_slow(int pe);
 void shmemi_wake_all(void);
 

@@ -5,14 +5,19 @@
 #ifndef SHMEMI_GO_H
 #define SHMEMI_GO_H
 #include <stddef.h>
+#include <stdint.h>
 
 struct shmemi_layout;
 extern int symheapc_go_init(struct shmemi_layout *l, char *err, size_t n);
 extern int symheapc_go_finalize(char *err, size_t n);
 extern void symheapc_go_global_exit(int code);
 extern int symheapc_go_pe_alive(int pe);
-extern void *symheapc_go_malloc(int kind, size_t size, size_t align, long hints, char *err, size_t n);
-extern void *symheapc_go_realloc(void *p, size_t size, char *err, size_t n);
+/* The allocation calls first give back the flush[nflush] blocks (offsets
+ * in the heap) whose Free symalloc.c exchanged already. */
+extern void *symheapc_go_malloc(int kind, size_t size, size_t align, long hints, uint64_t *flush, int nflush,
+				char *err, size_t n);
+extern void *symheapc_go_realloc(void *p, size_t size, uint64_t *flush, int nflush, char *err, size_t n);
+extern int symheapc_go_free_exchanged(uint64_t *offs, int n, char *err, size_t errn);
 extern int symheapc_go_free(void *p, char *err, size_t n);
 extern int symheapc_go_barrier_all(char *err, size_t n);
 extern int symheapc_go_check_peers(char *err, size_t n);

@@ -139,6 +139,8 @@ expect relock 2 1 'shmem_set_lock: the lock at 0x[0-9a-f]+ is already held by th
 expect cmp 2 1 'shmem_long_wait_until: comparison 42 is none of SHMEM_CMP_EQ'
 expect toobig 2 1 'shmem_putmem: 67108864 bytes at 0x[0-9a-f]+ run past the end'
 expect noinit 2 1 'symheap: shmem_long_p: called before shmem_init'
+expect doublefree 2 1 'symheap: Free: tlsf: free of offset 0x[0-9a-f]+: not a live block \(double free'
+expect diverge 2 1 'symheap: collective allocation diverged: PE [01] call #[0-9]+ Free\(offset 0x[0-9a-f]+\); but PE [01] call #[0-9]+ Free\(offset 0x[0-9a-f]+\): PEs made different'
 expect gexit0 3 0 ''
 expect nofinalize 2 0 ''
 expect gexit 3 3 ''

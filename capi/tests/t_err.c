@@ -40,6 +40,17 @@ int main(int argc, char **argv)
 			shmem_putmem(h, malloc(n), n, 1);
 		}
 	}
+	if (strcmp(c, "doublefree") == 0) {
+		/* The second free finds the block in the cache of freed blocks. */
+		char *h = shmem_malloc(64);
+		shmem_free(h);
+		shmem_free(h);
+	}
+	if (strcmp(c, "diverge") == 0) {
+		/* Every PE frees a different block (the C library's own exchange). */
+		char *a = shmem_malloc(64), *b = shmem_malloc(64);
+		shmem_free(me == 0 ? a : b);
+	}
 	if (strcmp(c, "gexit") == 0) {
 		/* Buffered stdout (a pipe) must reach the launcher. */
 		printf("PE %d: flushed before the exit\n", me);

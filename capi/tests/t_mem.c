@@ -53,6 +53,51 @@ int main(void)
 	shmem_free(a);
 	shmem_free(NULL);
 
+	/* Freed blocks come back from the cache of freed blocks
+	 * (symalloc.c): still symmetric (a put reaches the neighbour's
+	 * copy), zeroed for calloc, the same block for the same size. */
+	for (int r = 0; r < 50; r++) {
+		size_t sz = r % 2 ? 64 : 1 << 20;
+		char *b = shmem_malloc(sz);
+		CHECK(b != NULL, "malloc %zu round %d", sz, r);
+		if (b == NULL)
+			break;
+		memset(b, 0x5a, sz);
+		shmem_barrier_all(); /* every PE's memset is done before the puts */
+		long v = (long)r * 1000 + me;
+		shmem_long_p((long *)(b + sz - 8), v, (me + 1) % n);
+		shmem_barrier_all();
+		CHECK(*(long *)(b + sz - 8) == (long)r * 1000 + (me + n - 1) % n, "put into a reused block, round %d", r);
+		shmem_free(b);
+		long *z = shmem_calloc(sz / sizeof(long), sizeof(long));
+		CHECK(z != NULL, "calloc %zu round %d", sz, r);
+		for (size_t i = 0; z != NULL && i < sz / sizeof(long); i += 97)
+			CHECK(z[i] == 0, "calloc from the cache: z[%zu] = %#lx", i, (unsigned long)z[i]);
+		char *again = NULL;
+		if (z != NULL) {
+			shmem_free(z);
+			again = shmem_malloc(sz);
+			CHECK(again == (char *)z, "the same size gave %p, not the freed %p", (void *)again, (void *)z);
+			shmem_free(again);
+		}
+	}
+	/* More blocks than the cache holds, freed in another order. */
+	char *many[40];
+	for (int i = 0; i < 40; i++) {
+		many[i] = shmem_malloc(48 + 16 * (size_t)(i % 5));
+		CHECK(many[i] != NULL, "many[%d]", i);
+		if (many[i] != NULL)
+			memset(many[i], i, 48);
+	}
+	for (int i = 0; i < 40; i++)
+		if (many[i] != NULL && i % 3 != 0)
+			shmem_free(many[i]);
+	for (int i = 0; i < 40; i++)
+		if (many[i] != NULL && i % 3 == 0) {
+			CHECK(many[i][47] == (char)i, "many[%d] overwritten", i);
+			shmem_free(many[i]);
+		}
+
 	/* The deprecated allocation names. */
 	long *s = shmalloc(16 * sizeof(long));
 	CHECK(s != NULL, "shmalloc");

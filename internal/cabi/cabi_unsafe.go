@@ -28,13 +28,27 @@ type Layout struct {
 	Polls, Yields              int   // the pacing of waits for other processes (shmsync.Pace)
 	YieldNs                    int64 // the yields go on this long at least (shmsync.YieldSpan; 0: just count them)
 	Settle                     int   // pauses between a pair barrier's publication and its first look (shmsync.SettlePolls)
-	SegPath                    string
+	// The collective allocation records (the root's symalloc.go): their
+	// offset in a control block and the bytes of each of a PE's two
+	// slots; and this PE's counts of collective allocations and frees.
+	AllocRec, AllocSlot         uint64
+	StatSymAllocs, StatSymFrees unsafe.Pointer
+	SegPath                     string
 }
 
 // Hooks the root fills (see package comment). p is the root's *PE.
 var (
 	Describe   func(p any) Layout
 	CheckPeers func(p any) error // nil, or the error naming a lost PE
+	// ShareRecords tells the runtime that the C library publishes
+	// allocation records of this PE too (its shmem_free, and its
+	// shmem_malloc from the cache of freed blocks): each collective
+	// allocation call then takes its phase and call numbers from the
+	// PE's own records.
+	ShareRecords func(p any)
+	// FreeExchanged gives back to the allocator blocks whose Free the C
+	// library has exchanged already (the offsets in the heap).
+	FreeExchanged func(p any, offs []uint64) error
 	// BeforeExit, when set (by the C library), runs before the runtime
 	// ends the process on a GlobalExit (this PE's or another's): it
 	// flushes C's stdio.
