@@ -21,6 +21,13 @@ func init() {
 		pe.mu.Unlock()
 	}
 	cabi.FreeExchanged = func(p any, offs []uint64) error { return p.(*PE).freeExchanged(offs) }
+	cabi.Diverged = func(p any, withOut bool) error {
+		pe := p.(*PE)
+		pe.mu.Lock()
+		defer pe.mu.Unlock()
+		recs := &pe.ctl[pe.rank].allocRec
+		return pe.ext.sym.diverged(max(recs[0].seq.Load(), recs[1].seq.Load()), withOut)
+	}
 }
 
 // freeExchanged gives blocks back to the symmetric heap's allocator

@@ -482,10 +482,18 @@ func (h *symHeap) compare(seq uint64, withOut bool) error {
 	if testSkipDivergenceCheck {
 		return nil
 	}
-	mine := &h.mine[seq%2]
-	if h.allMatch(seq, mine, withOut) {
+	if h.allMatch(seq, &h.mine[seq%2], withOut) {
 		return nil
 	}
+	return h.diverged(seq, withOut)
+}
+
+// diverged returns the error that names every PE whose record of phase
+// seq differs from this PE's (out only if withOut), or nil if none does.
+// It reads this PE's own record too, so it serves the phases the C
+// library exchanged (cabi.Diverged) as well as this layer's.
+func (h *symHeap) diverged(seq uint64, withOut bool) error {
+	mine := h.ctl[h.sp.Rank].allocRec[seq%2].load()
 	var bad []string
 	for p, c := range h.ctl {
 		if p == h.sp.Rank {
@@ -497,7 +505,7 @@ func (h *symHeap) compare(seq uint64, withOut bool) error {
 		if !withOut {
 			r.out = mine.out
 		}
-		if r != *mine {
+		if r != mine {
 			bad = append(bad, describe(p, r))
 		}
 	}
@@ -505,7 +513,7 @@ func (h *symHeap) compare(seq uint64, withOut bool) error {
 		return nil
 	}
 	return fmt.Errorf("symheap: collective allocation diverged: %s; but %s: %w (every PE must make the same collective allocations in the same order)",
-		describe(h.sp.Rank, *mine), strings.Join(bad, "; "), ErrDiverged)
+		describe(h.sp.Rank, mine), strings.Join(bad, "; "), ErrDiverged)
 }
 
 func describe(p int, r recValues) string {

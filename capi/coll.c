@@ -505,22 +505,13 @@ static void post_await_done(struct post_line *d, uint32_t want, uint32_t enough,
 	shmemi_block_word(&d->seq, &d->sleepers, post_reached_spaced, &w, op);
 }
 
-static inline void prefetch_exclusive(const void *p)
-{
-#if defined(__x86_64__)
-	__asm__ volatile("prefetchw (%0)" : : "r"(p));
-#else
-	__builtin_prefetch(p, 1);
-#endif
-}
-
 static void pair_barrier(const char *op)
 {
 	shmemi_quiet();
 	uint32_t k = ++pair_k;
 	struct post_line *mine = &shmemi_pair[k & 1];
 	post_publish(mine, k);
-	prefetch_exclusive(&shmemi_pair[(k + 1) & 1]);
+	shmemi_prefetch_w(&shmemi_pair[(k + 1) & 1]);
 	/* A few pauses before the first look at the other's line, which a PE
 	 * arriving about now is writing (shmsync.SettlePolls). */
 	for (int i = 0; i < shmemi_L.settle; i++)
@@ -624,8 +615,8 @@ static void post_broadcast(void *dest, const void *src, size_t bytes, int root, 
 		 * with them; ask for each exclusive two calls ahead and again
 		 * one call ahead, as the Go runtime's root does
 		 * (internal/team, postBcast). */
-		prefetch_exclusive(&shmemi_post->ring[(n + 1) % POST_RING]);
-		prefetch_exclusive(&shmemi_post->ring[(n + 2) % POST_RING]);
+		shmemi_prefetch_w(&shmemi_post->ring[(n + 1) % POST_RING]);
+		shmemi_prefetch_w(&shmemi_post->ring[(n + 2) % POST_RING]);
 		if (self && dest != src)
 			memmove(dest, src, bytes);
 	} else {

@@ -201,6 +201,14 @@ func symheapc_go_free_exchanged(offs *C.uint64_t, k C.int, errbuf *C.char, n C.s
 	return 0
 }
 
+//export symheapc_go_diverged
+func symheapc_go_diverged(withOut C.int, errbuf *C.char, n C.size_t) {
+	clearErr(errbuf, n)
+	if err := cabi.Diverged(pe, withOut != 0); err != nil {
+		setErr(errbuf, n, err)
+	}
+}
+
 //export symheapc_go_free
 func symheapc_go_free(p unsafe.Pointer, errbuf *C.char, n C.size_t) C.int {
 	if p == nil {

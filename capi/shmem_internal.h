@@ -120,6 +120,16 @@ static inline void shmemi_pause(void)
 #endif
 }
 
+/* shmemi_prefetch_w asks for the line at p exclusive, for a store soon. */
+static inline void shmemi_prefetch_w(const void *p)
+{
+#if defined(__x86_64__)
+	__asm__ volatile("prefetchw (%0)" : : "r"(p));
+#else
+	__builtin_prefetch(p, 1);
+#endif
+}
+
 /* A full fence: mfence on x86-64 (orders non-temporal stores too). */
 static inline void shmemi_full_fence(void)
 {

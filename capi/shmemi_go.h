@@ -18,6 +18,9 @@ extern void *symheapc_go_malloc(int kind, size_t size, size_t align, long hints,
 				char *err, size_t n);
 extern void *symheapc_go_realloc(void *p, size_t size, uint64_t *flush, int nflush, char *err, size_t n);
 extern int symheapc_go_free_exchanged(uint64_t *offs, int n, char *err, size_t errn);
+/* The message of this PE's last allocation phase, found different on some
+ * PE by symalloc.c (out compared only if with_out). */
+extern void symheapc_go_diverged(int with_out, char *err, size_t n);
 extern int symheapc_go_free(void *p, char *err, size_t n);
 extern int symheapc_go_barrier_all(char *err, size_t n);
 extern int symheapc_go_check_peers(char *err, size_t n);

@@ -66,7 +66,6 @@ void shmemi_block(int owner, int (*cond)(void *), void *arg, const char *op); /*
 
 /* Call kinds, as the runtime's (symalloc.go). */
 enum { CALL_MALLOC = 1, CALL_CALLOC, CALL_ALIGN, CALL_HINTS, CALL_REALLOC, CALL_FREE };
-static const char *call_names[] = {"?", "Malloc", "Calloc", "Align", "MallocWithHints", "Realloc", "Free"};
 #define NO_OFF UINT64_MAX
 
 /* Kinds of symheapc_go_malloc. */
@@ -115,16 +114,17 @@ struct live {
 static struct live *live_tab;
 static uint64_t live_cap, live_n; /* cap: a power of two, or 0 */
 
-static uint64_t live_slot(uint64_t key)
+/* live_home is key's first slot in a table of cap entries. */
+static uint64_t live_home(uint64_t key, uint64_t cap)
 {
-	return ((key >> 4) * 0x9e3779b97f4a7c15ULL) >> 32 & (live_cap - 1);
+	return ((key >> 4) * 0x9e3779b97f4a7c15ULL) >> 32 & (cap - 1);
 }
 
 static struct live *live_find(uint64_t off)
 {
 	if (live_cap == 0)
 		return NULL;
-	for (uint64_t i = live_slot(off + 1);; i = (i + 1) & (live_cap - 1)) {
+	for (uint64_t i = live_home(off + 1, live_cap);; i = (i + 1) & (live_cap - 1)) {
 		if (live_tab[i].key == off + 1)
 			return &live_tab[i];
 		if (live_tab[i].key == 0)
@@ -134,7 +134,7 @@ static struct live *live_find(uint64_t off)
 
 static void live_put(struct live *tab, uint64_t cap, uint64_t key, uint64_t size)
 {
-	uint64_t i = ((key >> 4) * 0x9e3779b97f4a7c15ULL) >> 32 & (cap - 1);
+	uint64_t i = live_home(key, cap);
 	while (tab[i].key != 0)
 		i = (i + 1) & (cap - 1);
 	tab[i].key = key;
@@ -172,7 +172,7 @@ static void live_remove(struct live *e)
 		j = (j + 1) & (live_cap - 1);
 		if (live_tab[j].key == 0)
 			return;
-		uint64_t k = live_slot(live_tab[j].key);
+		uint64_t k = live_home(live_tab[j].key, live_cap);
 		/* Entry j stays if its home k lies cyclically in (i, j]. */
 		if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
 			continue;
@@ -250,53 +250,15 @@ static void cache_put(uint64_t off, uint64_t size, const char *op)
 
 /* ---- the exchange ---- */
 
-struct arrival {
-	uint64_t seq;
-};
-
+/* all_arrived: every other PE has published phase *(uint64_t *)arg. */
 static int all_arrived(void *arg)
 {
-	uint64_t seq = ((struct arrival *)arg)->seq;
+	uint64_t seq = *(uint64_t *)arg;
 	for (int p = 0; p < shmemi_L.npes; p++)
 		/* Acquire; pairs with PE p's publishing store. */
 		if (p != shmemi_L.me && __atomic_load_n(&rec_of(p, seq)->seq, __ATOMIC_ACQUIRE) < seq)
 			return 0;
 	return 1;
-}
-
-static void prefetch_w(const void *p)
-{
-#if defined(__x86_64__)
-	__asm__ volatile("prefetchw (%0)" : : "r"(p));
-#else
-	__builtin_prefetch(p, 1);
-#endif
-}
-
-static int describe(char *b, size_t n, int pe, const struct rec *r)
-{
-	int k = r->kind < sizeof call_names / sizeof call_names[0] ? (int)r->kind : 0;
-	int w = snprintf(b, n, "PE %d call #%llu %s(", pe, (unsigned long long)r->call, call_names[k]);
-	if (w < 0 || (size_t)w >= n)
-		return w;
-	if (r->kind == CALL_FREE)
-		w += snprintf(b + w, n - w, "offset %#llx)", (unsigned long long)r->in);
-	else if (r->kind == CALL_REALLOC)
-		w += snprintf(b + w, n - w, "offset %#llx, %llu B)", (unsigned long long)r->in,
-			      (unsigned long long)r->size);
-	else if (r->hints != 0)
-		w += snprintf(b + w, n - w, "%llu B, align %llu, hints %#llx)", (unsigned long long)r->size,
-			      (unsigned long long)(r->align & 0xffffffff), (unsigned long long)r->hints);
-	else
-		w += snprintf(b + w, n - w, "%llu B, align %llu)", (unsigned long long)r->size,
-			      (unsigned long long)(r->align & 0xffffffff));
-	if ((size_t)w >= n)
-		return w;
-	if (r->out != NO_OFF)
-		w += snprintf(b + w, n - w, " -> offset %#llx", (unsigned long long)r->out);
-	else if (r->kind != CALL_FREE && r->kind != CALL_REALLOC)
-		w += snprintf(b + w, n - w, " -> failed");
-	return w;
 }
 
 /*
@@ -344,11 +306,10 @@ static int exchange(uint64_t kind, uint64_t size, uint64_t align, uint64_t in, u
 	 * PEs arriving about now are writing (shmsync.SettlePolls). */
 	for (int i = 0; i < shmemi_L.settle; i++)
 		shmemi_pause();
-	struct arrival a = {mine.seq};
-	if (!all_arrived(&a))
-		shmemi_block(me, all_arrived, &a, op);
+	if (!all_arrived(&mine.seq))
+		shmemi_block(me, all_arrived, &mine.seq, op);
 	/* The next phase's slot, for writing: every other PE has read it. */
-	prefetch_w(rec_of(me, mine.seq + 1));
+	shmemi_prefetch_w(rec_of(me, mine.seq + 1));
 	int bad = 0;
 	for (int p = 0; p < shmemi_L.npes; p++) {
 		if (p == me)
@@ -362,28 +323,7 @@ static int exchange(uint64_t kind, uint64_t size, uint64_t align, uint64_t in, u
 	}
 	if (!bad)
 		return 1;
-	/* The runtime's message (symalloc.go, compare). */
-	size_t w = (size_t)snprintf(err, n, "symheap: collective allocation diverged: ");
-	if (w < n)
-		w += (size_t)describe(err + w, n - w, me, &mine);
-	const char *sep = "; but ";
-	for (int p = 0; p < shmemi_L.npes && w < n; p++) {
-		if (p == me)
-			continue;
-		struct rec o = *rec_of(p, mine.seq);
-		if (!with_out)
-			o.out = mine.out;
-		o.seq = mine.seq;
-		if (memcmp(&o, &mine, sizeof o) == 0)
-			continue;
-		w += (size_t)snprintf(err + w, n - w, "%s", sep);
-		if (w < n)
-			w += (size_t)describe(err + w, n - w, p, &o);
-		sep = "; ";
-	}
-	if (w < n)
-		snprintf(err + w, n - w, ": PEs made different collective allocations (every PE must make the same "
-					 "collective allocations in the same order)");
+	symheapc_go_diverged(with_out, err, n); /* the runtime's message (symalloc.go, diverged) */
 	return 0;
 }
 

@@ -49,6 +49,10 @@ var (
 	// FreeExchanged gives back to the allocator blocks whose Free the C
 	// library has exchanged already (the offsets in the heap).
 	FreeExchanged func(p any, offs []uint64) error
+	// Diverged words the error of this PE's last allocation phase, which
+	// the C library exchanged and found different on some PE (out
+	// compared only if withOut); nil if no record differs.
+	Diverged func(p any, withOut bool) error
 	// BeforeExit, when set (by the C library), runs before the runtime
 	// ends the process on a GlobalExit (this PE's or another's): it
 	// flushes C's stdio.
