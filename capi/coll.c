@@ -333,7 +333,7 @@ void shmem_team_destroy(shmem_team_t team)
 /* ---- the active-set barrier over pSync ---- */
 
 void shmemi_block(int owner, int (*cond)(void *), void *arg, const char *op); /* wait.c */
-void shmemi_block_word(uint32_t *word, uint32_t *sleepers, int (*cond)(void *), void *arg, const char *op);
+void shmemi_block_word(uint32_t *word, uint32_t *sleepers, int fenced, int (*cond)(void *), void *arg, const char *op);
 
 /*
  * The collectives' own wake-up channel: a futex word and a sleepers count
@@ -365,7 +365,7 @@ static void coll_wake(int pe, const char *op)
 
 static void coll_block(int (*cond)(void *), void *arg, const char *op)
 {
-	shmemi_block_word(coll_word(shmemi_L.me, op), coll_sleepers(shmemi_L.me, op), cond, arg, op);
+	shmemi_block_word(coll_word(shmemi_L.me, op), coll_sleepers(shmemi_L.me, op), 0, cond, arg, op);
 }
 
 static void set_check(int start, int logstride, int size, const char *op)
@@ -431,19 +431,24 @@ static void set_barrier(int start, int logstride, int size, long *pSync, const c
 
 /*
  * pair_barrier: the world barrier of a job of two PEs, as the Go runtime's
- * barrier of a team of two. Each PE publishes its count of barriers in a
- * line of its own and waits until the other's count has reached it. Two
- * lines by parity: a PE's next publication goes to the line the other is
- * not reading, and the PE asks for that line in the exclusive state right
- * after publishing (PREFETCHW), so that its next store does not wait for
- * the other's copy to be invalidated. The publication is a seq-cst store:
- * a full fence, so every store before the barrier (puts included) is
- * visible to the PE that sees the count, and the publisher's load of the
- * sleepers word after it cannot miss a waiter that announced itself
- * before testing the count. A waiter announces itself in the publisher's
- * line, next to the count it waits for, so that the publisher learns from
- * its own line whether anyone sleeps. The lines are post lines (see the
- * top), published and awaited as the collectives' are.
+ * barrier of a team of two (internal/team, pairBarrier). Each PE publishes
+ * its count of barriers in a line of its own and waits until the other's
+ * count has reached it. Two lines by parity: a PE's next publication goes
+ * to the line the other is not reading, and once the other's count has
+ * come the PE asks for that line in the exclusive state (PREFETCHW), so
+ * that its next store does not wait for the other's copy to be
+ * invalidated (asked for before the wait, the line went back and forth
+ * while the other still read it). Where the process registered for
+ * membarrier the publication is a release store (post_publish_relaxed):
+ * every store before the barrier (puts included, after quiet's SFENCE) is
+ * visible to the PE that sees the count, and a waiter that goes to sleep
+ * fences for the publisher's load of sleepers (wait.c W2), as the Go
+ * runtime's relaxed publication does. 2-PE shmem_barrier_all: 0.099-0.112
+ * us against 0.142-0.148 with a seq-cst store (XCHG) and the prefetch
+ * before the wait (docs/bench/design-measurements.md). A waiter announces
+ * itself in the publisher's line, next to the count it waits for, so that
+ * the publisher learns from its own line whether anyone sleeps. The lines
+ * are post lines (see the top).
  */
 
 /* ---- post lines: publishing a count, waiting for one ---- */
@@ -472,13 +477,24 @@ static void post_publish(struct post_line *pl, uint32_t v)
 		syscall(SYS_futex, &pl->seq, FUTEX_WAKE, INT_MAX >> 1, NULL, NULL, 0);
 }
 
+/* post_publish_relaxed is post_publish with a release store, for a
+ * process registered for membarrier whose waiters fence before they sleep
+ * (shmemi_block_word with fenced): the load of sleepers may pass the
+ * store, and a sleeper's membarrier orders them. */
+static void post_publish_relaxed(struct post_line *pl, uint32_t v)
+{
+	__atomic_store_n(&pl->seq, v, __ATOMIC_RELEASE);
+	if (__atomic_load_n(&pl->sleepers, __ATOMIC_SEQ_CST) != 0)
+		syscall(SYS_futex, &pl->seq, FUTEX_WAKE, INT_MAX >> 1, NULL, NULL, 0);
+}
+
 /* post_await waits until the line pl (another PE's) has reached count
  * want: poll, yield, then sleep on it. */
 static void post_await(struct post_line *pl, uint32_t want, const char *op)
 {
 	struct post_wait w = {&pl->seq, want};
 	if (!post_reached(&w))
-		shmemi_block_word(&pl->seq, &pl->sleepers, post_reached, &w, op);
+		shmemi_block_word(&pl->seq, &pl->sleepers, 0, post_reached, &w, op);
 }
 
 /* post_await_done is the root's wait for a PE's done line d to reach
@@ -502,7 +518,7 @@ static void post_await_done(struct post_line *d, uint32_t want, uint32_t enough,
 	if (post_reached(&w))
 		return;
 	w.want = enough;
-	shmemi_block_word(&d->seq, &d->sleepers, post_reached_spaced, &w, op);
+	shmemi_block_word(&d->seq, &d->sleepers, 0, post_reached_spaced, &w, op);
 }
 
 static void pair_barrier(const char *op)
@@ -510,13 +526,19 @@ static void pair_barrier(const char *op)
 	shmemi_quiet();
 	uint32_t k = ++pair_k;
 	struct post_line *mine = &shmemi_pair[k & 1];
-	post_publish(mine, k);
-	shmemi_prefetch_w(&shmemi_pair[(k + 1) & 1]);
+	if (shmemi_L.mb_ready)
+		post_publish_relaxed(mine, k);
+	else
+		post_publish(mine, k);
 	/* A few pauses before the first look at the other's line, which a PE
 	 * arriving about now is writing (shmsync.SettlePolls). */
 	for (int i = 0; i < shmemi_L.settle; i++)
 		shmemi_pause();
-	post_await((struct post_line *)shmemi_amo_addr(mine, sizeof(uint64_t), 1 - shmemi_L.me, op), k, op);
+	struct post_line *other = (struct post_line *)shmemi_amo_addr(mine, sizeof(uint64_t), 1 - shmemi_L.me, op);
+	struct post_wait w = {&other->seq, k};
+	if (!post_reached(&w))
+		shmemi_block_word(&other->seq, &other->sleepers, shmemi_L.mb_ready, post_reached, &w, op);
+	shmemi_prefetch_w(&shmemi_pair[(k + 1) & 1]);
 }
 
 /* shmemi_world_barrier is barrier_all and the sync of SHMEM_TEAM_WORLD and

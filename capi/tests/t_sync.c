@@ -112,6 +112,21 @@ int main(void)
 		CHECK(critical == (long)n * rounds + total, "critical %ld, want %ld", critical, (long)n * rounds + total);
 	CHECK(shmem_long_g(&lock, 0) == 0, "the lock word is not back to zero: %lx", shmem_long_g(&lock, 0));
 	shmem_barrier_all();
+
+	/* Barriers make the puts before them visible, also to a PE that went
+	 * to sleep in the barrier (one PE is late in some rounds): each PE
+	 * puts the round into its right neighbour's slot, then checks its
+	 * own after the barrier. */
+	static long ring[2];
+	for (int it = 1; it <= 300; it++) {
+		if (it % 100 == 7 && me == it / 100 % n)
+			usleep(30000);
+		shmem_long_p(&ring[it & 1], (long)it * 10 + me, right);
+		shmem_barrier_all();
+		long want_v = (long)it * 10 + (me + n - 1) % n;
+		CHECK(ring[it & 1] == want_v, "barrier round %d: slot %ld, want %ld", it, ring[it & 1], want_v);
+	}
+	shmem_barrier_all();
 	shmem_free(hv);
 	DONE("t_sync");
 }
