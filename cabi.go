@@ -14,10 +14,12 @@ import (
 func init() {
 	cabi.Describe = func(p any) cabi.Layout { return p.(*PE).describeForC() }
 	cabi.CheckPeers = func(p any) error { return p.(*PE).peerLost() }
-	cabi.ShareRecords = func(p any) {
+	cabi.ShareRecords = func(p any, nums *[2]uint64) {
 		pe := p.(*PE)
 		pe.mu.Lock()
-		pe.ext.sym.shared = true
+		h := &pe.ext.sym
+		nums[0], nums[1] = h.seq, h.call
+		h.nums = nums
 		pe.mu.Unlock()
 	}
 	cabi.FreeExchanged = func(p any, offs []uint64) error { return p.(*PE).freeExchanged(offs) }

@@ -250,8 +250,8 @@ func symAlloc[T any](pe *PE, n int, align uint64, kind uint64, hints Hints) ([]T
 // collective runs one collective allocation call (steps 2 to 4 above).
 // op performs the local part and returns the resulting offset.
 func (h *symHeap) collective(kind, size, align, in uint64, hints Hints, op func() (uint64, error)) error {
-	if h.shared {
-		h.resync()
+	if h.nums != nil {
+		h.seq, h.call = h.nums[0], h.nums[1]
 	}
 	h.call++
 	if kind == callFree || kind == callRealloc {
@@ -321,9 +321,11 @@ type symHeap struct {
 	// settle: the pauses between publishing a record and the first look
 	// at the others' (shmsync.SettlePolls; Retune).
 	settle int
-	// shared: the C library publishes records of this PE too
-	// (cabi.ShareRecords); seq and call are then read back from them.
-	shared bool
+	// nums: where the C library publishes records of this PE too
+	// (cabi.ShareRecords), this PE's last phase and call numbers, which
+	// it and the C library keep there in this process's memory (C's); nil
+	// otherwise.
+	nums *[2]uint64
 
 	seq  uint64       // collective allocation phases made
 	call uint64       // collective allocation calls made
@@ -333,19 +335,6 @@ type symHeap struct {
 // Retune reads again the settling pauses, from the transfer time the
 // PEs measured between themselves (probe.go).
 func (h *symHeap) Retune() { h.settle = shmsync.SettlePolls() }
-
-// resync takes the phase and call numbers from this PE's own records,
-// which the C library publishes too (cabi.ShareRecords): the last phase
-// is the larger seq of the two slots, its call the one in its slot.
-// Every call publishes at least one phase, so the slot's call is the
-// last call's number.
-func (h *symHeap) resync() {
-	recs := &h.ctl[h.sp.Rank].allocRec
-	// Seq-cst loads of this PE's own words, which only this thread writes.
-	if s := max(recs[0].seq.Load(), recs[1].seq.Load()); s != h.seq {
-		h.seq, h.call = s, recs[s%2].call.Load()
-	}
-}
 
 // out returns the offset of the last phase's result.
 func (h *symHeap) out() uint64 { return h.mine[h.seq%2].out }
@@ -370,6 +359,9 @@ func (r *allocRecord) load() recValues {
 func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) error {
 	h.seq++
 	seq := h.seq
+	if h.nums != nil {
+		h.nums[0], h.nums[1] = seq, h.call
+	}
 	rank := h.sp.Rank
 	// Field by field: a composite literal is built on the stack and then
 	// copied, and the copy's wide loads stall on the narrow stores.

@@ -92,7 +92,7 @@ func symheapc_go_init(l *C.struct_shmemi_layout, errbuf *C.char, n C.size_t) C.i
 	l.stat_sym_allocs = (*C.uint64_t)(d.StatSymAllocs)
 	l.stat_sym_frees = (*C.uint64_t)(d.StatSymFrees)
 	// symalloc.c publishes allocation records of this PE too.
-	cabi.ShareRecords(p)
+	cabi.ShareRecords(p, (*[2]uint64)(unsafe.Pointer(&C.shmemi_rec_nums[0])))
 	path := unsafe.Slice((*byte)(unsafe.Pointer(&l.seg_path[0])), len(l.seg_path))
 	path[copy(path[:len(path)-1], d.SegPath)] = 0
 	return 0

@@ -79,6 +79,9 @@ struct shmemi_layout {
 };
 
 extern struct shmemi_layout shmemi_L;
+/* This PE's last collective allocation phase and call numbers, kept by
+ * symalloc.c and by the Go runtime alike (cabi.ShareRecords). */
+extern uint64_t shmemi_rec_nums[2];
 
 #define SHMEMI_LIKELY(x) __builtin_expect(!!(x), 1)
 #define SHMEMI_UNLIKELY(x) __builtin_expect(!!(x), 0)

@@ -42,10 +42,12 @@ var (
 	CheckPeers func(p any) error // nil, or the error naming a lost PE
 	// ShareRecords tells the runtime that the C library publishes
 	// allocation records of this PE too (its shmem_free, and its
-	// shmem_malloc from the cache of freed blocks): each collective
-	// allocation call then takes its phase and call numbers from the
-	// PE's own records.
-	ShareRecords func(p any)
+	// shmem_malloc from the cache of freed blocks). nums, in C's memory,
+	// then holds this PE's last phase and call numbers: the runtime sets
+	// them now, and both sides read them before a call and write them as
+	// they publish (reading them back from the PE's own records in shared
+	// memory cost a cache miss a call: the other PEs poll those lines).
+	ShareRecords func(p any, nums *[2]uint64)
 	// FreeExchanged gives back to the allocator blocks whose Free the C
 	// library has exchanged already (the offsets in the heap).
 	FreeExchanged func(p any, offs []uint64) error
