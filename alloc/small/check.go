@@ -11,7 +11,7 @@ import (
 func (h *Heap) spans(fn func(s uint64, sp *spanHdr, c int, ci *classInfo) error) error {
 	for i := range h.table {
 		e := h.table[i].Load() // acquire: pairs with the publishing Store
-		if e == 0 || e>>8 != uint64(i) {
+		if e == 0 || e>>8>>PageShift != uint64(i) {
 			continue // not a span, or not its first page
 		}
 		c := e&0xff - 1
@@ -23,7 +23,10 @@ func (h *Heap) spans(fn func(s uint64, sp *spanHdr, c int, ci *classInfo) error)
 				return fmt.Errorf("small: span table entry %d holds %#x, its span's first page %#x", p, h.table[p].Load(), e)
 			}
 		}
-		s := uint64(i) << PageShift
+		s := e >> 8
+		if s-uint64(i)<<PageShift >= classes[c].colours*colourStep {
+			return fmt.Errorf("small: span table entry %d holds %#x, a span header beyond its first page's colours", i, e)
+		}
 		if err := fn(s, h.span(s), int(c), &classes[c]); err != nil {
 			return err
 		}
@@ -97,7 +100,7 @@ func (h *Heap) Check() error {
 	var n uint64
 	err := h.spans(func(s uint64, sp *spanHdr, c int, ci *classInfo) error {
 		n++
-		if us, err := h.inner.UsableSize(alloc.Off(s)); err != nil || us < SpanSize || us != sp.use.Load() {
+		if us, err := h.inner.UsableSize(alloc.Off(blockOf(s))); err != nil || us < SpanSize || us != sp.use.Load() {
 			return fmt.Errorf("small: span %#x is not a live %d-byte block of the region (usable %d, recorded %d): %v", s, SpanSize, us, sp.use.Load(), err)
 		}
 		if cw := sp.class.Load(); cw != spanMagic|uint64(c) {
@@ -228,9 +231,10 @@ func (h *Heap) Walk(fn func(off alloc.Off, size uint64, used bool) bool) error {
 		if s+SpanSize <= end && s>>PageShift < uint64(len(h.table)) {
 			e = h.table[s>>PageShift].Load()
 		}
-		if e == 0 || e>>8 != s>>PageShift {
+		if e == 0 || e>>8>>PageShift != s>>PageShift {
 			return fn(off, size, true)
 		}
+		s = e >> 8
 		ci := &classes[e&0xff-1]
 		var runOff, runLen uint64
 		for slot := uint64(0); slot < ci.nslots; slot++ {

@@ -21,12 +21,26 @@
 //	header      the first block inner hands out (Format allocates it,
 //	            Attach is told its offset): magic, region size, counters,
 //	            then the span table, one word per 4 KiB page of the region:
-//	            0, or the page's span (its first page<<8 | class+1)
+//	            0, or the page's span (its header's offset<<8 | class+1)
 //	span        a 32 KiB block of inner, 4 KiB aligned (so that no page
 //	            holds parts of two spans, and a block's span is found from
-//	            its offset with a shift and a load): a span header
-//	            (spanHdr), the allocated bitmap A, the remote-freed bitmap
-//	            R, then nslots slots of the class's size
+//	            its offset with a shift and a load): the span's colour
+//	            (below), a span header (spanHdr), the allocated bitmap A,
+//	            the remote-freed bitmap R, then nslots slots of the class's
+//	            size, all within the block whatever the colour
+//
+// # Colours
+//
+// A span's header, and everything after it, starts colour bytes into its
+// block: a whole number of cache lines, the count of spans taken so far
+// modulo the class's colours. Page-aligned headers all fell into the same
+// few sets of the L1 cache (an L1 set recurs every 4 KiB), so with a few
+// dozen spans live, each pair of Alloc and Free missed there on the
+// headers and bitmaps it touched: 17.4-17.7 ns a pair of the bench's
+// small workload against 15.1-15.3 with colours
+// (docs/bench/design-measurements.md). A class has as many colours as
+// the room its slots leave in a span allows, 6 to 16; classes of 448
+// bytes and less give up at most 1/64 of their slots to have 6.
 //
 // # Who writes what
 //
@@ -157,10 +171,13 @@ const (
 	PageShift = 12
 	spanPages = SpanSize >> PageShift
 
-	magic      = 0x534d_414c_4c31_0001 // "SMALL1" + version
+	magic      = 0x534d_414c_4c31_0002 // "SMALL1" + version (2: coloured spans, the table holds header offsets)
 	spanMagic  = 0x5350_414e << 32     // "SPAN", high half of spanHdr.class
 	hdrFixed   = 128                   // bytes of header before the span table
 	spanFixed  = 128                   // bytes of spanHdr before the bitmaps
+	colourStep = 64                    // spans' colours ("Colours"): multiples of a cache line
+	maxColours = 16
+	minColours = 6
 	maxClasses = 32
 )
 
@@ -179,6 +196,15 @@ type classInfo struct {
 	nwords uint64 // of each bitmap
 	slots  uint64 // offset of slot 0 in the span
 	inv    uint64 // 2^32/size rounded up: n/size == n*inv>>32 for n < SpanSize
+	// colours: how many the room left in a span allows ("Colours")
+	colours uint64
+}
+
+// spanBytes is the bytes of a span of n slots of sz bytes from its
+// header's start: the header, the bitmaps A and R, and the slots (from a
+// 16-byte boundary).
+func spanBytes(n, sz uint64) uint64 {
+	return (spanFixed+16*((n+63)/64)+15)&^15 + n*sz
 }
 
 var (
@@ -188,16 +214,20 @@ var (
 
 func init() {
 	for c, sz := range classSizes {
+		// The most slots that fit; then, while the room left is short of
+		// minColours colours, give up slots, but at most 1/64 of them
+		// ("Colours").
 		n := (SpanSize - spanFixed) / sz
-		for {
-			w := (n + 63) / 64
-			start := (spanFixed + 16*w + 15) &^ 15
-			if start+n*sz <= SpanSize {
-				classes[c] = classInfo{size: sz, nslots: n, nwords: w, slots: start, inv: 1<<32/sz + 1}
-				break
-			}
+		for spanBytes(n, sz) > SpanSize {
 			n--
 		}
+		most := n
+		for SpanSize-spanBytes(n, sz) < (minColours-1)*colourStep && (most-n+1)*64 <= most {
+			n--
+		}
+		w := (n + 63) / 64
+		classes[c] = classInfo{size: sz, nslots: n, nwords: w, slots: spanBytes(n, sz) - n*sz, inv: 1<<32/sz + 1,
+			colours: min(maxColours, (SpanSize-spanBytes(n, sz))/colourStep+1)}
 	}
 	c := 0
 	for i := range classOf {
@@ -335,7 +365,8 @@ func Attach(inner alloc.Allocator, mem []byte, hdr alloc.Off, sink alloc.Release
 // Header returns the offset of the front end's header, which Attach needs.
 func (h *Heap) Header() alloc.Off { return h.hoff }
 
-// SpanOf returns the span that holds off, if off lies in one.
+// SpanOf returns the span that holds off (its header's offset), if off
+// lies in one.
 func (h *Heap) SpanOf(off alloc.Off) (alloc.Off, bool) {
 	s, _, _, in, _ := h.locate(off)
 	return alloc.Off(s), in
@@ -371,6 +402,14 @@ func (h *Heap) LockWord() *uint32 {
 
 func (h *Heap) span(off uint64) *spanHdr { return h.v.span(off) }
 
+// colour is the distance of the header of the span of class ci taken
+// n-th from its block's start ("Colours").
+func colour(n uint64, ci *classInfo) uint64 { return n % ci.colours * colourStep }
+
+// blockOf is the block of inner that holds the span whose header is at s:
+// the page s lies in (a colour is less than a page).
+func blockOf(s uint64) uint64 { return s &^ (1<<PageShift - 1) }
+
 // aWord and rWord are word w of span s's bitmaps A and R.
 func (h *Heap) aWord(s uint64, w uint64) *atomic.Uint64 { return h.v.word(s + spanFixed + 8*w) }
 
@@ -396,7 +435,7 @@ func (h *Heap) locate(off alloc.Off) (s uint64, ci *classInfo, slot uint64, inSp
 	if e == 0 {
 		return 0, nil, 0, false, false
 	}
-	s = e >> 8 << PageShift
+	s = e >> 8
 	ci = &classes[e&0xff-1]
 	rel := uint64(off) - s
 	if rel < ci.slots {
@@ -557,6 +596,8 @@ func (h *Heap) allocSlow(c int, size uint64) (alloc.Off, error) {
 		return h.allocInner(size, 0)
 	}
 	us, _ := h.inner.UsableSize(s) // before pinning: inner may take a lock
+	base := uint64(s)
+	s += alloc.Off(colour(h.hdr.spansTaken.Load(), ci))
 	if h.id.Load() == 0 {
 		h.mu.Lock()
 		if h.id.Load() == 0 {
@@ -584,7 +625,7 @@ func (h *Heap) allocSlow(c int, size uint64) (alloc.Off, error) {
 	sp.class.Store(spanMagic | uint64(c))
 	sp.owner.Store(ownerWord(h.id.Load(), pid))
 	h.hdr.spansTaken.Add(1)
-	for p, e := uint64(s)>>PageShift, uint64(s)>>PageShift<<8|uint64(c+1); p < uint64(s+SpanSize)>>PageShift; p++ {
+	for p, e := base>>PageShift, uint64(s)<<8|uint64(c+1); p < (base+SpanSize)>>PageShift; p++ {
 		h.table[p].Store(e) // release: publishes the formatted span to freers
 	}
 	ph.spans[c] = append(ph.spans[c], uint64(s))
@@ -663,7 +704,7 @@ func (h *Heap) detach(ph *pheap, s uint64) {
 			break
 		}
 	}
-	for p := s >> PageShift; p < (s+SpanSize)>>PageShift; p++ {
+	for p := blockOf(s) >> PageShift; p < (blockOf(s)+SpanSize)>>PageShift; p++ {
 		h.table[p].Store(0) // from here frees of it go to inner, which refuses them
 	}
 	h.hdr.retAllocs.Add(sp.allocs)
@@ -673,7 +714,7 @@ func (h *Heap) detach(ph *pheap, s uint64) {
 
 func (h *Heap) giveBack(s uint64) {
 	h.hdr.spansGiven.Add(1)
-	if err := h.inner.Free(alloc.Off(s)); err != nil {
+	if err := h.inner.Free(alloc.Off(blockOf(s))); err != nil {
 		// inner handed it out: it cannot refuse it back but for a
 		// corrupted heap, which Check reports.
 		h.hdr.failed.Add(1)
@@ -693,7 +734,7 @@ func (h *Heap) Free(off alloc.Off) error {
 	if e == 0 {
 		return h.freeOther(off)
 	}
-	s := e >> 8 << PageShift
+	s := e >> 8
 	ci := &classes[e&0xff-1]
 	rel := uint64(off) - s
 	slot := (rel - ci.slots) * ci.inv >> 32
