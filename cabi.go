@@ -27,8 +27,9 @@ func init() {
 		pe := p.(*PE)
 		pe.mu.Lock()
 		defer pe.mu.Unlock()
-		recs := &pe.ctl[pe.rank].allocRec
-		return pe.ext.sym.diverged(max(recs[0].seq.Load(), recs[1].seq.Load()), withOut)
+		// The C library's exchange: the phase it published is the last
+		// one the numbers they share hold.
+		return pe.ext.sym.diverged(pe.ext.sym.nums[0], withOut)
 	}
 }
 

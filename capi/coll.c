@@ -439,12 +439,12 @@ static void set_barrier(int start, int logstride, int size, long *pSync, const c
  * that its next store does not wait for the other's copy to be
  * invalidated (asked for before the wait, the line went back and forth
  * while the other still read it). Where the process registered for
- * membarrier the publication is a release store (post_publish_relaxed):
+ * membarrier the publication is a release store (post_publish, relaxed):
  * every store before the barrier (puts included, after quiet's SFENCE) is
  * visible to the PE that sees the count, and a waiter that goes to sleep
  * fences for the publisher's load of sleepers (wait.c W2), as the Go
  * runtime's relaxed publication does. 2-PE shmem_barrier_all: 0.099-0.112
- * us against 0.142-0.148 with a seq-cst store (XCHG) and the prefetch
+ * us against 0.142-0.183 with a seq-cst store (XCHG) and the prefetch
  * before the wait (docs/bench/design-measurements.md). A waiter announces
  * itself in the publisher's line, next to the count it waits for, so that
  * the publisher learns from its own line whether anyone sleeps. The lines
@@ -467,34 +467,32 @@ static int post_reached(void *arg)
 }
 
 /* post_publish makes the caller's earlier stores (the line's data among
- * them) visible with the line's count v, and wakes its sleepers: a
- * seq-cst store, so that the load of sleepers after it cannot miss a
- * waiter that announced itself before testing the count. */
-static void post_publish(struct post_line *pl, uint32_t v)
+ * them) visible with the line's count v, and wakes its sleepers. The
+ * store is seq-cst, so that the load of sleepers after it cannot miss a
+ * waiter that announced itself before testing the count; or, relaxed (a
+ * process registered for membarrier whose waiters fence before they
+ * sleep: post_await with fenced), a release store, which the load of
+ * sleepers may pass and a sleeper's membarrier orders. */
+static void post_publish(struct post_line *pl, uint32_t v, int relaxed)
 {
-	__atomic_store_n(&pl->seq, v, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&pl->sleepers, __ATOMIC_SEQ_CST) != 0)
-		syscall(SYS_futex, &pl->seq, FUTEX_WAKE, INT_MAX >> 1, NULL, NULL, 0);
-}
-
-/* post_publish_relaxed is post_publish with a release store, for a
- * process registered for membarrier whose waiters fence before they sleep
- * (shmemi_block_word with fenced): the load of sleepers may pass the
- * store, and a sleeper's membarrier orders them. */
-static void post_publish_relaxed(struct post_line *pl, uint32_t v)
-{
-	__atomic_store_n(&pl->seq, v, __ATOMIC_RELEASE);
+	/* Two stores, not one with a computed order: GCC makes a store whose
+	 * order is not a constant seq-cst. */
+	if (relaxed)
+		__atomic_store_n(&pl->seq, v, __ATOMIC_RELEASE);
+	else
+		__atomic_store_n(&pl->seq, v, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&pl->sleepers, __ATOMIC_SEQ_CST) != 0)
 		syscall(SYS_futex, &pl->seq, FUTEX_WAKE, INT_MAX >> 1, NULL, NULL, 0);
 }
 
 /* post_await waits until the line pl (another PE's) has reached count
- * want: poll, yield, then sleep on it. */
-static void post_await(struct post_line *pl, uint32_t want, const char *op)
+ * want: poll, yield, then sleep on it; fenced when its owner publishes
+ * relaxed. */
+static void post_await(struct post_line *pl, uint32_t want, int fenced, const char *op)
 {
 	struct post_wait w = {&pl->seq, want};
 	if (!post_reached(&w))
-		shmemi_block_word(&pl->seq, &pl->sleepers, 0, post_reached, &w, op);
+		shmemi_block_word(&pl->seq, &pl->sleepers, fenced, post_reached, &w, op);
 }
 
 /* post_await_done is the root's wait for a PE's done line d to reach
@@ -526,18 +524,13 @@ static void pair_barrier(const char *op)
 	shmemi_quiet();
 	uint32_t k = ++pair_k;
 	struct post_line *mine = &shmemi_pair[k & 1];
-	if (shmemi_L.mb_ready)
-		post_publish_relaxed(mine, k);
-	else
-		post_publish(mine, k);
+	int relaxed = shmemi_L.mb_ready;
+	post_publish(mine, k, relaxed);
 	/* A few pauses before the first look at the other's line, which a PE
 	 * arriving about now is writing (shmsync.SettlePolls). */
 	for (int i = 0; i < shmemi_L.settle; i++)
 		shmemi_pause();
-	struct post_line *other = (struct post_line *)shmemi_amo_addr(mine, sizeof(uint64_t), 1 - shmemi_L.me, op);
-	struct post_wait w = {&other->seq, k};
-	if (!post_reached(&w))
-		shmemi_block_word(&other->seq, &other->sleepers, shmemi_L.mb_ready, post_reached, &w, op);
+	post_await((struct post_line *)shmemi_amo_addr(mine, sizeof(uint64_t), 1 - shmemi_L.me, op), k, relaxed, op);
 	shmemi_prefetch_w(&shmemi_pair[(k + 1) & 1]);
 }
 
@@ -632,7 +625,7 @@ static void post_broadcast(void *dest, const void *src, size_t bytes, int root, 
 		shmemi_quiet();
 		struct post_line *pl = &shmemi_post->ring[n % POST_RING];
 		memcpy(pl->data, src, bytes);
-		post_publish(pl, n + 1);
+		post_publish(pl, n + 1, 0);
 		/* The next two calls' lines: their readers are most likely done
 		 * with them; ask for each exclusive two calls ahead and again
 		 * one call ahead, as the Go runtime's root does
@@ -643,7 +636,7 @@ static void post_broadcast(void *dest, const void *src, size_t bytes, int root, 
 			memmove(dest, src, bytes);
 	} else {
 		struct post_line *pl = &shmemi_post_peer[root]->ring[n % POST_RING];
-		post_await(pl, n + 1, op);
+		post_await(pl, n + 1, 0, op);
 		memcpy(dest, pl->data, bytes);
 		/* A later call's line: a root that runs ahead has written it,
 		 * and its transfer overlaps the calls in between. */
@@ -651,7 +644,7 @@ static void post_broadcast(void *dest, const void *src, size_t bytes, int root, 
 	}
 	/* A line of our own that a root reads once every few calls; after the
 	 * copy out of the root's line. */
-	post_publish(&shmemi_post->done, n + 1);
+	post_publish(&shmemi_post->done, n + 1, 0);
 }
 
 static void post_reduce(void *dest, const void *src, size_t n, size_t bytes, shmemi_combine_fn combine,
@@ -661,14 +654,14 @@ static void post_reduce(void *dest, const void *src, size_t n, size_t bytes, shm
 	int me = shmemi_L.me;
 	struct post_line *mine = &shmemi_post->gather[g & 1];
 	memcpy(mine->data, src, bytes);
-	post_publish(mine, g + 1);
+	post_publish(mine, g + 1, 0);
 	/* A few pauses before the first look at another PE's line, which a PE
 	 * arriving about now is writing (shmsync.SettlePolls, as pair_barrier). */
 	for (int i = 0; i < shmemi_L.settle; i++)
 		shmemi_pause();
 	for (int j = 0; j < shmemi_L.npes; j++)
 		if (j != me)
-			post_await(&shmemi_post_peer[j]->gather[g & 1], g + 1, op);
+			post_await(&shmemi_post_peer[j]->gather[g & 1], g + 1, 0, op);
 	/* Every PE folds in rank order, so all get the same bits. */
 	unsigned char acc[POST_DATA];
 	memcpy(acc, shmemi_post_peer[0]->gather[g & 1].data, bytes);

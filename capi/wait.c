@@ -108,8 +108,8 @@ void shmemi_block(int owner, int (*cond)(void *), void *arg, const char *op)
 }
 
 /* shmemi_block_word: fenced when the word's writers publish with plain or
- * release stores (post_publish_relaxed), else they make seq-cst RMWs or
- * stores. */
+ * release stores (coll.c, post_publish relaxed), else they make seq-cst
+ * RMWs or stores. */
 void shmemi_block_word(uint32_t *word, uint32_t *sleepers, int fenced, int (*cond)(void *), void *arg, const char *op)
 {
 	block_on(word, sleepers, NULL, fenced, cond, arg, op);
