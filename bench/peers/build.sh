@@ -129,13 +129,19 @@ fi
 if command -v mpicc >/dev/null 2>&1; then
 	build mpi_bench mpi_bench.c mpicc
 fi
-# symcc links against the libsymheap beside it: rebuild whenever symcc is
-# newer than the binary (a new make build).
+# symcc links against the libsymheap beside it (an rpath to its directory):
+# rebuild whenever symcc is newer than the binary (a new make build) or is
+# another tree's symcc than the one that built it (the stamp beside it), so
+# that the binary never runs a library of another checkout.
 if command -v symcc >/dev/null 2>&1; then
-	if [ -x "$OUT/osh_bench_symheap" ] && [ "$(command -v symcc)" -nt "$OUT/osh_bench_symheap" ]; then
+	symcc_path=$(readlink -f "$(command -v symcc)")
+	stamp=$OUT/osh_bench_symheap.symcc
+	if [ -x "$OUT/osh_bench_symheap" ] && { [ "$symcc_path" -nt "$OUT/osh_bench_symheap" ] ||
+		[ "$(cat "$stamp" 2>/dev/null)" != "$symcc_path" ]; }; then
 		rm -f "$OUT/osh_bench_symheap"
 	fi
 	build osh_bench_symheap osh_bench.c symcc
+	printf '%s\n' "$symcc_path" >"$stamp.tmp.$$" && mv -f "$stamp.tmp.$$" "$stamp"
 fi
 
 if [ ${#missing[@]} -gt 0 ]; then
