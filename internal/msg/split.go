@@ -36,10 +36,14 @@ import (
 //
 //  1. R matches an RTS and can split (size, a free slot, a destination the
 //     sender can write, not a message to itself): for the kernel path it
-//     first reads chunk 0 itself, so that a refused process_vm_readv still
-//     turns into the bounce path with nothing claimed. It takes a slot,
+//     first reads the message's first probeBytes itself, so that a refused
+//     process_vm_readv still turns into the bounce path with nothing
+//     claimed; from the segment it reads nothing first. It takes a slot,
 //     bumps its generation, sets done and claim past what it copied, and
-//     posts CTS{id, slot, gen, where} to S.
+//     posts CTS{id, slot, gen, where} to S. (Reading a whole chunk first,
+//     as it once did, left S idle for that chunk: a 1 MiB half round trip
+//     took 25-31 us against 20-25 from the segment, 47-58 against 33-34
+//     through the kernel; docs/bench/design-measurements.md.)
 //  2. R claims and copies chunks until the cursor reaches the end.
 //  3. S, on CTS, claims and copies chunks the same way; a claim is a CAS
 //     that fails if the generation changed, so a late CTS (the transfer
@@ -62,7 +66,8 @@ const (
 	splitChunk      = 256 << 10
 	smallChunk      = 64 << 10
 	defaultSplitMin = 256 << 10
-	genShift        = 40 // messages below 1 TiB
+	probeBytes      = 4 << 10 // what R reads before a kernel split's CTS
+	genShift        = 40      // messages below 1 TiB
 	claimMask       = 1<<genShift - 1
 )
 
@@ -116,8 +121,11 @@ func (l *Layer) trySplit(r *Request, m *inMsg) bool {
 	} else if l.noKernel {
 		return false
 	}
-	first := min(chunkFor(uint64(m.size)), uint64(m.size))
-	if err := l.copyIn(r, m, 0, first); err != nil {
+	first := uint64(0) // from the segment: nothing to learn first, S may start at once
+	if m.path != pathSegment {
+		first = min(probeBytes, uint64(m.size))
+	}
+	if err := l.copyIn(r, m, 0, first); first != 0 && err != nil {
 		if m.path == pathKernel && refused(err) {
 			return false // the caller takes the bounce path
 		}
