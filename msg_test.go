@@ -274,6 +274,67 @@ func TestMsgSplit(t *testing.T) {
 	}
 }
 
+// TestMsgSplitWindow: a window of more large messages than there are
+// split slots (splitSlots, 16), all announced before the receiver looks
+// (it posts its receives, both PEs pass a barrier, the sender sends, both
+// pass another, so that the receiver's first drain of its ring matches
+// them all), is still copied by both PEs. The receiver's reads and the
+// sender's writes are slowed down, the writes more, so that the receiver
+// is through its chunks of each message while the sender still copies
+// its last one: each message then holds its slot when the receiver moves
+// on, and the messages past the sixteenth find a slot only because the
+// receiver takes back those of the earlier ones, which are done by then.
+func TestMsgSplitWindow(t *testing.T) {
+	const window, n = 40, 1<<20 + 7
+	petest.Run(t, 2, func(t *testing.T) {
+		pe := startPE(t)
+		ms := &pe.ext.msg
+		reqs := make([]*Request, window)
+		buf := make([]byte, n)
+		if pe.Rank() == 1 {
+			read := msg.ReadFrom
+			msg.ReadFrom = func(pid int, dst []byte, src uintptr) error {
+				time.Sleep(500 * time.Microsecond)
+				return read(pid, dst, src)
+			}
+			c0 := ms.Counters()
+			for i := range reqs {
+				reqs[i] = need(pe.Irecv(buf, 0, i))
+			}
+			sync2(t, pe)
+			sync2(t, pe)
+			for i, r := range reqs {
+				if st := need(r.Wait()); st.Count != n || st.Tag != i {
+					t.Fatalf("message %d: status %+v", i, st)
+				}
+			}
+			msg.ReadFrom = read
+			checkMsg(t, "split message", buf, 5)
+			c := ms.Counters()
+			if splits, noSlot := c.Splits-c0.Splits, c.NoSlot-c0.NoSlot; splits != window || noSlot != 0 {
+				t.Errorf("%d of %d messages split, %d found no split slot; want all split", splits, window, noSlot)
+			}
+		} else {
+			write := msg.WriteTo
+			msg.WriteTo = func(pid int, src []byte, dst uintptr) error {
+				time.Sleep(700 * time.Microsecond)
+				return write(pid, src, dst)
+			}
+			fillMsg(buf, 5)
+			sync2(t, pe)
+			for i := range reqs {
+				reqs[i] = need(pe.Isend(buf, 1, i))
+			}
+			sync2(t, pe)
+			for _, r := range reqs {
+				need(r.Wait())
+			}
+			msg.WriteTo = write
+		}
+		sync2(t, pe)
+	}, msgOpts()...)
+}
+
 // TestMsgKernelRefused: when process_vm_readv is refused (simulated in
 // the receiver as EPERM), the receiver answers NACK, the message arrives
 // through bounce buffers, and the sender sends the next ones to that PE by

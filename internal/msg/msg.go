@@ -171,6 +171,8 @@ type Layer struct {
 	orphans       uint64     // chunks this PE's senders could not write (Counters)
 	boxed         uint64     // messages this PE sent through fast boxes (Counters)
 	fastRecvs     uint64     // receives completed by recvFast (Counters)
+	splits        uint64     // receives split (Counters)
+	noSlot        uint64     // receives that found no split slot (Counters)
 	kernelRefused []bool     // per receiver: it answered NACK once
 	sentTo        []uint64   // per destination: sends, for the liveness checks (destAlive)
 	dead          []bool     // per PE: a liveness check found it gone
@@ -446,13 +448,15 @@ type Counters struct {
 	FastRecvs uint64 // receives completed by the fast path (fast.go)
 	Helped    uint64 // bytes this PE copied for its receivers (split.go)
 	Orphans   uint64 // chunks this PE's senders could not write (split.go)
+	Splits    uint64 // large receives copied by both PEs (split.go)
+	NoSlot    uint64 // large receives that would have split but found every split slot taken
 }
 
 // Counters returns this PE's counters.
 func (l *Layer) Counters() Counters {
 	l.lock.Lock()
 	defer l.lock.Unlock()
-	return Counters{Boxed: l.boxed, FastRecvs: l.fastRecvs, Helped: l.helped, Orphans: l.orphans}
+	return Counters{Boxed: l.boxed, FastRecvs: l.fastRecvs, Helped: l.helped, Orphans: l.orphans, Splits: l.splits, NoSlot: l.noSlot}
 }
 
 // KernelRefused reports whether PE p has answered NACK to this PE: it
@@ -1359,17 +1363,7 @@ func (l *Layer) progress() {
 			}
 		}
 	}
-	if len(l.splitting) > 0 {
-		rest := l.splitting[:0]
-		for _, r := range l.splitting {
-			l.splitPoll(r)
-			if !r.over() {
-				rest = append(rest, r)
-			}
-		}
-		clear(l.splitting[len(rest):])
-		l.splitting = rest
-	}
+	l.pollSplits()
 	// A goroutine of this PE may sleep waiting for a request completed
 	// here: nobody else will ring for it. (wakeOwn, by hand: it is just
 	// too large to inline.)
