@@ -132,13 +132,13 @@ func (l *Layer) trySplit(r *Request, m *inMsg) bool {
 	first := uint64(0) // from the segment: nothing to learn first, S may start at once
 	if m.path != pathSegment {
 		first = min(probeBytes, uint64(m.size))
-	}
-	if err := l.copyIn(r, m, 0, first); first != 0 && err != nil {
-		if m.path == pathKernel && refused(err) {
-			return false // the caller takes the bounce path
+		if err := l.copyIn(r, m, 0, first); err != nil {
+			if m.path == pathKernel && refused(err) {
+				return false // the caller takes the bounce path
+			}
+			l.endRecv(r, m, err)
+			return true
 		}
-		l.endRecv(r, m, err)
-		return true
 	}
 	l.splits++
 	sl := l.slots[idx]
