@@ -317,7 +317,7 @@ func rmaBenchPE(b *testing.B, job string) {
 		m.collective("Exchange", func() error {
 			pe.mu.Lock()
 			defer pe.mu.Unlock()
-			pe.ext.sym.call++
+			pe.ext.sym.nums[numCall]++
 			return pe.ext.sym.exchange(callMalloc, 0, 0, noOff, noOff, 0)
 		})
 	}

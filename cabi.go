@@ -18,7 +18,7 @@ func init() {
 		pe := p.(*PE)
 		pe.mu.Lock()
 		h := &pe.ext.sym
-		nums[0], nums[1] = h.seq, h.call
+		*nums = *h.nums
 		h.nums = nums
 		pe.mu.Unlock()
 	}
@@ -29,7 +29,7 @@ func init() {
 		defer pe.mu.Unlock()
 		// The C library's exchange: the phase it published is the last
 		// one the numbers they share hold.
-		return pe.ext.sym.diverged(pe.ext.sym.nums[0], withOut)
+		return pe.ext.sym.diverged(pe.ext.sym.nums[numSeq], withOut)
 	}
 }
 

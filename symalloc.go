@@ -250,15 +250,12 @@ func symAlloc[T any](pe *PE, n int, align uint64, kind uint64, hints Hints) ([]T
 // collective runs one collective allocation call (steps 2 to 4 above).
 // op performs the local part and returns the resulting offset.
 func (h *symHeap) collective(kind, size, align, in uint64, hints Hints, op func() (uint64, error)) error {
-	if h.nums != nil {
-		h.seq, h.call = h.nums[0], h.nums[1]
-	}
-	h.call++
+	h.nums[numCall]++
 	if kind == callFree || kind == callRealloc {
 		if err := h.exchange(kind, size, align, in, noOff, hints); err != nil {
 			return err
 		}
-		if err := h.compare(h.seq, false); err != nil {
+		if err := h.compare(h.nums[numSeq], false); err != nil {
 			return err
 		}
 	}
@@ -277,7 +274,7 @@ func (h *symHeap) collective(kind, size, align, in uint64, hints Hints, op func(
 		h.undo(kind, out, opErr)
 		return err
 	}
-	if err := h.compare(h.seq, true); err != nil {
+	if err := h.compare(h.nums[numSeq], true); err != nil {
 		h.undo(kind, out, opErr)
 		return err
 	}
@@ -321,23 +318,27 @@ type symHeap struct {
 	// settle: the pauses between publishing a record and the first look
 	// at the others' (shmsync.SettlePolls; Retune).
 	settle int
-	// nums: where the C library publishes records of this PE too
-	// (cabi.ShareRecords), this PE's last phase and call numbers, which
-	// it and the C library keep there in this process's memory (C's); nil
-	// otherwise.
+	// nums: this PE's collective allocation phases made (nums[numSeq])
+	// and calls made (nums[numCall]): in own, or, where the C library
+	// publishes records of this PE too (cabi.ShareRecords), in C's
+	// memory, where both sides read and write them.
 	nums *[2]uint64
-
-	seq  uint64       // collective allocation phases made
-	call uint64       // collective allocation calls made
+	own  [2]uint64
 	mine [2]recValues // this PE's records of the last two phases
 }
+
+// The indices of symHeap.nums.
+const (
+	numSeq  = 0
+	numCall = 1
+)
 
 // Retune reads again the settling pauses, from the transfer time the
 // PEs measured between themselves (probe.go).
 func (h *symHeap) Retune() { h.settle = shmsync.SettlePolls() }
 
 // out returns the offset of the last phase's result.
-func (h *symHeap) out() uint64 { return h.mine[h.seq%2].out }
+func (h *symHeap) out() uint64 { return h.mine[h.nums[numSeq]%2].out }
 
 // recValues are the values of one allocRecord, read out of shared memory
 // or kept in this process.
@@ -357,16 +358,13 @@ func (r *allocRecord) load() recValues {
 // reading one's own record back after the others have read it costs a
 // cache miss.
 func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) error {
-	h.seq++
-	seq := h.seq
-	if h.nums != nil {
-		h.nums[0], h.nums[1] = seq, h.call
-	}
+	h.nums[numSeq]++
+	seq, call := h.nums[numSeq], h.nums[numCall]
 	rank := h.sp.Rank
 	// Field by field: a composite literal is built on the stack and then
 	// copied, and the copy's wide loads stall on the narrow stores.
 	v := &h.mine[seq%2]
-	v.seq, v.call, v.kind, v.size, v.align, v.in, v.out, v.hints = seq, h.call, kind, size, align, in, out, uint64(hints)
+	v.seq, v.call, v.kind, v.size, v.align, v.in, v.out, v.hints = seq, call, kind, size, align, in, out, uint64(hints)
 	rec := &h.ctl[rank].allocRec[seq%2].allocRecord
 	// The fields are published by the seq store below (a release: on
 	// amd64 a locked instruction, on arm64 STLR), so they need no atomic
@@ -413,7 +411,7 @@ func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) error
 	}
 	if h.rma.far {
 		if err := h.farRecords(seq); err != nil {
-			return fmt.Errorf("symheap: %s (call #%d) exchanging its record with other nodes: %w", callNames[kind], h.call, err)
+			return fmt.Errorf("symheap: %s (call #%d) exchanging its record with other nodes: %w", callNames[kind], call, err)
 		}
 	}
 	arrived := func() bool {
@@ -437,7 +435,7 @@ func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) error
 		}
 	}
 	if err := h.rma.pollThenWait(rank, arrived, lost); err != nil {
-		return fmt.Errorf("symheap: %s (call #%d) waiting for the other PEs: %w", callNames[kind], h.call, err)
+		return fmt.Errorf("symheap: %s (call #%d) waiting for the other PEs: %w", callNames[kind], call, err)
 	}
 	// The next phase's record line, for writing: every other PE has read
 	// it (each published this phase's record only after it had finished

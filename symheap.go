@@ -205,6 +205,7 @@ func Init(cfg Config) (*PE, error) {
 	}
 	pe.rma.ctl, pe.rma.stats, pe.rma.rank, pe.rma.npes = pe.ctl, pe.stats, pe.rank, pe.npes
 	pe.ext.sym = symHeap{sp: &pe.sp, ctl: pe.ctl, stats: pe.stats, rma: &pe.rma, lost: pe.peerLost}
+	pe.ext.sym.nums = &pe.ext.sym.own
 	pe.ext.sym.Retune()
 	pe.ext.sym.farRecords, pe.ext.sym.farLost = pe.farRecords, pe.farLeaderLost
 	// The monitor and the release log first: the heaps report their
