@@ -332,9 +332,6 @@ void shmem_team_destroy(shmem_team_t team)
 
 /* ---- the active-set barrier over pSync ---- */
 
-void shmemi_block(int owner, int (*cond)(void *), void *arg, const char *op); /* wait.c */
-void shmemi_block_word(uint32_t *word, uint32_t *sleepers, int fenced, int (*cond)(void *), void *arg, const char *op);
-
 /*
  * The collectives' own wake-up channel: a futex word and a sleepers count
  * per PE in the world's scratch block ([6] and [7]), apart from the signal

@@ -409,8 +409,6 @@ static int lock_served(void *arg)
 	return lock_serving(__atomic_load_n(l->w, __ATOMIC_SEQ_CST)) == l->ticket;
 }
 
-void shmemi_block(int owner, int (*cond)(void *), void *arg, const char *op); /* wait.c */
-
 /* The locks this thread holds. The lock word records the holding PE (the
  * runtime's format); under SHMEM_THREAD_MULTIPLE another thread of the PE
  * may ask for the lock and waits its turn like any other PE, so re-taking

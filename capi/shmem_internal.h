@@ -391,6 +391,12 @@ enum { SHMEMI_ALL, SHMEMI_ANY, SHMEMI_SOME };
  * (vector == 0) or one per element. */
 size_t shmemi_wait_set(const void *ivars, size_t nelems, const int *status, struct shmemi_cmp t, int cmp,
 		       const void *values, int vector, int mode, size_t *indices, int block, const char *op);
+/* Block until cond(arg) holds: poll, yield, then sleep on PE owner's
+ * signal word (shmemi_block), or on word with its sleepers count
+ * (shmemi_block_word; fenced when the word's writers publish with plain or
+ * release stores, else they make seq-cst RMWs or stores). */
+void shmemi_block(int owner, int (*cond)(void *), void *arg, const char *op);
+void shmemi_block_word(uint32_t *word, uint32_t *sleepers, int fenced, int (*cond)(void *), void *arg, const char *op);
 
 /* Collectives (coll.c). combine(acc, in, n) folds n elements of in into acc. */
 typedef void (*shmemi_combine_fn)(void *acc, const void *in, size_t n);

@@ -63,8 +63,6 @@
 #include "shmem_internal.h"
 #include "shmemi_go.h"
 
-void shmemi_block(int owner, int (*cond)(void *), void *arg, const char *op); /* wait.c */
-
 /* Call kinds, as the runtime's (symalloc.go). */
 enum { CALL_MALLOC = 1, CALL_CALLOC, CALL_ALIGN, CALL_HINTS, CALL_REALLOC, CALL_FREE };
 #define NO_OFF UINT64_MAX
