@@ -66,12 +66,13 @@ echo "# median (min..max) over $ROUNDS rounds; CPU: $(grep -m1 'model name' /pro
 echo "# sym: symheap; symnp: symheap with SYMHEAP_UCX_PEER_ERRORS=0; osh: OSHMEM (UCX); mpi: MPI over its own TCP transport (ob1); mpiu: MPI over UCX; ucx: ucx_perftest"
 awk '
 { k=$2" "$3; v[$1" "k]=v[$1" "k]" "$4; keys[k]=1 }
-function stats(s,   a, n, i, j, t) {
+# sorted splits s into a, in increasing order, and returns the count.
+function sorted(s, a,   n, i, j, t) {
 	n=split(s, a, " "); for (i=1;i<=n;i++) for (j=i+1;j<=n;j++) if (a[j]<a[i]) {t=a[i];a[i]=a[j];a[j]=t}
-	if (n==0) return "-"
-	med = (n%2) ? a[(n+1)/2] : (a[n/2]+a[n/2+1])/2; return sprintf("%.2f (%.2f..%.2f)", med, a[1], a[n])
+	return n
 }
-function median(s,   a,n,i,j,t) { n=split(s,a," "); for(i=1;i<=n;i++)for(j=i+1;j<=n;j++)if(a[j]<a[i]){t=a[i];a[i]=a[j];a[j]=t}; if(n==0)return -1; return (n%2)?a[(n+1)/2]:(a[n/2]+a[n/2+1])/2 }
+function median(s,   a, n) { n=sorted(s, a); if (n==0) return -1; return (n%2) ? a[(n+1)/2] : (a[n/2]+a[n/2+1])/2 }
+function stats(s,   a, n) { n=sorted(s, a); if (n==0) return "-"; return sprintf("%.2f (%.2f..%.2f)", median(s), a[1], a[n]) }
 function ratio(a, b) { return (a>0&&b>0)?sprintf("%.2f",a/b):"-" }
 END {
 	printf "%-18s %-26s %-26s %-26s %-26s %-26s %-26s %s\n", "figure", "sym", "symnp", "osh", "mpi", "mpiu", "ucx", "sym/osh sym/mpi sym/mpiu sym/ucx symnp/mpi symnp/mpiu"
