@@ -62,8 +62,9 @@
 //     signal can never reach a process that merely inherited a PE's pid.
 //  2. The supervisor collects the exits. The first PE that ends with a
 //     non-zero status or by a signal is the job's failure; the supervisor
-//     then sends SIGTERM to every PE still running and SIGKILL to those that
-//     remain after Options.Grace (500 ms by default). A timeout
+//     then sends the stop signal (SIGTERM, or Options.StopSignal) to every
+//     PE still running and SIGKILL to those that remain after
+//     Options.Grace (500 ms by default). A timeout
 //     (Options.Timeout), the cancellation of the context given to Start and
 //     Group.Stop stop the job in the same way.
 //  3. When the last PE has been reaped, the job's files in /dev/shm

@@ -83,6 +83,9 @@ func Start(ctx context.Context, opts Options, prog string, args ...string) (*Gro
 	if opts.Grace == 0 {
 		opts.Grace = DefaultGrace
 	}
+	if opts.StopSignal == 0 {
+		opts.StopSignal = syscall.SIGTERM
+	}
 	if opts.Job == "" {
 		opts.Job = NewJobID()
 	}
@@ -202,7 +205,7 @@ func (g *Group) supervise(ctx context.Context) {
 			return
 		}
 		reason = r
-		g.signalAll(syscall.SIGTERM, true)
+		g.signalAll(g.opts.StopSignal, true)
 		kill = time.After(g.opts.Grace)
 	}
 	res := Result{Job: g.job, PEs: make([]PEStatus, len(g.procs)), FirstFailed: -1}
@@ -393,8 +396,9 @@ func (g *Group) Forward(c <-chan os.Signal) {
 	}()
 }
 
-// Stop ends the job as a failure would: SIGTERM to every PE, SIGKILL after
-// the grace period. Wait then reports ErrStopped, unless a PE had failed
+// Stop ends the job as a failure would: the stop signal (SIGTERM unless
+// Options.StopSignal says otherwise) to every PE, SIGKILL after the grace
+// period. Wait then reports ErrStopped, unless a PE had failed
 // before.
 func (g *Group) Stop() {
 	g.stopOnce.Do(func() { close(g.stopReq) })

@@ -171,6 +171,30 @@ func TestKill9(t *testing.T) {
 	}
 }
 
+// TestStopSignal: with StopSignal SIGQUIT, the PEs a failure stops get
+// SIGQUIT instead of SIGTERM, so that a Go PE prints where its goroutines
+// were as it ends; the job's status is still the failing PE's.
+func TestStopSignal(t *testing.T) {
+	t.Parallel()
+	g, out := start(t, launch.Options{N: 2, StopSignal: syscall.SIGQUIT}, "0=usr1exit:4,1=sleep")
+	out.waitLines(t, "ready", 2)
+	if err := g.SignalPE(0, syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	res, err := g.Wait()
+	if res.Status != 4 || res.FirstFailed != 0 || !errors.Is(err, launch.ErrFailed) {
+		t.Fatalf("status %d, first failed %d, err %v; want 4 from PE 0", res.Status, res.FirstFailed, err)
+	}
+	// The Go runtime answers SIGQUIT with every goroutine's stack and
+	// exit status 2.
+	if pe := res.PEs[1]; !pe.Stopped || pe.ExitCode != 2 {
+		t.Errorf("PE 1: %+v; want stopped, exit status 2 after SIGQUIT", pe)
+	}
+	if o := out.String(); !strings.Contains(o, "[pe 1] SIGQUIT: quit") || !strings.Contains(o, "launch_test.helper(") {
+		t.Errorf("PE 1 printed no stacks; output:\n%s", o)
+	}
+}
+
 // TestFirstFailure: the job's status is that of the first PE to fail, not
 // of a later one, and neither a PE that exited 0 before nor the PEs it
 // stopped count as failures.
@@ -509,6 +533,7 @@ func TestBadOptions(t *testing.T) {
 	for _, o := range []launch.Options{
 		{N: 0}, {N: -1}, {N: launch.MaxPEs + 1}, {N: 1, Heap: "12q"}, {N: 1, Heap: "-1"},
 		{N: 1, Env: []string{"NOEQUALS"}}, {N: 1, Env: []string{"=x"}}, {N: 1, Timeout: -time.Second},
+		{N: 1, StopSignal: syscall.SIGKILL}, {N: 1, StopSignal: syscall.SIGUSR1},
 	} {
 		_, err := launch.Run(context.Background(), o, "/bin/true")
 		if !errors.Is(err, errs.ErrBadConfig) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/symheap/symheap/internal/config"
@@ -26,9 +27,15 @@ type Options struct {
 	// Timeout, when positive, bounds the whole job: once it has passed,
 	// every PE is stopped and Wait reports ErrTimeout.
 	Timeout time.Duration
-	// Grace is how long a PE has between SIGTERM and SIGKILL when the job
-	// is stopped; 0 means 500 ms.
+	// Grace is how long a PE has between its stop signal and SIGKILL when
+	// the job is stopped; 0 means 500 ms.
 	Grace time.Duration
+	// StopSignal is the signal that stops the PEs still running when the
+	// job is stopped (a PE failed, the timeout passed, the context was
+	// cancelled, or Stop); 0 means SIGTERM. SIGQUIT makes Go PEs print
+	// their goroutines' stacks as they end, which shows where a PE that
+	// held the job up was waiting.
+	StopSignal syscall.Signal
 	// Tag prefixes every output line with "[pe N] ".
 	Tag bool
 	// Env holds extra "KEY=value" entries for every PE.
@@ -45,7 +52,8 @@ type Options struct {
 	BuildFlags []string
 }
 
-// DefaultGrace is the time a stopped PE has between SIGTERM and SIGKILL.
+// DefaultGrace is the time a stopped PE has between its stop signal and
+// SIGKILL.
 const DefaultGrace = 500 * time.Millisecond
 
 // MaxPEs bounds Options.N; it is a sanity limit, not a design one.
@@ -65,6 +73,11 @@ func (o *Options) check() error {
 	}
 	if o.Timeout < 0 || o.Grace < 0 {
 		return bad("negative timeout %v or grace %v", o.Timeout, o.Grace)
+	}
+	switch o.StopSignal {
+	case 0, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGINT, syscall.SIGHUP:
+	default:
+		return bad("stop signal %v: want SIGTERM, SIGQUIT, SIGINT or SIGHUP", o.StopSignal)
 	}
 	for _, kv := range o.Env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" || strings.ContainsRune(kv, 0) {

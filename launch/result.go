@@ -61,7 +61,8 @@ type PEStatus struct {
 	// Signal is the signal that killed the PE; 0 when it exited.
 	Signal syscall.Signal
 	// Stopped reports that the launcher had sent the PE its stop signal
-	// (SIGTERM, then SIGKILL) before it saw the PE end.
+	// (Options.StopSignal, SIGTERM by default, then SIGKILL) before it saw
+	// the PE end.
 	Stopped bool
 	// Runtime runs from the PE's start to its end; Ended from the job's
 	// start to the PE's end.

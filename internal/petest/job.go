@@ -104,8 +104,16 @@ func Start(t *testing.T, n int, fn func(t *testing.T), opts ...Option) *Job {
 		t.Fatalf("petest: %v", err)
 	}
 	j.out = new(syncBuffer)
+	// A PE that fails where no failure is expected fails the test; the
+	// launcher then stops the others with SIGQUIT, so that the log shows
+	// where each of them was (a PE still starting, say), not only that it
+	// was stopped.
+	stop := syscall.SIGQUIT
+	if j.s.expectFailure {
+		stop = syscall.SIGTERM
+	}
 	g, err := launch.Start(context.Background(), launch.Options{
-		N: n, Tag: true, Stdout: j.out, Stderr: j.out, Env: childEnv(&j.s, t.Name()),
+		N: n, Tag: true, Stdout: j.out, Stderr: j.out, Env: childEnv(&j.s, t.Name()), StopSignal: stop,
 	}, exe, childArgs(t.Name())...)
 	if err != nil {
 		t.Fatalf("petest: %v", err)

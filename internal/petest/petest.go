@@ -26,7 +26,10 @@
 //     first sends SIGQUIT, so that every PE prints its goroutines' stacks),
 //     logs the PEs' output tagged "[pe N] " (shown on failure or with -v),
 //     and fails the test naming the first PE that failed and its status. If
-//     the PEs skip (fn called t.Skip), the parent skips too.
+//     the PEs skip (fn called t.Skip), the parent skips too. When a PE
+//     fails in a test that does not ExpectFailure, the launcher stops the
+//     others with SIGQUIT rather than SIGTERM, so their stacks show where
+//     they were (still starting, say, or waiting for the PE that failed).
 //
 // Everything the test function does before Run happens in every child
 // too; so do subtests started before Run. Keep Run first, or alone. When

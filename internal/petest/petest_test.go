@@ -248,8 +248,13 @@ func TestReporting(t *testing.T) {
 	if t.Failed() {
 		t.Logf("report:\n%s", report)
 	}
-	// The statuses of the other PE: stopped by the launcher.
-	if !regexp.MustCompile(`PE 0 \(pid \d+\) killed by signal 15 \(terminated\), status 143 \(stopped by the launcher\)`).MatchString(report) {
+	// The other PE of TestInnerFail: stopped by the launcher with SIGQUIT,
+	// to which the Go runtime answers with its stacks and status 2; the
+	// stacks show where it was (in the test body's sleep).
+	if !regexp.MustCompile(`PE 0 \(pid \d+\) exit status 2 \(stopped by the launcher\)`).MatchString(report) {
 		t.Errorf("report does not show PE 0 stopped")
+	}
+	if !regexp.MustCompile(`\[pe 0\] github.com/symheap/symheap/internal/petest_test.TestInnerFail.func1\(`).MatchString(report) {
+		t.Errorf("report does not show where the stopped PE 0 was")
 	}
 }
