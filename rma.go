@@ -84,7 +84,8 @@ import (
 // executes the fence itself.
 //
 // Copies that memcopy.Better takes (129 bytes to 1 KiB, where the CPU has
-// 64-byte vector registers, and from 1 MiB) go through memcopy.Move:
+// 64-byte vector registers, and from 1 MiB; for a Get, memcopy.BetterLocal,
+// up to 16 KiB) go through memcopy.Move:
 // the first with ordinary 64-byte vector stores, the others with REP
 // MOVSB or the runtime's memmove, which on amd64 may use non-temporal
 // stores; x86 keeps those in order neither with each other
@@ -224,7 +225,7 @@ func Get[T any](pe *PE, dst, src []T, source int) error {
 	pe.rma.payFence()
 	d, _ := core.SliceData(dst)
 	s, n := core.PeerAddr[T](&pe.sp, source, off), uint64(len(src))*core.SizeOf[T]()
-	if !memcopy.Better[T](n) {
+	if !memcopy.BetterLocal[T](n) {
 		core.CopyBytes[T](d, s, n)
 	} else {
 		memcopy.Move(d, s, uintptr(n))
@@ -246,7 +247,7 @@ func GetNBI[T any](pe *PE, dst, src []T, source int) error {
 	pe.rma.payFence()
 	d, _ := core.SliceData(dst)
 	s, n := core.PeerAddr[T](&pe.sp, source, off), uint64(len(src))*core.SizeOf[T]()
-	if !memcopy.Better[T](n) {
+	if !memcopy.BetterLocal[T](n) {
 		core.CopyBytes[T](d, s, n)
 	} else {
 		memcopy.Move(d, s, uintptr(n))

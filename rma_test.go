@@ -73,7 +73,7 @@ func putGetRound[T comparable](t *testing.T, pe *PE, n int, mk func(rank, i int)
 
 // checkPutGet: Put and Get of several element types and sizes.
 func checkPutGet(t *testing.T, pe *PE) {
-	for _, n := range []int{1, 2, 3, 7, 12, 64, 4096, 1 << 18} {
+	for _, n := range []int{1, 2, 3, 7, 12, 64, 4096, 5000, 1 << 18} {
 		putGetRound(t, pe, n, func(rank, i int) byte { return pattern(rank, i) })
 		putGetRound(t, pe, n, func(rank, i int) int32 { return int32(rank<<24 | i) })
 		putGetRound(t, pe, n, func(rank, i int) float64 { return float64(rank) + float64(i)/1e6 })

@@ -19,9 +19,9 @@ func cpuid(leaf, sub uint32) (a, b, c, d uint32)
 // read once from CPUID.
 var useRep, repBelow = probe(cpuid)
 
-// useVec: whether Move takes vecMove from Small to VecMax bytes (see the
-// package doc), from CPUID and what the kernel saves (x/sys/cpu checks
-// XCR0 for the AVX-512 state).
+// useVec: whether Move takes the vector copy from Small to LocalMax bytes
+// (see the package doc), from CPUID and what the kernel saves (x/sys/cpu
+// checks XCR0 for the AVX-512 state).
 var useVec = vecRule(xcpu.X86.HasAVX512F && xcpu.X86.HasAVX512VL, xcpu.X86.HasAVXVNNI, isAMD(cpuid))
 
 // vecRule is glibc's rule (2.36, cpu_features.c and ifunc-memmove.h) for

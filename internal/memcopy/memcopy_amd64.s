@@ -42,7 +42,7 @@ TEXT ·cpuid(SB), NOSPLIT, $0-24
 
 // func Move(dst, src unsafe.Pointer, n uintptr)
 //
-// The vector copy below when useVec is set, Small <= n <= VecMax and the
+// The vector copy below when useVec is set, Small <= n <= LocalMax and the
 // blocks are apart; every other copy goes on to moveGo, with the same
 // arguments (a tail jump).
 TEXT ·Move(SB), NOSPLIT, $0-24
@@ -52,7 +52,7 @@ TEXT ·Move(SB), NOSPLIT, $0-24
 	CMPB	·useVec(SB), $0
 	JEQ	other
 	LEAQ	-const_Small(BX), AX
-	CMPQ	AX, $(const_VecMax-const_Small)
+	CMPQ	AX, $(const_LocalMax-const_Small)
 	JHI	other
 	MOVQ	DI, AX
 	SUBQ	SI, AX
@@ -63,7 +63,7 @@ TEXT ·Move(SB), NOSPLIT, $0-24
 	CMPQ	AX, BX
 	JCS	other // src starts inside dst
 
-// The vector copy: n bytes, Small <= n <= VecMax, between blocks that do not
+// The vector copy: n bytes, Small <= n <= LocalMax, between blocks that do not
 // overlap, with EVEX-encoded vector registers 16 to 31 (AVX-512F):
 // their upper halves are not the ones VZEROUPPER clears, so the SSE code
 // that runs after (the runtime's) pays no transition.

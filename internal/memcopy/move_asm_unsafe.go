@@ -6,7 +6,7 @@ import "unsafe"
 
 // Move copies n bytes from src to dst (overlap allowed, as copy).
 // Implemented in memcopy_amd64.s: the vector copy when the rule allows it
-// (useVec, Small <= n <= VecMax, blocks apart), else moveGo.
+// (useVec, Small <= n <= LocalMax, blocks apart), else moveGo.
 //
 //go:noescape
 func Move(dst, src unsafe.Pointer, n uintptr)
