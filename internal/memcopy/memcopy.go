@@ -143,6 +143,17 @@ func Bytes(dst, src []byte) int {
 	return n
 }
 
+// BytesLocal is Bytes for a destination the copying core reads or keeps
+// next (a receive buffer): with Move where it is BetterLocal.
+func BytesLocal(dst, src []byte) int {
+	n := min(len(dst), len(src))
+	if !BetterLocal[byte](uint64(n)) {
+		return copy(dst, src)
+	}
+	moveBytes(dst, src, n)
+	return n
+}
+
 // Rule reports the rule's inputs on this CPU, for tests and symheap info:
 // whether REP MOVSB may be used, and below which size.
 func Rule() (rep bool, below uint64) { return useRep, uint64(repBelow) }

@@ -135,3 +135,22 @@ func BenchmarkBytes(b *testing.B) {
 		}
 	}
 }
+
+// TestBytesLocal checks BytesLocal's count and copy around the bounds
+// of BetterLocal, into a destination at an odd offset.
+func TestBytesLocal(t *testing.T) {
+	src := make([]byte, LocalMax+600)
+	pattern(src, 7)
+	for _, n := range []int{0, 1, Small - 1, Small, VecMax + 1, 5000, LocalMax, LocalMax + 1, LocalMax + 500} {
+		got, want := make([]byte, n+80), make([]byte, n+80)
+		pattern(got, 8)
+		pattern(want, 8)
+		if c := BytesLocal(got[3:3+n], src[:n+7]); c != n {
+			t.Fatalf("n %d: BytesLocal returned %d", n, c)
+		}
+		copy(want[3:3+n], src[:n])
+		if !bytes.Equal(got, want) {
+			t.Fatalf("n %d: copy differs at byte %d", n, firstDiff(got, want))
+		}
+	}
+}

@@ -116,7 +116,7 @@ func (l *Layer) recvFast(buf []byte, source, tag int) (st Status, ok bool) {
 				if recHdrSize+size > n*cellSize || (tag != AnyTag && t != tag) || size > uint64(len(buf)) {
 					return Status{}, false
 				}
-				memcopy.Bytes(buf, r.data[off+recHdrSize:off+recHdrSize+size])
+				memcopy.BytesLocal(buf, r.data[off+recHdrSize:off+recHdrSize+size])
 				r.consumed(w0)
 				if r.pos-r.published >= (r.mask+1)/4 && r.release() {
 					l.ring(source) // the sender may wait for room

@@ -1185,7 +1185,7 @@ func truncated(src, tag, size, have int) error {
 // deliver gives a matched message to a receive that can hold it.
 func (l *Layer) deliver(r *Request, m *inMsg) {
 	if m.path == pathEager {
-		memcopy.Bytes(r.buf, m.data)
+		memcopy.BytesLocal(r.buf, m.data)
 		r.complete(Status{m.src, m.tag, m.size}, nil)
 		l.freeMsg(m)
 		return
@@ -1438,7 +1438,7 @@ func (l *Layer) handle(src int, r *rxRing, w0, off uint64) {
 // unexpected.
 func (l *Layer) arrive(src, tag int, payload []byte) {
 	if q := l.takePosted(src, tag, len(payload)); q != nil {
-		memcopy.Bytes(q.buf, payload)
+		memcopy.BytesLocal(q.buf, payload)
 		q.complete(Status{src, tag, len(payload)}, nil)
 		return
 	}

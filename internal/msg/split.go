@@ -255,7 +255,7 @@ func (l *Layer) copyIn(r *Request, m *inMsg, off, n uint64) error {
 		if m.where > uint64(len(l.sp.Mem())) || off+n > uint64(len(l.sp.Mem()))-m.where {
 			return fmt.Errorf("symheap: PE %d sent a descriptor outside the segment (offset %#x, %d bytes): %w", m.src, m.where, m.size, errs.ErrBadArg)
 		}
-		memcopy.Bytes(r.buf[off:off+n], l.sp.Mem()[m.where+off:])
+		memcopy.BytesLocal(r.buf[off:off+n], l.sp.Mem()[m.where+off:])
 		return nil
 	}
 	err := ReadFrom(l.rt.Pid(m.src), r.buf[off:off+n], uintptr(m.where+off))

@@ -358,7 +358,7 @@ func (l *Layer) startRecv(r *Request, m *inMsg) {
 			r.complete(ok, fmt.Errorf("symheap: PE %d sent a descriptor outside the segment (offset %#x, %d bytes): %w", m.src, m.where, m.size, errs.ErrBadArg))
 			return
 		}
-		memcopy.Bytes(r.buf[:m.size], l.sp.Mem()[m.where:])
+		memcopy.BytesLocal(r.buf[:m.size], l.sp.Mem()[m.where:])
 		l.post(m.src, outRec{kind: recAck, body: [4]uint64{m.id, 0}})
 		r.complete(ok, nil)
 	case pathKernel:
@@ -419,7 +419,7 @@ func (l *Layer) copyChunks(m *inMsg) {
 			r.complete(Status{m.src, m.tag, m.size}, fmt.Errorf("symheap: PE %d sent a bounce chunk outside its buffer (offset %#x, %d bytes): %w", m.src, c.off, c.n, errs.ErrBadArg))
 			return
 		}
-		memcopy.Bytes(r.buf[m.got:], l.sp.Mem()[c.off:c.off+c.n])
+		memcopy.BytesLocal(r.buf[m.got:], l.sp.Mem()[c.off:c.off+c.n])
 		m.got += int(c.n)
 		l.post(m.src, outRec{kind: recChunkAck, body: [4]uint64{m.id, c.slot}})
 	}
