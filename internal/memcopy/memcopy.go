@@ -25,8 +25,9 @@
 //     again a copy in one core's cache ran faster up to 16 KiB;
 //   - in between, both kinds of copy gain or tie.
 //
-// A copy whose destination stays with the copying core (a Get: the
-// caller reads what it fetched) has no such cost, and BetterLocal takes
+// A copy whose destination stays with the copying core (a Get, a
+// receive, a collective's copy into the caller's dst: the caller reads
+// what it fetched) has no such cost, and BetterLocal takes
 // the vector copy for it up to LocalMax (16 KiB, where glibc's memcpy
 // also moves from vectors to REP MOVSB on these CPUs). A Get of 4 KiB in
 // one core's cache took 28 ns against 37 with REP MOVSQ, and 1-16 KiB
@@ -126,8 +127,8 @@ func Better[T any](n uint64) bool {
 }
 
 // BetterLocal is Better for a copy whose destination the copying core
-// reads next, or that no other core reads at once: a Get, a Put. It takes
-// the vector copy up to LocalMax.
+// reads or keeps next (a Get, a receive buffer, a collective's dst): it
+// takes the vector copy up to LocalMax.
 func BetterLocal[T any](n uint64) bool {
 	return n >= Small && (n >= Large || useVec && n <= LocalMax)
 }
