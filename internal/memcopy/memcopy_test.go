@@ -3,6 +3,7 @@ package memcopy
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -57,17 +58,26 @@ func TestBytesVector(t *testing.T) {
 		sizes = append(sizes, n)
 	}
 	sizes = append(sizes, VecMax-1, VecMax, VecMax+1)
-	src := make([]byte, VecMax+512)
+	sweep(t, sizes, []int{0, 1, 8, 31, 32, 63, 64}, Bytes)
+}
+
+// sweep copies n bytes with cp for every n of sizes, at each destination
+// offset of doffs and source offsets 0, 5 and 64, with guard bytes on both
+// sides of the block, and checks the result and the count against copy's.
+func sweep(t *testing.T, sizes, doffs []int, cp func(dst, src []byte) int) {
+	t.Helper()
+	m := slices.Max(sizes)
+	src := make([]byte, m+512)
 	pattern(src, 1)
-	got, want := make([]byte, VecMax+512), make([]byte, VecMax+512)
+	got, want := make([]byte, m+512), make([]byte, m+512)
 	for _, n := range sizes {
-		for _, doff := range []int{0, 1, 8, 31, 32, 63, 64} {
+		for _, doff := range doffs {
 			for _, soff := range []int{0, 5, 64} {
 				pattern(got, 2)
 				pattern(want, 2)
 				d := 64 + doff
-				if c := Bytes(got[d:d+n], src[soff:soff+n]); c != n {
-					t.Fatalf("n %d: Bytes returned %d", n, c)
+				if c := cp(got[d:d+n], src[soff:soff+n]); c != n {
+					t.Fatalf("n %d: the copy returned %d", n, c)
 				}
 				copy(want[d:d+n], src[soff:soff+n])
 				if !bytes.Equal(got, want) {

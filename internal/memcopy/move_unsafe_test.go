@@ -6,35 +6,23 @@ import (
 	"unsafe"
 )
 
-// TestMoveLocal sweeps Move over the sizes only BetterLocal sends to it
-// (past VecMax up to LocalMax and beyond), at destination and source
-// offsets across a 64-byte line, with guard bytes around the block, and
-// within one buffer by less than the block's length both ways.
+// TestMoveLocal sweeps BytesLocal over the sizes only BetterLocal sends
+// to Move (past VecMax up to LocalMax and beyond), at destination and
+// source offsets across a 64-byte line, with guard bytes around the block,
+// and Move within one buffer by less than the block's length both ways.
 func TestMoveLocal(t *testing.T) {
 	var sizes []int
 	for n := VecMax - 3; n <= LocalMax+300; n += 1 + n/29 {
 		sizes = append(sizes, n)
 	}
 	sizes = append(sizes, LocalMax-1, LocalMax, LocalMax+1)
-	src := make([]byte, LocalMax+512)
-	pattern(src, 3)
-	got, want := make([]byte, LocalMax+512), make([]byte, LocalMax+512)
 	for _, n := range sizes {
 		if !BetterLocal[byte](uint64(n)) && Vector() && n <= LocalMax {
 			t.Fatalf("BetterLocal(%d) is false with the vector copy", n)
 		}
-		for _, doff := range []int{0, 1, 8, 16, 63} {
-			for _, soff := range []int{0, 5, 64} {
-				pattern(got, 4)
-				pattern(want, 4)
-				d := 64 + doff
-				Move(unsafe.Pointer(&got[d]), unsafe.Pointer(&src[soff]), uintptr(n))
-				copy(want[d:d+n], src[soff:soff+n])
-				if !bytes.Equal(got, want) {
-					t.Fatalf("n %d, dst+%d, src+%d: copy differs at byte %d", n, doff, soff, firstDiff(got, want))
-				}
-			}
-		}
+	}
+	sweep(t, sizes, []int{0, 1, 8, 16, 63}, BytesLocal)
+	for _, n := range sizes {
 		for _, shift := range []int{-65, -1, 1, 65, n / 2} {
 			buf := make([]byte, 2*n+4096)
 			pattern(buf, 6)
