@@ -476,7 +476,21 @@ func combine[T Number](accp, xp core.Ptr, n int, op Op) {
 	x = x[:len(acc)] // one bounds check, not one per element
 	switch op {
 	case OpSum:
-		for i := range acc {
+		// Eight elements a turn: a fold of 4 KiB of int64 in cache took
+		// 100 ns against 139 one at a time (design-measurements.md).
+		i := 0
+		for ; i+8 <= len(acc); i += 8 {
+			a, b := acc[i:i+8:i+8], x[i:i+8:i+8]
+			a[0] += b[0]
+			a[1] += b[1]
+			a[2] += b[2]
+			a[3] += b[3]
+			a[4] += b[4]
+			a[5] += b[5]
+			a[6] += b[6]
+			a[7] += b[7]
+		}
+		for ; i < len(acc); i++ {
 			acc[i] += x[i]
 		}
 	case OpProd:
