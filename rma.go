@@ -493,7 +493,11 @@ func putSlow[T any](pe *PE, op string, dst, src []T, target int) error {
 		return pe.notSymmetric(op, "dst", p, n)
 	}
 	sp, _ := core.SliceData(src)
-	memcopy.Move(r, sp, uintptr(n))
+	if memcopy.Better[T](n) { // as the fast path: the target reads the bytes next
+		memcopy.Move(r, sp, uintptr(n))
+	} else {
+		core.CopyBytes[T](r, sp, n)
+	}
 	if op == opPutNBI {
 		core.Bump(&pe.stats.Puts)
 	} else {

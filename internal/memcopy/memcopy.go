@@ -55,10 +55,11 @@
 // # The rule
 //
 // Move copies n bytes. It takes the vector copy when the CPU passes
-// vecRule, Small <= n <= LocalMax and the blocks do not overlap (its
-// callers ask Better or BetterLocal first, which stop at VecMax or
-// LocalMax). It takes REP MOVSB when all of these hold, and the
-// runtime's memmove otherwise:
+// vecRule, Small <= n <= LocalMax and the blocks do not overlap: called
+// alone, it makes BetterLocal's choice, and a caller whose destination
+// another core reads next asks Better first (which stops at VecMax). It
+// takes REP MOVSB when all of these hold, and the runtime's memmove
+// otherwise:
 //
 //  1. the CPU prefers string moves: GenuineIntel with ERMS and FSRM
 //     (CPUID), the runtime's own test for REP MOVS;
