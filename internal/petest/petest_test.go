@@ -169,10 +169,22 @@ func TestInnerFail(t *testing.T) {
 	if os.Getenv(innerEnv) == "" {
 		t.Skip("run by TestReporting")
 	}
+	// PE 1 exits once PE 0 is in the body (a file named after their
+	// parent, the inner test process, says so), so that the stacks of the
+	// stopped PE 0 show the body, which TestReporting looks for.
+	inBody := filepath.Join(os.TempDir(), fmt.Sprintf("petest-innerfail-%d", os.Getppid()))
 	petest.Run(t, 2, func(t *testing.T) {
 		fmt.Println("about to exit")
 		if petest.Rank() == 1 {
+			for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+				if os.Remove(inBody) == nil {
+					break
+				}
+			}
 			os.Exit(3)
+		}
+		if err := os.WriteFile(inBody, nil, 0o600); err != nil {
+			t.Fatal(err)
 		}
 		time.Sleep(time.Hour)
 	})
