@@ -127,6 +127,17 @@ func TestKill9(t *testing.T) {
 		if err := os.WriteFile(f, []byte("fake"), 0o600); err != nil {
 			t.Fatal(err)
 		}
+		// A shared flock, as an attached PE holds, so that a `symheap
+		// clean` beside this test (another package's) does not take the
+		// files for stale segments and remove them.
+		fd, err := unix.Open(f, unix.ORdonly, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Close(fd) })
+		if err := unix.Flock(fd, unix.LockShared, true); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Cleanup(func() { os.Remove(decoy) })
 

@@ -123,9 +123,19 @@ func TestKill(t *testing.T) {
 	t.Parallel()
 	j := petest.Start(t, 3, func(t *testing.T) {
 		if petest.Rank() == 0 {
-			// Stand in for the runtime: create the job's segment.
+			// Stand in for the runtime: create the job's segment, and
+			// hold a shared flock on it as an attached PE does, so that
+			// a `symheap clean` beside this test (another package's) does
+			// not take it for stale and remove it.
 			seg := segment.Path(unix.Getuid(), os.Getenv("SYMHEAP_JOB"))
 			if err := os.WriteFile(seg, []byte("segment"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			fd, err := unix.Open(seg, unix.ORdonly, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Flock(fd, unix.LockShared, true); err != nil {
 				t.Fatal(err)
 			}
 		}
