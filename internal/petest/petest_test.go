@@ -143,8 +143,20 @@ func TestKill(t *testing.T) {
 		time.Sleep(time.Hour)
 	}, petest.ExpectFailure())
 	j.WaitOutput("] ready", 3)
-	if files, _ := launch.SegmentFiles(j.ID()); len(files) != 1 {
+	files, _ := launch.SegmentFiles(j.ID())
+	if len(files) != 1 {
 		t.Fatalf("segment files %v, want the one PE 0 made", files)
+	}
+	// This process holds a shared flock on it too, so that once the PEs
+	// are gone it is still not stale to a `symheap clean` beside this test
+	// before the launcher removes it.
+	fd, err := unix.Open(files[0], unix.ORdonly, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Flock(fd, unix.LockShared, true); err != nil {
+		t.Fatal(err)
 	}
 	pids := j.Pids()
 	killed := time.Now()
