@@ -193,6 +193,15 @@ static uint64_t cache_bytes; /* their sizes, summed */
 
 static uint64_t cache_limit(void) { return shmemi_L.heap_size / 16; }
 
+/* cache_drop removes the k blocks from position i on, keeping the others
+ * in order (cache_bytes is the caller's to update). */
+static void cache_drop(int i, int k)
+{
+	memmove(&cache_off[i], &cache_off[i + k], (size_t)(cache_n - i - k) * sizeof cache_off[0]);
+	memmove(&cache_size[i], &cache_size[i + k], (size_t)(cache_n - i - k) * sizeof cache_size[0]);
+	cache_n -= k;
+}
+
 /* cache_take removes the newest block of exactly size bytes and returns
  * its offset, or NO_OFF. */
 static uint64_t cache_take(uint64_t size)
@@ -201,10 +210,8 @@ static uint64_t cache_take(uint64_t size)
 		if (cache_size[i] != size)
 			continue;
 		uint64_t off = cache_off[i];
-		memmove(&cache_off[i], &cache_off[i + 1], (size_t)(cache_n - 1 - i) * sizeof cache_off[0]);
-		memmove(&cache_size[i], &cache_size[i + 1], (size_t)(cache_n - 1 - i) * sizeof cache_size[0]);
-		cache_n--;
 		cache_bytes -= size;
+		cache_drop(i, 1);
 		return off;
 	}
 	return NO_OFF;
@@ -242,9 +249,7 @@ static void cache_put(uint64_t off, uint64_t size, const char *op)
 		cache_bytes -= cache_size[k++];
 	if (k > 0) {
 		give_back(cache_off, k, op);
-		memmove(cache_off, cache_off + k, (size_t)(cache_n - k) * sizeof cache_off[0]);
-		memmove(cache_size, cache_size + k, (size_t)(cache_n - k) * sizeof cache_size[0]);
-		cache_n -= k;
+		cache_drop(0, k);
 	}
 	cache_push(off, size);
 }
