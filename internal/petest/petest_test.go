@@ -131,13 +131,7 @@ func TestKill(t *testing.T) {
 			if err := os.WriteFile(seg, []byte("segment"), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			fd, err := unix.Open(seg, unix.ORdonly, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := unix.Flock(fd, unix.LockShared, true); err != nil {
-				t.Fatal(err)
-			}
+			holdShared(t, seg) // until this PE ends
 		}
 		fmt.Println("ready")
 		time.Sleep(time.Hour)
@@ -150,14 +144,7 @@ func TestKill(t *testing.T) {
 	// This process holds a shared flock on it too, so that once the PEs
 	// are gone it is still not stale to a `symheap clean` beside this test
 	// before the launcher removes it.
-	fd, err := unix.Open(files[0], unix.ORdonly, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	if err := unix.Flock(fd, unix.LockShared, true); err != nil {
-		t.Fatal(err)
-	}
+	defer unix.Close(holdShared(t, files[0]))
 	pids := j.Pids()
 	killed := time.Now()
 	if err := j.Kill(2, syscall.SIGKILL); err != nil {
@@ -180,6 +167,22 @@ func TestKill(t *testing.T) {
 	if len(res.Removed) != 1 {
 		t.Errorf("removed %v, want the segment", res.Removed)
 	}
+}
+
+// holdShared opens path and takes a shared flock on it, as an attached PE
+// holds on its segment; the lock lasts until the returned descriptor is
+// closed, or the process ends.
+func holdShared(t *testing.T, path string) int {
+	t.Helper()
+	fd, err := unix.Open(path, unix.ORdonly, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(fd, unix.LockShared, true); err != nil {
+		unix.Close(fd)
+		t.Fatal(err)
+	}
+	return fd
 }
 
 // The inner tests fail, skip or time out on purpose. TestReporting runs
