@@ -378,3 +378,141 @@ func TestRCachePEMemhookDisableSwitchesMonitorOff(t *testing.T) {
 		}
 	}, rcpeOpts("SYMHEAP_MEMHOOK_DISABLE=yes")...)
 }
+
+// TestRCachePEEveryReleasePath: a registration held by one PE, exactly as
+// a user holds it (the default switches, pe.RegistrationCache, Get, Put),
+// of memory another PE releases, must be gone from that PE's cache when
+// the next collective call returns: for every release path (symmetric
+// Free and a moving Realloc of the other PE's copy, SharedFree of small
+// and large blocks by their owner and by another PE). Only the PE that
+// registers has a cache; the releasing PE has none.
+func TestRCachePEEveryReleasePath(t *testing.T) {
+	type path struct {
+		name string
+		// setup returns, on every PE, the bytes PE 1 registers.
+		setup func(t *testing.T, pe *PE) []byte
+		// release is called on the releasing PE.
+		release func(t *testing.T, pe *PE)
+		freer   int
+	}
+	var sym []byte // the symmetric block of the job in this process
+	var blk []byte // the shared block, as this PE sees it
+	symmetric := func(t *testing.T, pe *PE) []byte {
+		var err error
+		if sym, err = Malloc[byte](pe, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+		return Ptr(pe, sym, 0) // PE 0's copy
+	}
+	shared := func(size int) func(t *testing.T, pe *PE) []byte {
+		return func(t *testing.T, pe *PE) []byte {
+			box, err := Calloc[uint64](pe, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pe.Rank() == 0 {
+				b, err := SharedAlloc[byte](pe, size)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p, err := SharedPtrOf(pe, b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for q := range pe.Size() {
+					if err := Put(pe, box, []uint64{uint64(p)}, q); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := pe.Barrier(); err != nil {
+				t.Fatal(err)
+			}
+			if blk, err = SharedAt[byte](pe, SharedPtr(box[0]), size); err != nil {
+				t.Fatal(err)
+			}
+			return blk
+		}
+	}
+	sharedFree := func(t *testing.T, pe *PE) {
+		if err := SharedFree(pe, blk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var paths []path
+	for _, size := range []int{256, 64 << 10, 1 << 20} {
+		paths = append(paths,
+			path{fmt.Sprintf("SharedFree-by-owner/%d", size), shared(size), sharedFree, 0},
+			path{fmt.Sprintf("SharedFree-by-other-PE/%d", size), shared(size), sharedFree, 1})
+	}
+	paths = append(paths,
+		path{"Free", symmetric, func(t *testing.T, pe *PE) {
+			if err := Free(pe, sym); err != nil {
+				t.Fatal(err)
+			}
+		}, -1},
+		path{"Realloc-moving", symmetric, func(t *testing.T, pe *PE) {
+			// A neighbour allocated after the block keeps it from growing
+			// in place.
+			if _, err := Malloc[byte](pe, 64); err != nil {
+				t.Fatal(err)
+			}
+			moved, err := Realloc(pe, sym, 4<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if &moved[0] == &sym[0] {
+				t.Fatal("Realloc grew the block in place; the test needs it moved")
+			}
+		}, -1})
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			petest.Run(t, 2, func(t *testing.T) {
+				pe, err := Init(Config{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer pe.Close()
+				mem := p.setup(t, pe)
+				if mem == nil {
+					t.Skip("no direct view of PE 0's memory")
+				}
+				r := memhook.RangeOf(mem)
+				var rc *rcache.Cache
+				if pe.Rank() == 1 {
+					if rc, err = pe.RegistrationCache(); err != nil {
+						t.Fatal(err)
+					}
+					e, err := rc.Get(r, rcache.Transports(0))
+					if err != nil {
+						t.Fatal(err)
+					}
+					rc.Put(e)
+				}
+				if err := pe.Barrier(); err != nil {
+					t.Fatal(err)
+				}
+				if p.freer < 0 || p.freer == pe.Rank() {
+					p.release(t, pe)
+				}
+				if err := pe.Barrier(); err != nil {
+					t.Fatal(err)
+				}
+				if rc != nil {
+					before := rc.Stats()
+					e, err := rc.Get(r, rcache.Transports(0))
+					if err != nil {
+						t.Fatal(err)
+					}
+					rc.Put(e)
+					if rc.Stats().Hits > before.Hits {
+						t.Errorf("PE 1: its registration of PE 0's %d bytes survived their release (%s; cache %+v)", len(mem), p.name, rc.Stats())
+					}
+				}
+				if err := pe.Barrier(); err != nil {
+					t.Fatal(err)
+				}
+			}, petest.Heap("16m"), petest.Env("SYMHEAP_SHARED_SIZE=4m", "SYMHEAP_RCACHE_VERIFY=1"), petest.Timeout(30*time.Second))
+		})
+	}
+}
