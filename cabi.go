@@ -2,9 +2,11 @@ package symheap
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/symheap/symheap/alloc"
 	"github.com/symheap/symheap/internal/cabi"
+	"github.com/symheap/symheap/internal/calls"
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/shmsync"
 )
@@ -13,7 +15,14 @@ import (
 // shmem_init, read by its fast paths.
 func init() {
 	cabi.Describe = func(p any) cabi.Layout { return p.(*PE).describeForC() }
-	cabi.CheckPeers = func(p any) error { return p.(*PE).peerLost() }
+	cabi.CheckPeers = func(p any) error {
+		// The C library prints the error as it is: say whose it is.
+		err := p.(*PE).collectiveLost()
+		if err != nil && !strings.HasPrefix(err.Error(), "symheap:") {
+			return fmt.Errorf("symheap: %w", err)
+		}
+		return err
+	}
 	cabi.ShareRecords = func(p any, nums *[2]uint64) {
 		pe := p.(*PE)
 		pe.mu.Lock()
@@ -74,6 +83,7 @@ func (pe *PE) describeForC() cabi.Layout {
 		AllocSlot:     core.SizeOf[allocSlot](),
 		StatSymAllocs: core.AddrOf(&pe.stats.SymAllocs),
 		StatSymFrees:  core.AddrOf(&pe.stats.SymFrees),
+		Calls:         uint64(calls.Off(pe.npes)),
 		SegPath:       pe.seg.Path(),
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/symheap/symheap/internal/calls"
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/shmsync"
 	"github.com/symheap/symheap/internal/transport"
@@ -98,6 +99,10 @@ const (
 	callRealloc
 	callFree
 )
+
+// callKinds are the kinds the call words publish (internal/calls).
+var callKinds = [...]calls.Kind{callMalloc: calls.Malloc, callCalloc: calls.Calloc, callAlign: calls.Align,
+	callHints: calls.MallocWithHints, callRealloc: calls.Realloc, callFree: calls.Free}
 
 var callNames = map[uint64]string{callMalloc: "Malloc", callCalloc: "Calloc", callAlign: "Align",
 	callHints: "MallocWithHints", callRealloc: "Realloc", callFree: "Free"}
@@ -250,6 +255,10 @@ func symAlloc[T any](pe *PE, n int, align uint64, kind uint64, hints Hints) ([]T
 // collective runs one collective allocation call (steps 2 to 4 above).
 // op performs the local part and returns the resulting offset.
 func (h *symHeap) collective(kind, size, align, in uint64, hints Hints, op func() (uint64, error)) error {
+	if err := h.calls.Enter(callKinds[kind], 0); err != nil {
+		return err
+	}
+	defer h.calls.Leave()
 	h.nums[numCall]++
 	if kind == callFree || kind == callRealloc {
 		if err := h.exchange(kind, size, align, in, noOff, hints); err != nil {
@@ -307,8 +316,9 @@ type symHeap struct {
 	sp    *core.Space
 	ctl   []*control // every PE's control block
 	stats *core.Stats
-	rma   *rmaLayer    // the completion and wake-up protocol, and the waits
-	lost  func() error // the liveness check of every PE
+	rma   *rmaLayer      // the completion and wake-up protocol, and the waits
+	calls *calls.Tracker // publishes every call (internal/calls)
+	lost  func() error   // the liveness check of every PE, and whether they make the same call
 	// farRecords brings the records of a phase across nodes, into this
 	// node's copies of the other nodes' PEs' control blocks; farLost
 	// reports a loss found on the way (far_ucx.go). No-ops on one node.
@@ -435,7 +445,7 @@ func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) error
 		}
 	}
 	if err := h.rma.pollThenWait(rank, arrived, lost); err != nil {
-		return fmt.Errorf("symheap: %s (call #%d) waiting for the other PEs: %w", callNames[kind], call, err)
+		return fmt.Errorf("symheap: %s waiting for the other PEs: %w", callNames[kind], err)
 	}
 	// The next phase's record line, for writing: every other PE has read
 	// it (each published this phase's record only after it had finished
@@ -504,6 +514,22 @@ func (h *symHeap) diverged(seq uint64, withOut bool) error {
 	}
 	return fmt.Errorf("symheap: collective allocation diverged: %s; but %s: %w (every PE must make the same collective allocations in the same order)",
 		describe(h.sp.Rank, mine), strings.Join(bad, "; "), ErrDiverged)
+}
+
+// callDetail adds to the name of PE p's collective call w, for the
+// message of a divergence: the size of an allocation, from p's latest
+// allocation record when it is of that kind (internal/calls).
+func (pe *PE) callDetail(p int, w calls.Word) string {
+	c := pe.ctl[p]
+	r := &c.allocRec[0].allocRecord
+	if o := &c.allocRec[1].allocRecord; o.seq.Load() > r.seq.Load() {
+		r = o
+	}
+	v := r.load()
+	if v.kind >= uint64(len(callKinds)) || callKinds[v.kind] != w.Kind() || v.kind == callFree {
+		return ""
+	}
+	return fmt.Sprintf(" of %d B", v.size)
 }
 
 func describe(p int, r recValues) string {

@@ -85,6 +85,7 @@ import (
 	"time"
 
 	"github.com/symheap/symheap/internal/cabi"
+	"github.com/symheap/symheap/internal/calls"
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/team"
 	"github.com/symheap/symheap/internal/transport"
@@ -128,6 +129,10 @@ type PE struct {
 
 	watchDone chan struct{}
 	ext       peExt // state of the API layers built on the core
+
+	// calls publishes this PE's collective calls and checks, in every
+	// wait, that the other PEs make the same ones (internal/calls).
+	calls *calls.Tracker
 
 	topo topology  // where every PE runs (far.go)
 	farL *farLayer // PEs on other nodes (far_ucx.go); nil when the job is one node's
@@ -204,7 +209,8 @@ func Init(cfg Config) (*PE, error) {
 		pe.ctl[i] = core.View[control](seg.CB(i))
 	}
 	pe.rma.ctl, pe.rma.stats, pe.rma.rank, pe.rma.npes = pe.ctl, pe.stats, pe.rank, pe.npes
-	pe.ext.sym = symHeap{sp: &pe.sp, ctl: pe.ctl, stats: pe.stats, rma: &pe.rma, lost: pe.peerLost}
+	pe.calls = calls.NewTracker(calls.Areas(&pe.sp, nil), pe.rank, pe.callDetail)
+	pe.ext.sym = symHeap{sp: &pe.sp, ctl: pe.ctl, stats: pe.stats, rma: &pe.rma, calls: pe.calls, lost: pe.collectiveLost}
 	pe.ext.sym.nums = &pe.ext.sym.own
 	pe.ext.sym.Retune()
 	pe.ext.sym.farRecords, pe.ext.sym.farLost = pe.farRecords, pe.farLeaderLost
@@ -225,7 +231,7 @@ func Init(cfg Config) (*PE, error) {
 		return fail(err)
 	}
 	go pe.watchExit()
-	pe.ext.teams.Init((*teamRuntime)(pe), team.Config{Space: &pe.sp, Closed: &pe.closed})
+	pe.ext.teams.Init((*teamRuntime)(pe), team.Config{Space: &pe.sp, Closed: &pe.closed, Calls: pe.calls})
 	// PEs on other nodes: UCX, and the bootstrap's fence, which is the
 	// cross-node part of the barrier below.
 	if err := pe.startFar(); err != nil {
@@ -284,8 +290,15 @@ func (pe *PE) Close() error {
 	}
 	pe.mu.Lock()
 	defer pe.mu.Unlock()
+	// The other PEs' waits see that this one is in Close (internal/calls).
+	pe.calls.SetClose(calls.Close)
 	var err error
-	if pe.farL != nil {
+	if broken := pe.calls.Broken(); broken != nil {
+		// The PEs no longer make the same calls: none would come to a
+		// barrier; leave at once.
+		err = broken
+		pe.rma.quietLocal()
+	} else if pe.farL != nil {
 		// A job that lost a PE completes nothing more across nodes
 		// (closeFar); otherwise every PE of every node has stopped
 		// reaching into this one's memory before it goes.
@@ -298,11 +311,12 @@ func (pe *PE) Close() error {
 		err = pe.closeFar(true, lost)
 	} else {
 		pe.rma.quietAll()
-		err = pe.seg.Barrier()
+		err = pe.seg.BarrierCheck(func() error { return pe.calls.Check(nil) })
 	}
 	if err != nil {
 		err = fmt.Errorf("symheap: Close: %w", err)
 	}
+	pe.calls.SetClose(calls.Left)
 	pe.closeExt()
 	pe.stopWatch()
 	if pe.monitorRestore != nil {
@@ -459,6 +473,7 @@ func exitNow(pe *PE, code int) {
 // process about to exit must.
 func (pe *PE) leaveNow() {
 	pe.closed.Store(true)
+	pe.calls.SetClose(calls.Left)
 	pe.seg.Leave()
 }
 
@@ -560,6 +575,18 @@ func (pe *PE) checkPE(target int) error {
 		return fmt.Errorf("PE %d does not exist (job has %d PEs, 0 to %d): %w", target, pe.npes, pe.npes-1, ErrBadPE)
 	}
 	return nil
+}
+
+// collectiveLost is the check of a collective call's waits on every PE:
+// whether they all make the same call (internal/calls), then the
+// liveness of every PE (peerLost).
+func (pe *PE) collectiveLost() error {
+	// The calls first: a PE that left because it found the divergence
+	// is gone for the liveness check too, which would not say why.
+	if err := pe.calls.Check(nil); err != nil {
+		return err
+	}
+	return pe.peerLost()
 }
 
 // peerLost checks the liveness of every PE: those of this node through

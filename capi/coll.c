@@ -534,14 +534,27 @@ static void pair_barrier(const char *op)
 /* shmemi_world_barrier is barrier_all and the sync of SHMEM_TEAM_WORLD and
  * SHMEM_TEAM_SHARED (the same PEs on one node): the pair barrier in a job
  * of two PEs, else a counter of their own. */
+/* shmemi_call_broken ends the job at a collective call made after the
+ * runtime found the PEs' calls diverged (it said how on stderr). */
+void shmemi_call_broken(int kind)
+{
+	(void)kind;
+	shmemi_fatal("collective call", "an earlier collective call diverged (the message above says how): "
+					"every PE must make the same collective calls in the same order");
+}
+
 void shmemi_world_barrier(const char *op)
 {
-	if (shmemi_pair != NULL) {
+	/* Published as a Barrier whatever the caller (barrier_all, the sync
+	 * of the world team): they all meet here (internal/calls). */
+	shmemi_call_enter(SHMEMI_CALL_BARRIER, 0);
+	if (shmemi_pair != NULL)
 		pair_barrier(op);
-		return;
-	}
-	counter_barrier((long *)&shmemi_counts[1], 0, 0, shmemi_L.npes, op);
+	else
+		counter_barrier((long *)&shmemi_counts[1], 0, 0, shmemi_L.npes, op);
+	shmemi_call_leave();
 }
+
 
 void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long *pSync)
 {
@@ -564,6 +577,30 @@ struct group {
 	long *pSync;
 	shmem_team_t team;
 };
+
+/* call_team is the team id whose count a collective over g publishes
+ * (internal/calls): the team's, 0 for an active set of every PE in rank
+ * order, -1 (nothing published) for any other active set, which has no
+ * team of its own. */
+static int call_team(const struct group *g)
+{
+	if (g->world)
+		return team_of(g->team, "collective")->id;
+	return g->start == 0 && g->logstride == 0 && g->size == shmemi_L.npes ? 0 : -1;
+}
+
+static void call_enter(const struct group *g, int kind)
+{
+	int id = call_team(g);
+	if (id >= 0)
+		shmemi_call_enter(kind, id);
+}
+
+static void call_leave(const struct group *g)
+{
+	if (call_team(g) >= 0)
+		shmemi_call_leave();
+}
 
 static int gpe(const struct group *g, int r)
 {
@@ -702,7 +739,9 @@ int shmemi_team_reduce(shmem_team_t team, void *dest, const void *src, size_t n,
 {
 	struct group g;
 	team_group(team, &g, op);
+	call_enter(&g, SHMEMI_CALL_REDUCE);
 	reduce(&g, dest, src, n, size, combine, op);
+	call_leave(&g);
 	return 0;
 }
 
@@ -711,7 +750,9 @@ void shmemi_set_reduce(void *dest, const void *src, size_t n, size_t size, int s
 {
 	struct group g;
 	set_group(start, logstride, psize, pSync, &g, op);
+	call_enter(&g, SHMEMI_CALL_REDUCE);
 	reduce(&g, dest, src, n, size, combine, op);
+	call_leave(&g);
 }
 
 /* broadcast: every member but the root copies the root's source (team
@@ -781,7 +822,9 @@ int shmemi_team_broadcast(shmem_team_t team, void *dest, const void *src, size_t
 {
 	struct group g;
 	team_group(team, &g, op);
+	call_enter(&g, SHMEMI_CALL_BROADCAST);
 	broadcast(&g, dest, src, n, root, 1, op);
+	call_leave(&g);
 	return 0;
 }
 
@@ -790,7 +833,9 @@ void shmemi_set_broadcast(void *dest, const void *src, size_t n, int root, int s
 {
 	struct group g;
 	set_group(start, logstride, size, pSync, &g, op);
+	call_enter(&g, SHMEMI_CALL_BROADCAST);
 	broadcast(&g, dest, src, n, root, 0, op);
+	call_leave(&g);
 }
 
 /* collect: member r's n_r bytes go to dest at the sum of the n of the
@@ -821,7 +866,9 @@ int shmemi_team_collect(shmem_team_t team, void *dest, const void *src, size_t n
 {
 	struct group g;
 	team_group(team, &g, op);
+	call_enter(&g, (fixed ? SHMEMI_CALL_FCOLLECT : SHMEMI_CALL_COLLECT));
 	collect(&g, dest, src, n, fixed, op);
+	call_leave(&g);
 	return 0;
 }
 
@@ -830,7 +877,9 @@ void shmemi_set_collect(void *dest, const void *src, size_t n, int fixed, int st
 {
 	struct group g;
 	set_group(start, logstride, size, pSync, &g, op);
+	call_enter(&g, (fixed ? SHMEMI_CALL_FCOLLECT : SHMEMI_CALL_COLLECT));
 	collect(&g, dest, src, n, fixed, op);
+	call_leave(&g);
 }
 
 /* alltoalls: from member j's source, the block for this rank goes to dest
@@ -863,7 +912,9 @@ int shmemi_team_alltoalls(shmem_team_t team, void *dest, const void *src, ptrdif
 {
 	struct group g;
 	team_group(team, &g, op);
+	call_enter(&g, SHMEMI_CALL_ALLTOALLS);
 	alltoalls(&g, dest, src, dst, sst, nelems, size, op);
+	call_leave(&g);
 	return 0;
 }
 
@@ -872,5 +923,7 @@ void shmemi_set_alltoalls(void *dest, const void *src, ptrdiff_t dst, ptrdiff_t 
 {
 	struct group g;
 	set_group(start, logstride, psize, pSync, &g, op);
+	call_enter(&g, SHMEMI_CALL_ALLTOALLS);
 	alltoalls(&g, dest, src, dst, sst, nelems, size, op);
+	call_leave(&g);
 }

@@ -52,6 +52,7 @@
 #include <string.h>
 
 #include "shmem.h"
+#include "shmemi_calls.h"
 
 struct shmemi_layout {
 	char *base;  /* the segment as mapped here */
@@ -67,6 +68,7 @@ struct shmemi_layout {
 	int64_t yield_ns; /* the yields go on this long at least (shmsync.YieldSpan) */
 	int settle;       /* pauses between a pair barrier's publication and its first look (shmsync.SettlePolls) */
 	uint64_t alloc_rec, alloc_slot; /* the allocation records' offset in a control block, a slot's bytes */
+	uint64_t calls;                 /* the call words' area in a control block (internal/calls) */
 	uint64_t *stat_sym_allocs, *stat_sym_frees;
 	int initialized, finalized;
 	int thread_level;
@@ -95,6 +97,41 @@ void shmemi_go_error(const char *op, const char *err); /* an error the Go runtim
 void *shmemi_alloc(int kind, size_t size, size_t align, long hints, const char *op); /* symalloc.c */
 void shmemi_wake_slow(int pe);
 void shmemi_wake_all(void);
+
+/* The call words (internal/calls, shmemi_calls.h): each PE publishes the
+ * collective call it is in, so that a wait that finds another PE in a
+ * different one (the runtime's check, wait.c W6) ends the job with a
+ * message naming both calls. Release stores, as the runtime's: the other
+ * PEs read the words only after a sleep slice. */
+static inline uint64_t *shmemi_call_area(void)
+{
+	return (uint64_t *)(shmemi_L.cb_base + (uint64_t)shmemi_L.me * shmemi_L.cb_stride + shmemi_L.calls);
+}
+
+void shmemi_call_broken(int kind) __attribute__((noreturn, cold)); /* coll.c */
+
+/* shmemi_call_enter counts and publishes a call of kind on team id; after
+ * a divergence that the runtime found (SHMEMI_CALL_BROKEN) it ends the
+ * job instead, as no collective call can complete. */
+static inline void shmemi_call_enter(int kind, int team)
+{
+	uint64_t *a = shmemi_call_area();
+	if (SHMEMI_UNLIKELY(__atomic_load_n(a + SHMEMI_CALL_WORD_OFF / 8, __ATOMIC_RELAXED) & SHMEMI_CALL_BROKEN))
+		shmemi_call_broken(kind);
+	uint64_t *c = a + SHMEMI_CALL_COUNTS_OFF / 8 + (team & (SHMEMI_CALL_MAX_TEAMS - 1));
+	uint64_t n = (__atomic_load_n(c, __ATOMIC_RELAXED) & SHMEMI_CALL_NUM_MASK) + 1; /* only this PE writes it */
+	uint64_t w = SHMEMI_CALL_IN_CALL | (uint64_t)kind << SHMEMI_CALL_KIND_SHIFT |
+		     (uint64_t)(team & 0xff) << SHMEMI_CALL_TEAM_SHIFT | (n & SHMEMI_CALL_NUM_MASK);
+	__atomic_store_n(c, w & ~SHMEMI_CALL_IN_CALL, __ATOMIC_RELEASE);
+	__atomic_store_n(a + SHMEMI_CALL_WORD_OFF / 8, w, __ATOMIC_RELEASE);
+}
+
+/* shmemi_call_leave marks this PE between calls again. */
+static inline void shmemi_call_leave(void)
+{
+	uint64_t *w = shmemi_call_area() + SHMEMI_CALL_WORD_OFF / 8;
+	__atomic_store_n(w, __atomic_load_n(w, __ATOMIC_RELAXED) & ~SHMEMI_CALL_IN_CALL, __ATOMIC_RELEASE);
+}
 
 static inline uint32_t *shmemi_sigword(int pe)
 {

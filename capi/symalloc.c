@@ -273,8 +273,23 @@ static int all_arrived(void *arg)
  * own, and compares them (out too, when with_out). It returns 1 when they
  * agree; else 0, with the runtime's message in err.
  */
+static int exchange_rec(uint64_t kind, uint64_t size, uint64_t align, uint64_t in, uint64_t out, int with_out,
+			const char *op, char *err, size_t n);
+
 static int exchange(uint64_t kind, uint64_t size, uint64_t align, uint64_t in, uint64_t out, int with_out,
 		    const char *op, char *err, size_t n)
+{
+	/* The call word (internal/calls): the runtime's checks in the wait
+	 * below then find a PE in another collective. */
+	shmemi_call_enter(kind == CALL_FREE ? SHMEMI_CALL_FREE : kind == CALL_CALLOC ? SHMEMI_CALL_CALLOC : SHMEMI_CALL_MALLOC, 0);
+	int agree = exchange_rec(kind, size, align, in, out, with_out, op, err, n);
+	shmemi_call_leave();
+	return agree;
+}
+
+/* exchange_rec is exchange's publication, wait and comparison. */
+static int exchange_rec(uint64_t kind, uint64_t size, uint64_t align, uint64_t in, uint64_t out, int with_out,
+			const char *op, char *err, size_t n)
 {
 	int me = shmemi_L.me;
 	struct rec mine = {shmemi_rec_nums[0] + 1, shmemi_rec_nums[1] + 1, kind, size, align, in, out, 0};

@@ -52,9 +52,10 @@ func render() map[string][]byte {
 	var g gen
 	g.all()
 	return map[string][]byte{
-		"include/shmem.h":  []byte(headerTop + g.h.String() + g.genericBlock() + headerBottom),
-		"include/shmemx.h": []byte(shmemxH),
-		"capi/shmem_gen.c": []byte(cTop + g.c.String()),
+		"include/shmem.h":     []byte(headerTop + g.h.String() + g.genericBlock() + headerBottom),
+		"include/shmemx.h":    []byte(shmemxH),
+		"capi/shmemi_calls.h": []byte(callsH()),
+		"capi/shmem_gen.c":    []byte(cTop + g.c.String()),
 	}
 }
 

@@ -33,7 +33,11 @@ type Layout struct {
 	// slots; and this PE's counts of collective allocations and frees.
 	AllocRec, AllocSlot         uint64
 	StatSymAllocs, StatSymFrees unsafe.Pointer
-	SegPath                     string
+	// Calls is the offset in a control block of the call words' area
+	// (internal/calls), where the C library publishes its collective
+	// calls as the runtime does.
+	Calls   uint64
+	SegPath string
 }
 
 // Hooks the root fills (see package comment). p is the root's *PE.

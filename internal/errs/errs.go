@@ -12,7 +12,7 @@ var (
 	ErrBadAlign     = errors.New("bad alignment")
 	ErrPointerType  = errors.New("element type holds pointers")
 	ErrBadFree      = errors.New("bad free")
-	ErrDiverged     = errors.New("PEs made different collective allocations")
+	ErrDiverged     = errors.New("PEs made different collective calls")
 	ErrPeerLost     = errors.New("a PE of the job is gone")
 	ErrTruncated    = errors.New("message truncated")
 	ErrBadOp        = errors.New("operation not defined for this type")

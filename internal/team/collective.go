@@ -54,6 +54,7 @@ import (
 	"fmt"
 	"math/bits"
 
+	"github.com/symheap/symheap/internal/calls"
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/errs"
 	"github.com/symheap/symheap/internal/memcopy"
@@ -127,7 +128,7 @@ func (v Vec) at(i int) core.Ptr { return core.Add(v.p, uint64(i)*v.esz) }
 // other argument error.
 func (t *Team) Broadcast(dst, src Vec, root int, typeErr error) error {
 	const what = "Broadcast"
-	if err := t.enter(what); err != nil {
+	if err := t.enter(calls.Broadcast); err != nil {
 		return err
 	}
 	defer t.leave()
@@ -204,7 +205,7 @@ func Reduce[T Number](t *Team, dst, src []T, op Op) error {
 // the handle is checked; fold is combine for the element type.
 func (t *Team) reduce(dst, src Vec, op Op, opErr error, fold func(acc, x core.Ptr, n int, op Op)) error {
 	const what = "Reduce"
-	if err := t.enter(what); err != nil {
+	if err := t.enter(calls.Reduce); err != nil {
 		return err
 	}
 	defer t.leave()
@@ -274,7 +275,7 @@ func (t *Team) reduce(dst, src Vec, op Op, opErr error, fold func(acc, x core.Pt
 // typeErr is as Broadcast's.
 func (t *Team) FCollect(dst, src Vec, typeErr error) error {
 	const what = "FCollect"
-	if err := t.enter(what); err != nil {
+	if err := t.enter(calls.FCollect); err != nil {
 		return err
 	}
 	defer t.leave()
@@ -332,7 +333,7 @@ func (t *Team) FCollect(dst, src Vec, typeErr error) error {
 // documents it. typeErr is as Broadcast's.
 func (t *Team) AllToAll(dst, src Vec, typeErr error) error {
 	const what = "AllToAll"
-	if err := t.enter(what); err != nil {
+	if err := t.enter(calls.AllToAll); err != nil {
 		return err
 	}
 	defer t.leave()

@@ -223,6 +223,7 @@ import (
 	"math/bits"
 	"sync/atomic"
 
+	"github.com/symheap/symheap/internal/calls"
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/errs"
 	"github.com/symheap/symheap/internal/shmsync"
@@ -300,6 +301,9 @@ type Runtime interface {
 type Config struct {
 	Space  *core.Space  // the segment as this PE sees it
 	Closed *atomic.Bool // set once the PE is closed (then every call fails with Runtime.Check's error)
+	// Calls publishes every call of the layer and checks, in every wait,
+	// that the members make the same calls (package calls).
+	Calls *calls.Tracker
 }
 
 // Layer is a PE's teams: the world team and the count of the handles of
@@ -309,6 +313,7 @@ type Layer struct {
 	rt     Runtime
 	sp     *core.Space
 	closed *atomic.Bool
+	calls  *calls.Tracker
 	world  *Team
 
 	// relaxed: this process is registered for asymmetric fences
@@ -326,7 +331,7 @@ type Layer struct {
 // Init makes the world team. Every PE's words of slot 0, and counter 0,
 // are zero in a fresh segment, so the bases are zero.
 func (l *Layer) Init(rt Runtime, c Config) {
-	l.rt, l.sp, l.closed = rt, c.Space, c.Closed
+	l.rt, l.sp, l.closed, l.calls = rt, c.Space, c.Closed, c.Calls
 	l.relaxed = unix.MembarrierRegister() == nil
 	l.Retune()
 	l.world = l.newTeam(worldTeam, 0, 1, l.sp.NPEs, l.sp.Rank, false)
@@ -348,7 +353,7 @@ func (l *Layer) Handles() int { return int(l.handles.Load()) }
 // is a full fence, which completes this PE's puts as Quiet would; right
 // after it, the barrier wakes whoever sleeps waiting for them
 // (Runtime.WakeSleepers). Like Sync, it takes no lock.
-func (l *Layer) Barrier() error { return l.world.lockFreeBarrier("Barrier", true) }
+func (l *Layer) Barrier() error { return l.world.lockFreeBarrier(calls.Barrier, true) }
 
 // Team is a set of PEs that run collectives together: the world team of
 // every PE, or a team made by Split. A *Team is this PE's handle of its
@@ -429,7 +434,18 @@ func (l *Layer) newTeam(id, start, stride, size, rank int, readBases bool) *Team
 		}
 	}
 	members := t.members
-	t.live = func() error { return rt.CheckPeers(members) }
+	tr := l.calls
+	t.live = func() error {
+		// The calls first: a member that left because it found the
+		// divergence is gone for CheckPeers too, which would not say why.
+		if err := tr.Check(members); err != nil {
+			return err
+		}
+		return rt.CheckPeers(members)
+	}
+	if readBases {
+		tr.Own().Reset(id) // before Split's last barrier: no member calls on the team yet
+	}
 	return t
 }
 
@@ -478,9 +494,11 @@ func (t *Team) TeamRank(p int) int {
 	return d / t.stride
 }
 
-// enter starts a call on the team: it checks the handle and takes t.mu,
-// which the caller releases.
-func (t *Team) enter(what string) error {
+// enter starts a call of kind k on the team: it checks the handle, takes
+// t.mu, which the caller releases, and publishes the call (package
+// calls).
+func (t *Team) enter(k calls.Kind) error {
+	what := k.String()
 	if err := t.usable(what); err != nil {
 		return err
 	}
@@ -488,6 +506,10 @@ func (t *Team) enter(what string) error {
 	if t.destroyed.Load() {
 		t.mu.Unlock()
 		return t.usable(what)
+	}
+	if err := t.l.calls.Enter(k, t.id); err != nil {
+		t.mu.Unlock()
+		return err
 	}
 	// Wait for a Sync of another goroutine to end (it takes no lock).
 	// Plain load; pairs with the release stores of inUse and leave.
@@ -502,6 +524,7 @@ func (t *Team) enter(what string) error {
 
 // leave ends a call that began with enter.
 func (t *Team) leave() {
+	t.l.calls.Leave()
 	shmsync.StoreRelease32(&t.busy, 0) // release; pairs with the loads in enter and inUse
 	t.mu.Unlock()
 }
@@ -737,16 +760,22 @@ func (t *Team) Sync() error {
 	if t.size == 1 {
 		return nil
 	}
-	return t.lockFreeBarrier("Sync", false)
+	return t.lockFreeBarrier(calls.Sync, false)
 }
 
-// lockFreeBarrier is the barrier of Sync and PE.Barrier: the busy check
-// of inUse around counterBarrier (quiet as there).
-func (t *Team) lockFreeBarrier(what string, quiet bool) error {
-	if err := t.inUse(what); err != nil {
+// lockFreeBarrier is the barrier of Sync and PE.Barrier (kind k): the
+// busy check of inUse around counterBarrier (quiet as there), published
+// as a call (package calls).
+func (t *Team) lockFreeBarrier(k calls.Kind, quiet bool) error {
+	if err := t.inUse(k.String()); err != nil {
+		return err
+	}
+	if err := t.l.calls.Enter(k, t.id); err != nil {
+		shmsync.StoreRelease32(&t.busy, 0)
 		return err
 	}
 	err := t.fullBarrier(quiet)
+	t.l.calls.Leave()
 	shmsync.StoreRelease32(&t.busy, 0) // release; pairs with the loads in enter and inUse
 	return err
 }
@@ -761,7 +790,7 @@ func (t *Team) lockFreeBarrier(what string, quiet bool) error {
 // ErrBadArg on every PE; when MaxTeams teams are alive it is
 // ErrOutOfMemory on every PE.
 func (t *Team) Split(start, stride, size int) (*Team, error) {
-	if err := t.enter("Split"); err != nil {
+	if err := t.enter(calls.Split); err != nil {
 		return nil, err
 	}
 	defer t.leave()
@@ -856,7 +885,7 @@ func (t *Team) Destroy() error {
 	if t == nil {
 		return nil
 	}
-	if err := t.enter("Destroy"); err != nil {
+	if err := t.enter(calls.Destroy); err != nil {
 		return err
 	}
 	defer t.leave()

@@ -1,0 +1,361 @@
+// Package calls is what each PE publishes of the collective call it is
+// in, so that no collective waits silently: a PE that waits for others
+// and finds one in a different collective, or in Close, or gone, fails
+// with one message naming each PE's call instead of waiting forever.
+//
+// # Layout
+//
+// Each PE's control block holds an Area: one word that says which call
+// the PE is in (Word), on a line of its own, and the PE's count of the
+// collective calls it has made on each team id (Counts). Only the PE
+// writes its area; the other PEs read it only when a wait has lasted a
+// sleep slice (shmsync.SleepSlice), so the lines stay in the writer's
+// cache and a call pays two or three stores to them.
+//
+// A Word packs, from the low bits up: the call's number on its team (the
+// count after the call was counted, 40 bits), the team id (8 bits), the
+// kind (8 bits) and the state (in a call, or between calls). The C
+// library (capi) publishes the same words through the offsets
+// cabi.Layout gives it, with the kinds of this package (generated into
+// capi/shmemi_calls.h by capi/gen).
+//
+// # Paths
+//
+//	Enter   1. count the call on its team: Counts[team] + 1 (a load and a
+//	           store: a PE's calls on a team do not overlap)
+//	        2. Word = {in a call, kind, team, count}
+//	Leave   Word's state back to "between calls", the rest kept, so that
+//	        a message can name the last call of a PE that is computing
+//	Close   Word = {in a call, Close}; a PE out of the job, Left
+//	Check   (a wait's liveness check, after a slice ran out) for every
+//	        PE the wait depends on, compare its Word with this PE's
+//	        (Diverged); the caller re-tests its condition before it
+//	        reports anything (shmsync.Lost), so a PE that completed our
+//	        call and went on to another is never reported
+//
+// # What counts as divergence
+//
+// Let this PE be in call n of kind K on team T. Another member q of T
+// diverges when q is in call n on T of another kind, or when q is in
+// Close or has left the job without making call n on T of kind K (its
+// counts are final then). A PE in Close finds divergence in a member in
+// a call of the world team that it never made (number above its own
+// count); a call on another team is left to the other PE's check, which
+// knows this PE is a member of that team. A member that is behind (in an
+// earlier call on T), computing, or in a call on another team is waited
+// for: it may still come.
+package calls
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/symheap/symheap/internal/core"
+	"github.com/symheap/symheap/internal/errs"
+	"github.com/symheap/symheap/internal/shmsync"
+)
+
+// Kind is the kind of a collective call.
+type Kind uint8
+
+// The kinds. Their values are shared with the C library (capi/gen writes
+// them into capi/shmemi_calls.h): append only.
+const (
+	None Kind = iota
+	Barrier
+	Sync
+	Malloc
+	Calloc
+	Align
+	MallocWithHints
+	Realloc
+	Free
+	Split
+	Destroy
+	Broadcast
+	Reduce
+	FCollect
+	Collect
+	AllToAll
+	AllToAlls
+	Close
+	Left
+	numKinds
+)
+
+var names = [numKinds]string{None: "no call", Barrier: "Barrier", Sync: "Sync", Malloc: "Malloc", Calloc: "Calloc",
+	Align: "Align", MallocWithHints: "MallocWithHints", Realloc: "Realloc", Free: "Free", Split: "Split",
+	Destroy: "Destroy", Broadcast: "Broadcast", Reduce: "Reduce", FCollect: "FCollect", Collect: "Collect",
+	AllToAll: "AllToAll", AllToAlls: "AllToAlls", Close: "Close", Left: "Close (left)"}
+
+func (k Kind) String() string {
+	if k < numKinds {
+		return names[k]
+	}
+	return fmt.Sprintf("call kind %d", uint8(k))
+}
+
+// Kinds lists every kind with its name, for the C header's generator.
+func Kinds() []Kind {
+	ks := make([]Kind, numKinds)
+	for i := range ks {
+		ks[i] = Kind(i)
+	}
+	return ks
+}
+
+// MaxTeams is the number of team ids (internal/team's MaxTeams).
+const MaxTeams = 64
+
+// The Word's fields.
+const (
+	NumBits   = 40
+	TeamShift = NumBits
+	KindShift = TeamShift + 8
+	InCall    = uint64(1) << 63
+	// Broken is set in the word of a PE that found a divergence: the C
+	// library's next collective call then ends the job (the runtime's
+	// calls return the error themselves).
+	Broken  = uint64(1) << 62
+	numMask = uint64(1)<<NumBits - 1
+)
+
+// Word is a published call word.
+type Word uint64
+
+// Pack returns the word of call num of kind k on team, in a call.
+func Pack(k Kind, team int, num uint64) Word {
+	return Word(InCall | uint64(k)<<KindShift | uint64(team&0xff)<<TeamShift | num&numMask)
+}
+
+func (w Word) Kind() Kind   { return Kind(uint64(w) >> KindShift) }
+func (w Word) Team() int    { return int(uint64(w)>>TeamShift) & 0xff }
+func (w Word) Num() uint64  { return uint64(w) & numMask }
+func (w Word) InCall() bool { return uint64(w)&InCall != 0 }
+
+// Area is one PE's part of every control block.
+type Area struct {
+	word atomic.Uint64 // Word; written by the PE only (Enter, Leave, SetClose), read by the others' checks
+	_    [56]byte
+	// counts[t] is the PE's latest call on team id t as a Word between
+	// calls: its number (the count of collective calls the PE made on
+	// the team since the team was made: Reset) and its kind. Written by
+	// the PE only.
+	counts [MaxTeams]atomic.Uint64
+}
+
+// Size is the bytes of an Area.
+const Size = 64 + MaxTeams*8
+
+// area is the calls' area of every control block.
+var area = core.RegisterArea("calls", func(int) uint64 { return Size })
+
+// Off returns the offset of the Area in the control blocks of a job of
+// npes PEs (for the C library).
+func Off(npes int) core.CBOff { return area.Off(npes) }
+
+// Areas views every PE's Area in sp (nil for a PE without a control
+// block here: on another node).
+func Areas(sp *core.Space, here func(pe int) bool) []*Area {
+	as := make([]*Area, sp.NPEs)
+	for p := range as {
+		if here == nil || here(p) {
+			as[p] = core.View[Area](sp.Bytes(area, p))
+		}
+	}
+	return as
+}
+
+// WordOff and CountsOff are the offsets of the word and the counts in an
+// Area (cabi.Layout hands them to the C library).
+const (
+	WordOff   = 0
+	CountsOff = 64
+)
+
+// Enter counts a call of kind k on team and publishes it. Release
+// stores, which wait for nothing (a sequentially consistent store would
+// cost a sizeable share of a 2-PE barrier): the other PEs load the words
+// only after a sleep slice, and a word seen late is an older call, with a
+// smaller number, which no rule reports.
+func (a *Area) Enter(k Kind, team int) {
+	c := &a.counts[team&(MaxTeams-1)]
+	w := Pack(k, team, Word(c.Load()).Num()+1) // only this PE writes c
+	shmsync.StoreRelease64(c, uint64(w)&^InCall)
+	shmsync.StoreRelease64(&a.word, uint64(w))
+}
+
+// Leave marks the PE between calls again, keeping its last call's kind
+// and number for messages. A release store, as Enter's.
+func (a *Area) Leave() { shmsync.StoreRelease64(&a.word, a.word.Load()&^InCall) }
+
+// SetClose publishes that the PE is in Close (k = Close) or has left the
+// job (k = Left).
+func (a *Area) SetClose(k Kind) { a.word.Store(uint64(Pack(k, 0, 0))) }
+
+// Reset starts the count of team id anew: a new team took the id (Split).
+func (a *Area) Reset(team int) { a.counts[team&(MaxTeams-1)].Store(0) }
+
+// Load returns the PE's published word. Seq-cst; pairs with the PE's
+// stores in Enter, Leave and SetClose.
+func (a *Area) Load() Word { return Word(a.word.Load()) }
+
+// Count returns the PE's count of calls on team id.
+func (a *Area) Count(team int) uint64 { return a.Last(team).Num() }
+
+// Last returns the PE's latest call on team id, as a Word between calls.
+func (a *Area) Last(team int) Word { return Word(a.counts[team&(MaxTeams-1)].Load()) }
+
+// diverged reports whether PE q, whose area is theirs, will never join
+// the call of this PE's word mine (this PE's area is own): see "What
+// counts as divergence".
+func diverged(mine Word, own *Area, theirs *Area) bool {
+	w := theirs.Load()
+	if !mine.InCall() {
+		return false
+	}
+	if mine.Kind() == Close {
+		// q in a call of the world team that this PE never made. (A call
+		// on another team is reported by q's check, which knows that
+		// this PE is a member; this one may not be.)
+		return w.InCall() && w.Kind() != Close && w.Team() == 0 && w.Num() > own.Count(0)
+	}
+	switch k := w.Kind(); {
+	case k == Left || k == Close && w.InCall():
+		// q's counts are final: did it make this call before it left?
+		last := theirs.Last(mine.Team())
+		return last.Num() < mine.Num() || last.Num() == mine.Num() && last.Kind() != mine.Kind()
+	case !w.InCall():
+		return false
+	}
+	return w.Team() == mine.Team() && w.Num() == mine.Num() && w.Kind() != mine.Kind()
+}
+
+// Describe says which call w is, for a message: "Barrier (call #12)" on
+// the world team (id 0), "Sync (call #3 on team 2)" on another.
+func Describe(w Word) string {
+	switch k := w.Kind(); {
+	case k == Close || k == Left:
+		return Close.String()
+	case k == None:
+		return "no collective call yet"
+	case !w.InCall():
+		return fmt.Sprintf("no collective call (its last was %s)", Describe(w|Word(InCall)))
+	case w.Team() == 0:
+		return fmt.Sprintf("%s (call #%d)", k, w.Num())
+	default:
+		return fmt.Sprintf("%s (call #%d on team %d)", k, w.Num(), w.Team())
+	}
+}
+
+// Tracker is a PE's handle on every PE's Area, and the divergence it
+// found, which every later collective call of the PE returns at once: the
+// PEs no longer make the same calls, so none can complete.
+type Tracker struct {
+	areas  []*Area // every PE's, by rank
+	own    *Area
+	rank   int
+	detail func(pe int, w Word) string
+	broken atomic.Pointer[error]
+}
+
+// NewTracker returns PE rank's tracker over areas (every PE's, by rank;
+// nil for a PE whose area this process cannot read). detail, if not nil,
+// adds to the name of PE pe's call w (the size of an allocation).
+func NewTracker(areas []*Area, rank int, detail func(pe int, w Word) string) *Tracker {
+	return &Tracker{areas: areas, own: areas[rank], rank: rank, detail: detail}
+}
+
+// Own returns this PE's area.
+func (t *Tracker) Own() *Area { return t.own }
+
+// Enter counts and publishes a collective call of kind k on team, or
+// returns the divergence found earlier without doing anything.
+func (t *Tracker) Enter(k Kind, team int) error {
+	if e := t.broken.Load(); e != nil {
+		return fmt.Errorf("symheap: %s: %w", k, *e)
+	}
+	t.own.Enter(k, team)
+	return nil
+}
+
+// Leave ends the call Enter began. After a divergence the word keeps the
+// call that met it, for good: the other PEs' checks then name that call,
+// whether this PE has left the job or not.
+func (t *Tracker) Leave() {
+	if t.broken.Load() == nil {
+		t.own.Leave()
+	}
+}
+
+// SetClose is Area.SetClose, but after a divergence, which the word keeps
+// (Leave).
+func (t *Tracker) SetClose(k Kind) {
+	if t.broken.Load() == nil {
+		t.own.SetClose(k)
+	}
+}
+
+// Broken returns the divergence found, or nil. Like Check's errors, it
+// does not start with "symheap:": the caller says which call met it.
+func (t *Tracker) Broken() error {
+	if e := t.broken.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// Check is a wait's divergence check: it returns, and keeps for every
+// later call, the error naming this PE's call and the first PE of pes
+// (all PEs when nil) whose call shows it will never join it. The caller
+// re-tests its wait's condition first (shmsync.Lost).
+func (t *Tracker) Check(pes []int) error {
+	mine := t.own.Load()
+	if !mine.InCall() {
+		return nil
+	}
+	check := func(q int) error {
+		if q == t.rank || q < 0 || q >= len(t.areas) || t.areas[q] == nil {
+			return nil
+		}
+		if !diverged(mine, t.own, t.areas[q]) {
+			return nil
+		}
+		theirs := t.areas[q].Load()
+		gone := ""
+		if theirs.Kind() == Left {
+			gone = ", which has left the job"
+		}
+		err := fmt.Errorf("%s on PE %d met %s on PE %d%s: %w (every PE must make the same collective calls in the same order, and reach Close together)",
+			t.describe(t.rank, mine), t.rank, t.describe(q, theirs), q, gone, errs.ErrDiverged)
+		if t.broken.CompareAndSwap(nil, &err) {
+			shmsync.StoreRelease64(&t.own.word, t.own.word.Load()|Broken)
+		}
+		return err
+	}
+	if pes == nil {
+		for q := range t.areas {
+			if err := check(q); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, q := range pes {
+		if err := check(q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *Tracker) describe(pe int, w Word) string {
+	s := Describe(w)
+	if t.detail != nil && w.InCall() {
+		if d := t.detail(pe, w); d != "" {
+			k := w.Kind().String()
+			s = k + d + s[len(k):]
+		}
+	}
+	return s
+}

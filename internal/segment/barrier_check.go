@@ -1,0 +1,27 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/symheap/symheap/internal/errs"
+	"github.com/symheap/symheap/internal/shmsync"
+)
+
+// BarrierCheck is Barrier with a further check, made with every liveness
+// check of the wait (the runtime's: do the PEs make the same call?). Its
+// error ends the wait and breaks the barrier as a lost PE does, in this
+// PE's name: this PE leaves without the barrier.
+func (s *Segment) BarrierCheck(extra func() error) error {
+	err := s.h.barrier.Wait(len(s.local), func() (int, error) {
+		if pe, err := s.LostPeer(nil); err != nil {
+			return pe, err
+		}
+		return s.p.Rank, extra()
+	})
+	if errors.Is(err, shmsync.ErrBroken) {
+		m, _ := s.h.barrier.Broken()
+		return fmt.Errorf("PE %d (pid %d) of job %q is gone: %w", m, s.Pid(m), s.p.Job, errs.ErrPeerLost)
+	}
+	return err
+}
