@@ -1,0 +1,134 @@
+package calls
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/symheap/symheap/internal/errs"
+)
+
+// areas returns n areas in plain memory (the words are the same as in
+// shared memory; only the process differs).
+func areas(n int) []*Area {
+	as := make([]*Area, n)
+	for i := range as {
+		as[i] = new(Area)
+	}
+	return as
+}
+
+// TestDiverged: each rule of "What counts as divergence", and the cases
+// that must not count (a member behind, computing, ahead, or in a call on
+// another team).
+func TestDiverged(t *testing.T) {
+	cases := []struct {
+		name string
+		// me and q each make the calls listed, in order; the last call
+		// of each is left in progress, unless done.
+		me, q  []Kind
+		qDone  bool
+		qClose Kind // Close or Left after q's calls, or None
+		want   bool
+	}{
+		{name: "same call", me: []Kind{Barrier}, q: []Kind{Barrier}},
+		{name: "same number, other kind", me: []Kind{Barrier}, q: []Kind{Malloc}, want: true},
+		{name: "q behind", me: []Kind{Barrier, Malloc}, q: []Kind{Barrier}},
+		{name: "q behind, computing", me: []Kind{Barrier, Malloc}, q: []Kind{Barrier}, qDone: true},
+		{name: "q ahead", me: []Kind{Broadcast}, q: []Kind{Broadcast, Malloc}},
+		{name: "q in Close without the call", me: []Kind{Barrier, Barrier}, q: []Kind{Barrier}, qDone: true, qClose: Close, want: true},
+		{name: "q left without the call", me: []Kind{Barrier, Barrier}, q: []Kind{Barrier}, qDone: true, qClose: Left, want: true},
+		{name: "q left after the same call", me: []Kind{Barrier, Broadcast}, q: []Kind{Barrier, Broadcast}, qDone: true, qClose: Left},
+		{name: "q left after another kind", me: []Kind{Barrier, Broadcast}, q: []Kind{Barrier, Sync}, qDone: true, qClose: Left, want: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			as := areas(2)
+			for _, k := range c.me {
+				as[0].Enter(k, 0)
+			}
+			for _, k := range c.q {
+				as[1].Enter(k, 0)
+			}
+			if c.qDone {
+				as[1].Leave()
+			}
+			if c.qClose != None {
+				as[1].SetClose(c.qClose)
+			}
+			tr := NewTracker(as, 0, nil)
+			err := tr.Check(nil)
+			if got := err != nil; got != c.want {
+				t.Fatalf("Check: %v, want divergence %v", err, c.want)
+			}
+			if err != nil && !errors.Is(err, errs.ErrDiverged) {
+				t.Fatalf("Check: %v does not wrap ErrDiverged", err)
+			}
+		})
+	}
+}
+
+// TestCloseMeetsCall: a PE in Close finds a member in a call of the world
+// team it never made, and not one in a call it made (behind), nor one in a
+// call on another team (that PE's check says it).
+func TestCloseMeetsCall(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		q          []Kind
+		team       int
+		want       bool
+		meBarriers int
+	}{
+		{"extra world call", []Kind{Barrier, Barrier}, 0, true, 1},
+		{"behind", []Kind{Broadcast}, 0, false, 2},
+		{"other team", []Kind{Sync, Sync, Sync}, 3, false, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			as := areas(2)
+			for range c.meBarriers {
+				as[0].Enter(Barrier, 0)
+				as[0].Leave()
+			}
+			as[0].SetClose(Close)
+			for _, k := range c.q {
+				as[1].Enter(k, c.team)
+			}
+			err := NewTracker(as, 0, nil).Check(nil)
+			if got := err != nil; got != c.want {
+				t.Fatalf("Check: %v, want divergence %v", err, c.want)
+			}
+		})
+	}
+}
+
+// TestBrokenForGood: after a divergence every Enter returns it, saying
+// which call met it, and the word keeps the diverged call (Leave and
+// SetClose leave it) with Broken set, for the other PEs and the C library.
+func TestBrokenForGood(t *testing.T) {
+	as := areas(2)
+	tr := NewTracker(as, 0, func(pe int, w Word) string {
+		if w.Kind() == Malloc {
+			return " of 64 B"
+		}
+		return ""
+	})
+	if err := tr.Enter(Barrier, 0); err != nil {
+		t.Fatal(err)
+	}
+	as[1].Enter(Malloc, 0)
+	err := tr.Check([]int{1})
+	want := "Barrier (call #1) on PE 0 met Malloc of 64 B (call #1) on PE 1"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Check: %v, want %q", err, want)
+	}
+	tr.Leave()
+	tr.SetClose(Left)
+	w := as[0].Load()
+	if !w.InCall() || w.Kind() != Barrier || uint64(w)&Broken == 0 {
+		t.Fatalf("word after the divergence: %s (broken %v), want the Barrier, in a call, broken", Describe(w), uint64(w)&Broken != 0)
+	}
+	err = tr.Enter(Free, 0)
+	if !errors.Is(err, errs.ErrDiverged) || !strings.HasPrefix(err.Error(), "symheap: Free: ") || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Enter after the divergence: %v", err)
+	}
+}
