@@ -58,10 +58,25 @@ func clusterJobWith(t *testing.T, j cluster.Job, checks string) cluster.Result {
 	return r
 }
 
+// clusterFailure says why job r failed: the line of a PE that found a
+// case of the message matrix hung (matrixHang), which names the case, if
+// one did; else the job's error.
+func clusterFailure(r cluster.Result) string {
+	for _, l := range strings.Split(string(r.Output), "\n") {
+		if i := strings.Index(l, matrixHang); i >= 0 {
+			return fmt.Sprintf("%s (job: %v)", strings.TrimSpace(l[i:]), r.Err)
+		}
+	}
+	return fmt.Sprintf("job failed: %v", r.Err)
+}
+
+// TestCluster runs every family across two fake hosts of two PEs, with
+// UCX's peer error handling, among them the matrix of messages across
+// nodes (msgmatrix, cluster_msg_test.go).
 func TestCluster(t *testing.T) {
-	r := clusterJob(t, 2, 2, "placement,rma,atomics,mixed,wait,busy,barrier,alloc,diverge,collectives,locks,messages,nodemsg,anymsg,teams,stat", 120*time.Second)
+	r := clusterJob(t, 2, 2, "placement,rma,atomics,mixed,wait,busy,barrier,alloc,diverge,collectives,locks,messages,nodemsg,anymsg,msgmatrix,teams,stat", 120*time.Second)
 	if r.Err != nil {
-		t.Fatalf("job failed: %v", r.Err)
+		t.Fatal(clusterFailure(r))
 	}
 	if n := strings.Count(string(r.Output), "--- PASS: TestClusterPE"); n != 4 {
 		t.Fatalf("%d of 4 PEs passed", n)
@@ -72,11 +87,12 @@ func TestCluster(t *testing.T) {
 // between nodes are made without UCX's peer error handling, and every
 // family that crosses nodes still works (messages of 0 B to 4 MiB among
 // them: those above UCX's eager size take the zero-copy rendezvous that
-// this mode allows).
+// this mode allows), and so does the matrix of messages across nodes
+// (msgmatrix), at this mode's protocol boundaries.
 func TestClusterNoPeerErrors(t *testing.T) {
-	r := clusterJob(t, 2, 2, "noerrmode,rma,atomics,barrier,alloc,collectives,messages,anymsg", 120*time.Second, config.EnvUCXPeerErrors+"=0")
+	r := clusterJob(t, 2, 2, "noerrmode,rma,atomics,barrier,alloc,collectives,messages,anymsg,msgmatrix", 120*time.Second, config.EnvUCXPeerErrors+"=0")
 	if r.Err != nil {
-		t.Fatalf("job failed: %v", r.Err)
+		t.Fatal(clusterFailure(r))
 	}
 	if n := strings.Count(string(r.Output), "--- PASS: TestClusterPE"); n != 4 {
 		t.Fatalf("%d of 4 PEs passed", n)
@@ -174,6 +190,7 @@ var clusterChecks = []struct {
 	{"anymsg", checkClusterAnyMessages},
 	{"messages", checkClusterMessages},
 	{"nodemsg", checkClusterNodeMessages},
+	{"msgmatrix", checkClusterMessageMatrix},
 	{"stat", checkClusterStat},
 	{"teams", checkClusterTeams},
 	{"kill", func(t *testing.T, pe *PE) { checkFault(t, pe, syscall.SIGKILL) }},

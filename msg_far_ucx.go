@@ -28,17 +28,28 @@ import (
 // both match. Every other receive (from a PE of another node, or from
 // AnySource) is matched lazily, in the order receives were posted: it
 // waits in the PE's queue (farMsgs.pending) until a wait or test of any
-// request runs the matching step, which looks for each pending receive
-// in turn at the messages that arrived and wait for a receive: UCX's
-// queue (probed without progressing UCX in between, so that every probe
-// of one step sees the same queue) and this node's (msg.Layer.Peek,
-// after one msg.Layer.Poll per step, for the same reason). A match posts
-// a receive for exactly that message's sender and tag, which
-// takes the earliest such message: the one probed (a receive posted to
+// request, a send's included (farTest), runs the matching step, which
+// looks for each pending receive in turn at the messages that arrived and
+// wait for a receive: UCX's queue (TryProbe) and this node's
+// (msg.Layer.Peek, after one msg.Layer.Poll per step). A match posts a
+// receive for exactly that message's sender and tag, which takes the
+// earliest such message: the one probed (a receive posted to
 // internal/msg directly would have taken it on arrival). A message longer
 // than the receive's buffer completes the receive with ErrTruncated and
 // stays queued for a later receive. Sends are posted at once. Lock order:
 // farMsgs.mu, then internal/msg's lock (Poll, Peek, Irecv).
+//
+// UCX's queue may grow between two probes of one step: the progress
+// goroutine (or another goroutine of the program) may progress the
+// worker whenever the step does not hold it. A message that a later
+// receive finds may then have arrived after an earlier receive that
+// could take it too looked and found nothing; taken, it would go to the
+// later receive and the earlier one would get a later message (a window
+// of receives from one sender with one tag got them out of order). So
+// the step leaves such a message for the next step, where the earlier
+// receive looks first, and the later receive counts as having found
+// nothing. This node's queue needs no such care: it moves only at the
+// step's Poll.
 //
 // A request of this path is a *Request that internal/msg never sees, a
 // key in the PE's table (farMsgs.reqs), as teams made by Split are. The
@@ -126,8 +137,12 @@ func (pe *PE) match() {
 	f := pe.farL
 	m := &f.msgs
 	// This node's queue: one progress step, then peeks that all see the
-	// same queue, as UCX's probes do.
+	// same queue (UCX's may grow between probes: see the top).
 	pe.ext.msg.Poll()
+	// The receives that took nothing from UCX's queue in this step (see
+	// the top).
+	var missedBuf [8]*farMsgReq
+	missed := missedBuf[:0]
 	kept := m.pending[:0]
 	for _, r := range m.pending {
 		if (r.peer == AnySource || pe.onNode(r.peer)) && pe.matchLocal(r) {
@@ -145,12 +160,12 @@ func (pe *PE) match() {
 			mask &^= 1<<36 - 1
 		}
 		stag, n, ok := f.w.TryProbe(want, mask)
-		if !ok {
-			kept = append(kept, r)
+		src, tag := int(stag>>36&0xfffff), int(stag&(1<<36-1))
+		if !ok || wantedBy(missed, src, tag) {
+			kept, missed = append(kept, r), append(missed, r)
 			continue
 		}
-		src := int(stag >> 36 & 0xfffff)
-		if !r.found(Status{Source: src, Tag: int(stag & (1<<36 - 1)), Count: n}) {
+		if !r.found(Status{Source: src, Tag: tag, Count: n}) {
 			continue
 		}
 		u, err := f.w.RecvNB(r.buf[:n], stag)
@@ -162,6 +177,18 @@ func (pe *PE) match() {
 	}
 	clear(m.pending[len(kept):])
 	m.pending = kept
+}
+
+// wantedBy reports whether one of missed, receives posted before the one
+// matching now that took nothing from UCX's queue in this step, would
+// take a message from src with tag: it is theirs first (see the top).
+func wantedBy(missed []*farMsgReq, src, tag int) bool {
+	for _, q := range missed {
+		if (q.peer == src || q.peer == AnySource) && (q.tag == tag || q.tag == AnyTag) {
+			return true
+		}
+	}
+	return false
 }
 
 // found records the message a pending receive matched, and reports
@@ -199,19 +226,28 @@ func (pe *PE) matchLocal(r *farMsgReq) bool {
 	return true
 }
 
-// test runs the matching step and reports whether r is complete.
+// farTest runs the matching step, whatever r is, while receives wait to
+// be matched, and reports whether r is complete. A send's test matches
+// too: a message above UCX's rendezvous threshold completes at its sender
+// only once its receiver has posted the UCX receive, which the matching
+// step does. Were only a receive's own wait to match, two PEs that each
+// post a receive, send to the other and wait on the send first would
+// each wait for the other's matching step.
 func (pe *PE) farTest(r *farMsgReq) bool {
 	f := pe.farL
 	if r.done {
 		return true
 	}
-	if r.u == nil && r.local == nil {
-		f.msgs.mu.Lock()
+	f.msgs.mu.Lock()
+	if len(f.msgs.pending) != 0 {
 		pe.match()
-		f.msgs.mu.Unlock()
-		if r.done || (r.u == nil && r.local == nil) {
-			return r.done
-		}
+	}
+	f.msgs.mu.Unlock()
+	if r.done {
+		return true
+	}
+	if r.u == nil && r.local == nil {
+		return false // a receive not matched yet
 	}
 	if r.local != nil {
 		done, st, err := r.local.Test()

@@ -347,6 +347,19 @@ static char *sh_describe(void) {
 	return buf;
 }
 
+// sh_ep_info prints an endpoint's configuration (its lanes, and for each
+// operation the message sizes at which each protocol takes over) into a
+// malloc'd string the caller frees.
+static char *sh_ep_info(ucp_ep_h ep) {
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+	if (f == NULL) return NULL;
+	ucp_ep_print_info(ep, f);
+	fclose(f);
+	return buf;
+}
+
 static int sh_is_err(ucs_status_ptr_t p) { return UCS_PTR_IS_ERR(p); }
 static ucs_status_t sh_status(ucs_status_ptr_t p) { return UCS_PTR_STATUS(p); }
 */
@@ -433,6 +446,31 @@ func Describe() ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// EndpointInfo is the configuration of the endpoint to peer as UCX
+// prints it (ucp_ep_print_info), making the endpoint if there is none
+// yet: its lanes and, for each operation, the sizes at which one protocol
+// hands over to the next, as in
+//
+//	tag_send: 0..<egr/short>..8185..<egr/zcopy>..20553..<rndv>..(inf)
+//
+// The sizes depend on the transports, the error handling mode (Open) and
+// UCX's version and settings (UCX_RNDV_THRESH, ...), so tests that must
+// cover every protocol read them here rather than hard-code them.
+func (w *Worker) EndpointInfo(peer int) (string, error) {
+	w.lock()
+	defer w.mu.Unlock()
+	ps, err := w.ep(peer)
+	if err != nil {
+		return "", err
+	}
+	s := C.sh_ep_info(ps.ep)
+	if s == nil {
+		return "", fmt.Errorf("ucx: print the endpoint to peer %d: out of memory", peer)
+	}
+	defer C.free(unsafe.Pointer(s))
+	return C.GoString(s), nil
 }
 
 // Peer is what a process published about itself: its worker address and,
