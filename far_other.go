@@ -2,6 +2,12 @@
 
 package symheap
 
+import (
+	"fmt"
+
+	"github.com/symheap/symheap/internal/cabi"
+)
+
 // Without the ucx build tag symheap has no transport to other nodes:
 // a job is the PEs of one node, as the environment describes them.
 
@@ -13,8 +19,27 @@ const MultiNode = false
 type farLayer struct{}
 
 // discover reads the job's placement; in this build every PE of the
-// job is on this node.
-func discover(j *job) (topology, *farLayer, error) { return placement(j.npes), nil, nil }
+// job is on this node. A launcher that says the job spans nodes (more PEs
+// in the job than on this node) is refused: each node's PEs would run as
+// a job of their own, or wait for PEs that never come.
+func discover(j *job) (topology, *farLayer, error) {
+	if s := j.span; s.vars != "" {
+		where := fmt.Sprintf("%d of them on this node", s.here)
+		switch {
+		case s.here == 0 && s.nodes > 1:
+			where = fmt.Sprintf("on %d nodes", s.nodes)
+		case s.nodes > 1:
+			where += fmt.Sprintf(", on %d nodes", s.nodes)
+		}
+		todo := "build the program with `go build -tags ucx` (UCX and PMIx, under a PMIx launcher: mpirun, srun --mpi=pmix), or run the job on one node"
+		if cabi.Hosted {
+			todo = "the C library, libsymheap, is single-node: run the job on one node"
+		}
+		return topology{}, nil, fmt.Errorf("symheap: %s says the job has %d PEs, %s, but this build of symheap reaches only the PEs of its own node: %w (%s)",
+			s.vars, s.total, where, ErrBadConfig, todo)
+	}
+	return placement(j.npes), nil, nil
+}
 
 func (f *farLayer) finalize()                                          {}
 func (pe *PE) farAnnounce(p int)                                       {}

@@ -249,6 +249,7 @@ func Init(cfg Config) (*PE, error) {
 	}
 	pe.probeLine()
 	pe.quietMonitor()
+	pe.watchLauncher() // leave the job if the launcher dies (launcher.go)
 	live = pe
 	return pe, nil
 }
@@ -319,6 +320,7 @@ func (pe *PE) Close() error {
 	pe.calls.SetClose(calls.Left)
 	pe.closeExt()
 	pe.stopWatch()
+	pe.unwatchLauncher() // before the segment goes (launcher.go)
 	if pe.monitorRestore != nil {
 		pe.monitorRestore() // best effort, as quietMonitor is: the process may go on without symheap
 		pe.monitorRestore = nil

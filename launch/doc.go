@@ -11,6 +11,7 @@
 //	SYMHEAP_JOB=<job id>    the same in every PE, unique per job ("j<launcher pid>-<12 hex>")
 //	SYMHEAP_PE=<rank>       0 ≤ rank < N
 //	SYMHEAP_NPES=<N>
+//	SYMHEAP_LAUNCHER=<pid>  the launcher's pid (see Starting, step 2)
 //	SHMEM_SYMMETRIC_SIZE    when Options.Heap is set
 //	SYMHEAP_ALLOCATOR       when Options.Allocator is set
 //	Options.Env             anything else the caller asks for
@@ -37,6 +38,13 @@
 //     with it). So all PEs of a group are forked by one goroutine that
 //     locks itself to its OS thread and stays alive, parked on a channel,
 //     until every PE of the group has been reaped (forker, below).
+//     A PE killed that way cannot leave the job's segment, and neither
+//     can the launcher remove it: so a symheap PE, seeing at start-up
+//     that its parent is SYMHEAP_LAUNCHER, clears its parent-death signal
+//     and watches its parent itself; when the launcher dies, the PE
+//     leaves the job (the last one out removes the segment) and exits
+//     (launcher.go in package symheap). Programs that are not symheap
+//     PEs keep the signal and die at once.
 //  3. Each PE is the leader of a process group of its own (Setpgid). The
 //     terminal sends Ctrl-C's SIGINT to its foreground process group: if PEs
 //     shared the launcher's group, each would get SIGINT twice, once from
@@ -67,7 +75,14 @@
 //     Options.Grace (500 ms by default). A timeout
 //     (Options.Timeout), the cancellation of the context given to Start and
 //     Group.Stop stop the job in the same way.
-//  3. When the last PE has been reaped, the job's files in /dev/shm
+//  3. Once a PE has exited, the supervisor also polls the state of the
+//     others (/proc/PID/stat): when every PE left has been stopped (state
+//     T: SIGSTOP) for the peer timeout (Options.PeerTimeout, the PEs'
+//     SYMHEAP_PEER_TIMEOUT by default), no PE will ever resume them, and
+//     a job would wait for ever. The supervisor kills them (SIGKILL: a
+//     stopped process acts on no other signal) and ends the job with
+//     ErrStalled naming them, status StatusStalled.
+//  4. When the last PE has been reaped, the job's files in /dev/shm
 //     (internal/segment.Name(uid, job) and names that extend it with "-" or
 //     ".") are removed, the build directory is removed, and the fork thread
 //     is released. Then Wait returns.

@@ -9,10 +9,12 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/symheap/symheap/internal/config"
 	"github.com/symheap/symheap/internal/unix"
 )
 
@@ -89,6 +91,15 @@ func Start(ctx context.Context, opts Options, prog string, args ...string) (*Gro
 	if opts.Job == "" {
 		opts.Job = NewJobID()
 	}
+	env := baseEnv(os.Environ(), &opts, opts.Job)
+	if opts.PeerTimeout == 0 {
+		// The PEs' own peer timeout, from the environment they get.
+		d, err := config.PeerTimeout(lookup(env))
+		if err != nil {
+			return nil, fmt.Errorf("launch: %w", err)
+		}
+		opts.PeerTimeout = d
+	}
 	exe, cleanup, err := resolve(ctx, opts.Dir, prog, opts.BuildFlags)
 	if err != nil {
 		return nil, err
@@ -102,7 +113,6 @@ func Start(ctx context.Context, opts Options, prog string, args ...string) (*Gro
 		done:    make(chan struct{}),
 		cleanup: cleanup,
 	}
-	env := baseEnv(os.Environ(), &opts, g.job)
 	var outMu sync.Mutex
 	g.start = time.Now()
 	for rank := 0; rank < opts.N; rank++ {
@@ -187,10 +197,15 @@ const (
 	byTimeout
 	byContext
 	byRequest
+	byStall
 )
 
+// stallPoll is how often the supervisor looks at the state of the PEs
+// left once one has exited (Supervision, step 3).
+const stallPoll = 100 * time.Millisecond
+
 // supervise collects the PEs' exits and stops the job when it must
-// (Supervision, step 2), then finishes it (step 3).
+// (Supervision, steps 2 and 3), then finishes it (step 4).
 func (g *Group) supervise(ctx context.Context) {
 	var timeout <-chan time.Time
 	if g.opts.Timeout > 0 {
@@ -210,6 +225,11 @@ func (g *Group) supervise(ctx context.Context) {
 	}
 	res := Result{Job: g.job, PEs: make([]PEStatus, len(g.procs)), FirstFailed: -1}
 	done, stopReq := ctx.Done(), g.stopReq
+	// Once a PE has exited, the state of the others is polled: when all
+	// of them have stayed stopped for the peer timeout, nothing will
+	// ever end the job but a SIGCONT nobody may send.
+	var poll <-chan time.Time
+	stoppedSince := make([]time.Time, len(g.procs))
 	for left := len(g.procs); left > 0; {
 		select {
 		case e := <-g.exits:
@@ -219,6 +239,22 @@ func (g *Group) supervise(ctx context.Context) {
 			if st.Failed() && !st.Stopped && res.FirstFailed < 0 && reason == running {
 				res.FirstFailed = e.rank
 				stop(byFailure)
+			}
+			if poll == nil && left > 0 && reason == running {
+				t := time.NewTicker(stallPoll)
+				defer t.Stop()
+				poll = t.C
+			}
+		case now := <-poll:
+			if reason != running {
+				poll = nil
+				continue
+			}
+			if ranks := g.stalled(now, stoppedSince); ranks != nil {
+				// A stopped process acts on no signal but SIGKILL (and
+				// SIGCONT): the stop signal would wait for a SIGCONT.
+				reason, res.Stalled, poll = byStall, ranks, nil
+				g.signalAll(syscall.SIGKILL, true)
 			}
 		case <-timeout:
 			timeout = nil
@@ -260,6 +296,10 @@ func (g *Group) supervise(ctx context.Context) {
 	case reason == byRequest:
 		res.Status = StatusStopped
 		err = fmt.Errorf("%w: job %s: stopped %s on request", ErrStopped, g.job, pes(stopped))
+	case reason == byStall:
+		res.Status = StatusStalled
+		err = fmt.Errorf("%w: job %s: %s stopped (state T: SIGSTOP) for %v after every other PE had exited, and nothing would resume %s: killed (SYMHEAP_PEER_TIMEOUT is %v; send SIGCONT sooner to let a stopped PE go on)",
+			ErrStalled, g.job, g.named(res.Stalled), g.opts.PeerTimeout, them(len(res.Stalled)), g.opts.PeerTimeout)
 	}
 	removed, rmErr := g.finish()
 	res.Removed = removed
@@ -275,6 +315,65 @@ func pes(n int) string {
 		return "1 PE"
 	}
 	return strconv.Itoa(n) + " PEs"
+}
+
+func them(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
+}
+
+// named names the PEs of these ranks with their pids: "PE 2 (pid 4242)",
+// "PEs 1 (pid 4241) and 2 (pid 4242)".
+func (g *Group) named(ranks []int) string {
+	var b strings.Builder
+	b.WriteString("PE")
+	if len(ranks) > 1 {
+		b.WriteString("s")
+	}
+	for i, r := range ranks {
+		switch {
+		case i == 0:
+			b.WriteString(" ")
+		case i == len(ranks)-1:
+			b.WriteString(" and ")
+		default:
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%d (pid %d)", r, g.procs[r].pid)
+	}
+	return b.String()
+}
+
+// stalled looks at the PEs not yet ended and records since when each has
+// been seen stopped (state T in /proc/PID/stat; zero when it was not). It
+// returns their ranks when every one of them has been stopped for the
+// peer timeout, and nil otherwise. It holds g.mu, so that the pid of a PE
+// not marked ended is still that PE's (Supervision, step 1).
+func (g *Group) stalled(now time.Time, since []time.Time) []int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var ranks []int
+	all := true
+	for _, p := range g.procs {
+		if p.ended {
+			continue
+		}
+		if st, err := unix.ProcessState(p.pid); err != nil || st != 'T' {
+			since[p.rank], all = time.Time{}, false
+			continue
+		}
+		if since[p.rank].IsZero() {
+			since[p.rank] = now
+		}
+		all = all && now.Sub(since[p.rank]) >= g.opts.PeerTimeout
+		ranks = append(ranks, p.rank)
+	}
+	if !all || len(ranks) == 0 {
+		return nil
+	}
+	return ranks
 }
 
 // status turns a reaped PE's state into its PEStatus.
@@ -301,7 +400,7 @@ func (g *Group) status(e exit) PEStatus {
 	return st
 }
 
-// finish is Supervision, step 3: it runs once every PE has been reaped.
+// finish is Supervision, step 4: it runs once every PE has been reaped.
 func (g *Group) finish() ([]string, error) {
 	g.fork.close()
 	if g.cleanup != nil {

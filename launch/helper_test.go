@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +35,7 @@ import (
 //	lines:K       write K numbered lines to stdout and to stderr, in fragments
 //	spawn         start a grandchild that sleeps, print "grandchild <pid>", exit 0
 //	launcher      launch a nested job of 2 sleeping PEs, print "pids <pid> <pid>", sleep
+//	selfstop      print "ready", stop itself (SIGSTOP), print "continued", exit 0
 const helperEnv = "LAUNCH_TEST_HELPER"
 
 func TestMain(m *testing.M) {
@@ -96,6 +98,14 @@ func helper(spec string) int {
 		signal.Notify(c, syscall.SIGUSR1)
 		fmt.Println("ready")
 		fmt.Printf("got %v\n", <-c)
+		return 0
+	case "selfstop":
+		fmt.Println("ready")
+		// Stop this very thread: a stop sent to the process takes effect
+		// when some thread takes it, and this one could run on meanwhile.
+		runtime.LockOSThread()
+		syscall.Tgkill(os.Getpid(), syscall.Gettid(), syscall.SIGSTOP)
+		fmt.Println("continued")
 		return 0
 	case "env":
 		for _, kv := range os.Environ() {

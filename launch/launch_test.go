@@ -99,6 +99,7 @@ func TestEnvironment(t *testing.T) {
 			"SYMHEAP_JOB": res.Job, "SYMHEAP_PE": strconv.Itoa(rank), "SYMHEAP_NPES": "3",
 			"SHMEM_SYMMETRIC_SIZE": "64m", "SYMHEAP_ALLOCATOR": "buddy", "EXTRA": "1",
 			"SYMHEAP_OFFSET_MODE": "1", "SLURM_JOB_ID": "77", "LAUNCH_TEST_KEPT": "yes",
+			"SYMHEAP_LAUNCHER": strconv.Itoa(os.Getpid()),
 		}
 		for k, v := range want {
 			if env[k] != v {
@@ -572,5 +573,69 @@ func TestNoGoroutineLeft(t *testing.T) {
 			t.Fatalf("%d goroutines, %d before the job:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestStoppedLastPE: when the PEs left after the others have exited all
+// stay stopped (SIGSTOP) for the peer timeout, nothing would ever end the
+// job: the launcher kills them and fails the job, naming them.
+func TestStoppedLastPE(t *testing.T) {
+	t.Parallel()
+	g, out := start(t, launch.Options{N: 3, PeerTimeout: 200 * time.Millisecond}, "2=selfstop,*=exit:0")
+	res, err := g.Wait()
+	if !errors.Is(err, launch.ErrStalled) || res.Status != launch.StatusStalled || !slices.Equal(res.Stalled, []int{2}) {
+		t.Fatalf("Wait = %+v, %v; want ErrStalled, status %d, PE 2 stalled\n%s", res, err, launch.StatusStalled, out)
+	}
+	for _, want := range []string{fmt.Sprintf("PE 2 (pid %d)", res.PEs[2].Pid), "stopped", "every other PE had exited", "SYMHEAP_PEER_TIMEOUT"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if pe := res.PEs[2]; pe.Signal != syscall.SIGKILL || !pe.Stopped || res.FirstFailed != -1 {
+		t.Errorf("PE 2 %+v, first failed %d; want killed by the launcher, no failure of its own", pe, res.FirstFailed)
+	}
+	if strings.Contains(out.String(), "continued") {
+		t.Errorf("the stopped PE went on:\n%s", out)
+	}
+}
+
+// TestStoppedPEResumed: a PE stopped for less than the peer timeout is
+// not the launcher's business: resumed, it finishes the job normally.
+func TestStoppedPEResumed(t *testing.T) {
+	t.Parallel()
+	g, out := start(t, launch.Options{N: 3, PeerTimeout: 5 * time.Minute}, "2=selfstop,*=exit:0")
+	pids := g.Pids()
+	// Wait until the others have ended and PE 2 is stopped: the launcher
+	// then polls a job whose only PE left is stopped.
+	waitGone(t, 20*time.Second, procOf(t, pids[0]), procOf(t, pids[1]))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if st, err := unix.ProcessState(pids[2]); err == nil && st == 'T' {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("PE 2 did not stop itself within 20s\n%s", out)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := g.SignalPE(2, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	res, err := g.Wait()
+	if err != nil || res.Status != 0 || res.Stalled != nil {
+		t.Fatalf("Wait = %+v, %v; want status 0\n%s", res, err, out)
+	}
+	if !strings.Contains(out.String(), "[pe 2] continued") {
+		t.Errorf("PE 2 did not go on:\n%s", out)
+	}
+}
+
+// TestBadPeerTimeout: a malformed SYMHEAP_PEER_TIMEOUT for the PEs is
+// refused before anything starts, naming the variable.
+func TestBadPeerTimeout(t *testing.T) {
+	t.Parallel()
+	_, err := launch.Run(context.Background(), launch.Options{N: 1, Env: []string{"SYMHEAP_PEER_TIMEOUT=soon"}}, "/bin/true")
+	if !errors.Is(err, errs.ErrBadConfig) || !strings.Contains(err.Error(), "SYMHEAP_PEER_TIMEOUT") {
+		t.Errorf("Run with SYMHEAP_PEER_TIMEOUT=soon: %v, want ErrBadConfig naming the variable", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/symheap/symheap/internal/config"
 	"github.com/symheap/symheap/internal/errs"
+	"github.com/symheap/symheap/internal/segment"
 )
 
 // Options describe one job. The zero value of every field but N is usable.
@@ -50,29 +51,42 @@ type Options struct {
 	// BuildFlags are extra arguments for `go build` when the program is a
 	// Go package (for example "-race").
 	BuildFlags []string
+	// PeerTimeout is how long the PEs left once every other PE has
+	// exited may all stay stopped (SIGSTOP: state T) before the launcher
+	// kills them and ends the job (ErrStalled); 0 means the peer timeout
+	// the PEs themselves use, SYMHEAP_PEER_TIMEOUT as Env or the
+	// launcher's environment sets it, else 10 s.
+	PeerTimeout time.Duration
 }
 
 // DefaultGrace is the time a stopped PE has between its stop signal and
 // SIGKILL.
 const DefaultGrace = 500 * time.Millisecond
 
-// MaxPEs bounds Options.N; it is a sanity limit, not a design one.
-const MaxPEs = 1 << 14
+// MaxPEs bounds Options.N: the most PEs one job's segment holds, the
+// bound Init applies (internal/segment.MaxPEs). A job beyond it is refused
+// before anything starts, rather than every PE failing in Init.
+const MaxPEs = segment.MaxPEs
 
 func (o *Options) check() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("launch: %w: %s", errs.ErrBadConfig, fmt.Sprintf(format, args...))
 	}
 	if o.N < 1 || o.N > MaxPEs {
-		return bad("number of PEs %d: want 1 to %d", o.N, MaxPEs)
+		return bad("number of PEs %d: want 1 to %d (the most one job's segment holds)", o.N, MaxPEs)
 	}
 	if o.Heap != "" {
-		if _, err := config.ParseSize(o.Heap); err != nil {
+		switch n, err := config.ParseSize(o.Heap); {
+		case err != nil:
 			return fmt.Errorf("launch: heap: %w", err)
+		case n == 0:
+			return bad("heap %q: the symmetric heap must not be empty", o.Heap)
+		case n > config.MaxHeapSize:
+			return bad("heap %q: at most %s per PE", o.Heap, config.FormatSize(config.MaxHeapSize))
 		}
 	}
-	if o.Timeout < 0 || o.Grace < 0 {
-		return bad("negative timeout %v or grace %v", o.Timeout, o.Grace)
+	if o.Timeout < 0 || o.Grace < 0 || o.PeerTimeout < 0 {
+		return bad("negative timeout %v, grace %v or peer timeout %v", o.Timeout, o.Grace, o.PeerTimeout)
 	}
 	switch o.StopSignal {
 	case 0, syscall.SIGTERM, syscall.SIGQUIT, syscall.SIGINT, syscall.SIGHUP:
@@ -106,7 +120,7 @@ func NewJobID() string {
 // nested launch never joins the outer job.
 var (
 	scrubbedPrefixes = []string{"OMPI_COMM_WORLD_", "PMI_", "PMIX_"}
-	scrubbedNames    = []string{"SLURM_PROCID", "SLURM_NTASKS", config.EnvJob, config.EnvPE, config.EnvNPES}
+	scrubbedNames    = []string{"SLURM_PROCID", "SLURM_NTASKS", config.EnvJob, config.EnvPE, config.EnvNPES, config.EnvLauncher}
 )
 
 func scrubbed(key string) bool {
@@ -141,8 +155,22 @@ func baseEnv(inherited []string, o *Options, job string) []string {
 	if o.Allocator != "" {
 		env = append(env, config.EnvAllocator+"="+o.Allocator)
 	}
-	env = append(env, config.EnvJob+"="+job, config.EnvNPES+"="+strconv.Itoa(o.N))
+	env = append(env, config.EnvJob+"="+job, config.EnvNPES+"="+strconv.Itoa(o.N),
+		config.EnvLauncher+"="+strconv.Itoa(os.Getpid()))
 	return env
+}
+
+// lookup reads a variable of env as peEnv leaves it: the last entry of a
+// key wins.
+func lookup(env []string) func(string) string {
+	return func(key string) string {
+		for i := len(env) - 1; i >= 0; i-- {
+			if k, v, _ := strings.Cut(env[i], "="); k == key {
+				return v
+			}
+		}
+		return ""
+	}
 }
 
 // peEnv adds the rank to base and removes duplicate keys, keeping the last

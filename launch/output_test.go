@@ -2,7 +2,9 @@ package launch
 
 import (
 	"bytes"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -81,7 +83,7 @@ func TestPEEnv(t *testing.T) {
 		"SLURM_NTASKS=4", "SLURM_JOB_ID=9", "SYMHEAP_PE=7", "SYMHEAP_JOB=old", "SYMHEAP_NPES=8", "B=x=y", "PMI=keep"}
 	got := peEnv(baseEnv(inherited, o, "job1"), 1)
 	want := []string{"A=2", "SLURM_JOB_ID=9", "B=x=y", "PMI=keep", "SHMEM_SYMMETRIC_SIZE=1g",
-		"SYMHEAP_JOB=job1", "SYMHEAP_NPES=2", "SYMHEAP_PE=1"}
+		"SYMHEAP_JOB=job1", "SYMHEAP_NPES=2", "SYMHEAP_LAUNCHER=" + strconv.Itoa(os.Getpid()), "SYMHEAP_PE=1"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("peEnv:\n got %q\nwant %q", got, want)
 	}

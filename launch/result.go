@@ -20,6 +20,10 @@ var (
 	// ErrProgram: the program is neither an executable nor a Go main
 	// package, or it could not be built or started.
 	ErrProgram = errors.New("launch: cannot run program")
+	// ErrStalled: every PE still running after the others had exited
+	// stayed stopped (SIGSTOP) for the peer timeout, and the launcher
+	// killed them; the message names them.
+	ErrStalled = errors.New("launch: PEs stayed stopped")
 )
 
 // Exit statuses the job reports when the launcher itself ended it and no
@@ -27,6 +31,9 @@ var (
 const (
 	StatusTimeout = 124                        // Options.Timeout passed (as timeout(1) does)
 	StatusStopped = 128 + int(syscall.SIGTERM) // context cancelled or Group.Stop
+	// StatusStalled: the last PEs stayed stopped (ErrStalled). It is what
+	// a shell reports for a job stopped by SIGSTOP.
+	StatusStalled = 128 + int(syscall.SIGSTOP)
 )
 
 // Result describes a finished job.
@@ -38,11 +45,14 @@ type Result struct {
 	// or a signal it was not sent by the launcher's stop); -1 if none did.
 	FirstFailed int
 	// Status is the job's exit status: 0 when every PE exited 0, else the
-	// status of the first failing PE, else StatusTimeout or StatusStopped
-	// when the launcher ended the job.
+	// status of the first failing PE, else StatusTimeout, StatusStopped
+	// or StatusStalled when the launcher ended the job.
 	Status int
 	// TimedOut reports that Options.Timeout ended the job.
 	TimedOut bool
+	// Stalled lists the PEs the launcher killed because they, the last
+	// ones left, stayed stopped for the peer timeout (ErrStalled).
+	Stalled []int
 	// Elapsed runs from the start of the first PE to the reaping of the
 	// last.
 	Elapsed time.Duration

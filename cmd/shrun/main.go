@@ -17,10 +17,15 @@
 // or 128 plus the number of the signal that killed it), after stopping the
 // others within a second; with 0 when every PE exited 0; with 124 when
 // --timeout passed; with 2 for bad usage and 1 when the job could not be
-// started. SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to shrun are passed on
-// to every PE; a second SIGINT or SIGTERM stops every PE (SIGTERM, then
-// SIGKILL) and shrun exits with 143 unless a PE failed before. If shrun
-// itself is killed, its PEs are killed with it.
+// started; with 147 when the PEs left after the others had exited all
+// stayed stopped (SIGSTOP) for the peer timeout (SYMHEAP_PEER_TIMEOUT,
+// 10s by default), which shrun then kills, naming them. SIGINT, SIGTERM,
+// SIGHUP and SIGQUIT sent to shrun are passed on to every PE; a second
+// SIGINT or SIGTERM stops every PE (SIGTERM, then SIGKILL) and shrun exits
+// with 143 unless a PE failed before. If shrun itself is killed, its PEs
+// die with it: symheap PEs first leave the job, the last of them removing
+// its segment from /dev/shm, and exit with status 129; other programs are
+// killed.
 package main
 
 import (
@@ -54,7 +59,7 @@ first) as one symheap job, and exits with the status of the first PE that fails.
 func shrun(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("shrun", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	n := fs.Int("n", 0, "start `N` PEs (required, at least 1)")
+	n := fs.Int("n", 0, fmt.Sprintf("start `N` PEs (required, 1 to %d)", launch.MaxPEs))
 	heap := fs.String("heap", "", "symmetric heap `SIZE` per PE (SHMEM_SYMMETRIC_SIZE): bytes or with a k, m, g, t suffix")
 	allocator := fs.String("allocator", "", "memheap allocator component `NAME` (SYMHEAP_ALLOCATOR)")
 	timeout := fs.Duration("timeout", 0, "stop every PE and exit 124 after this `duration` (e.g. 30s, 5m); 0: no limit")
@@ -81,7 +86,8 @@ func shrun(args []string, stdout, stderr io.Writer) int {
 	case *n < 1:
 		return usageError("-n %d: give the number of PEs, at least 1", *n)
 	case *n > launch.MaxPEs:
-		return usageError("-n %d: at most %d PEs", *n, launch.MaxPEs)
+		// Before anything starts: each PE would fail in Init otherwise.
+		return usageError("-n %d: a job has at most %d PEs (the most its segment holds)", *n, launch.MaxPEs)
 	case *timeout < 0:
 		return usageError("--timeout %v: must not be negative", *timeout)
 	}
@@ -92,6 +98,9 @@ func shrun(args []string, stdout, stderr io.Writer) int {
 		}
 		if size == 0 {
 			return usageError("--heap %s: the heap must not be empty", *heap)
+		}
+		if size > config.MaxHeapSize {
+			return usageError("--heap %s: at most %s per PE", *heap, config.FormatSize(config.MaxHeapSize))
 		}
 	}
 	opts := launch.Options{

@@ -8,10 +8,18 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/symheap/symheap"
+	"github.com/symheap/symheap/internal/segment"
+	"github.com/symheap/symheap/internal/unix"
+	"github.com/symheap/symheap/launch"
 )
 
 // The test binary plays two parts besides running the tests: shrun itself
@@ -25,6 +33,11 @@ import (
 //	ignoreint   ignore SIGINT, print "ready", sleep until killed
 //	waitterm    print "ready", wait for SIGTERM, print "got terminated", exit 0
 //	env         print the job variables and the arguments, exit 0
+//	init:DIR    join the job (symheap.Init), print "ready <job> <pid>", sleep until killed;
+//	            what the runtime writes to os.Stderr from then on goes to DIR/pe-<rank>.err
+//	print:DIR   as init, then print a line every millisecond until killed
+//	selfstop    print "ready", stop itself (SIGSTOP), print "continued", exit 0
+//	mark:DIR    create the file DIR/pe-<rank>, exit 0
 const (
 	mainEnv = "SHRUN_TEST_MAIN"
 	peEnv   = "SHRUN_TEST_PE"
@@ -72,6 +85,37 @@ func pe(spec string) int {
 		signal.Notify(c, syscall.SIGTERM)
 		fmt.Println("ready")
 		fmt.Printf("got %v\n", <-c)
+		return 0
+	case "init", "print":
+		pe, err := symheap.Init(symheap.Config{HeapSize: 1 << 20, SharedSize: 1 << 20})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		// Past shrun's death the runtime's farewell can be read only
+		// from a file.
+		if f, err := os.Create(filepath.Join(arg, "pe-"+rank+".err")); err == nil {
+			os.Stderr = f
+		}
+		fmt.Printf("ready %s %d\n", pe.Job(), os.Getpid())
+		for i := 0; ; i++ {
+			if a == "print" {
+				fmt.Printf("line %d\n", i) // fails with EPIPE once shrun is gone
+				time.Sleep(time.Millisecond)
+				continue
+			}
+			time.Sleep(time.Hour)
+		}
+	case "selfstop":
+		fmt.Println("ready")
+		// Stop this very thread: a stop sent to the process takes effect
+		// when some thread takes it, and this one could run on meanwhile.
+		runtime.LockOSThread()
+		syscall.Tgkill(os.Getpid(), syscall.Gettid(), syscall.SIGSTOP)
+		fmt.Println("continued")
+		return 0
+	case "mark":
+		os.WriteFile(filepath.Join(arg, "pe-"+rank), nil, 0o644)
 		return 0
 	case "env":
 		for _, k := range []string{"SYMHEAP_JOB", "SYMHEAP_PE", "SYMHEAP_NPES", "SHMEM_SYMMETRIC_SIZE", "SYMHEAP_ALLOCATOR", "SYMHEAP_OFFSET_MODE"} {
@@ -232,6 +276,128 @@ func TestSignals(t *testing.T) {
 				}
 				if n != 2 {
 					t.Errorf("%d lines %q, want one per PE; output %q", n, c.output, out)
+				}
+			}
+		})
+	}
+}
+
+// TestTooManyPEs: a job larger than a segment holds is refused before
+// anything starts, with one error naming the bound.
+func TestTooManyPEs(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(peEnv, "mark:"+dir)
+	status, stdout, stderr := run("-n", "10000", self(t))
+	if status != 2 || stdout != "" || !strings.Contains(stderr, fmt.Sprintf("-n 10000: a job has at most %d PEs", segment.MaxPEs)) || strings.Count(stderr, "10000") != 1 {
+		t.Errorf("shrun -n 10000: status %d, stdout %q, stderr %q; want 2 and one error naming the bound", status, stdout, stderr)
+	}
+	if started, _ := os.ReadDir(dir); len(started) > 0 {
+		t.Errorf("shrun -n 10000 started %d PEs", len(started))
+	}
+	if launch.MaxPEs != segment.MaxPEs {
+		t.Errorf("launch.MaxPEs = %d, want the bound Init applies, segment.MaxPEs = %d", launch.MaxPEs, segment.MaxPEs)
+	}
+}
+
+// TestStoppedPE: a PE stopped (SIGSTOP) after the others have exited would
+// hold the job for ever; after the peer timeout shrun kills it, fails,
+// and says which PE and why.
+func TestStoppedPE(t *testing.T) {
+	t.Setenv(peEnv, "1=selfstop,*=exit:0")
+	t.Setenv("SYMHEAP_PEER_TIMEOUT", "300ms")
+	status, stdout, stderr := run("-n", "2", "--tag", self(t))
+	if status != launch.StatusStalled {
+		t.Fatalf("status %d, want %d; stdout %q, stderr %q", status, launch.StatusStalled, stdout, stderr)
+	}
+	for _, want := range []string{"PE 1 (pid ", "stopped", "every other PE had exited", "SYMHEAP_PEER_TIMEOUT is 300ms"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr %q does not say %q", stderr, want)
+		}
+	}
+	if strings.Contains(stdout, "continued") {
+		t.Errorf("the stopped PE went on: %q", stdout)
+	}
+}
+
+// TestKilledShrun: shrun killed with SIGKILL during a job whose PEs hold
+// its segment: the PEs leave the job and exit, saying so, and the last one
+// out removes the segment, also when they write their output into the
+// pipes to the dead shrun. (Killed at once, they could not, and another
+// job's start-up would remove the segment only later, by chance.) The
+// bound on the wait is generous; the time it took is logged.
+func TestKilledShrun(t *testing.T) {
+	t.Parallel()
+	for _, action := range []string{"init", "print"} {
+		t.Run(action, func(t *testing.T) {
+			t.Parallel()
+			const n = 3
+			cmd := exec.Command(self(t), "-n", strconv.Itoa(n), "--tag", self(t))
+			errDir := t.TempDir()
+			cmd.Env = append(os.Environ(), mainEnv+"=1", peEnv+"="+action+":"+errDir)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			pipe, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var job string
+			var pids []int
+			t.Cleanup(func() {
+				cmd.Process.Kill()
+				cmd.Wait()
+				for _, pid := range pids {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+				if job != "" {
+					launch.RemoveSegmentFiles(job)
+				}
+			})
+			sc := bufio.NewScanner(pipe)
+			for len(pids) < n && sc.Scan() {
+				// "[pe N] ready JOB PID"
+				if f := strings.Fields(sc.Text()); len(f) == 5 && f[2] == "ready" {
+					job = f[3]
+					pid, _ := strconv.Atoi(f[4])
+					pids = append(pids, pid)
+				}
+			}
+			if len(pids) < n {
+				t.Fatalf("%d PEs ready, want %d: %v\n%s", len(pids), n, sc.Err(), stderr.String())
+			}
+			if files, _ := launch.SegmentFiles(job); len(files) == 0 {
+				t.Fatalf("job %s has no segment in /dev/shm while its PEs run", job)
+			}
+			if err := cmd.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			cmd.Wait()
+			start := time.Now()
+			const bound = 20 * time.Second
+			for {
+				files, _ := launch.SegmentFiles(job)
+				var running []int
+				for _, pid := range pids {
+					if st, err := unix.ProcessState(pid); err == nil && st != 'Z' {
+						running = append(running, pid)
+					}
+				}
+				if len(files) == 0 && len(running) == 0 {
+					break
+				}
+				if time.Since(start) > bound {
+					t.Fatalf("%v after shrun was killed: job %s still has %v in /dev/shm and PEs %v running (of %v)", bound, job, files, running, pids)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			t.Logf("segment and PEs gone %v after shrun's SIGKILL", time.Since(start).Round(time.Millisecond))
+			for r := range n {
+				b, _ := os.ReadFile(filepath.Join(errDir, fmt.Sprintf("pe-%d.err", r)))
+				want := fmt.Sprintf("PE %d of job %q: its launcher (pid %d) is gone: left the job", r, job, cmd.Process.Pid)
+				if !strings.Contains(string(b), want) {
+					t.Errorf("PE %d wrote %q, want it to say %q", r, b, want)
 				}
 			}
 		})

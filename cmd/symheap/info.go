@@ -5,8 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"text/tabwriter"
 
+	"github.com/symheap/symheap/internal/config"
+	"github.com/symheap/symheap/internal/errs"
 	"github.com/symheap/symheap/internal/inspect"
 )
 
@@ -15,11 +18,30 @@ func runInfo(args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	fs.Parse(args)
 	rep := inspect.Describe()
-	rep.SameAddress = probeSameAddress()
+	refused := refusedParams(rep)
+	if rep.ParamError != "" {
+		// What Init would refuse comes first, then the report, then a
+		// non-zero exit.
+		fmt.Fprintf(os.Stderr, "%s\n\n", rep.ParamError) // each line starts "symheap: VARIABLE"
+		// The probe's PEs would inherit the setting and fail with it.
+		rep.SameAddress = "not probed: a setting is refused (see the error)"
+	} else {
+		rep.SameAddress = probeSameAddress()
+	}
+	badParams := func() error {
+		if rep.ParamError == "" {
+			return nil
+		}
+		return fmt.Errorf("info: %s refused (see the first lines): Init would fail with %s: %w",
+			strings.Join(refused, ", "), them(len(refused)), errs.ErrBadConfig)
+	}
 	if *asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+		return badParams()
 	}
 	fmt.Printf("symheap %s (%s)\n\n", rep.Version, rep.GoVersion)
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
@@ -39,9 +61,6 @@ func runInfo(args []string) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\n", p.Name, p.Value, p.Source)
 	}
 	w.Flush()
-	if rep.ParamError != "" {
-		fmt.Printf("\nparameter error: %s\n", rep.ParamError)
-	}
 	fmt.Println()
 	fmt.Printf("same-address mapping: %s\n", rep.SameAddress)
 	fmt.Printf("memory monitor:       %s\n", rep.MemoryMonitor)
@@ -49,5 +68,29 @@ func runInfo(args []string) error {
 	fmt.Printf("memlock limit:        %s\n", rep.Memlock)
 	fmt.Printf("process_vm_readv:     %s\n", rep.KernelCopy)
 	fmt.Printf("multi-node:           %s\n", multiNode())
-	return nil
+	return badParams()
+}
+
+// refusedParams names the settings of the report that Init would refuse
+// (config.Resolve lists them with config.SourceMalformed); when the error
+// comes from a Config field, which info never sets, or names none, it
+// says "a setting".
+func refusedParams(rep inspect.Report) []string {
+	var names []string
+	for _, p := range rep.Params {
+		if p.Source == config.SourceMalformed {
+			names = append(names, fmt.Sprintf("%s=%q", p.Name, p.Value))
+		}
+	}
+	if len(names) == 0 {
+		names = []string{"a setting"}
+	}
+	return names
+}
+
+func them(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
 }

@@ -259,3 +259,40 @@ func TestStatOnShrunJob(t *testing.T) {
 		t.Errorf("segment left after shrun ended the job: %v", err)
 	}
 }
+
+// TestInfoRefusedVariable: info leads with the error of a variable Init
+// would refuse, still lists the variable in its table, and exits non-zero,
+// with JSON too.
+func TestInfoRefusedVariable(t *testing.T) {
+	for _, kv := range []string{"SHMEM_SYMMETRIC_SIZE=12q", "SHMEM_SYMMETRIC_SIZE=0", "SYMHEAP_PEER_TIMEOUT=soon"} {
+		name, value, _ := strings.Cut(kv, "=")
+		for _, args := range [][]string{{"info"}, {"info", "--json"}} {
+			cmd := exec.Command(filepath.Join(bin, "symheap"), args...)
+			cmd.Env = append(os.Environ(), kv)
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 {
+				t.Errorf("%s symheap %v: %v, want a non-zero exit", kv, args, err)
+			}
+			if !strings.HasPrefix(stderr.String(), "symheap: "+name) {
+				t.Errorf("%s symheap %v: stderr does not lead with the variable's error:\n%s", kv, args, stderr.String())
+			}
+			if len(args) == 1 {
+				listed := false
+				for _, l := range strings.Split(stdout.String(), "\n") {
+					f := strings.Fields(l)
+					listed = listed || len(f) >= 3 && f[0] == name && f[1] == value && strings.Contains(l, "refused")
+				}
+				if !listed {
+					t.Errorf("%s symheap info: the table does not list the refused variable:\n%s", kv, stdout.String())
+				}
+				continue
+			}
+			var rep inspect.Report
+			if err := json.Unmarshal([]byte(stdout.String()), &rep); err != nil || !strings.Contains(rep.ParamError, name) {
+				t.Errorf("%s symheap info --json: %v, ParamError %q", kv, err, rep.ParamError)
+			}
+		}
+	}
+}

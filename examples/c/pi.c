@@ -8,6 +8,10 @@
  *
  *   .bin/symcc -O2 -o pi_c examples/c/pi.c
  *   .bin/shrun -n 4 ./pi_c
+ *
+ * Like every C program, it runs on one node: the C library reaches only
+ * the PEs of its node, and shmem_init refuses a job that a launcher
+ * (mpirun, srun) spreads over several.
  */
 #include <shmem.h>
 #include <shmemx.h>

@@ -10,6 +10,10 @@
 //
 // The first half of the PEs produce, the others consume (one producer and
 // one consumer with two PEs).
+//
+// It needs every PE on one node: a record lives in its producer's local
+// shared heap, which only the PEs of the producer's node can reach, and
+// pipeline says so and exits with status 1 in a job on several nodes.
 package main
 
 import (
@@ -56,6 +60,9 @@ func run() error {
 	me, n := pe.Rank(), pe.Size()
 	if n < 2 {
 		return errors.New("needs at least 2 PEs (shrun -n 4 ./examples/pipeline)")
+	}
+	if pe.Nodes() > 1 {
+		return fmt.Errorf("the job runs on %d nodes, and pipeline needs every PE on one: its records live in the producers' local shared heaps, which only the PEs of their node can reach", pe.Nodes())
 	}
 	producers := n / 2
 	var t totals

@@ -3,6 +3,10 @@
 // (symheap.Ptr), then every PE prints what it received and where.
 //
 //	shrun -n 4 ./examples/ring
+//
+// It needs every PE on one node: Ptr reaches only the PEs of this PE's
+// node, and ring says so and exits with status 1 in a job on several
+// nodes. examples/cluster is the same greeting across nodes, with Put.
 package main
 
 import (
@@ -34,6 +38,9 @@ func run() error {
 	}
 	defer pe.Close()
 	me, n := pe.Rank(), pe.Size()
+	if pe.Nodes() > 1 {
+		return fmt.Errorf("the job runs on %d nodes, and ring needs every PE on one: it writes into its neighbour's memory through Ptr, which reaches only the PEs of this node (run examples/cluster across nodes)", pe.Nodes())
+	}
 
 	// One symmetric inbox per PE: the same offset in every partition.
 	inbox, err := symheap.Calloc[greeting](pe, 1)
@@ -46,6 +53,10 @@ func run() error {
 	// A plain slice onto the right neighbour's inbox: stores go straight
 	// into its partition, no call into symheap.
 	theirs := symheap.Ptr(pe, inbox, right)
+	if theirs == nil {
+		return fmt.Errorf("PE %d cannot reach PE %d's memory directly (PE %d runs on node %d, PE %d on node %d): ring needs every PE on one node",
+			me, right, me, pe.Node(me), right, pe.Node(right))
+	}
 	theirs[0].From = int64(me)
 	theirs[0].Square = int64(me * me)
 	copy(theirs[0].Message[:], fmt.Sprintf("hello from PE %d", me))

@@ -1,7 +1,7 @@
 package config
 
 // Environment variables of the job contract. The launcher sets the first
-// three in every PE; the others carry settings from the launcher's flags
+// four in every PE; the others carry settings from the launcher's flags
 // into Init.
 const (
 	// EnvJob is the job id: the same string in every PE of one job and
@@ -12,6 +12,14 @@ const (
 	EnvPE = "SYMHEAP_PE"
 	// EnvNPES is the number of PEs of the job, in decimal.
 	EnvNPES = "SYMHEAP_NPES"
+	// EnvLauncher is the pid of the launcher (package launch) that
+	// started the PE, in decimal. The launcher starts every PE with a
+	// parent-death signal (SIGKILL), which would end the PE without
+	// leaving the job; a symheap PE that finds its parent is this pid
+	// clears that signal at start-up and watches its parent instead, so
+	// that, when the launcher dies, it leaves the job's segment before it
+	// exits (launcher.go in package symheap).
+	EnvLauncher = "SYMHEAP_LAUNCHER"
 	// EnvHeap is the symmetric heap size per PE, in ParseSize syntax.
 	EnvHeap = "SHMEM_SYMMETRIC_SIZE"
 	// EnvSharedHeap is the local shared heap size per PE, in ParseSize syntax.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -73,16 +74,43 @@ type Settings struct {
 	Params       []Param       // every setting above, in this order, with its source
 }
 
+// MaxHeapSize bounds each of a PE's two heaps (symmetric and local
+// shared): 64 TiB, far beyond any node's memory and far below the sums of
+// the segment's layout overflowing. The segment's layout enforces it too
+// (internal/segment.ComputeLayout); Resolve refuses a setting above it
+// first, naming the variable.
+const MaxHeapSize = 1 << 46
+
+// Sources of a Param besides the Config field that set it.
+const (
+	SourceDefault     = "default"
+	SourceEnvironment = "environment"
+	// SourceMalformed marks a variable Resolve refused: its Value is the
+	// variable's text, and the setting took its default.
+	SourceMalformed = "environment, refused (see the error)"
+)
+
 // Resolve resolves o against the environment getenv reads. A malformed
 // variable is an error (wrapping errs.ErrBadConfig and naming the
-// variable) even where o overrides it; Settings then holds what was
-// resolved before it.
+// variable) even where o overrides it. Resolve goes on past a refused
+// variable, so that Settings.Params lists every setting, a refused one
+// with its text and SourceMalformed (symheap info shows them all); the
+// refused setting takes its default, and the error joins one error per
+// refused variable.
 func Resolve(o Overrides, getenv func(string) string) (Settings, error) {
 	var s Settings
+	var errv []error
 	add := func(name, value, source string) { s.Params = append(s.Params, Param{name, value, source}) }
-	size := func(field int64, env string, def uint64, what string) (uint64, error) {
-		if field < 0 {
-			return 0, fmt.Errorf("symheap: Config.%s = %d: %w (must be >= 0; 0 means the default)", what, field, errs.ErrBadConfig)
+	refuse := func(env, v string, err error) {
+		add(env, v, SourceMalformed)
+		errv = append(errv, err)
+	}
+	// size resolves a heap size. what is the Config field; empty is what
+	// to say when the size is 0, or "" when 0 is allowed.
+	size := func(field int64, env string, def uint64, what, empty string) uint64 {
+		if field < 0 || field > MaxHeapSize {
+			errv = append(errv, fmt.Errorf("symheap: Config.%s = %d: %w (want 0, which means the default, to %s)", what, field, errs.ErrBadConfig, FormatSize(MaxHeapSize)))
+			field = 0 // listed below with the source that takes over
 		}
 		v := getenv(env)
 		var n int64
@@ -90,93 +118,92 @@ func Resolve(o Overrides, getenv func(string) string) (Settings, error) {
 			// A malformed variable is an error even where Config
 			// overrides it: it says the job is set up wrongly.
 			var err error
-			if n, err = ParseSize(v); err != nil {
-				return 0, fmt.Errorf("symheap: %s: %w", env, err)
+			switch n, err = ParseSize(v); {
+			case err != nil:
+				refuse(env, v, fmt.Errorf("symheap: %s: %w", env, err))
+				return def
+			case n == 0 && empty != "":
+				refuse(env, v, fmt.Errorf("symheap: %s=%q: %w (%s; unset it for the default, %s)", env, v, errs.ErrBadConfig, empty, FormatSize(int64(def))))
+				return def
+			case n > MaxHeapSize:
+				refuse(env, v, fmt.Errorf("symheap: %s=%q: %w (at most %s per PE)", env, v, errs.ErrBadConfig, FormatSize(MaxHeapSize)))
+				return def
 			}
 		}
 		if field > 0 {
 			add(env, strconv.FormatInt(field, 10), "Config."+what)
-			return uint64(field), nil
+			return uint64(field)
 		}
 		if v != "" {
-			add(env, v, "environment")
-			return uint64(n), nil
+			add(env, v, SourceEnvironment)
+			return uint64(n)
 		}
-		add(env, strconv.FormatUint(def, 10), "default")
-		return def, nil
+		add(env, strconv.FormatUint(def, 10), SourceDefault)
+		return def
 	}
-	var err error
-	if s.Heap, err = size(o.HeapSize, EnvHeap, DefaultHeapSize, "HeapSize"); err != nil {
-		return s, err
-	}
-	if s.Shared, err = size(o.SharedSize, EnvSharedHeap, DefaultSharedSize, "SharedSize"); err != nil {
-		return s, err
-	}
+	s.Heap = size(o.HeapSize, EnvHeap, DefaultHeapSize, "HeapSize", "the symmetric heap must not be empty")
+	// A local shared heap of 0 bytes is allowed: the PE then has none.
+	s.Shared = size(o.SharedSize, EnvSharedHeap, DefaultSharedSize, "SharedSize", "")
 	switch {
 	case o.Allocator != "":
 		s.Allocator = o.Allocator
 		add(EnvAllocator, o.Allocator, "Config.Allocator")
 	case getenv(EnvAllocator) != "":
 		s.Allocator = getenv(EnvAllocator)
-		add(EnvAllocator, s.Allocator, "environment")
+		add(EnvAllocator, s.Allocator, SourceEnvironment)
 	default:
 		add(EnvAllocator, "", "default (highest priority)")
 	}
-	flag := func(env string, field bool, what string) (bool, error) {
+	flag := func(env string, field bool, what string) bool {
 		if field {
 			add(env, "1", "Config."+what)
-			return true, nil
+			return true
 		}
 		v := getenv(env)
 		if v == "" {
-			add(env, "0", "default")
-			return false, nil
+			add(env, "0", SourceDefault)
+			return false
 		}
 		on, ok := ParseYesNo(v)
 		if !ok {
-			return false, fmt.Errorf("symheap: %s=%q: %w (use 1 or 0, yes or no)", env, v, errs.ErrBadConfig)
+			refuse(env, v, fmt.Errorf("symheap: %s=%q: %w (use 1 or 0, yes or no)", env, v, errs.ErrBadConfig))
+			return false
 		}
-		add(env, v, "environment")
-		return on, nil
+		add(env, v, SourceEnvironment)
+		return on
 	}
-	if s.OffsetMode, err = flag(EnvOffsetMode, o.OffsetMode, "OffsetMode"); err != nil {
-		return s, err
-	}
-	if s.Protect, err = flag(EnvProtect, o.Protect, "Protect"); err != nil {
-		return s, err
-	}
-	dur := func(env string, def time.Duration) (time.Duration, error) {
+	s.OffsetMode = flag(EnvOffsetMode, o.OffsetMode, "OffsetMode")
+	s.Protect = flag(EnvProtect, o.Protect, "Protect")
+	dur := func(env string, def time.Duration) time.Duration {
 		v := getenv(env)
 		if v == "" {
-			add(env, def.String(), "default")
-			return def, nil
+			add(env, def.String(), SourceDefault)
+			return def
 		}
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return 0, fmt.Errorf("symheap: %s=%q: %w (a positive Go duration such as 30s)", env, v, errs.ErrBadConfig)
+		d, err := parseTimeout(env, v)
+		if err != nil {
+			refuse(env, v, err)
+			return def
 		}
-		add(env, v, "environment")
-		return d, nil
+		add(env, v, SourceEnvironment)
+		return d
 	}
-	if s.InitTimeout, err = dur(EnvInitTimeout, DefaultInitTimeout); err != nil {
-		return s, err
-	}
-	if s.PeerTimeout, err = dur(EnvPeerTimeout, DefaultPeerTimeout); err != nil {
-		return s, err
-	}
+	s.InitTimeout = dur(EnvInitTimeout, DefaultInitTimeout)
+	s.PeerTimeout = dur(EnvPeerTimeout, DefaultPeerTimeout)
 	s.MonitorSlack = DefaultMonitorSlack
 	if v := getenv(EnvMonitorSlack); v == "" {
-		add(EnvMonitorSlack, DefaultMonitorSlack.String(), "default")
+		add(EnvMonitorSlack, DefaultMonitorSlack.String(), SourceDefault)
 	} else {
 		d, err := time.ParseDuration(v)
 		if v == "0" {
 			d, err = 0, nil
 		}
 		if err != nil || d < 0 || d > MaxMonitorSlack {
-			return s, fmt.Errorf("symheap: %s=%q: %w (a Go duration from 0, which leaves the monitor alone, to %v, such as 1ms)", EnvMonitorSlack, v, errs.ErrBadConfig, MaxMonitorSlack)
+			refuse(EnvMonitorSlack, v, fmt.Errorf("symheap: %s=%q: %w (a Go duration from 0, which leaves the monitor alone, to %v, such as 1ms)", EnvMonitorSlack, v, errs.ErrBadConfig, MaxMonitorSlack))
+		} else {
+			s.MonitorSlack = d
+			add(EnvMonitorSlack, v, SourceEnvironment)
 		}
-		s.MonitorSlack = d
-		add(EnvMonitorSlack, v, "environment")
 	}
 	// Switches that are on unless their variable says no.
 	for _, sw := range []struct {
@@ -186,17 +213,39 @@ func Resolve(o Overrides, getenv func(string) string) (Settings, error) {
 		*sw.on = true
 		v := getenv(sw.env)
 		if v == "" {
-			add(sw.env, "1", "default")
+			add(sw.env, "1", SourceDefault)
 			continue
 		}
 		on, ok := ParseYesNo(v)
 		if !ok {
-			return s, fmt.Errorf("symheap: %s=%q: %w (use 1 or 0, yes or no)", sw.env, v, errs.ErrBadConfig)
+			refuse(sw.env, v, fmt.Errorf("symheap: %s=%q: %w (use 1 or 0, yes or no)", sw.env, v, errs.ErrBadConfig))
+			continue
 		}
 		*sw.on = on
-		add(sw.env, v, "environment")
+		add(sw.env, v, SourceEnvironment)
 	}
-	return s, nil
+	return s, errors.Join(errv...)
+}
+
+// parseTimeout reads a positive Go duration from variable env.
+func parseTimeout(env, v string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("symheap: %s=%q: %w (a positive Go duration such as 30s)", env, v, errs.ErrBadConfig)
+	}
+	return d, nil
+}
+
+// PeerTimeout is the peer timeout (SYMHEAP_PEER_TIMEOUT) that the PEs of
+// a job whose environment getenv reads will resolve, for the launcher,
+// which ends a job whose last PEs have stayed stopped that long. The
+// error names the variable.
+func PeerTimeout(getenv func(string) string) (time.Duration, error) {
+	v := getenv(EnvPeerTimeout)
+	if v == "" {
+		return DefaultPeerTimeout, nil
+	}
+	return parseTimeout(EnvPeerTimeout, v)
 }
 
 // Environment variables read by the layers themselves: the memory monitor

@@ -116,3 +116,65 @@ func TestParseYesNo(t *testing.T) {
 		}
 	}
 }
+
+// TestResolveRefused: a refused variable is listed with its text and
+// SourceMalformed, its setting takes the default, resolution goes on past
+// it, and the error names every refused variable.
+func TestResolveRefused(t *testing.T) {
+	s, err := Resolve(Overrides{}, envOf(map[string]string{EnvHeap: "12q", EnvProtect: "maybe", EnvUCXPeerErrors: "no"}))
+	if !errors.Is(err, errs.ErrBadConfig) || !strings.Contains(errText(err), EnvHeap) || !strings.Contains(errText(err), EnvProtect) {
+		t.Fatalf("two malformed variables: %v; want ErrBadConfig naming both", err)
+	}
+	if s.Heap != DefaultHeapSize || s.PeerErrors || len(s.Params) != 10 {
+		t.Errorf("settings past the refused variables: %+v", s)
+	}
+	for _, w := range []Param{{EnvHeap, "12q", SourceMalformed}, {EnvProtect, "maybe", SourceMalformed}, {EnvUCXPeerErrors, "no", SourceEnvironment}} {
+		found := false
+		for _, p := range s.Params {
+			found = found || p == w
+		}
+		if !found {
+			t.Errorf("params %+v lack %+v", s.Params, w)
+		}
+	}
+}
+
+// TestResolveSizeBounds: the symmetric heap must not be empty (the local
+// shared heap may), and neither may pass MaxHeapSize; each refusal names
+// its variable or Config field.
+func TestResolveSizeBounds(t *testing.T) {
+	for _, c := range []struct {
+		o    Overrides
+		env  map[string]string
+		name string // the error names it; "": no error
+	}{
+		{Overrides{}, map[string]string{EnvHeap: "0"}, EnvHeap},
+		{Overrides{HeapSize: 1 << 20}, map[string]string{EnvHeap: "0"}, EnvHeap},
+		{Overrides{}, map[string]string{EnvSharedHeap: "0"}, ""},
+		{Overrides{}, map[string]string{EnvHeap: "65t"}, EnvHeap},
+		{Overrides{}, map[string]string{EnvHeap: "64t"}, ""},
+		{Overrides{}, map[string]string{EnvSharedHeap: "100t"}, EnvSharedHeap},
+		{Overrides{HeapSize: MaxHeapSize + 1}, nil, "Config.HeapSize"},
+	} {
+		_, err := Resolve(c.o, envOf(c.env))
+		switch {
+		case c.name == "" && err != nil:
+			t.Errorf("Resolve(%+v, %v): %v", c.o, c.env, err)
+		case c.name != "" && (!errors.Is(err, errs.ErrBadConfig) || !strings.Contains(errText(err), c.name)):
+			t.Errorf("Resolve(%+v, %v): %v; want ErrBadConfig naming %s", c.o, c.env, err, c.name)
+		}
+	}
+}
+
+// TestPeerTimeout: the launcher reads the PEs' peer timeout as they do.
+func TestPeerTimeout(t *testing.T) {
+	if d, err := PeerTimeout(envOf(nil)); d != DefaultPeerTimeout || err != nil {
+		t.Errorf("default: %v, %v", d, err)
+	}
+	if d, err := PeerTimeout(envOf(map[string]string{EnvPeerTimeout: "250ms"})); d != 250*time.Millisecond || err != nil {
+		t.Errorf("250ms: %v, %v", d, err)
+	}
+	if _, err := PeerTimeout(envOf(map[string]string{EnvPeerTimeout: "0s"})); !errors.Is(err, errs.ErrBadConfig) || !strings.Contains(errText(err), EnvPeerTimeout) {
+		t.Errorf("0s: %v, want ErrBadConfig naming the variable", err)
+	}
+}

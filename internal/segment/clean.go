@@ -17,10 +17,28 @@ type Entry struct {
 	Job     string // from the header when readable, else from the name
 	Size    int64
 	Created time.Time
+	Made    time.Time // the file's modification time: when its creator sized it
 	NPEs    int
+	Ready   bool  // its creator finished it (a job ran in it)
+	Pids    []int // the pid each PE recorded when it attached; 0: it never did
 	Alive   []int // PEs whose liveness token is held
 	Stale   bool  // proved abandoned: nobody holds any lock on it
 	Reason  string
+}
+
+// pesGone reports whether every process that attached to the segment as a
+// PE has ended (or is a zombie). A pid that names a process again is taken
+// for the PE: a reused pid keeps a segment, it never removes one.
+func (e Entry) pesGone() bool {
+	for _, pid := range e.Pids {
+		if pid == 0 {
+			continue
+		}
+		if st, err := unix.ProcessState(pid); err == nil && st != 'Z' {
+			return false
+		}
+	}
+	return true
 }
 
 // List returns the segments of user uid in /dev/shm, newest first, with
@@ -61,7 +79,7 @@ func probe(e *Entry, uid int) {
 	}
 	e.Size = size
 	if fi, err := os.Stat(e.Path); err == nil {
-		e.Created = fi.ModTime()
+		e.Created, e.Made = fi.ModTime(), fi.ModTime()
 	}
 	if size >= HeaderSize {
 		if m, err := unix.MapShared(fd, HeaderSize, 0, unix.ProtRead); err == nil {
@@ -70,6 +88,13 @@ func probe(e *Entry, uid int) {
 				e.NPEs = int(h.npes)
 				e.Job = getString(h.job[:])
 				e.Created = time.Unix(0, int64(h.created))
+				e.Ready = h.state.Load() == stateReady // pairs with the creator's publishing store
+				e.Pids = make([]int, e.NPEs)
+				for pe := range e.Pids {
+					// Relaxed: read for a verdict on a segment nobody
+					// holds, whose slots no longer change.
+					e.Pids[pe] = int(h.pes[pe].pid.Load())
+				}
 			}
 			unix.Unmap(m)
 		}
@@ -103,22 +128,53 @@ func probe(e *Entry, uid int) {
 // Clean removes the stale segments of user uid and returns them. A live
 // job, a starting one and other users' files are never touched.
 func Clean(uid int) ([]Entry, error) {
+	return clean(uid, func(Entry) bool { return true })
+}
+
+// Sweep is the clean-up that Open's creator makes on its node when a job
+// starts (step 2 of Open): it removes, of the user's segments that Clean
+// would remove, those a job ran in (Ready), whose PEs' processes have all
+// ended, and that were made minAge ago or more. A launcher that kills its
+// job (mpirun stopping a job after a PE died or at its time limit, with
+// SIGTERM and SIGKILL) leaves them behind. What it cannot prove gone that
+// way (a half-made segment, another version's, one whose PE pid names a
+// running process) is left to `symheap clean`.
+func Sweep(uid int, minAge time.Duration) ([]Entry, error) {
+	return clean(uid, func(e Entry) bool { return e.sweepable(minAge) })
+}
+
+// sweepable reports whether Sweep removes the segment of e if it is stale.
+func (e Entry) sweepable(minAge time.Duration) bool {
+	return e.Ready && e.NPEs > 0 && time.Since(e.Made) >= minAge && e.pesGone()
+}
+
+// SweepAge is the age below which a job's start leaves a dead job's
+// segment alone (unless it needs the space): whoever looks at a job that
+// has just died (symheap stat, symheap clean, a test) still finds its
+// segment, and a job's own start-up never races its neighbours'.
+const SweepAge = 30 * time.Second
+
+// clean removes the stale segments of user uid that also satisfy also.
+func clean(uid int, also func(Entry) bool) ([]Entry, error) {
 	list, err := List(uid)
 	if err != nil {
 		return nil, err
 	}
 	var removed []Entry
 	for _, e := range list {
-		if !e.Stale {
+		if !e.Stale || !also(e) {
 			continue
 		}
-		// Prove it again under the exclusive lock, then unlink.
+		// Prove it again under the exclusive lock, then unlink. While we
+		// hold it no PE can attach (a joiner takes a shared flock first),
+		// and every PE attached holds its liveness lock, the creator
+		// included while it trades its exclusive flock for a shared one.
 		fd, err := unix.Open(e.Path, unix.ORdonly|unix.ONofollow, 0)
 		if err != nil {
 			continue
 		}
 		if unix.Flock(fd, unix.LockExclusive, true) == nil {
-			if live, _ := unix.OFDLocked(fd, LiveLockBase); !live && unix.SameFile(fd, e.Path) {
+			if !anyLive(fd, e.NPEs) && unix.SameFile(fd, e.Path) {
 				if unix.Unlink(e.Path) == nil {
 					removed = append(removed, e)
 				}
@@ -127,6 +183,20 @@ func Clean(uid int) ([]Entry, error) {
 		unix.Close(fd)
 	}
 	return removed, nil
+}
+
+// anyLive reports whether some PE's liveness lock on the file is held (or
+// cannot be checked), for a segment of npes PEs (0: unknown, check all).
+func anyLive(fd, npes int) bool {
+	if npes < 1 || npes > MaxPEs {
+		npes = MaxPEs
+	}
+	for pe := 0; pe < npes; pe++ {
+		if held, err := unix.OFDLocked(fd, LiveLockBase+int64(pe)); err != nil || held {
+			return true
+		}
+	}
+	return false
 }
 
 // Inspect attaches read-only to the segment at path (or of job id), for

@@ -26,7 +26,12 @@
 //     held, header complete): a stale segment is removed and step 1 retried.
 //  2. The creator checks free space, sizes and fallocates the file, writes
 //     the header, takes its liveness lock and publishes state=ready. It then
-//     drops the exclusive flock for a shared one.
+//     drops the exclusive flock for a shared one, and removes the user's
+//     segments on this node that dead jobs left behind, as `symheap clean`
+//     would but only those whose PEs' processes have all ended and that
+//     were made SweepAge ago or more (Sweep): a launcher that kills its
+//     job leaves them. When /dev/shm lacks the space for the new segment,
+//     the creator first removes every such segment, however young.
 //  3. A joiner takes a shared flock (it cannot while the creator holds the
 //     exclusive one), waits a bounded time for state=ready, and validates
 //     the header against its own parameters.
@@ -202,11 +207,16 @@ func roundUp(x, a uint64) uint64 { return (x + a - 1) &^ (a - 1) }
 // ComputeLayout lays out a segment for these sizes.
 func ComputeLayout(npes int, heap, shared, cb uint64) (Layout, error) {
 	if npes < 1 || npes > MaxPEs {
-		return Layout{}, fmt.Errorf("segment: %d PEs: %w (1 to %d)", npes, errs.ErrBadConfig, MaxPEs)
+		return Layout{}, fmt.Errorf("segment: a job of %d PEs: %w (a segment holds 1 to %d PEs)", npes, errs.ErrBadConfig, MaxPEs)
 	}
-	const limit = 1 << 46 // 64 TiB: far beyond any node, far below overflow
-	if heap > limit || shared > limit || cb > 1<<30 {
-		return Layout{}, fmt.Errorf("segment: sizes heap=%d shared=%d too large: %w", heap, shared, errs.ErrBadConfig)
+	const limit = config.MaxHeapSize // 64 TiB: far beyond any node, far below overflow
+	switch {
+	case heap > limit:
+		return Layout{}, fmt.Errorf("segment: symmetric heap of %s per PE: %w (at most %s: lower %s)", FormatSize(heap), errs.ErrBadConfig, FormatSize(limit), config.EnvHeap)
+	case shared > limit:
+		return Layout{}, fmt.Errorf("segment: local shared heap of %s per PE: %w (at most %s: lower %s)", FormatSize(shared), errs.ErrBadConfig, FormatSize(limit), config.EnvSharedHeap)
+	case cb > 1<<30:
+		return Layout{}, fmt.Errorf("segment: control block of %s per PE: %w (at most 1G)", FormatSize(cb), errs.ErrBadConfig)
 	}
 	l := Layout{NPEs: npes, HeapSize: roundUp(heap, unix.PageSize), SharedSize: roundUp(shared, unix.PageSize)}
 	l.CBSize = roundUp(cb, unix.PageSize)
@@ -382,7 +392,13 @@ func (s *Segment) openFile() error {
 				s.fail(err)
 				return fmt.Errorf("segment: lock %s: %w", s.path, err)
 			}
-			return s.create()
+			if err := s.create(); err != nil {
+				return err
+			}
+			// Once per job and node: remove what dead jobs of this user
+			// left on the node (best effort; never a live job's).
+			Sweep(unix.Getuid(), SweepAge)
+			return nil
 		}
 		if err != unix.EEXIST {
 			return fmt.Errorf("segment: create %s: %v: %w", s.path, err, errs.ErrSegment)
@@ -415,6 +431,13 @@ func (s *Segment) openFile() error {
 func (s *Segment) create() error {
 	l := s.lay
 	_, free, err := unix.FreeSpace(unix.ShmDir)
+	if err == nil && free < l.BackedBytesFor(s.p.Local) {
+		// Dead jobs' segments may hold the space: remove them, however
+		// young, and look again.
+		if removed, _ := Sweep(unix.Getuid(), 0); len(removed) > 0 {
+			_, free, err = unix.FreeSpace(unix.ShmDir)
+		}
+	}
 	if err == nil && free < l.BackedBytesFor(s.p.Local) {
 		e := fmt.Errorf("segment: job needs %s of shared memory (%d PEs × heap %s + shared heap %s + control) but %s has only %s free: %w (lower SHMEM_SYMMETRIC_SIZE or SYMHEAP_SHARED_SIZE, or enlarge %s)",
 			FormatSize(l.BackedBytesFor(s.p.Local)), len(s.local), FormatSize(l.HeapSize), FormatSize(l.SharedSize), unix.ShmDir, FormatSize(free), errs.ErrOutOfMemory, unix.ShmDir)

@@ -32,3 +32,9 @@ func KillGroup(pgid int, sig syscall.Signal) error {
 	}
 	return unix.Kill(-pgid, sig)
 }
+
+// ClearParentDeathSignal clears the calling thread's parent-death signal
+// (prctl PR_SET_PDEATHSIG, 0).
+func ClearParentDeathSignal() error {
+	return unix.Prctl(unix.PR_SET_PDEATHSIG, 0, 0, 0, 0)
+}
