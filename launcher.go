@@ -53,6 +53,16 @@ package symheap
 //     write then fails with EPIPE instead, and the signal makes the watch
 //     look at its parent at once.
 //
+//  6. Launchers other than shrun end a job with SIGTERM (mpirun, when a
+//     PE failed or --timeout ran out; srun), then SIGKILL a few seconds
+//     later, and nobody removes the node's segment after them. While the
+//     watch of step 3 runs, a SIGTERM is taken as step 4 takes the
+//     launcher's death: the PE leaves the job, the last one out removing
+//     the segment, and exits with 128+SIGTERM, the status the signal
+//     would have given. (A program that handles SIGTERM itself is ended
+//     too; under shrun, which removes the segment itself, the signal
+//     keeps its default action or the program's handler.)
+//
 // Lock order: liveMu, then watch.mu, then exitMu.
 
 import (
@@ -120,38 +130,47 @@ func (w *launcherWatch) adoptLaunched() bool {
 func (w *launcherWatch) start(parent int, sticky bool) {
 	w.parent, w.sticky = parent, sticky
 	w.stop, w.done = make(chan struct{}), make(chan struct{})
-	var pipe chan os.Signal
+	sig := make(chan os.Signal, 1)
 	if sticky {
 		// Step 5. Never stopped: the watch lasts as long as the process.
-		pipe = make(chan os.Signal, 1)
-		ossignal.Notify(pipe, syscall.SIGPIPE)
+		ossignal.Notify(sig, syscall.SIGPIPE)
+	} else {
+		// Step 6: the launcher's SIGTERM, until Close stops the watch.
+		ossignal.Notify(sig, syscall.SIGTERM)
 	}
-	go w.run(parent, pipe, w.stop, w.done)
+	go w.run(parent, sig, w.stop, w.done)
 }
 
 // run polls the parent until it changes, then ends the process (gone);
-// it returns when stopped, or when the watch ended before the parent.
-func (w *launcherWatch) run(parent int, pipe <-chan os.Signal, stop, done chan struct{}) {
+// a SIGTERM ends it too (step 6). It returns when stopped, or when the
+// watch ended before the parent.
+func (w *launcherWatch) run(parent int, sig chan os.Signal, stop, done chan struct{}) {
 	defer close(done)
+	defer ossignal.Stop(sig)
 	t := time.NewTicker(launcherPoll)
 	defer t.Stop()
 	for {
 		if os.Getppid() != parent {
-			w.gone(parent)
+			w.gone(parent, "its launcher (pid %d) is gone", launcherGoneStatus)
 			return
 		}
 		select {
 		case <-stop:
 			return
 		case <-t.C:
-		case <-pipe:
+		case s := <-sig:
+			if s == syscall.SIGTERM {
+				w.gone(parent, "its launcher (pid %d) ended the job (SIGTERM)", 128+int(syscall.SIGTERM))
+				return
+			}
 		}
 	}
 }
 
-// gone is step 4: the launcher parent has died. It returns only if the
-// watch was stopped meanwhile.
-func (w *launcherWatch) gone(parent int) {
+// gone is step 4 (and 6): the launcher parent has died, or ended the job
+// with SIGTERM (why says which, status is the exit status). It returns
+// only if the watch was stopped meanwhile.
+func (w *launcherWatch) gone(parent int, why string, status int) {
 	liveMu.Lock()
 	defer liveMu.Unlock()
 	w.mu.Lock()
@@ -159,16 +178,16 @@ func (w *launcherWatch) gone(parent int) {
 	if w.parent != parent {
 		return // Close stopped the watch
 	}
-	what := fmt.Sprintf("process %d: its launcher (pid %d) is gone", os.Getpid(), parent)
+	what := fmt.Sprintf("process %d: "+why, os.Getpid(), parent)
 	if pe := w.pe; pe != nil {
-		what = fmt.Sprintf("PE %d of job %q: its launcher (pid %d) is gone: left the job", pe.rank, pe.job.id, parent)
+		what = fmt.Sprintf("PE %d of job %q: "+why+": left the job", pe.rank, pe.job.id, parent)
 		exitMu.Lock() // never unlocked: the process ends
 		pe.leaveNow()
 		beforeExit()
 	}
 	// After leaving: a write to a pipe to the dead launcher may end us.
-	fmt.Fprintf(os.Stderr, "symheap: %s, exiting with status %d\n", what, launcherGoneStatus)
-	os.Exit(launcherGoneStatus)
+	fmt.Fprintf(os.Stderr, "symheap: %s, exiting with status %d\n", what, status)
+	os.Exit(status)
 }
 
 // watchLauncher attaches the PE to the launcher watch (Init, step 3),

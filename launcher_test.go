@@ -85,9 +85,15 @@ func launcherPE() int {
 // TestLauncherDeath: the PEs of a launcher that does not use package
 // launch (here one like Open MPI's daemon: their parent, no parent-death
 // signal) leave the job and exit when it dies, saying so; the last one
-// out removes the segment. The bound on the wait is generous; the time it
-// took is logged.
+// out removes the segment. So do they when the launcher ends the job with
+// SIGTERM, as mpirun does when a PE failed or its --timeout ran out. The
+// bound on the wait is generous; the time it took is logged.
 func TestLauncherDeath(t *testing.T) {
+	t.Run("launcher-killed", func(t *testing.T) { testLauncherEnd(t, false) })
+	t.Run("SIGTERM", func(t *testing.T) { testLauncherEnd(t, true) })
+}
+
+func testLauncherEnd(t *testing.T, term bool) {
 	t.Parallel()
 	const n = 2
 	dir := t.TempDir()
@@ -133,10 +139,18 @@ func TestLauncherDeath(t *testing.T) {
 	if _, err := os.Stat(segment.Path(unix.Getuid(), job)); err != nil {
 		t.Fatalf("the job's segment is missing while its PEs run: %v", err)
 	}
-	if err := middle.Process.Kill(); err != nil {
-		t.Fatal(err)
+	if term {
+		for _, pid := range pids {
+			if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+		}
+	} else {
+		if err := middle.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		middle.Wait()
 	}
-	middle.Wait()
 	start := time.Now()
 	const bound = 20 * time.Second
 	for {
@@ -155,10 +169,13 @@ func TestLauncherDeath(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.Logf("segment and PEs gone %v after the launcher's SIGKILL", time.Since(start).Round(time.Millisecond))
+	t.Logf("segment and PEs gone %v after the signal", time.Since(start).Round(time.Millisecond))
 	for r := range n {
 		b, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("pe-%d.err", r)))
 		want := fmt.Sprintf("PE %d of job %q: its launcher (pid %d) is gone: left the job, exiting with status %d", r, job, middle.Process.Pid, launcherGoneStatus)
+		if term {
+			want = fmt.Sprintf("PE %d of job %q: its launcher (pid %d) ended the job (SIGTERM): left the job, exiting with status %d", r, job, middle.Process.Pid, 128+int(syscall.SIGTERM))
+		}
 		if !strings.Contains(string(b), want) {
 			t.Errorf("PE %d wrote %q, want it to say %q", r, b, want)
 		}
