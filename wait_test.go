@@ -48,36 +48,100 @@ func checkWaitRing(t *testing.T, pe *PE) {
 // checkWaitPingPong: pairs of PEs bounce a counter with plain Puts (no
 // fence on the writer's side, wait.go) for many rounds, on machines with
 // fewer cores than PEs too, so that waiters often go to sleep just as the
-// put arrives. A lost wake-up would cost a whole sleep slice (50 ms); a
-// few slow rounds may come from the scheduler, many would be a bug.
+// put arrives; every tenth round the writer first waits until its partner
+// has gone to sleep, so that every run has sleeps to judge. No wake-up may
+// be lost: no sleep of a wait for round r may run its slice out although
+// the partner's Put of round r, wake-up step included, had returned
+// before the slice's deadline (shmsync, "Lost wake-ups, counted"). How
+// long the rounds take is not looked at: on a loaded machine that is the
+// scheduler's doing, not the protocol's.
 func checkWaitPingPong(t *testing.T, pe *PE) {
 	me, n := pe.Rank(), pe.Size()
+	const rounds = 300
 	flag := must(Calloc[int64](pe, 1))
+	// doneAt[r]: when the partner's Put of round r to this PE had
+	// returned (shmsync.Monotonic, one clock for every PE of the node).
+	doneAt := must(Calloc[int64](pe, rounds+1))
 	partner := me ^ 1
+	var waits [rounds + 1][]shmsync.Sleep // the sleeps of the wait for round r
 	if partner < n {
-		const rounds = 300
-		slow := 0
-		start := time.Now()
-		for round := int64(1); round <= rounds; round++ {
-			t0 := time.Now()
-			if me%2 == 0 {
-				ok(t, Put(pe, flag, []int64{round}, partner))
-				ok(t, WaitUntil(pe, &flag[0], CmpEQ, round))
-			} else {
-				ok(t, WaitUntil(pe, &flag[0], CmpEQ, round))
-				ok(t, Put(pe, flag, []int64{round}, partner))
+		var cur []shmsync.Sleep // the wait under way; only this goroutine waits on word
+		word := &pe.ctl[me].sig.word
+		defer shmsync.TraceSleeps(shmsync.TraceSleeps(func(s shmsync.Sleep) {
+			if s.Word == word {
+				cur = append(cur, s)
 			}
-			if time.Since(t0) > 40*time.Millisecond {
-				slow++
+		}))
+		var mine [rounds + 1]int64 // when this PE's Put of round r had returned
+		for round := int64(1); round <= rounds; round++ {
+			put := func() {
+				if round%10 == 0 {
+					untilAsleep(pe, partner)
+				}
+				ok(t, Put(pe, flag, []int64{round}, partner))
+				mine[round] = shmsync.Monotonic()
+			}
+			wait := func() {
+				cur = nil
+				ok(t, WaitUntil(pe, &flag[0], CmpEQ, round))
+				waits[round] = cur
+			}
+			if me%2 == 0 {
+				put()
+				wait()
+			} else {
+				wait()
+				put()
 			}
 		}
-		t.Logf("%d round trips with PE %d in %v, %d slower than 40 ms", rounds, partner, time.Since(start).Round(time.Millisecond), slow)
-		if slow > 3 {
-			t.Errorf("%d of %d round trips took more than 40 ms: wake-ups are being lost", slow, rounds)
+		ok(t, Put(pe, doneAt, mine[:], partner))
+	}
+	barrier(t, pe)
+	if partner < n {
+		waited, forced, sleeps, timedOut, lost := 0, 0, 0, 0, 0
+		for r := 1; r <= rounds; r++ {
+			if len(waits[r]) > 0 {
+				waited++
+				if r%10 == 0 {
+					forced++
+				}
+			}
+			for _, s := range waits[r] {
+				sleeps++
+				if s.TimedOut {
+					timedOut++
+				}
+				if s.Missed(doneAt[r]) {
+					lost++
+					if lost <= 3 {
+						t.Logf("round %d: a sleep of %v ran out although PE %d's put and wake-up had returned %v before its deadline",
+							r, s.Slice, partner, time.Duration(s.Deadline()-doneAt[r]))
+					}
+				}
+			}
+		}
+		t.Logf("%d round trips with PE %d: %d waits slept (%d of the %d forced to), %d sleeps, %d ran their slice out, %d lost wake-ups",
+			rounds, partner, waited, forced, rounds/10, sleeps, timedOut, lost)
+		if lost != 0 {
+			t.Errorf("%d sleeps ran their slice out although PE %d's put had woken them before it ended: wake-ups are being lost", lost, partner)
+		}
+		if forced == 0 {
+			t.Errorf("none of the %d waits whose writer waited for the sleep slept: no sleep was traced (shmsync.TraceSleeps), so none was judged", rounds/10)
 		}
 	}
 	barrier(t, pe)
+	ok(t, Free(pe, doneAt))
 	ok(t, Free(pe, flag))
+}
+
+// untilAsleep returns once PE target has announced a sleep on its signal
+// word (W1 in wait.go), and a moment more for it to reach the futex.
+// Unbounded: the job's timeout ends a PE that never sleeps.
+func untilAsleep(pe *PE, target int) {
+	for pe.ctl[target].sig.sleepers.Load() == 0 { // seq-cst load; pairs with the waiter's W1
+		time.Sleep(100 * time.Microsecond)
+	}
+	time.Sleep(time.Millisecond)
 }
 
 // checkWaitCmp: Test evaluates every comparison, signed and unsigned, and
@@ -175,41 +239,66 @@ func checkWaitPut(t *testing.T, pe *PE) {
 
 // checkWaitSleep: a waiter that has gone to sleep is woken by the writer's
 // Put, not by its sleep slice running out; and while it sleeps it uses
-// next to no CPU. Woken or not shows in how its sleep ended
-// (shmsync.TimedOutEnds), not in the latency, which on a loaded machine
-// includes the wait for a core.
+// next to no CPU. Woken or not shows in how its sleeps ended, judged
+// against when the writer's Put had returned (shmsync, "Lost wake-ups,
+// counted"), not in the latency, which on a loaded machine includes the
+// wait for a core.
 func checkWaitSleep(t *testing.T, pe *PE) {
-	r := right(pe)
+	me, r, l := pe.Rank(), right(pe), left(pe)
+	const rounds = 6
 	msg := must(Calloc[int64](pe, 2)) // [send time, round]
+	// doneAt[round]: when the left neighbour's Put of round had returned
+	// (shmsync.Monotonic).
+	doneAt := must(Calloc[int64](pe, rounds+1))
+	var mine [rounds + 1]int64
+	var waits [rounds + 1][]shmsync.Sleep
+	var cur []shmsync.Sleep // written by the waiting goroutine only, read after it is done
+	word := &pe.ctl[me].sig.word
+	defer shmsync.TraceSleeps(shmsync.TraceSleeps(func(s shmsync.Sleep) {
+		if s.Word == word {
+			cur = append(cur, s)
+		}
+	}))
 	var lat []time.Duration
-	timedOut := 0 // rounds with membarrier whose wait ended when a slice ran out
-	for round := int64(1); round <= 6; round++ {
-		before := shmsync.TimedOutEnds()
+	for round := int64(1); round <= rounds; round++ {
 		if round == 4 {
 			// The rest without asymmetric fences, as on a kernel without
-			// membarrier: puts fence, waiters sleep in short slices.
+			// membarrier: puts fence, waiters sleep in 1 ms slices,
+			// and a sleep that timed out before the put is no loss.
 			pe.rma.mb.Store(mbNone)
 			defer pe.rma.mb.Store(mbReady)
 		}
+		cur = nil
 		done := make(chan error, 1)
 		go func() { done <- WaitUntil(pe, &msg[1], CmpEQ, round) }()
 		waitSleeping(t, pe, r)
 		ok(t, Put(pe, msg, []int64{time.Now().UnixNano(), round}, r))
+		mine[round] = shmsync.Monotonic()
 		ok(t, <-done)
+		waits[round] = cur
 		lat = append(lat, time.Duration(time.Now().UnixNano()-msg[0]))
-		if round < 4 && shmsync.TimedOutEnds() != before {
-			timedOut++
-		}
 		barrier(t, pe)
 	}
+	ok(t, Put(pe, doneAt, mine[:], r))
+	barrier(t, pe)
+	sleeps, timedOut, lost := 0, 0, 0
+	for round := 1; round <= rounds; round++ {
+		for _, s := range waits[round] {
+			sleeps++
+			if s.TimedOut {
+				timedOut++
+			}
+			if s.Missed(doneAt[round]) {
+				lost++
+				t.Logf("round %d: a sleep of %v ran out although PE %d's put and wake-up had returned %v before its deadline",
+					round, s.Slice, l, time.Duration(s.Deadline()-doneAt[round]))
+			}
+		}
+	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	t.Logf("wake-up latencies %v; %d of the 3 sleeps with membarrier ended when a slice (%v) ran out", lat, timedOut, shmsync.SleepSlice)
-	// Woken, a sleep ends by timeout only when the writer waited a whole
-	// slice for a core between its store and its wake-up. Not woken, all
-	// three do. (The rounds without membarrier sleep in 1 ms slices: a
-	// store is seen within one whether it wakes or not.)
-	if timedOut > 1 {
-		t.Errorf("%d of 3 sleeps ended when their slice of %v ran out: the put does not wake the sleeper", timedOut, shmsync.SleepSlice)
+	t.Logf("wake-up latencies %v; %d sleeps, %d ran their slice out, %d lost wake-ups", lat, sleeps, timedOut, lost)
+	if lost != 0 {
+		t.Errorf("%d sleeps ran their slice out although PE %d's put had woken them before it ended: the put does not wake the sleeper", lost, l)
 	}
 	// CPU used while waiting 300 ms for PE 0's put.
 	barrier(t, pe)
@@ -228,6 +317,7 @@ func checkWaitSleep(t *testing.T, pe *PE) {
 		}
 	}
 	barrier(t, pe)
+	ok(t, Free(pe, doneAt))
 	ok(t, Free(pe, msg))
 }
 
@@ -261,7 +351,12 @@ func checkWaitErrors(t *testing.T, pe *PE) {
 
 // TestPeerLost: a PE dies holding a lock while the others wait, one in
 // SetLock and one in WaitUntil for a put the dead PE will never make: both
-// get ErrPeerLost within a second or so instead of hanging.
+// get ErrPeerLost, found through the dead PE's liveness token (not the
+// stall timeout), at the first liveness check after the death, instead of
+// hanging. "First" is judged by the sleeps, not the clock: just before
+// each liveness check the waiter looks at the token itself (the sleep
+// tracer runs between the sleep and the check), and once it has seen it
+// gone, the check that follows must end the wait.
 func TestPeerLost(t *testing.T) {
 	petest.Run(t, 3, func(t *testing.T) {
 		pe, err := Init(Config{})
@@ -272,6 +367,17 @@ func TestPeerLost(t *testing.T) {
 		if pe.Rank() == 0 {
 			ok(t, pe.SetLock(&x[0]))
 		}
+		// Checks at which PE 0 was already gone; only the test's
+		// goroutine sleeps on a signal word here.
+		var goneAtCheck, checks atomic.Int32
+		defer shmsync.TraceSleeps(shmsync.TraceSleeps(func(s shmsync.Sleep) {
+			if s.Check {
+				checks.Add(1)
+				if !pe.seg.Alive(0) {
+					goneAtCheck.Add(1)
+				}
+			}
+		}))
 		barrier(t, pe)
 		start := time.Now()
 		switch pe.Rank() {
@@ -280,15 +386,16 @@ func TestPeerLost(t *testing.T) {
 			petest.Exit(0) // without Close, holding the lock
 		case 1:
 			err := pe.SetLock(&x[0])
-			wantErr(t, "SetLock of a dead holder's lock", err, ErrPeerLost, "holder, PE 0")
+			wantErr(t, "SetLock of a dead holder's lock", err, ErrPeerLost, "holder, PE 0", "is gone")
 		case 2:
 			err := WaitUntil(pe, &x[1], CmpEQ, 1)
-			wantErr(t, "WaitUntil for a dead PE", err, ErrPeerLost, "PE 0")
+			wantErr(t, "WaitUntil for a dead PE", err, ErrPeerLost, "PE 0", "died")
 		}
-		if d := time.Since(start); d > 3*time.Second {
-			t.Errorf("ErrPeerLost after %v", d)
+		if n := goneAtCheck.Load(); n > 1 {
+			t.Errorf("the wait ran %d liveness checks after PE 0's token was gone; the first must end it", n)
 		}
-		t.Logf("PE %d: ErrPeerLost after %v", pe.Rank(), time.Since(start).Round(time.Millisecond))
+		t.Logf("PE %d: ErrPeerLost after %v, %d liveness checks, %d after the death", pe.Rank(),
+			time.Since(start).Round(time.Millisecond), checks.Load(), goneAtCheck.Load())
 		pe.Close() // its barrier fails: PE 0 is gone
 	}, petest.Heap("8m"), petest.Env("SYMHEAP_SHARED_SIZE=1m"), petest.Timeout(60*time.Second))
 }

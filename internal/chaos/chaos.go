@@ -10,6 +10,27 @@
 //
 // make test runs a short form (TestChaosShort).
 //
+// Bounds. A run must end within its bound of the fault (Config.Bound):
+// what handling the fault takes on an idle machine, plus what the
+// machine's load adds to each step of it, measured in the run.
+//
+//   - Idle. SIGKILL: shrun sees its PE die, stops the others (SIGTERM,
+//     SIGKILL after launch's grace), removes the segment and exits, within
+//     Slack. SIGSTOP: first the other PEs' waits must find the victim's
+//     heartbeat stalled for SYMHEAP_PEER_TIMEOUT (Config.PeerTimeout,
+//     which the campaign sets); then one exits with ErrPeerLost and shrun
+//     stops the group as above (the stopped PE by SIGKILL once the grace
+//     has run out): PeerTimeout plus Slack.
+//   - Load. Every step above is a process or thread that wakes up (a
+//     sleep slice runs out, a signal or a child's exit arrives, a timer
+//     fires) and must then get a core; on a busy machine each gets it
+//     late. The harness measures how late: how much later than asked a
+//     short sleep of its own wakes up (LateProbes of them just before the
+//     fault, then one after another from the fault until shrun has
+//     exited), and allows KillSteps or StopSteps times the worst delay it
+//     saw. A machine loaded by other jobs then lengthens the bound by what
+//     it costs this run, and an idle one keeps it tight.
+//
 // Replay. A campaign is planned before it runs: Plan turns a seed into the
 // list of jobs (how many PEs, which rank is faulted, how long after every
 // PE is running, with which signal), and nothing else in a campaign draws
@@ -36,6 +57,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -60,12 +82,106 @@ type Report struct {
 	Survivors     int           // PE processes alive after their job ended
 	SegmentsLeft  int           // symheap segments of this user left in /dev/shm
 	BadStatus     int           // jobs that ended with status 0 after a fault
-	TooSlow       int           // jobs that outlived the bound after the fault
+	TooSlow       int           // jobs that outlived their bound after the fault
 	NoStart       int           // jobs whose PEs never got going
 	LongestExit   time.Duration // from the fault to shrun's exit
-	Bound         time.Duration
+	Bound         time.Duration // the bound on an idle machine (Config.Bound(0))
+	Steps         int           // times the scheduling delay that a run's bound adds
+	WorstLate     time.Duration // the largest scheduling delay measured in a run
+	LongestBound  time.Duration // the longest bound a run had
 	StatusCounts  map[int]int
 	FirstFailures []string
+}
+
+// Parts of the bounds ("Bounds" in the package comment).
+const (
+	// Slack is what a run takes from the fault to shrun's exit on an
+	// idle machine, but for the peer timeout: the PEs' sleep slices and
+	// heartbeat period, launch's grace for the stopped PE, the exits and
+	// the segment's removal, with room to spare.
+	Slack = 2 * time.Second
+	// KillSteps and StopSteps count the wake-ups from the fault to
+	// shrun's exit that each may come late by the measured delay. After
+	// SIGKILL: shrun learns of the death, the other PEs get their
+	// SIGTERM and exit, shrun reaps them, cleans up and exits, and the
+	// harness learns of that. After SIGSTOP, before those: the waits'
+	// sleep slices that see the stalled heartbeat first and then find it
+	// PeerTimeout old, the PE that exits, shrun's grace timer and the
+	// SIGKILL. Each is doubled: a step is often two hand-overs (a signal
+	// to a goroutine, a goroutine to a thread).
+	KillSteps = 2 * 5
+	StopSteps = 2 * 9
+	// LateProbes is how many sleeps of LateSleep measure the delay just
+	// before the fault.
+	LateProbes = 10
+	LateSleep  = time.Millisecond
+)
+
+// Bound is how long a run of this campaign may take from its fault to
+// shrun's exit on a machine where a thread that wakes from a short sleep
+// gets a core late by up to late.
+func (c Config) Bound(late time.Duration) time.Duration {
+	if c.Stop {
+		return c.PeerTimeout + Slack + StopSteps*late
+	}
+	return Slack + KillSteps*late
+}
+
+// steps is KillSteps or StopSteps.
+func (c Config) steps() int {
+	if c.Stop {
+		return StopSteps
+	}
+	return KillSteps
+}
+
+// lateness returns how much later than asked the latest of n sleeps of
+// LateSleep woke up.
+func lateness(n int) time.Duration {
+	worst := time.Duration(0)
+	for range n {
+		t := time.Now()
+		time.Sleep(LateSleep)
+		worst = max(worst, time.Since(t)-LateSleep)
+	}
+	return worst
+}
+
+// lateMeter measures the scheduling delay while a run handles its fault:
+// one sleep after another, keeping the worst lateness.
+type lateMeter struct {
+	worst atomic.Int64
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func startLateMeter(initial time.Duration) *lateMeter {
+	m := &lateMeter{stop: make(chan struct{}), done: make(chan struct{})}
+	m.worst.Store(int64(initial))
+	go func() {
+		defer close(m.done)
+		for {
+			select {
+			case <-m.stop:
+				return
+			default:
+			}
+			if d := int64(lateness(1)); d > m.worst.Load() {
+				m.worst.Store(d)
+			}
+		}
+	}()
+	return m
+}
+
+// late returns the worst delay seen so far.
+func (m *lateMeter) late() time.Duration { return time.Duration(m.worst.Load()) }
+
+// end stops the meter and returns the worst delay it saw.
+func (m *lateMeter) end() time.Duration {
+	close(m.stop)
+	<-m.done
+	return m.late()
 }
 
 // Build compiles shrun and chaospe into dir.
@@ -137,14 +253,10 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	if c.Seed == 0 {
 		c.Seed = NewSeed()
 	}
-	r := Report{Seed: c.Seed, StatusCounts: map[int]int{}}
-	r.Bound = 2 * time.Second
-	if c.Stop {
-		if c.PeerTimeout <= 0 {
-			c.PeerTimeout = time.Second
-		}
-		r.Bound = c.PeerTimeout + 2*time.Second
+	if c.Stop && c.PeerTimeout <= 0 {
+		c.PeerTimeout = time.Second
 	}
+	r := Report{Seed: c.Seed, StatusCounts: map[int]int{}, Bound: c.Bound(0), Steps: c.steps()}
 	for i, j := range Plan(c.Seed, c.Runs, c.Stop) {
 		if ctx.Err() != nil {
 			break
@@ -247,20 +359,35 @@ func runOne(ctx context.Context, c Config, r *Report, j Job) (string, bool, erro
 		<-exited
 		return fmt.Sprintf("%v: job did not get going", j), true, nil
 	}
+	// The scheduling delay now, then all through the fault's handling
+	// ("Bounds").
+	meter := startLateMeter(lateness(LateProbes))
 	fault := time.Now()
 	syscall.Kill(pid, j.Signal)
 	r.Faults++
 	var werr error
-	select {
-	case werr = <-exited:
-	case <-time.After(r.Bound + 10*time.Second):
-		cmd.Process.Kill()
-		werr = <-exited
+	tick := time.NewTicker(100 * time.Millisecond)
+wait:
+	for {
+		select {
+		case werr = <-exited:
+			break wait
+		case <-tick.C:
+			// A job that hangs is ended 10 s past its bound as it stands.
+			if time.Since(fault) > c.Bound(meter.late())+10*time.Second {
+				cmd.Process.Kill()
+				werr = <-exited
+				break wait
+			}
+		}
 	}
 	took := time.Since(fault)
-	if took > r.LongestExit {
-		r.LongestExit = took
-	}
+	tick.Stop()
+	late := meter.end()
+	bound := c.Bound(late)
+	r.LongestExit = max(r.LongestExit, took)
+	r.WorstLate = max(r.WorstLate, late)
+	r.LongestBound = max(r.LongestBound, bound)
 	status := 0
 	if ee, ok := werr.(*exec.ExitError); ok {
 		status = ee.ExitCode()
@@ -271,7 +398,7 @@ func runOne(ctx context.Context, c Config, r *Report, j Job) (string, bool, erro
 		r.BadStatus++
 		problem += " STATUS-0"
 	}
-	if took > r.Bound {
+	if took > bound {
 		r.TooSlow++
 		problem += " TOO-SLOW"
 	}
@@ -287,15 +414,18 @@ func runOne(ctx context.Context, c Config, r *Report, j Job) (string, bool, erro
 			syscall.Kill(p, syscall.SIGKILL)
 		}
 	}
-	line := fmt.Sprintf("%v: shrun exited %d after %v%s", j, status, took.Round(time.Millisecond), problem)
+	line := fmt.Sprintf("%v: shrun exited %d after %v (bound %v = %v + %d x %v late)%s", j, status, took.Round(time.Millisecond),
+		bound.Round(time.Millisecond), c.Bound(0), c.steps(), late.Round(10*time.Microsecond), problem)
 	return line, problem != "", nil
 }
 
 // String prints the campaign's summary.
 func (r Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d: runs %d, faults %d, survivors %d, segments left %d, zero statuses %d, slower than %v: %d, did not start: %d, longest time to exit %v\n",
-		r.Seed, r.Runs, r.Faults, r.Survivors, r.SegmentsLeft, r.BadStatus, r.Bound, r.TooSlow, r.NoStart, r.LongestExit.Round(time.Millisecond))
+	fmt.Fprintf(&b, "seed %d: runs %d, faults %d, survivors %d, segments left %d, zero statuses %d, slower than their bound (%v + %d x the scheduling delay): %d, did not start: %d\n",
+		r.Seed, r.Runs, r.Faults, r.Survivors, r.SegmentsLeft, r.BadStatus, r.Bound, r.Steps, r.TooSlow, r.NoStart)
+	fmt.Fprintf(&b, "longest time to exit %v, longest bound %v, worst scheduling delay %v\n",
+		r.LongestExit.Round(time.Millisecond), r.LongestBound.Round(time.Millisecond), r.WorstLate.Round(10*time.Microsecond))
 	fmt.Fprintf(&b, "exit statuses: %v\n", r.StatusCounts)
 	for _, f := range r.FirstFailures {
 		fmt.Fprintf(&b, "  %s\n", f)

@@ -101,3 +101,27 @@ func (l testLog) Write(p []byte) (int, error) {
 	l.t.Log(string(p[:len(p)-1]))
 	return len(p), nil
 }
+
+// TestBound: a run's bound follows the peer timeout the campaign sets
+// (SIGSTOP runs only: a killed PE is seen at once) and grows by its steps
+// times the scheduling delay measured in the run, nothing fixed besides
+// Slack.
+func TestBound(t *testing.T) {
+	late := 7 * time.Millisecond
+	for _, pt := range []time.Duration{time.Second, 5 * time.Second} {
+		stop := Config{Stop: true, PeerTimeout: pt}
+		if got, want := stop.Bound(0), pt+Slack; got != want {
+			t.Errorf("SIGSTOP, peer timeout %v, idle: bound %v, want %v", pt, got, want)
+		}
+		if got, want := stop.Bound(late), pt+Slack+StopSteps*late; got != want {
+			t.Errorf("SIGSTOP, peer timeout %v, %v late: bound %v, want %v", pt, late, got, want)
+		}
+		kill := Config{PeerTimeout: pt}
+		if got, want := kill.Bound(late), Slack+KillSteps*late; got != want {
+			t.Errorf("SIGKILL, peer timeout %v, %v late: bound %v, want %v", pt, late, got, want)
+		}
+	}
+	if d := lateness(3); d < 0 {
+		t.Errorf("lateness %v: a sleep woke before its time", d)
+	}
+}

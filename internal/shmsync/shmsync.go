@@ -78,8 +78,13 @@ func WaitWord(word *atomic.Uint32, sleepers *atomic.Uint32, cond func() bool, ch
 		if cond() {
 			return nil
 		}
+		tr, start := traceStart()
 		err := unix.FutexWait((*uint32)(addrOf(word)), v, SleepSlice)
-		if cond() {
+		met := cond()
+		if tr != nil {
+			(*tr)(Sleep{word, start, SleepSlice, err == unix.ETIMEDOUT, met, !met && err == unix.ETIMEDOUT && check != nil})
+		}
+		if met {
 			return nil
 		}
 		if err == unix.ETIMEDOUT && check != nil {
@@ -106,18 +111,25 @@ func SleepFenced(word *atomic.Uint32, slice time.Duration, cond func() bool, che
 		if cond() {
 			return nil
 		}
+		tr, start := traceStart()
 		err := unix.FutexWait((*uint32)(addrOf(word)), v, slice)
-		if cond() {
+		met := cond()
+		checkNow := false // a full SleepSlice has run out since the last check
+		if !met && err == unix.ETIMEDOUT && check != nil {
+			if slept += slice; slept >= SleepSlice {
+				slept, checkNow = 0, true
+			}
+		}
+		if tr != nil {
+			(*tr)(Sleep{word, start, slice, err == unix.ETIMEDOUT, met, checkNow})
+		}
+		if met {
 			if err == unix.ETIMEDOUT {
 				timedOutEnds.Add(1)
 			}
 			return nil
 		}
-		if err != unix.ETIMEDOUT || check == nil {
-			continue
-		}
-		if slept += slice; slept >= SleepSlice {
-			slept = 0
+		if checkNow {
 			if err := Lost(cond, check); err != nil {
 				return err
 			}
@@ -196,7 +208,11 @@ func sleepOnCount(c *atomic.Uint64, want uint64, check func() error) error {
 	for !Reached(v, want) {
 		// The futex word is the count's low half: any arrival since v
 		// makes FutexWait return at once.
+		tr, start := traceStart()
 		err := unix.FutexWait((*uint32)(addrOf(Low32(c))), uint32(v), SleepSlice)
+		if tr != nil {
+			(*tr)(Sleep{Low32(c), start, SleepSlice, err == unix.ETIMEDOUT, Reached(c.Load(), want), err == unix.ETIMEDOUT && check != nil})
+		}
 		if err == unix.ETIMEDOUT && check != nil {
 			if err := Lost(func() bool { return Reached(c.Load(), want) }, check); err != nil {
 				return err
