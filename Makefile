@@ -9,7 +9,7 @@ PEERS_BIN   := $(CURDIR)/bench/peers/bin
 TEST_FLAGS  ?= -count=1 -timeout 30m
 export GOFLAGS ?=
 
-.PHONY: all build capi demo demo-c test test-c fmt vet staticcheck unit unit-race unit-norace bench-smoke chaos fuzz peers tools clean-shm mutate cluster cluster-deps demo-cluster bench-cluster
+.PHONY: all build capi demo demo-c test test-loaded test-c fmt vet staticcheck unit unit-race unit-norace bench-smoke chaos fuzz peers tools clean-shm mutate cluster cluster-deps demo-cluster bench-cluster
 
 all: build
 
@@ -53,6 +53,11 @@ peers:
 
 test: build tools peers fmt vet staticcheck unit test-c bench-smoke cluster
 	@echo "make test: all checks passed"
+
+# make test beside a competing load: two busy processes per CPU
+# (scripts/load.sh), which every test must survive.
+test-loaded:
+	bash scripts/load.sh 2 -- $(MAKE) --no-print-directory test
 
 # The C library's tests: capi/tests/*.c built with symcc, run under shrun
 # on 2, 3 and 4 PEs with the default and the buddy allocator.

@@ -51,6 +51,10 @@ int main(int argc, char **argv)
 		char *a = shmem_malloc(64), *b = shmem_malloc(64);
 		shmem_free(me == 0 ? a : b);
 	}
+	if (strcmp(c, "mallocbarrier") == 0 && me == 0) {
+		/* PE 0 alone allocates; the others go on to the barrier below. */
+		(void)shmem_malloc(64);
+	}
 	if (strcmp(c, "gexit") == 0) {
 		/* Buffered stdout (a pipe) must reach the launcher. */
 		printf("PE %d: flushed before the exit\n", me);
