@@ -10,9 +10,8 @@
 # the script itself is killed with SIGKILL, each loop still ends within
 # about half a second of CPU, once it finds the script's process gone.
 #
-# Without the Makefile (its owner may add a target such as
-#   test-loaded: ; bash scripts/load.sh 5 -- $(MAKE) test
-# ), run any check under load directly:
+# make test-loaded runs make test under it (2 per CPU). Any check can run
+# under load directly:
 #
 #   bash scripts/load.sh 5 -- make test                  load ~10 on 2 CPUs
 #   bash scripts/load.sh 5 -- go test -run TestPESuite .
