@@ -67,11 +67,11 @@ func checkWaitPingPong(t *testing.T, pe *PE) {
 	if partner < n {
 		var cur []shmsync.Sleep // the wait under way; only this goroutine waits on word
 		word := &pe.ctl[me].sig.word
-		defer shmsync.TraceSleeps(shmsync.TraceSleeps(func(s shmsync.Sleep) {
+		defer shmsync.TraceSleeps(func(s shmsync.Sleep) {
 			if s.Word == word {
 				cur = append(cur, s)
 			}
-		}))
+		})()
 		var mine [rounds + 1]int64 // when this PE's Put of round r had returned
 		for round := int64(1); round <= rounds; round++ {
 			put := func() {
@@ -254,11 +254,11 @@ func checkWaitSleep(t *testing.T, pe *PE) {
 	var waits [rounds + 1][]shmsync.Sleep
 	var cur []shmsync.Sleep // written by the waiting goroutine only, read after it is done
 	word := &pe.ctl[me].sig.word
-	defer shmsync.TraceSleeps(shmsync.TraceSleeps(func(s shmsync.Sleep) {
+	defer shmsync.TraceSleeps(func(s shmsync.Sleep) {
 		if s.Word == word {
 			cur = append(cur, s)
 		}
-	}))
+	})()
 	var lat []time.Duration
 	for round := int64(1); round <= rounds; round++ {
 		if round == 4 {
@@ -370,14 +370,14 @@ func TestPeerLost(t *testing.T) {
 		// Checks at which PE 0 was already gone; only the test's
 		// goroutine sleeps on a signal word here.
 		var goneAtCheck, checks atomic.Int32
-		defer shmsync.TraceSleeps(shmsync.TraceSleeps(func(s shmsync.Sleep) {
+		defer shmsync.TraceSleeps(func(s shmsync.Sleep) {
 			if s.Check {
 				checks.Add(1)
 				if !pe.seg.Alive(0) {
 					goneAtCheck.Add(1)
 				}
 			}
-		}))
+		})()
 		barrier(t, pe)
 		start := time.Now()
 		switch pe.Rank() {

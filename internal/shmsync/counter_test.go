@@ -33,13 +33,13 @@ func TestCountRounds(t *testing.T) {
 		var begun, done [rounds]atomic.Int64
 		var mu sync.Mutex
 		var sleeps []Sleep
-		defer TraceSleeps(TraceSleeps(func(s Sleep) {
+		defer TraceSleeps(func(s Sleep) {
 			if s.Word == Low32(&c) {
 				mu.Lock()
 				sleeps = append(sleeps, s)
 				mu.Unlock()
 			}
-		}))
+		})()
 		for range n {
 			wg.Add(1)
 			go func() {
@@ -111,11 +111,11 @@ func TestWaitCountCheck(t *testing.T) {
 	var c atomic.Uint64
 	gone := errors.New("peer gone")
 	var last Sleep // the sleep before the check; only this goroutine sleeps on c
-	defer TraceSleeps(TraceSleeps(func(s Sleep) {
+	defer TraceSleeps(func(s Sleep) {
 		if s.Word == Low32(&c) {
 			last = s
 		}
-	}))
+	})()
 	checks := 0
 	err := WaitCount(&c, 1, Pacer{polls: 10, yields: 2}, func() error {
 		checks++

@@ -63,16 +63,14 @@ var tracer atomic.Pointer[func(Sleep)]
 // TraceSleeps makes every futex sleep of this process's waits call f, in
 // the sleeping goroutine, after the sleep's condition test and before its
 // liveness check; nil stops it. f must not block. It returns the function
-// set before, which a test puts back in its cleanup.
-func TraceSleeps(f func(Sleep)) (previous func(Sleep)) {
+// that puts back the tracer set before, which a test defers.
+func TraceSleeps(f func(Sleep)) (restore func()) {
 	var p *func(Sleep)
 	if f != nil {
 		p = &f
 	}
-	if old := tracer.Swap(p); old != nil {
-		return *old
-	}
-	return nil
+	old := tracer.Swap(p)
+	return func() { tracer.Store(old) }
 }
 
 // traceStart returns the tracer and the start of a sleep about to begin:
