@@ -230,41 +230,7 @@ func TestRCachePEReleaseReachesEveryPE(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				// PE 0 allocates a block in its local shared heap and hands
-				// it to PE 1 through a symmetric word.
-				box, err := Calloc[uint64](pe, 1)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if me == 0 {
-					// A neighbour in the same span keeps the span alive:
-					// the event must be the block's own, not the span's
-					// release.
-					keep, err := SharedAlloc[byte](pe, size)
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer SharedFree(pe, keep)
-					b, err := SharedAlloc[byte](pe, size)
-					if err != nil {
-						t.Fatal(err)
-					}
-					p, err := SharedPtrOf(pe, b)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if err := Put(pe, box, []uint64{uint64(p)}, 1); err != nil {
-						t.Fatal(err)
-					}
-					box[0] = uint64(p)
-				}
-				if err := pe.Barrier(); err != nil {
-					t.Fatal(err)
-				}
-				blk, err := SharedAt[byte](pe, SharedPtr(box[0]), size)
-				if err != nil {
-					t.Fatal(err)
-				}
+				blk := rcpeShareBlock(t, pe, size)
 				r := memhook.RangeOf(blk)
 				// Both PEs register the block.
 				if hit(t, rc, r) {
@@ -379,6 +345,45 @@ func TestRCachePEMemhookDisableSwitchesMonitorOff(t *testing.T) {
 	}, rcpeOpts("SYMHEAP_MEMHOOK_DISABLE=yes")...)
 }
 
+// rcpeShareBlock has PE 0 allocate size bytes in its local shared heap,
+// after a neighbour of the same size that it keeps (so that a small
+// block's span outlives the block: a release event must be the block's
+// own, not the span's), and returns the block on every PE as that PE sees
+// it, handed over through a symmetric word.
+func rcpeShareBlock(t *testing.T, pe *PE, size int) []byte {
+	t.Helper()
+	box, err := Calloc[uint64](pe, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pe.Rank() == 0 {
+		if _, err := SharedAlloc[byte](pe, size); err != nil { // the neighbour, kept until Close
+			t.Fatal(err)
+		}
+		b, err := SharedAlloc[byte](pe, size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := SharedPtrOf(pe, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for q := range pe.Size() {
+			if err := Put(pe, box, []uint64{uint64(p)}, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	blk, err := SharedAt[byte](pe, SharedPtr(box[0]), size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return blk
+}
+
 // TestRCachePEEveryReleasePath: a registration held by one PE, exactly as
 // a user holds it (the default switches, pe.RegistrationCache, Get, Put),
 // of memory another PE releases, must be gone from that PE's cache when
@@ -406,31 +411,7 @@ func TestRCachePEEveryReleasePath(t *testing.T) {
 	}
 	shared := func(size int) func(t *testing.T, pe *PE) []byte {
 		return func(t *testing.T, pe *PE) []byte {
-			box, err := Calloc[uint64](pe, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if pe.Rank() == 0 {
-				b, err := SharedAlloc[byte](pe, size)
-				if err != nil {
-					t.Fatal(err)
-				}
-				p, err := SharedPtrOf(pe, b)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for q := range pe.Size() {
-					if err := Put(pe, box, []uint64{uint64(p)}, q); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			if err := pe.Barrier(); err != nil {
-				t.Fatal(err)
-			}
-			if blk, err = SharedAt[byte](pe, SharedPtr(box[0]), size); err != nil {
-				t.Fatal(err)
-			}
+			blk = rcpeShareBlock(t, pe, size)
 			return blk
 		}
 	}
