@@ -580,11 +580,16 @@ func (pe *PE) checkPE(target int) error {
 }
 
 // collectiveLost is the check of a collective call's waits on every PE:
-// whether they all make the same call (internal/calls), then the
-// liveness of every PE (peerLost).
+// the deaths of this node's PEs, whether they all make the same call
+// (internal/calls), then the liveness of every PE (peerLost).
 func (pe *PE) collectiveLost() error {
-	// The calls first: a PE that left because it found the divergence
-	// is gone for the liveness check too, which would not say why.
+	// A death first, then the calls: a PE that left because it found a
+	// divergence is gone for the liveness check too, which would not say
+	// why; a PE that left because another died has made fewer calls, and
+	// the death is what to report.
+	if err := pe.seg.CheckDead(nil); err != nil {
+		return err
+	}
 	if err := pe.calls.Check(nil); err != nil {
 		return err
 	}

@@ -755,11 +755,20 @@ func (s *Segment) CheckPeers(pes []int) error {
 // LostPeer is CheckPeers that also returns the PE found gone (-1 if none).
 func (s *Segment) LostPeer(pes []int) (int, error) {
 	var lost = -1
-	err := s.checkPeers(pes, &lost)
+	err := s.checkPeers(pes, &lost, true)
 	return lost, err
 }
 
-func (s *Segment) checkPeers(pes []int, lost *int) error {
+// CheckDead is CheckPeers for PEs that died or stalled only: a PE that
+// left through Close is not reported. The runtime asks it first, before
+// it asks whether a PE in Close left a collective call unmade, so that a
+// death is reported as such, not as what the survivors did after it.
+func (s *Segment) CheckDead(pes []int) error {
+	var lost = -1
+	return s.checkPeers(pes, &lost, false)
+}
+
+func (s *Segment) checkPeers(pes []int, lost *int, closedToo bool) error {
 	check := func(pe int) error {
 		if s.Alive(pe) {
 			if d, stuck := s.stalled(pe); stuck && !s.Closed(pe) {
@@ -775,6 +784,9 @@ func (s *Segment) checkPeers(pes []int, lost *int) error {
 		}
 		how := "died"
 		if s.Closed(pe) {
+			if !closedToo {
+				return nil
+			}
 			how = "closed"
 		}
 		*lost = pe

@@ -286,6 +286,9 @@ type Runtime interface {
 	// CheckPeers returns an error wrapping errs.ErrPeerLost naming the
 	// first of pes (world PE numbers) that is gone.
 	CheckPeers(pes []int) error
+	// CheckDead is CheckPeers for the members that died or stalled: a
+	// member that left through Close is not reported.
+	CheckDead(pes []int) error
 	// WakeSleepers takes Quiet's wake-up step for this PE's puts: it
 	// wakes whoever sleeps waiting for a change to a PE's symmetric heap.
 	// The caller has just made a full fence after the puts.
@@ -436,8 +439,11 @@ func (l *Layer) newTeam(id, start, stride, size, rank int, readBases bool) *Team
 	members := t.members
 	tr := l.calls
 	t.live = func() error {
-		// The calls first: a member that left because it found the
-		// divergence is gone for CheckPeers too, which would not say why.
+		// A death first, then the calls (the root's collectiveLost says
+		// why), then members that left.
+		if err := rt.CheckDead(members); err != nil {
+			return err
+		}
 		if err := tr.Check(members); err != nil {
 			return err
 		}
