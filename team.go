@@ -134,9 +134,6 @@ var _ team.Runtime = (*teamRuntime)(nil)
 
 func (r *teamRuntime) Check() error               { return (*PE)(r).check() }
 func (r *teamRuntime) CheckPeers(pes []int) error { return r.seg.CheckPeers(pes) }
-
-// CheckDead returns an error wrapping errs.ErrPeerLost naming the first of
-// pes that died or stalled (one that left through Close is not reported).
-func (r *teamRuntime) CheckDead(pes []int) error { return r.seg.CheckDead(pes) }
+func (r *teamRuntime) CheckDead(pes []int) error  { return r.seg.CheckDead(pes) }
 func (r *teamRuntime) WakeSleepers()              { r.rma.wakeSleepers() }
 func (r *teamRuntime) Quiet()                     { r.rma.quietAll() }
