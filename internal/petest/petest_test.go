@@ -295,3 +295,16 @@ func TestReporting(t *testing.T) {
 		t.Errorf("report does not show where the stopped PE 0 was")
 	}
 }
+
+var allocSink []byte
+
+// TestAllocsPerRun: an allocation of f counts in every try, and f that
+// allocates nothing counts none.
+func TestAllocsPerRun(t *testing.T) {
+	if n := petest.AllocsPerRun(3, 50, func() { allocSink = make([]byte, 64) }); n != 1 {
+		t.Errorf("f allocating once a call: %.2f allocations a call, want 1", n)
+	}
+	if n := petest.AllocsPerRun(3, 50, func() { allocSink = allocSink[:0] }); n != 0 {
+		t.Errorf("f allocating nothing: %.2f allocations a call, want 0", n)
+	}
+}
