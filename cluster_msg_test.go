@@ -315,8 +315,13 @@ func checkClusterMessageMatrix(t *testing.T, pe *PE) {
 
 // watchdog ends the process, naming the case, if it has not returned
 // the stop function within matrixCaseLimit (see the top).
-func (m *matrix) watchdog() (stop func()) {
-	name := m.name
+func (m *matrix) watchdog() (stop func()) { return hangWatchdog(m.name) }
+
+// hangWatchdog ends the process, printing name on a line that starts
+// with matrixHang (which clusterFailure lifts into the test's failure)
+// and every goroutine's stack, if the stop function has not been called
+// within matrixCaseLimit: a hang detector far above any case's time.
+func hangWatchdog(name string) (stop func()) {
 	tm := time.AfterFunc(matrixCaseLimit, func() {
 		buf := make([]byte, 1<<16)
 		buf = buf[:runtime.Stack(buf, true)]
@@ -512,4 +517,145 @@ func mix64(x uint64) uint64 {
 	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
 	x = (x ^ x>>27) * 0x94d049bb133111eb
 	return x ^ x>>31
+}
+
+// The progress rule across nodes (check "msgprogress"): a receive that a
+// PE has posted is matched while the PE waits in a call that is not a
+// message call, so that a sender that waits for it completes. Every PE
+// takes part in each case, in one of three roles:
+//
+//   - the receiver posts Irecv (from its partner, or from AnySource),
+//     then enters the case's collective call, and only after it waits
+//     for the receive and checks the message;
+//   - the sender calls Send, which above UCX's rendezvous threshold (and
+//     for internal/msg's large messages) returns only once the receiver
+//     has posted the receive, then enters the same collective call;
+//   - a PE with no message just enters the collective call.
+//
+// The collective calls: Barrier, the Sync of a team made by Split that
+// spans both nodes, and a collective allocation (Malloc, whose records
+// cross nodes through the leaders). The pairs: across nodes (PE p and
+// p^2), each node receiving in turn; and within a node (PE p and p^1, a
+// receive from AnySource, which waits in the same queue as receives from
+// other nodes). Sizes: an eager message, one just above the rendezvous
+// threshold (64 KiB), and 4 MiB. Were receives matched only by their
+// PE's message calls, the receiver would wait in the collective call for
+// the sender, and the sender in Send for the receiver: each case runs
+// under the matrix's watchdog, which names it if it hangs.
+func checkClusterMsgProgress(t *testing.T, pe *PE) {
+	me, n := pe.Rank(), pe.Size()
+	if n != 4 || pe.Nodes() != 2 || pe.Node(me^2) == pe.Node(me) || pe.Node(me^1) != pe.Node(me) {
+		t.Fatalf("msgprogress needs 2 nodes of 2 PEs, PE p's partners p^1 on its node and p^2 on the other (PE %d of %d)", me, n)
+	}
+	all, err := pe.World().Split(0, 1, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waits := []struct {
+		name string
+		call func() error
+	}{
+		{"Barrier", pe.Barrier},
+		{"Sync of a team across nodes", all.Sync},
+		{"Malloc", func() error {
+			x, err := Malloc[int64](pe, 8)
+			if err != nil {
+				return err
+			}
+			x[0] = int64(me) // the allocation is usable
+			return Free(pe, x)
+		}},
+	}
+	type pairing struct {
+		name      string
+		receiver  func(p int) bool // PE p receives
+		partner   func(p int) int  // the PE it pairs with
+		anySource bool
+	}
+	var pairings []pairing
+	for recvNode := range 2 {
+		for _, anySrc := range []bool{false, true} {
+			pairings = append(pairings, pairing{
+				name:      fmt.Sprintf("node %d receives from node %d", recvNode, 1-recvNode),
+				receiver:  func(p int) bool { return pe.Node(p) == recvNode },
+				partner:   func(p int) int { return p ^ 2 },
+				anySource: anySrc,
+			})
+		}
+	}
+	pairings = append(pairings, pairing{
+		name:      "within each node, the even PE receives from the odd one",
+		receiver:  func(p int) bool { return p%2 == 0 },
+		partner:   func(p int) int { return p ^ 1 },
+		anySource: true,
+	})
+	sizes := []int{1 << 10, 64 << 10, 4 << 20}
+	sendBuf, recvBuf := make([]byte, sizes[len(sizes)-1]), make([]byte, sizes[len(sizes)-1]+matrixSlack)
+	cases := 0
+	for _, w := range waits {
+		for _, pr := range pairings {
+			for _, size := range sizes {
+				cases++
+				tag := 5000 + cases
+				src, how := pr.partner(me), "from it"
+				if pr.anySource {
+					src, how = AnySource, "from AnySource"
+				}
+				role := fmt.Sprintf("PE %d posted a receive of %d B %s before %s and PE %d sent to it, then entered %s",
+					pr.partner(me), size, how, w.name, me, w.name)
+				if pr.receiver(me) {
+					role = fmt.Sprintf("PE %d posted a receive of %d B %s before %s, PE %d sent to it, then entered %s",
+						me, size, how, w.name, pr.partner(me), w.name)
+				}
+				name := fmt.Sprintf("msgprogress case %d at PE %d (%s: %s)", cases, me, pr.name, role)
+				stop := hangWatchdog(name)
+				var req *Request
+				if pr.receiver(me) {
+					b := recvBuf[:size+matrixSlack]
+					for i := size; i < len(b); i++ {
+						b[i] = 0xa5
+					}
+					if req, err = pe.Irecv(b, src, tag); err != nil {
+						t.Fatalf("%s: Irecv: %v", name, err)
+					}
+				} else {
+					b := sendBuf[:size]
+					fillPattern(b, me, tag, 0)
+					if err := pe.Send(b, pr.partner(me), tag); err != nil {
+						t.Fatalf("%s: Send to PE %d: %v", name, pr.partner(me), err)
+					}
+				}
+				if err := w.call(); err != nil {
+					t.Fatalf("%s: %s: %v", name, w.name, err)
+				}
+				if req != nil {
+					st, err := req.Wait()
+					if err != nil {
+						t.Fatalf("%s: Wait: %v", name, err)
+					}
+					from := pr.partner(me)
+					b := recvBuf[:size+matrixSlack]
+					if st.Source != from || st.Tag != tag || st.Count != size {
+						t.Errorf("%s: status %+v, want source %d, tag %d, %d B", name, st, from, tag, size)
+					} else if off := checkPattern(b[:size], from, tag, 0); off >= 0 {
+						t.Errorf("%s: byte %d of %d differs from what PE %d sent", name, off, size, from)
+					}
+					for i := size; i < len(b); i++ {
+						if b[i] != 0xa5 {
+							t.Errorf("%s: the message wrote byte %d of its buffer, past its end", name, i)
+							break
+						}
+					}
+				}
+				stop()
+				if t.Failed() {
+					return
+				}
+			}
+		}
+	}
+	if err := all.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("PE %d: %d cases of a receive posted before a collective call", me, cases)
 }

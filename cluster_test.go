@@ -74,7 +74,7 @@ func clusterFailure(r cluster.Result) string {
 // UCX's peer error handling, among them the matrix of messages across
 // nodes (msgmatrix, cluster_msg_test.go).
 func TestCluster(t *testing.T) {
-	r := clusterJob(t, 2, 2, "placement,rma,atomics,mixed,wait,busy,barrier,alloc,diverge,collectives,locks,messages,nodemsg,anymsg,msgmatrix,teams,stat", 120*time.Second)
+	r := clusterJob(t, 2, 2, "placement,rma,atomics,mixed,wait,busy,barrier,alloc,diverge,collectives,locks,messages,nodemsg,anymsg,msgmatrix,msgprogress,teams,stat", 120*time.Second)
 	if r.Err != nil {
 		t.Fatal(clusterFailure(r))
 	}
@@ -90,7 +90,7 @@ func TestCluster(t *testing.T) {
 // this mode allows), and so does the matrix of messages across nodes
 // (msgmatrix), at this mode's protocol boundaries.
 func TestClusterNoPeerErrors(t *testing.T) {
-	r := clusterJob(t, 2, 2, "noerrmode,rma,atomics,barrier,alloc,collectives,messages,anymsg,msgmatrix", 120*time.Second, config.EnvUCXPeerErrors+"=0")
+	r := clusterJob(t, 2, 2, "noerrmode,rma,atomics,barrier,alloc,collectives,messages,anymsg,msgmatrix,msgprogress", 120*time.Second, config.EnvUCXPeerErrors+"=0")
 	if r.Err != nil {
 		t.Fatal(clusterFailure(r))
 	}
@@ -191,6 +191,7 @@ var clusterChecks = []struct {
 	{"messages", checkClusterMessages},
 	{"nodemsg", checkClusterNodeMessages},
 	{"msgmatrix", checkClusterMessageMatrix},
+	{"msgprogress", checkClusterMsgProgress},
 	{"stat", checkClusterStat},
 	{"teams", checkClusterTeams},
 	{"kill", func(t *testing.T, pe *PE) { checkFault(t, pe, syscall.SIGKILL) }},

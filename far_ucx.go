@@ -43,7 +43,10 @@ import (
 //     barrier: every heap is formatted before it);
 //  3. reads the other nodes' PEs' records; endpoints and remote keys are
 //     made lazily, on the first operation to a PE, so start-up costs the
-//     fence and nothing per PE.
+//     fence and nothing per PE. The first operation to a PE waits one
+//     round trip more, in which UCX completes the endpoint's wireup
+//     (internal/ucx, Worker.settle: UCX 1.13's TCP transport crashes a
+//     worker that gets bytes behind a wireup request).
 //
 // # Progress
 //
@@ -54,7 +57,10 @@ import (
 // goroutine sleeps on the worker's event descriptor, so a PE busy in its
 // own code, or asleep in a futex wait, still serves the others. After
 // each wake-up the goroutine wakes this PE's sleepers, whose condition
-// may have been changed by what it processed.
+// may have been changed by what it processed, and matches the receives
+// that wait to be matched (msg_far_ucx.go, progressMatch): a sender of a
+// rendezvous message waits for its receiver's UCX receive, which must not
+// wait in turn for the receiving PE to call a message function.
 //
 // # Barrier
 //
@@ -296,23 +302,29 @@ func decodePeer(b []byte) (ucx.Peer, error) {
 }
 
 // progress is the progress goroutine: it sleeps on the worker's event
-// descriptor, progresses, and wakes this PE's sleepers, whose condition
-// what it processed may have changed.
+// descriptor, progresses, wakes this PE's sleepers, whose condition what
+// it processed may have changed, and runs the matching step of messages
+// (progressMatch) for a PE that is not in a message call.
 func (f *farLayer) progress() {
 	defer close(f.progDone)
+	sleep := 50 * time.Millisecond
 	for {
 		select {
 		case <-f.progStop:
 			return
 		default:
 		}
-		if v, ok := f.w.Sleep(50 * time.Millisecond); ok && v&announceExit != 0 {
+		if v, ok := f.w.Sleep(sleep); ok && v&announceExit != 0 {
 			f.onAnnounced(v) // exits
 		}
 		// UCX stored what arrived with plain stores; a full fence before
 		// the sleepers load, as a put's P2 (wait.go).
 		core.FullFence()
 		f.pe.rma.wake(f.pe.rank)
+		sleep = 50 * time.Millisecond
+		if f.pe.progressMatch() {
+			sleep = busySleep
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 	"weak"
 
@@ -27,11 +28,19 @@ import (
 // them, so that a receive posted earlier still gets the first message
 // both match. Every other receive (from a PE of another node, or from
 // AnySource) is matched lazily, in the order receives were posted: it
-// waits in the PE's queue (farMsgs.pending) until a wait or test of any
-// request, a send's included (farTest), runs the matching step, which
-// looks for each pending receive in turn at the messages that arrived and
-// wait for a receive: UCX's queue (TryProbe) and this node's
-// (msg.Layer.Peek, after one msg.Layer.Poll per step). A match posts a
+// waits in the PE's queue (farMsgs.pending) until the matching step runs,
+// which looks for each pending receive in turn at the messages that
+// arrived and wait for a receive: UCX's queue (TryProbe) and this node's
+// (msg.Layer.Peek, after one msg.Layer.Poll per step). The step runs in
+// every wait or test of any request, a send's included (farTest), and in
+// the progress goroutine (progressMatch) whenever no wait or test has run
+// it for matchQuiet: MPI's progress rule. A message above UCX's
+// rendezvous threshold completes at its sender only once its receiver has
+// posted the UCX receive; were the step run by the receiving PE's message
+// calls only, a PE that posts a receive and then enters a barrier, a
+// team's Sync or a collective allocation, and a PE of another node that
+// sends it 64 KiB and then enters the same, would wait for each other for
+// good. A match posts a
 // receive for exactly that message's sender and tag, which takes the
 // earliest such message: the one probed (a receive posted to
 // internal/msg directly would have taken it on arrival). A message longer
@@ -55,28 +64,57 @@ import (
 // key in the PE's table (farMsgs.reqs), as teams made by Split are. The
 // table holds its keys weakly: an entry goes when the program drops its
 // request (a cleanup), since Wait may be called again on a finished one.
+//
+// Threads. The matching step may run in any goroutine of the program
+// that waits or tests, and in the progress goroutine, and it writes the
+// state of the receives it matches; so every field of a request that
+// changes after it is made is guarded by farMsgs.mu, which every reader
+// holds (farTest hands its waiter a snapshot, farState).
 
 // farMsgs is a PE's message state in a job on several nodes.
 type farMsgs struct {
 	mu      sync.Mutex
-	reqs    map[weak.Pointer[msg.Request]]*farMsgReq
-	pending []*farMsgReq // receives not matched yet, in posting order
+	reqs    map[weak.Pointer[msg.Request]]*farMsgReq // guarded by mu
+	pending []*farMsgReq                             // receives not matched yet, in posting order; guarded by mu
+	// local are the receives matched to a message of this node
+	// (farMsgReq.local) that were not found complete yet; guarded by mu.
+	// internal/msg has no progress thread: a large message's copy (and
+	// its acknowledgement, which its sender waits for) moves only in the
+	// receiving PE's calls, so the progress goroutine tests them
+	// (progressMatch) while the PE is elsewhere.
+	local []*farMsgReq
+	// lastMatch is when the matching step last ran (farNow), stored by
+	// the step under mu and loaded without it by the progress goroutine,
+	// which stays out while waits and tests match (progressMatch).
+	lastMatch atomic.Int64
 }
 
-// farMsgReq is one send or receive.
+// farMsgReq is one send or receive. The first four fields are set when it
+// is made, before any other goroutine can see it, and only read after;
+// the rest are guarded by farMsgs.mu (see Threads above).
 type farMsgReq struct {
-	send        bool
-	buf         []byte
-	peer, tag   int // destination or source asked for (AnySource), tag or AnyTag
-	u           *ucx.Req
-	from        int // a receive's matched sender, for the liveness of its wait
-	done        bool
-	st          Status
-	err         error
-	blocking    bool // made by Send or Recv: not in the table
-	lastChecked time.Time
-	local       *msg.Request // the receive posted to internal/msg for a message of this node it matched
-	released    bool         // Release was called (the collector frees the handle)
+	send      bool
+	peer, tag int  // destination or source asked for (AnySource), tag or AnyTag
+	blocking  bool // made by Send or Recv: not in the table
+
+	buf      []byte       // nil once released
+	u        *ucx.Req     // the UCX send, or the UCX receive the step posted
+	from     int          // a receive's matched sender, for the liveness of its wait
+	done     bool         // st and err are final
+	st       Status       //
+	err      error        //
+	local    *msg.Request // the receive posted to internal/msg for a message of this node it matched
+	released bool         // Release was called (the collector frees the handle)
+}
+
+// farState is a snapshot of a request, taken under farMsgs.mu for a
+// waiter, which acts on it without the lock.
+type farState struct {
+	done  bool
+	st    Status
+	err   error
+	local *msg.Request // as farMsgReq.local, while not done
+	from  int
 }
 
 // onNode reports whether PE p runs on this PE's node.
@@ -119,7 +157,8 @@ func (pe *PE) farIsend(buf []byte, dest, tag int, blocking bool) (*farMsgReq, er
 		st: Status{Source: pe.rank, Tag: tag, Count: len(buf)}}, nil
 }
 
-// farIrecv queues a receive.
+// farIrecv queues a receive. The progress goroutine may match it from the
+// moment it is queued.
 func (pe *PE) farIrecv(buf []byte, source, tag int, blocking bool) (*farMsgReq, error) {
 	if err := pe.msgCheck("Irecv", source, tag, true); err != nil {
 		return nil, err
@@ -132,10 +171,12 @@ func (pe *PE) farIrecv(buf []byte, source, tag int, blocking bool) (*farMsgReq, 
 	return r, nil
 }
 
-// match is the matching step (see above). Called with m.mu held.
+// match is the matching step (see above). Called with m.mu held, from
+// any goroutine.
 func (pe *PE) match() {
 	f := pe.farL
 	m := &f.msgs
+	m.lastMatch.Store(farNow())
 	// This node's queue: one progress step, then peeks that all see the
 	// same queue (UCX's may grow between probes: see the top).
 	pe.ext.msg.Poll()
@@ -193,7 +234,8 @@ func wantedBy(missed []*farMsgReq, src, tag int) bool {
 
 // found records the message a pending receive matched, and reports
 // whether it fits the receive's buffer; if not, the receive ends with
-// ErrTruncated and the message stays queued for a later one.
+// ErrTruncated and the message stays queued for a later one. Called with
+// farMsgs.mu held.
 func (r *farMsgReq) found(st Status) bool {
 	r.from, r.st = st.Source, st
 	if st.Count <= len(r.buf) {
@@ -223,93 +265,109 @@ func (pe *PE) matchLocal(r *farMsgReq) bool {
 		return true
 	}
 	r.local = u
+	m := &pe.farL.msgs
+	m.local = append(m.local, r)
 	return true
 }
 
 // farTest runs the matching step, whatever r is, while receives wait to
-// be matched, and reports whether r is complete. A send's test matches
-// too: a message above UCX's rendezvous threshold completes at its sender
-// only once its receiver has posted the UCX receive, which the matching
-// step does. Were only a receive's own wait to match, two PEs that each
-// post a receive, send to the other and wait on the send first would
-// each wait for the other's matching step.
-func (pe *PE) farTest(r *farMsgReq) bool {
+// be matched, completes r if it can, and returns its state. A send's
+// test matches too: a message above UCX's rendezvous threshold completes
+// at its sender only once its receiver has posted the UCX receive, which
+// the matching step does. Were only a receive's own wait to match, two
+// PEs that each post a receive, send to the other and wait on the send
+// first would each wait for the other's matching step. It holds
+// farMsgs.mu throughout, so that r's state moves under it only (the
+// progress goroutine matches too); the calls it makes under it (Test of
+// UCX's request or of internal/msg's) do not wait, but for the naming of
+// a failed request's peer (peerLost), which may look for another node's
+// announcement for a moment: the job is broken then.
+func (pe *PE) farTest(r *farMsgReq) farState {
 	f := pe.farL
-	if r.done {
-		return true
-	}
-	f.msgs.mu.Lock()
-	if len(f.msgs.pending) != 0 {
+	m := &f.msgs
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !r.done && len(m.pending) != 0 {
 		pe.match()
 	}
-	f.msgs.mu.Unlock()
-	if r.done {
-		return true
-	}
-	if r.u == nil && r.local == nil {
-		return false // a receive not matched yet
-	}
-	if r.local != nil {
-		done, st, err := r.local.Test()
-		if done {
+	switch {
+	case r.done:
+	case r.local != nil:
+		if done, st, err := r.local.Test(); done {
 			r.done, r.st, r.err = true, Status(st), err
 		}
-		return done
-	}
-	// A receive's length is the probed message's (r.st.Count).
-	done, _, err := f.w.Test(r.u, r.from)
-	if !done {
-		return false
-	}
-	r.done = true
-	if err != nil {
-		what := "Recv from"
-		if r.send {
-			what = "Send to"
+	case r.u != nil:
+		// A receive's length is the probed message's (r.st.Count).
+		if done, _, err := f.w.Test(r.u, r.from); done {
+			r.done = true
+			if err != nil {
+				what := "Recv from"
+				if r.send {
+					what = "Send to"
+				}
+				r.err = fmt.Errorf("symheap: %s PE %d: %w", what, r.from, f.peerLost(r.from, err))
+			}
 		}
-		r.err = fmt.Errorf("symheap: %s PE %d: %w", what, r.from, f.peerLost(r.from, err))
 	}
-	return true
+	return r.state()
+}
+
+// state is r's snapshot. Called with farMsgs.mu held.
+func (r *farMsgReq) state() farState {
+	if r.done {
+		return farState{done: true, st: r.st, err: r.err, from: r.from}
+	}
+	return farState{local: r.local, from: r.from}
+}
+
+// finish ends r with st and err, unless it ended meanwhile (a test in
+// another goroutine, which saw the same outcome), takes it out of the
+// queue if it was still waiting to be matched, and returns its outcome.
+func (pe *PE) finish(r *farMsgReq, st Status, err error) (Status, error) {
+	m := &pe.farL.msgs
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !r.done {
+		r.done, r.st, r.err = true, st, err
+		pe.unqueue(r)
+	}
+	return r.st, r.err
 }
 
 // farWait waits until r is complete: matching, progressing, and checking
 // every SleepSlice or so that the peer (any PE, for AnySource) lives.
 func (pe *PE) farWait(r *farMsgReq) (Status, error) {
 	f := pe.farL
-	var ping func() error
-	if r.lastChecked.IsZero() {
-		r.lastChecked = time.Now() // the first check after a while, not at once
-	}
+	lastChecked := time.Now() // the first check after a while, not at once
 	// A receive that may match a message of this node polls both queues
 	// under the runtime's pacing: the node's messages wake nobody on the
 	// UCX worker's event descriptor.
 	canLocal := !r.send && (r.peer == AnySource || pe.onNode(r.peer))
 	pace := shmsync.Pace()
-	for !pe.farTest(r) {
-		if r.local != nil {
-			st, err := r.local.Wait()
-			r.done, r.st, r.err = true, Status(st), err
-			break
+	for {
+		s := pe.farTest(r)
+		if s.done {
+			return s.st, s.err
 		}
-		if time.Since(r.lastChecked) > 50*time.Millisecond {
-			r.lastChecked = time.Now()
+		if s.local != nil {
+			// Matched to a message of this node: internal/msg's own wait,
+			// without the matching lock.
+			st, err := s.local.Wait()
+			return pe.finish(r, Status(st), err)
+		}
+		if time.Since(lastChecked) > 50*time.Millisecond {
+			lastChecked = time.Now()
 			var err error
-			if r.from >= 0 {
-				if ping == nil || r.from != r.peer {
-					ping = f.pinger(r.from)
-				}
-				err = ping()
+			if s.from >= 0 {
+				err = f.pinger(s.from)()
 			} else {
 				err = pe.peerLost()
 			}
 			if err == nil {
-				err = f.w.Check(r.from)
+				err = f.w.Check(s.from)
 			}
 			if err != nil {
-				r.done = true
-				r.err = fmt.Errorf("symheap: waiting for a message: %w", f.peerLost(r.from, err))
-				pe.dropPending(r)
-				break
+				return pe.finish(r, Status{}, fmt.Errorf("symheap: waiting for a message: %w", f.peerLost(s.from, err)))
 			}
 		}
 		switch {
@@ -323,8 +381,62 @@ func (pe *PE) farWait(r *farMsgReq) (Status, error) {
 			f.w.WaitEvent()
 		}
 	}
-	return r.st, r.err
 }
+
+// progressMatch is the progress goroutine's matching step (far_ucx.go),
+// run after each of its wake-ups: it matches the receives that wait to be
+// matched, and moves those matched to a message of this node (see
+// farMsgs.local), while the PE waits in anything but a message call, or
+// runs its own code (see the top). It reports whether receives are still
+// under way, so that the goroutine comes back within busySleep rather
+// than sleeping on the worker: the node's messages do not wake it.
+//
+// It stays out of the matching while waits and tests match (one ran the
+// step within matchQuiet), and never waits for the matching lock: its
+// holder is a wait or test, which matches, or a receive being queued,
+// which the goroutine's next round finds.
+func (pe *PE) progressMatch() (busy bool) {
+	m := &pe.farL.msgs
+	if !m.mu.TryLock() {
+		return true
+	}
+	defer m.mu.Unlock()
+	if len(m.pending) != 0 && time.Duration(farNow()-m.lastMatch.Load()) >= matchQuiet {
+		// What woke the goroutine (a rendezvous request, an eager
+		// message) is in UCX's queue once the worker has progressed.
+		pe.farL.w.Progress()
+		pe.match()
+	}
+	kept := m.local[:0]
+	for _, r := range m.local {
+		if !r.done {
+			// internal/msg's Test makes its progress (the copy, the
+			// acknowledgement) and does not wait.
+			if done, st, err := r.local.Test(); done {
+				r.done, r.st, r.err = true, Status(st), err
+			} else {
+				kept = append(kept, r)
+			}
+		}
+	}
+	clear(m.local[len(kept):])
+	m.local = kept
+	return len(m.pending) != 0 || len(m.local) != 0
+}
+
+// busySleep is how long the progress goroutine sleeps while receives are
+// under way (progressMatch): a receive from this node, or one a message
+// of this node may match, moves without a wake-up from the worker.
+const busySleep = time.Millisecond
+
+// matchQuiet is how recently a wait or test must have run the matching
+// step for the progress goroutine to leave it to them.
+const matchQuiet = 2 * time.Millisecond
+
+// farNow is the monotonic time since the package started, in ns.
+func farNow() int64 { return int64(time.Since(farClock)) }
+
+var farClock = time.Now()
 
 // fastMax is the largest message recvAlone takes: well inside UCX's
 // eager messages over TCP, which are complete on arrival (a rendezvous
@@ -385,11 +497,10 @@ func (pe *PE) recvMatch(buf []byte, source, tag int) (st Status, got bool, err e
 	return Status{Source: source, Tag: int(stag & (1<<36 - 1)), Count: n}, true, nil
 }
 
-// dropPending removes a receive that ended without a match.
-func (pe *PE) dropPending(r *farMsgReq) {
+// unqueue removes a receive that ended without a match from the queue.
+// Called with farMsgs.mu held.
+func (pe *PE) unqueue(r *farMsgReq) {
 	m := &pe.farL.msgs
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	for i, q := range m.pending {
 		if q == r {
 			m.pending = append(m.pending[:i], m.pending[i+1:]...)
@@ -550,9 +661,10 @@ func farReqTest(req *Request) (done bool, st Status, err error, ok bool) {
 	if r == nil {
 		return false, Status{}, nil, false
 	}
-	if !pe.farTest(r) {
+	s := pe.farTest(r)
+	if !s.done {
 		pe.farL.w.Progress()
 		return false, Status{}, nil, true
 	}
-	return true, r.st, r.err, true
+	return true, s.st, s.err, true
 }

@@ -17,6 +17,15 @@
 // they wait, in C, releasing the lock only between slices of at most a
 // millisecond, so that their waits end when a peer is declared lost.
 //
+// # Endpoints
+//
+// An endpoint is made on the first operation to its peer, and settled
+// before that operation is posted: one 8-byte get, waited for, which
+// completes only once the peer has handled this side's wireup request.
+// UCX 1.13's TCP transport crashes a worker that handles a wireup request
+// with more bytes behind it on the same connection (Worker.settle says
+// how); the get keeps anything from being sent behind the request.
+//
 // # Buffers
 //
 // Go memory handed to UCX stays in place: Go's heap does not move, and a

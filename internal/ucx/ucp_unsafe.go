@@ -14,6 +14,7 @@ package ucx
 
 // Per-peer endpoint failure, written by UCX's error callback (called from
 // ucp_worker_progress, under the Go side's lock), read by Go under it.
+// Set once, by sh_set_peers (Open): the process's one Worker owns them.
 static ucs_status_t *ep_failed;
 static int ep_npeers;
 
@@ -22,11 +23,12 @@ static void ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status) {
 	if (r >= 0 && r < ep_npeers && ep_failed[r] == UCS_OK) ep_failed[r] = status;
 }
 
-// ep_err_mode is the error handling mode of every endpoint (sh_init).
+// ep_err_mode is the error handling mode of every endpoint (sh_set_peers).
 static ucp_err_handling_mode_t ep_err_mode = UCP_ERR_HANDLING_MODE_PEER;
 
-static ucs_status_t sh_init(int npeers, int peer_errors, ucp_context_h *ctx, ucp_worker_h *w) {
-	ep_err_mode = peer_errors ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+// sh_init makes a context and a worker. It touches none of the globals
+// above, so that sh_describe (symheap info) may run beside a live Worker.
+static ucs_status_t sh_init(ucp_context_h *ctx, ucp_worker_h *w) {
 	ucp_config_t *cfg;
 	ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
 	if (st != UCS_OK) return st;
@@ -44,9 +46,16 @@ static ucs_status_t sh_init(int npeers, int peer_errors, ucp_context_h *ctx, ucp
 	wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
 	st = ucp_worker_create(*ctx, &wp, w);
 	if (st != UCS_OK) { ucp_cleanup(*ctx); return st; }
+	return UCS_OK;
+}
+
+// sh_set_peers sizes the failure table and sets the error handling mode of
+// the endpoints of the process's Worker (Open).
+static void sh_set_peers(int npeers, int peer_errors) {
+	ep_err_mode = peer_errors ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+	free(ep_failed);
 	ep_failed = calloc(npeers, sizeof *ep_failed);
 	ep_npeers = npeers;
-	return UCS_OK;
 }
 
 static ucs_status_t sh_ep_create(ucp_worker_h w, const void *addr, intptr_t rank, ucp_ep_h *ep) {
@@ -333,7 +342,7 @@ static int sh_poll(int efd, int ms) {
 static char *sh_describe(void) {
 	ucp_context_h ctx;
 	ucp_worker_h w;
-	ucs_status_t st = sh_init(1, 1, &ctx, &w);
+	ucs_status_t st = sh_init(&ctx, &w);
 	if (st != UCS_OK) return NULL;
 	char *buf = NULL;
 	size_t n = 0;
@@ -486,7 +495,15 @@ type peerState struct {
 	addr  unsafe.Pointer // C copy of info.Addr, for the endpoint
 	ep    C.ucp_ep_h
 	rkeys []C.ucp_rkey_h
+	// ready: the endpoint is made, every key unpacked and the endpoint
+	// settled (settle); only then is anything posted on it. An ep() that
+	// fails part way leaves it false, and the next one goes on from there.
+	ready bool
 }
+
+// scratchWords is the size of Worker.scratch: words 0 and 1 are an
+// atomic's operand and result (Atomic), word 2 receives settle's get.
+const scratchWords = 3
 
 // Worker is one process's UCP context and worker.
 type Worker struct {
@@ -496,7 +513,7 @@ type Worker struct {
 	efd      C.int
 	peers    []peerState
 	mems     []C.ucp_mem_h
-	scratch  *C.uint64_t // two words for atomics: operand, result
+	scratch  *C.uint64_t // scratchWords words of C memory: an atomic's operand and result, settle's word
 	pins     runtime.Pinner
 	closed   bool
 	watch    bool         // a standing receive is posted (Watch)
@@ -576,14 +593,15 @@ func Open(npeers int, peerErrors bool) (*Worker, error) {
 	if peerErrors {
 		pe = 1
 	}
-	if st := C.sh_init(C.int(npeers), pe, &w.ctx, &w.w); st != C.UCS_OK {
+	if st := C.sh_init(&w.ctx, &w.w); st != C.UCS_OK {
 		return nil, statusErr("ucx: ucp_init", st)
 	}
+	C.sh_set_peers(C.int(npeers), pe)
 	w.peerMode = peerErrors
 	if st := C.ucp_worker_get_efd(w.w, &w.efd); st != C.UCS_OK {
 		w.efd = -1
 	}
-	w.scratch = (*C.uint64_t)(C.calloc(2, 8))
+	w.scratch = (*C.uint64_t)(C.calloc(scratchWords, 8))
 	return w, nil
 }
 
@@ -632,27 +650,31 @@ func (w *Worker) SetPeer(peer int, info Peer) {
 }
 
 // ep returns the endpoint to peer, making it (and unpacking the peer's
-// keys) on first use. Called with mu held.
+// keys) on first use, and settling it (settle) before anything else is
+// posted on it. Called with mu held.
 func (w *Worker) ep(peer int) (*peerState, error) {
 	ps := &w.peers[peer]
 	if ps.ep != nil {
 		if st := C.sh_ep_failed(C.int(peer)); st != C.UCS_OK {
 			return nil, &PeerError{peer, "connection", Status(st)}
 		}
-		return ps, nil
+		if ps.ready {
+			return ps, nil
+		}
+	} else {
+		if len(ps.info.Addr) == 0 {
+			return nil, fmt.Errorf("ucx: peer %d published no address", peer)
+		}
+		ps.addr = C.CBytes(ps.info.Addr)
+		if st := C.sh_ep_create(w.w, ps.addr, C.intptr_t(peer), &ps.ep); st != C.UCS_OK {
+			C.free(ps.addr)
+			ps.ep = nil
+			return nil, statusErr(fmt.Sprintf("ucx: endpoint to peer %d", peer), st)
+		}
 	}
-	if len(ps.info.Addr) == 0 {
-		return nil, fmt.Errorf("ucx: peer %d published no address", peer)
-	}
-	ps.addr = C.CBytes(ps.info.Addr)
-	if st := C.sh_ep_create(w.w, ps.addr, C.intptr_t(peer), &ps.ep); st != C.UCS_OK {
-		C.free(ps.addr)
-		ps.ep = nil
-		return nil, statusErr(fmt.Sprintf("ucx: endpoint to peer %d", peer), st)
-	}
-	for i, rk := range ps.info.Rkeys {
+	for i := len(ps.rkeys); i < len(ps.info.Rkeys); i++ {
 		var rkey C.ucp_rkey_h
-		b := C.CBytes(rk)
+		b := C.CBytes(ps.info.Rkeys[i])
 		st := C.ucp_ep_rkey_unpack(ps.ep, b, &rkey)
 		C.free(b)
 		if st != C.UCS_OK {
@@ -660,7 +682,56 @@ func (w *Worker) ep(peer int) (*peerState, error) {
 		}
 		ps.rkeys = append(ps.rkeys, rkey)
 	}
+	if err := w.settle(peer, ps); err != nil {
+		return nil, err
+	}
+	ps.ready = true
 	return ps, nil
+}
+
+// settle completes a new endpoint's wireup before anything else goes to
+// the peer: it reads 8 bytes of the peer's first region and waits for
+// them. Called with mu held, by ep only.
+//
+// Why: UCX 1.13's TCP transport (uct_tcp_ep_progress_am_rx) handles the
+// messages of a connection in a loop, and a wireup request among them
+// makes the receiving worker create its endpoint back, whose TCP lanes
+// take over the very connection being read (uct_tcp_ep_replace_ep moves
+// its receive buffer to the new lane when unread bytes follow the
+// request). The loop then releases the buffer it no longer has: a NULL
+// dereference at -8 (SIGSEGV in ucp_worker_progress, addr
+// 0xfffffffffffffff8). UCX 1.14 checks for the move (commit 3dd0828ee9,
+// "fixed issue in TCP wireup initialization"); 1.13 does not, so the
+// unread bytes must not be there: nothing may follow the wireup request
+// on the connection until the peer has handled it. A flush or a put right
+// after the endpoint was made was such bytes (the cluster tests' rma
+// check: a PE whose partner, just out of a barrier, put to it and flushed
+// while it still slept in the barrier's second meeting).
+//
+// The get does it: over TCP UCX performs it in software, and its request
+// waits in UCX until the peer's wireup reply gives this side the peer's
+// endpoint (the reply carries the data); the peer replies from the very
+// handler that makes its endpoint. So when the get completes, the peer's
+// endpoint exists and every later message takes a connection that no
+// handler will replace. Both sides settling at once is safe too: each
+// side's get waits for the other's reply, so neither sends anything
+// behind its request. Over a transport with hardware RMA the get does not
+// wait for the wireup, but there the TCP fault does not arise either.
+//
+// A peer that registered no region has nothing to read: its endpoint is
+// taken as it is (symheap's PEs always register two).
+func (w *Worker) settle(peer int, ps *peerState) error {
+	if len(ps.rkeys) == 0 || len(ps.info.Bases) == 0 {
+		return nil
+	}
+	word := unsafe.Add(unsafe.Pointer(w.scratch), 2*8)
+	req := C.sh_get(ps.ep, word, 8, C.uint64_t(ps.info.Bases[0]), ps.rkeys[0])
+	if err := w.wait(req, peer, "connect"); err != nil {
+		// A get still in flight writes only scratch word 2, which nothing
+		// else reads; the next ep settles anew.
+		return err
+	}
+	return nil
 }
 
 // wait completes a request of an operation on peer (-1: the worker's),
@@ -725,7 +796,9 @@ func (w *Worker) watched() (uint64, bool) {
 
 // Announce sends val with tag to each of peers, without waiting for
 // delivery (a peer that is gone does not hold it up); with flush it then
-// waits, at most Timeout, until the messages have left.
+// waits, at most Timeout, until the messages have left. An endpoint made
+// here is settled first (ep): one round trip, or up to Timeout for a
+// peer that does not answer, which then gets no announcement.
 func (w *Worker) Announce(peers []int, tag, val uint64, flush bool) {
 	w.lock()
 	defer w.mu.Unlock()
@@ -847,7 +920,7 @@ func (w *Worker) Atomic(op, peer, region int, raddr uint64, size int, v, cmp uin
 	if err != nil {
 		return 0, err
 	}
-	s := unsafe.Slice((*uint64)(unsafe.Pointer(w.scratch)), 2)
+	s := unsafe.Slice((*uint64)(unsafe.Pointer(w.scratch)), scratchWords)
 	// The operand goes in the buffer; for CSWAP the buffer holds the
 	// expected value and the reply buffer the new one on entry (UCP:
 	// "Result=Y; if (X==Y) then Y=Z", X the buffer, Z the reply buffer).
@@ -1009,6 +1082,8 @@ func (w *Worker) Send(peer int, tag uint64, buf []byte, check func() error) erro
 }
 
 // Req is a non-blocking send or receive (SendNB, RecvNB).
+// Its fields change under the Worker's mu only (Test), which every access
+// holds.
 type Req struct {
 	p    unsafe.Pointer // the UCX request, until complete; nil: complete
 	recv bool
@@ -1077,11 +1152,14 @@ func (w *Worker) Test(r *Req, peer int) (done bool, n int, err error) {
 	if r == nil {
 		return true, 0, nil // a send SendNB completed at once
 	}
+	// r.p is read and cleared under mu: two goroutines may test one
+	// request (a Wait beside a Test), and the one that finds it complete
+	// frees it.
+	w.lock()
+	defer w.mu.Unlock()
 	if r.p == nil {
 		return true, r.n, r.err
 	}
-	w.lock()
-	defer w.mu.Unlock()
 	var l C.size_t
 	recv := C.int(0)
 	if r.recv {
