@@ -127,8 +127,8 @@ func testCollectiveAllocs(t *testing.T, pe *symheap.PE) {
 			if err != nil {
 				t.Fatalf("%s of %d: %v", c.name, m, err)
 			}
-			if allocs != 0 {
-				t.Errorf("%s of %d int64 allocates %.1f times per call", c.name, m, allocs)
+			if allocs.PerRun != 0 {
+				t.Errorf("%s of %d int64: %v, want none", c.name, m, allocs)
 			}
 		}
 		if err := symheap.Free(pe, buf); err != nil {

@@ -175,6 +175,7 @@ type Layer struct {
 	noSlot        uint64     // receives that found no split slot (Counters)
 	kernelRefused []bool     // per receiver: it answered NACK once
 	sentTo        []uint64   // per destination: sends, for the liveness checks (destAlive)
+	checkOne      [1]int     // the list of one PE of destAlive's and waitCheck's checks (under the lock), which so allocate nothing
 	dead          []bool     // per PE: a liveness check found it gone
 }
 
@@ -1037,13 +1038,14 @@ func (l *Layer) waitCheck(r *Request) error {
 	if m := r.inMsgOf(); m != nil {
 		peer = m.src
 	}
-	l.lock.Unlock() // nothing queued (unlock)
 	var err error
 	if peer == AnySource {
 		err = l.rt.CheckPeers(nil)
 	} else {
-		err = l.rt.CheckPeers([]int{peer})
+		l.checkOne[0] = peer // under the lock, so that the check allocates nothing
+		err = l.rt.CheckPeers(l.checkOne[:])
 	}
+	l.lock.Unlock() // nothing queued (unlock)
 	if err != nil {
 		l.lock.Lock()
 		for p := range l.dead {
@@ -1111,7 +1113,8 @@ func (l *Layer) destAlive(dest int) error {
 			return nil
 		}
 	}
-	err := l.rt.CheckPeers([]int{dest})
+	l.checkOne[0] = dest
+	err := l.rt.CheckPeers(l.checkOne[:])
 	if err != nil {
 		l.dead[dest] = true
 	}

@@ -61,12 +61,14 @@
 package petest
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"math"
 	"os"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -185,27 +187,48 @@ func childEnv(s *settings, name string) []string {
 	return append(env, EnvTest+"="+name, "GORACE="+strings.TrimSpace(race+" atexit_sleep_ms=0"))
 }
 
+// Allocs is what AllocsPerRun measured: allocations per call of f, and
+// where they were made.
+type Allocs struct {
+	PerRun float64
+	// Where names the allocating calls of the try counted, the most
+	// frequent first (a function outside the runtime and the line, then
+	// its callers), at most three; empty when PerRun is 0.
+	Where []string
+}
+
+// String reads "N allocations per call" and, when there are any, where.
+func (a Allocs) String() string {
+	s := fmt.Sprintf("%.2f allocations per call", a.PerRun)
+	if len(a.Where) > 0 {
+		s += ", at " + strings.Join(a.Where, "; ")
+	}
+	return s
+}
+
 // AllocsPerRun is testing.AllocsPerRun for a PE of a job: the fewest
-// allocations per call of f over tries measurements of runs calls each.
-// testing.AllocsPerRun counts every allocation of the process, and on a
-// loaded machine the runtime allocates in the background of a PE that
-// waits (its monitor starting a thread for a P it took back from a
-// system call), often enough to show in every try. So a try that counts
-// any allocation counts again from a memory profile of every allocation,
-// leaving out those of the runtime's thread creation: an allocation of f
-// itself shows in every try. Every PE calls f the same number of times,
-// tries*(runs+1), so f may be collective.
-func AllocsPerRun(tries, runs int, f func()) float64 {
-	least := math.Inf(1)
+// allocations per call of f over tries measurements of runs calls each,
+// and where they were made. testing.AllocsPerRun counts every allocation
+// of the process, and on a loaded machine the runtime allocates in the
+// background of a PE that waits (its monitor starting a thread for a P it
+// took back from a system call, its scavenger's timers), often enough to
+// show in every try. So a try that counts any allocation counts again
+// from a memory profile of every allocation, leaving out the runtime's
+// own: an allocation of f itself shows in every try. Every PE calls f the
+// same number of times, tries*(runs+1), so f may be collective.
+func AllocsPerRun(tries, runs int, f func()) Allocs {
+	least := Allocs{PerRun: math.Inf(1)}
 	for range tries {
-		least = min(least, allocsPerRun(runs, f))
+		if a := allocsPerRun(runs, f); a.PerRun < least.PerRun {
+			least = a
+		}
 	}
 	return least
 }
 
 // allocsPerRun is one try of AllocsPerRun: runs+1 calls of f, the first
 // a warm-up, with every allocation profiled.
-func allocsPerRun(runs int, f func()) float64 {
+func allocsPerRun(runs int, f func()) Allocs {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // as testing.AllocsPerRun
 	old := runtime.MemProfileRate
 	runtime.MemProfileRate = 1
@@ -220,40 +243,81 @@ func allocsPerRun(runs int, f func()) float64 {
 	}
 	runtime.ReadMemStats(&m1)
 	if m1.Mallocs == m0.Mallocs {
-		return 0
+		return Allocs{}
 	}
 	runtime.GC()
-	return float64(ownAllocs()-before) / float64(runs)
+	after := ownAllocs()
+	var total int64
+	type site struct {
+		where string
+		n     int64
+	}
+	var sites []site
+	for stack, n := range after {
+		if d := n - before[stack]; d > 0 {
+			total += d
+			sites = append(sites, site{describe(stack), d})
+		}
+	}
+	slices.SortFunc(sites, func(a, b site) int { return cmp.Compare(b.n, a.n) })
+	a := Allocs{PerRun: float64(total) / float64(runs)}
+	for _, s := range sites[:min(3, len(sites))] {
+		a.Where = append(a.Where, fmt.Sprintf("%s (%d)", s.where, s.n))
+	}
+	return a
 }
 
 // ownAllocs counts the objects the memory profile says were allocated,
-// but for the runtime's own when it starts a thread (allocm) and this
+// by call stack, but for the runtime's own (stacks with no function
+// outside package runtime, and its thread creation, allocm) and this
 // count's own.
-func ownAllocs() int64 {
+func ownAllocs() map[[32]uintptr]int64 {
 	n, _ := runtime.MemProfile(nil, true)
 	recs := make([]runtime.MemProfileRecord, n+64)
 	n, _ = runtime.MemProfile(recs, true)
-	var total int64
+	counts := make(map[[32]uintptr]int64, n)
 	for _, r := range recs[:n] {
-		if !threadStart(r.Stack()) {
-			total += r.AllocObjects
+		if !runtimeOwn(r.Stack()) {
+			counts[r.Stack0] += r.AllocObjects
 		}
 	}
-	return total
+	return counts
 }
 
-// threadStart reports whether stack allocates for a new thread (M), or
-// for ownAllocs.
-func threadStart(stack []uintptr) bool {
+// runtimeOwn reports whether stack allocates for the runtime itself (a
+// background goroutine of the runtime, or a new thread, M), or for
+// ownAllocs.
+func runtimeOwn(stack []uintptr) bool {
 	frames := runtime.CallersFrames(stack)
+	own := true
 	for {
 		fr, more := frames.Next()
 		switch fr.Function {
 		case "runtime.allocm", "runtime.newm", "github.com/symheap/symheap/internal/petest.ownAllocs":
 			return true
 		}
+		if !strings.HasPrefix(fr.Function, "runtime.") {
+			own = false
+		}
 		if !more {
-			return false
+			return own
 		}
 	}
+}
+
+// describe names the first two functions of stack outside package
+// runtime, with their lines: the allocating call and its caller.
+func describe(stack [32]uintptr) string {
+	frames := runtime.CallersFrames(stack[:])
+	var names []string
+	for len(names) < 2 {
+		fr, more := frames.Next()
+		if fr.Function != "" && !strings.HasPrefix(fr.Function, "runtime.") {
+			names = append(names, fmt.Sprintf("%s:%d", fr.Function[strings.LastIndex(fr.Function, "/")+1:], fr.Line))
+		}
+		if !more {
+			break
+		}
+	}
+	return strings.Join(names, " < ")
 }

@@ -301,10 +301,14 @@ var allocSink []byte
 // TestAllocsPerRun: an allocation of f counts in every try, and f that
 // allocates nothing counts none.
 func TestAllocsPerRun(t *testing.T) {
-	if n := petest.AllocsPerRun(3, 50, func() { allocSink = make([]byte, 64) }); n != 1 {
-		t.Errorf("f allocating once a call: %.2f allocations a call, want 1", n)
+	a := petest.AllocsPerRun(3, 50, func() { allocSink = make([]byte, 64) })
+	if a.PerRun != 1 {
+		t.Errorf("f allocating once a call: %v, want 1", a)
 	}
-	if n := petest.AllocsPerRun(3, 50, func() { allocSink = allocSink[:0] }); n != 0 {
-		t.Errorf("f allocating nothing: %.2f allocations a call, want 0", n)
+	if len(a.Where) != 1 || !strings.Contains(a.Where[0], "TestAllocsPerRun") {
+		t.Errorf("f allocating once a call: %v, want the one place, in TestAllocsPerRun", a)
+	}
+	if a := petest.AllocsPerRun(3, 50, func() { allocSink = allocSink[:0] }); a.PerRun != 0 || a.Where != nil {
+		t.Errorf("f allocating nothing: %v, want 0 and nowhere", a)
 	}
 }

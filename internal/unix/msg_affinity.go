@@ -50,22 +50,39 @@ func PinProcess(n int) (int, error) {
 // two processes that poll and yield look too light to its balancer to be
 // parted again.
 func Nudge(n int) error {
-	allowed, cpus, err := allowedCPUs()
-	if err != nil {
-		return err
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+		return fmt.Errorf("sched_getaffinity: %w", err)
 	}
-	if len(cpus) < 2 {
+	count := allowed.Count()
+	if count < 2 {
 		return nil
 	}
+	cpu := nthCPU(&allowed, n%count)
 	var one unix.CPUSet
-	one.Set(cpus[n%len(cpus)])
+	one.Set(cpu)
 	if err := unix.SchedSetaffinity(0, &one); err != nil {
-		return fmt.Errorf("sched_setaffinity(CPU %d): %w", cpus[n%len(cpus)], err)
+		return fmt.Errorf("sched_setaffinity(CPU %d): %w", cpu, err)
 	}
 	if err := unix.SchedSetaffinity(0, &allowed); err != nil {
 		return fmt.Errorf("sched_setaffinity(every allowed CPU): %w", err)
 	}
 	return nil
+}
+
+// nthCPU returns the i-th CPU (from 0, in increasing order) of set, or -1
+// when set has no more than i. It allocates nothing: Nudge runs inside
+// waits whose callers promise no allocation.
+func nthCPU(set *unix.CPUSet, i int) int {
+	for c := 0; c < len(set)*64; c++ {
+		if set.IsSet(c) {
+			if i == 0 {
+				return c
+			}
+			i--
+		}
+	}
+	return -1
 }
 
 // allowedCPUs returns the CPUs the calling thread may run on, as a set and
