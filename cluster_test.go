@@ -197,6 +197,7 @@ var clusterChecks = []struct {
 	{"kill", func(t *testing.T, pe *PE) { checkFault(t, pe, syscall.SIGKILL) }},
 	{"stop", func(t *testing.T, pe *PE) { checkFault(t, pe, syscall.SIGSTOP) }},
 	{"exit", checkGlobalExit},
+	{"othercall", checkClusterOtherCall},
 	{"noerrmode", func(t *testing.T, pe *PE) {
 		if pe.farL.w.PeerErrors() {
 			t.Errorf("%s=%q, but the endpoints have UCX's peer error handling", config.EnvUCXPeerErrors, os.Getenv(config.EnvUCXPeerErrors))
@@ -256,6 +257,57 @@ func TestClusterFaults(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkClusterOtherCall: the PEs of node 0 call Malloc while those of
+// node 1 call Barrier. Every PE must return ErrDiverged naming its call
+// (node 0's leader and node 1's find the other node's call across the
+// network; the others hear it from their leader), and then a Free and
+// Close must return at once, with the divergence, instead of waiting.
+func checkClusterOtherCall(t *testing.T, pe *PE) {
+	faultJob = true
+	buf, err := Malloc[int64](pe, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var want string
+	if pe.Node(pe.Rank()) == 0 {
+		want = "Malloc"
+		_, err = Malloc[byte](pe, 64)
+	} else {
+		want = "Barrier (call #"
+		err = pe.Barrier()
+	}
+	fmt.Printf("DIVERGED-REPORTED pe=%d after=%v: %v\n", pe.Rank(), time.Since(start).Round(time.Millisecond), err)
+	if !errors.Is(err, ErrDiverged) || !strings.Contains(err.Error(), want) {
+		t.Errorf("PE %d: %v, want ErrDiverged naming %s...)", pe.Rank(), err, want)
+	}
+	if ferr := Free(pe, buf); !errors.Is(ferr, ErrDiverged) {
+		t.Errorf("PE %d: Free after the divergence: %v, want ErrDiverged", pe.Rank(), ferr)
+	}
+	if cerr := pe.Close(); !errors.Is(cerr, ErrDiverged) {
+		t.Errorf("PE %d: Close after the divergence: %v, want ErrDiverged", pe.Rank(), cerr)
+	}
+}
+
+// TestClusterOtherCall: PEs on two nodes in different collective calls
+// fail on every PE with ErrDiverged, across the network too; the job ends
+// (the bound is the job's timeout, so a hang fails the test) and leaves
+// no segment.
+func TestClusterOtherCall(t *testing.T) {
+	reported := regexp.MustCompile(`DIVERGED-REPORTED pe=(\d) after=(\S+): (.*)`)
+	r := clusterJobWith(t, cluster.Job{Hosts: 2, PerHost: 2, Timeout: 60 * time.Second,
+		Env: []string{"SYMHEAP_PEER_TIMEOUT=3s"}}, "othercall")
+	ms := reported.FindAllSubmatch(r.Output, -1)
+	if len(ms) != 4 {
+		t.Fatalf("%d of 4 PEs reported the divergence (%v)", len(ms), r.Err)
+	}
+	for _, m := range ms {
+		if !strings.Contains(string(m[3]), "different collective calls") {
+			t.Errorf("PE %s: %s", m[1], m[3])
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/symheap/symheap/internal/calls"
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/team"
 )
@@ -163,7 +164,13 @@ func farSplit(pe *PE, t *Team, start, stride, size int) (*Team, error) {
 	}
 	slices.Sort(ft.leaders)
 	// A parent barrier: Split synchronises the parent, as on one node.
-	if err := farTeamBarrier(pe, pft); err != nil {
+	leave, err := farEnter(pe, pft, calls.Split)
+	if err != nil {
+		return nil, err
+	}
+	err = farTeamBarrier(pe, pft)
+	leave()
+	if err != nil {
 		return nil, fmt.Errorf("symheap: Split: %w", err)
 	}
 	if ft.rank < 0 {
@@ -201,6 +208,21 @@ func farDestroy(pe *PE, t *Team) error {
 	return nil
 }
 
+// farEnter publishes a collective call of kind k on the world team (ft
+// nil) in this PE's call word (internal/calls), so that the checks of the
+// other PEs, of this node and of others (pingCalls), find PEs that make
+// different calls; it returns the call's end. Teams made by Split in such
+// a job have no id of the team layer, and their calls are not published.
+func farEnter(pe *PE, ft *farTeamState, k calls.Kind) (leave func(), err error) {
+	if ft != nil {
+		return func() {}, nil
+	}
+	if err := pe.calls.Enter(k, 0); err != nil {
+		return nil, err
+	}
+	return pe.calls.Leave, nil
+}
+
 // farTeam returns the PE when t is a team of a job that spans nodes.
 func farTeam(t *Team) *PE {
 	pe := farJob.Load()
@@ -218,6 +240,11 @@ func farSync(pe *PE, t *Team) error {
 	if !ok {
 		return fmt.Errorf("symheap: Sync on a team that is not one of this job's (destroyed?): %w", ErrBadArg)
 	}
+	leave, err := farEnter(pe, ft, calls.Sync)
+	if err != nil {
+		return err
+	}
+	defer leave()
 	if err := farTeamBarrier(pe, ft); err != nil {
 		return fmt.Errorf("symheap: Sync: %w", err)
 	}
@@ -228,7 +255,8 @@ func farSync(pe *PE, t *Team) error {
 // PE's call lock; body gets the members (world ranks by team rank), this
 // PE's team rank, and the members on this PE's node, increasing (the
 // first leads them in a node step).
-func farCollective(pe *PE, t *Team, op string, body func(members []int, me int, local []int) error) error {
+func farCollective(pe *PE, t *Team, kind calls.Kind, body func(members []int, me int, local []int) error) error {
+	op := kind.String()
 	if err := pe.check(); err != nil {
 		return err
 	}
@@ -238,6 +266,11 @@ func farCollective(pe *PE, t *Team, op string, body func(members []int, me int, 
 	}
 	pe.mu.Lock()
 	defer pe.mu.Unlock()
+	leave, err := farEnter(pe, ft, kind)
+	if err != nil {
+		return err
+	}
+	defer leave()
 	pe.rma.quietAll()
 	if err := farTeamBarrier(pe, ft); err != nil {
 		return fmt.Errorf("symheap: %s: %w", op, err)
@@ -246,7 +279,7 @@ func farCollective(pe *PE, t *Team, op string, body func(members []int, me int, 
 	if ft != nil {
 		local = ft.local
 	}
-	err := body(members, me, local)
+	err = body(members, me, local)
 	pe.rma.quietAll()
 	if berr := farTeamBarrier(pe, ft); err == nil && berr != nil {
 		err = fmt.Errorf("symheap: %s: %w", op, berr)
@@ -258,7 +291,7 @@ func farBroadcast[T any](pe *PE, t *Team, dst, src []T, root int) error {
 	if len(dst) != len(src) || root < 0 || root >= t.Size() {
 		return fmt.Errorf("symheap: Broadcast of %d elements into %d from root %d of a team of %d: %w", len(src), len(dst), root, t.Size(), ErrBadArg)
 	}
-	return farCollective(pe, t, "Broadcast", func(members []int, me int, local []int) error {
+	return farCollective(pe, t, calls.Broadcast, func(members []int, me int, local []int) error {
 		r := members[root]
 		if me == root {
 			copy(dst, src)
@@ -300,7 +333,7 @@ func farFCollect[T any](pe *PE, t *Team, dst, src []T) error {
 	if len(dst) != n*size {
 		return fmt.Errorf("symheap: FCollect of %d elements per PE into %d (want %d): %w", n, len(dst), n*size, ErrBadArg)
 	}
-	return farCollective(pe, t, "FCollect", func(members []int, me int, local []int) error {
+	return farCollective(pe, t, calls.FCollect, func(members []int, me int, local []int) error {
 		// The node's leader fetches the other nodes' blocks once; the
 		// node's other members copy them from the leader's dst, and
 		// their own node's from each member's src, in shared memory.
@@ -338,7 +371,7 @@ func farAllToAll[T any](pe *PE, t *Team, dst, src []T) error {
 		return fmt.Errorf("symheap: AllToAll of %d elements into %d on %d PEs: %w (equal lengths, a multiple of the team size)", len(src), len(dst), size, ErrBadArg)
 	}
 	b := len(src) / size
-	return farCollective(pe, t, "AllToAll", func(members []int, me int, local []int) error {
+	return farCollective(pe, t, calls.AllToAll, func(members []int, me int, local []int) error {
 		for j, p := range members {
 			if err := Get(pe, dst[j*b:(j+1)*b], src[me*b:(me+1)*b], p); err != nil {
 				return err
@@ -358,7 +391,7 @@ func farReduce[T Number](pe *PE, t *Team, dst, src []T, op Op) error {
 	acc, tmp := make([]T, len(src)), make([]T, len(src))
 	inPlace := core.Overlap(dst, src)
 	done := false // this PE's dst holds the result already
-	err := farCollective(pe, t, "Reduce", func(members []int, me int, local []int) error {
+	err := farCollective(pe, t, calls.Reduce, func(members []int, me int, local []int) error {
 		// Unless dst is src (which others read until the closing
 		// barrier), a node's leader reduces for the node into its own dst
 		// and the node's other members copy it in shared memory, so that

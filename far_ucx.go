@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/symheap/symheap/internal/calls"
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/pmix"
 	"github.com/symheap/symheap/internal/transport"
@@ -71,7 +72,8 @@ import (
 // messages (ceil(log2 nodes) rounds), and the node's PEs meet again. A
 // leader that finds a PE lost leaves the rank in its control block
 // (control.farLost) before the second meeting, so that every PE of the
-// node returns the error.
+// node returns the error; one that finds a PE of another node in another
+// collective call (pingCalls) leaves farLostDiverged.
 //
 // # Atomics
 //
@@ -426,8 +428,13 @@ func (pe *PE) farAnnounce(p int) {
 }
 
 // announceExit is the bit of an announcement that carries GlobalExit's
-// status instead of a lost PE.
-const announceExit = 1 << 63
+// status instead of a lost PE; announceDiverged the bit of one that says
+// that the announcing PE (the value's low bits) found PEs in different
+// collective calls.
+const (
+	announceExit     = 1 << 63
+	announceDiverged = 1 << 62
+)
 
 // announced returns the error of a loss another node announced (or
 // exits, if it announced GlobalExit).
@@ -444,6 +451,18 @@ func (f *farLayer) announced() error {
 func (f *farLayer) onAnnounced(v uint64) error {
 	if v&announceExit != 0 {
 		f.pe.nodeExit(int(v & 0xff)) // does not return
+	}
+	if v&announceDiverged != 0 {
+		by := int(v &^ announceDiverged)
+		if by >= f.pe.npes {
+			by = -1
+		}
+		node := -1
+		if by >= 0 {
+			node = f.pe.topo.nodeOf[by]
+		}
+		return f.pe.calls.Adopt(fmt.Errorf("%s on PE %d: PE %d of node %d found PEs in different collective calls (its message names them): %w",
+			calls.Describe(f.pe.calls.Own().Load()), f.pe.rank, by, node, ErrDiverged))
 	}
 	if v >= uint64(f.pe.npes) {
 		return fmt.Errorf("a PE on another node is gone (an announcement named %d): %w", v, ErrPeerLost)
@@ -482,6 +501,9 @@ func (pe *PE) farAlive(p int) bool {
 func (f *farLayer) peerLost(p int, err error) error {
 	if errors.Is(err, ErrPeerLost) || !errors.Is(err, ucx.ErrPeer) {
 		return err
+	}
+	if e := f.announced(); e != nil {
+		return e // what the PE's node said before it went
 	}
 	var pe *ucx.PeerError
 	if errors.As(err, &pe) && pe.Peer >= 0 {
@@ -578,7 +600,9 @@ func (pe *PE) farRecords(seq uint64) error {
 		if errors.As(err, &perr) && perr.Peer >= 0 {
 			p = perr.Peer
 		}
-		pe.farAnnounce(p)
+		if !errors.Is(err, ErrDiverged) {
+			pe.farAnnounce(p)
+		}
 		return pe.nodeFail(p, f.fail(f.peerLost(p, err)))
 	}
 	if !arrived() {
@@ -650,7 +674,9 @@ func (pe *PE) farRecords(seq uint64) error {
 			if done {
 				break
 			}
-			if err := pe.peerLost(); err != nil {
+			if err := pe.peerLost(); errors.Is(err, ErrDiverged) {
+				return pe.nodeFail(-1, f.fail(err)) // announced by another node: tell this one's PEs
+			} else if err != nil {
 				return err
 			}
 			f.w.WaitEvent()
@@ -676,13 +702,20 @@ func (pe *PE) farLeaderLost() error {
 func (pe *PE) lostBy(l int) error {
 	// Seq-cst load; pairs with the leader's store (farRecords,
 	// farTeamSync, farBarrier).
-	if v := pe.ctl[l].farLost.Load(); v >= 2 {
+	if v := pe.ctl[l].farLost.Load(); v == farLostDiverged {
+		return pe.calls.Adopt(fmt.Errorf("%s on PE %d: PE %d, which meets the other nodes for this node, found that a PE there made another call (its message names both): %w",
+			calls.Describe(pe.calls.Own().Load()), pe.rank, l, ErrDiverged))
+	} else if v >= 2 {
 		return fmt.Errorf("PE %d on node %d is gone (found by this node's leader, PE %d): %w", v-2, pe.topo.nodeOf[v-2], l, ErrPeerLost)
 	} else if v != 0 {
 		return fmt.Errorf("a PE on another node is gone (found by this node's leader, PE %d): %w", l, ErrPeerLost)
 	}
 	return nil
 }
+
+// farLostDiverged in a leader's control.farLost says that it found a PE
+// of another node in another collective call (pingCalls).
+const farLostDiverged = -1
 
 // Message tags of the runtime's own traffic: kind, sender, round, epoch.
 const (
@@ -711,8 +744,12 @@ func (pe *PE) farBarrier() error {
 	if err := f.w.Flush(); err != nil {
 		return f.fail(f.peerLost(-1, err))
 	}
-	if err := pe.seg.Barrier(); err != nil {
-		if p, _ := pe.seg.LostPeer(nil); p >= 0 {
+	// The node's meetings check the calls of its PEs as the team layer's
+	// barrier does; the leader's waits for the other nodes' check theirs
+	// (pingCalls).
+	sameCall := func() error { return pe.calls.Check(nil) }
+	if err := pe.seg.BarrierCheck(sameCall); err != nil {
+		if p, _ := pe.seg.LostPeer(nil); p >= 0 && !errors.Is(err, ErrDiverged) {
 			pe.farAnnounce(p)
 		}
 		return f.fail(err)
@@ -721,24 +758,22 @@ func (pe *PE) farBarrier() error {
 	if f.leader {
 		var lost int
 		lost, err = f.leaderBarrier()
-		if err != nil {
-			pe.farAnnounce(lost)
+		switch {
+		case errors.Is(err, ErrDiverged):
 			// Seq-cst store; the node's PEs load it after the second
-			// meeting below.
+			// meeting below. No PE is lost: nothing to announce.
+			pe.ctl[pe.rank].farLost.Store(farLostDiverged)
+		case err != nil:
+			pe.farAnnounce(lost)
+			// Seq-cst store, as above.
 			pe.ctl[pe.rank].farLost.Store(int64(lost) + 2)
 		}
 	}
-	if err2 := pe.seg.Barrier(); err == nil && err2 != nil {
+	if err2 := pe.seg.BarrierCheck(sameCall); err == nil && err2 != nil {
 		err = err2
 	}
 	if err == nil && !f.leader {
-		if v := pe.ctl[pe.topo.local[0]].farLost.Load(); v != 0 {
-			if v >= 2 {
-				err = fmt.Errorf("PE %d on node %d is gone (found by this node's leader, PE %d): %w", v-2, pe.topo.nodeOf[v-2], pe.topo.local[0], ErrPeerLost)
-			} else {
-				err = fmt.Errorf("a PE on another node is gone (found by this node's leader, PE %d): %w", pe.topo.local[0], ErrPeerLost)
-			}
-		}
+		err = pe.lostBy(pe.topo.local[0])
 	}
 	if err != nil {
 		return f.fail(err)
@@ -823,8 +858,12 @@ func (pe *PE) nodeShare(local []int) error {
 // team's members in its barrier or a collective's node step), that an
 // operation on PE p of another node failed with err, and returns err.
 func (pe *PE) nodeFail(p int, err error) error {
+	v := int64(p) + 2
+	if errors.Is(err, ErrDiverged) {
+		v = farLostDiverged
+	}
 	// Seq-cst store; the node's members load it in their wait's check.
-	pe.ctl[pe.rank].farLost.Store(int64(p) + 2)
+	pe.ctl[pe.rank].farLost.Store(v)
 	pe.rma.wakeAll()
 	return err
 }
@@ -844,10 +883,11 @@ func (pe *PE) nodeArrive(l int) error {
 	_, release := pe.syncWords(l, pe.rank)
 	cond := func() bool { return reachedCount(release.Load(), k) } // seq-cst; pairs with nodeRelease's store
 	check := func() error {
-		if err := pe.peerLost(); err != nil {
+		// The leader's report first: after a divergence it leaves at once.
+		if err := pe.lostBy(l); err != nil {
 			return err
 		}
-		return pe.lostBy(l)
+		return pe.peerLost()
 	}
 	if cond() {
 		return nil
@@ -891,8 +931,30 @@ func (pe *PE) nodeRelease(local []int) {
 // fail records the first failure of a cross-node barrier: every later
 // one returns it.
 func (f *farLayer) fail(err error) error {
-	f.lost.CompareAndSwap(nil, &err)
+	if f.lost.CompareAndSwap(nil, &err) && errors.Is(err, ErrDiverged) {
+		f.announceDiverged()
+	}
 	return *f.lost.Load()
+}
+
+// announceDiverged tells the other nodes' leaders, once, that this PE (a
+// leader) found PEs in different collective calls: their waits end with
+// ErrDiverged, even those that would otherwise find this PE's node gone
+// first (its PEs leave at once), and each tells its node's PEs
+// (farLostDiverged). Flushed, for that reason. Only leaders, which
+// already talk to each other: a connection made now to a PE that leaves
+// right after is what UCX 1.13's wireup does not survive (see closeFar).
+func (f *farLayer) announceDiverged() {
+	if f.w == nil || !f.leader || !f.told.CompareAndSwap(false, true) {
+		return
+	}
+	to := make([]int, 0, len(f.leaders))
+	for _, l := range f.leaders {
+		if l != f.pe.rank {
+			to = append(to, l)
+		}
+	}
+	f.w.Announce(to, farTag(tagLost, f.pe.rank, 0, 0), announceDiverged|uint64(f.pe.rank), true)
 }
 
 // pinger returns the check of a wait for a message from PE p: p may be
@@ -923,10 +985,28 @@ func (f *farLayer) makePingers(npes int) {
 				return nil
 			}
 			last.Store(now)
-			var word [8]byte
-			return f.w.Get(word[:], p, 1, f.cbBase[p])
+			return f.pingCalls(p)
 		}
 	}
+}
+
+// pingCalls is a ping of PE p that reads its call word and counts
+// (internal/calls) from its node, and checks them against this PE's call:
+// a PE of another node in another collective call (a node's leader waits
+// for the other nodes' leaders, in the barrier or the allocation
+// records) is found as a PE of this node is, by the wait's check.
+func (f *farLayer) pingCalls(p int) error {
+	buf := make([]byte, calls.Size)
+	at := f.cbBase[p] + uint64(f.pe.sp.CBSeg(p, calls.Off(f.pe.npes))) - f.pe.sp.Lay.CBOff
+	if err := f.w.Get(buf[calls.WordOff:calls.WordOff+8], p, 1, at+calls.WordOff); err != nil {
+		return err
+	}
+	// The counts after the word, so that counts read after a word that
+	// says p left are final (Tracker.CheckRemote).
+	if err := f.w.Get(buf[calls.CountsOff:], p, 1, at+calls.CountsOff); err != nil {
+		return err
+	}
+	return f.pe.calls.CheckRemote(p, core.View[calls.Area](buf))
 }
 
 // leaderBarrier is the dissemination barrier among the nodes' leaders.
@@ -936,6 +1016,9 @@ func (f *farLayer) leaderBarrier() (int, error) {
 	me := sort.SearchInts(f.leaders, f.pe.rank)
 	f.epoch++
 	lost := func(p int, err error) (int, error) {
+		if errors.Is(err, ErrDiverged) {
+			return -1, err
+		}
 		var pe *ucx.PeerError
 		if errors.As(err, &pe) && pe.Peer >= 0 {
 			p = pe.Peer

@@ -438,10 +438,12 @@ func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) error
 		// The node's leader brings the other nodes' records
 		// (farRecords), and may find a PE lost on the way.
 		lost = func() error {
-			if err := h.lost(); err != nil {
+			// The leader's report first: after a divergence it leaves
+			// at once, and its leaving is not the cause.
+			if err := h.farLost(); err != nil {
 				return err
 			}
-			return h.farLost()
+			return h.lost()
 		}
 	}
 	if err := h.rma.pollThenWait(rank, arrived, lost); err != nil {

@@ -299,6 +299,9 @@ func (pe *PE) Close() error {
 		// barrier; leave at once.
 		err = broken
 		pe.rma.quietLocal()
+		if pe.farL != nil {
+			err = pe.closeFar(false, broken)
+		}
 	} else if pe.farL != nil {
 		// A job that lost a PE completes nothing more across nodes
 		// (closeFar); otherwise every PE of every node has stopped
@@ -366,6 +369,10 @@ func (pe *PE) Barrier() error {
 	}
 	if pe.farL != nil {
 		pe.rma.quietAll()
+		if err := pe.calls.Enter(calls.Barrier, 0); err != nil {
+			return err
+		}
+		defer pe.calls.Leave()
 		if err := pe.farBarrier(); err != nil {
 			return fmt.Errorf("symheap: Barrier: %w", err)
 		}

@@ -310,43 +310,61 @@ func (t *Tracker) Broken() error {
 // (all PEs when nil) whose call shows it will never join it. The caller
 // re-tests its wait's condition first (shmsync.Lost).
 func (t *Tracker) Check(pes []int) error {
-	mine := t.own.Load()
-	if !mine.InCall() {
+	if !t.own.Load().InCall() {
 		return nil
 	}
-	check := func(q int) error {
-		if q == t.rank || q < 0 || q >= len(t.areas) || t.areas[q] == nil {
-			return nil
-		}
-		if !diverged(mine, t.own, t.areas[q]) {
-			return nil
-		}
-		theirs := t.areas[q].Load()
-		gone := ""
-		if theirs.Kind() == Left {
-			gone = ", which has left the job"
-		}
-		err := fmt.Errorf("%s on PE %d met %s on PE %d%s: %w (every PE must make the same collective calls in the same order, and reach Close together)",
-			t.describe(t.rank, mine), t.rank, t.describe(q, theirs), q, gone, errs.ErrDiverged)
-		if t.broken.CompareAndSwap(nil, &err) {
-			shmsync.StoreRelease64(&t.own.word, t.own.word.Load()|Broken)
-		}
-		return err
-	}
 	if pes == nil {
-		for q := range t.areas {
-			if err := check(q); err != nil {
+		for q, a := range t.areas {
+			if err := t.check(q, a); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	for _, q := range pes {
-		if err := check(q); err != nil {
-			return err
+		if q >= 0 && q < len(t.areas) {
+			if err := t.check(q, t.areas[q]); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// CheckRemote is Check of PE q, whose area this process cannot read, on a
+// copy of it (read across the network: the word first, then the counts,
+// so that counts read after a word that says q left are final).
+func (t *Tracker) CheckRemote(q int, theirs *Area) error {
+	if !t.own.Load().InCall() {
+		return nil
+	}
+	return t.check(q, theirs)
+}
+
+// Adopt keeps err, a divergence that another PE of this node found and
+// reported (a node's leader, which checks the other nodes), as Check
+// keeps its own, and returns the one kept.
+func (t *Tracker) Adopt(err error) error {
+	if t.broken.CompareAndSwap(nil, &err) {
+		shmsync.StoreRelease64(&t.own.word, t.own.word.Load()|Broken)
+	}
+	return *t.broken.Load()
+}
+
+// check is Check of PE q, whose area is theirs (nil: none to check).
+func (t *Tracker) check(q int, theirs *Area) error {
+	mine := t.own.Load()
+	if q == t.rank || theirs == nil || !diverged(mine, t.own, theirs) {
+		return nil
+	}
+	w := theirs.Load()
+	gone := ""
+	if w.Kind() == Left {
+		gone = ", which has left the job"
+	}
+	err := fmt.Errorf("%s on PE %d met %s on PE %d%s: %w (every PE must make the same collective calls in the same order, and reach Close together)",
+		t.describe(t.rank, mine), t.rank, t.describe(q, w), q, gone, errs.ErrDiverged)
+	return t.Adopt(err)
 }
 
 func (t *Tracker) describe(pe int, w Word) string {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // The liveness tests reproduce the race of "Liveness" deterministically:
@@ -71,5 +72,47 @@ func TestBarrierNotBrokenByLeavingLastArrival(t *testing.T) {
 	}
 	if err := b.Wait(n, func() (int, error) { return -1, nil }); !errors.Is(err, ErrBroken) {
 		t.Fatalf("Wait on a broken barrier: %v, want %v", err, ErrBroken)
+	}
+}
+
+// TestWokenWaitChecks: a sleeper that something wakes much more often
+// than a slice, without its condition changing (a progress thread's
+// wake-ups did so in a job across nodes), still makes its liveness check
+// once a SleepSlice has passed, and so ends when the peer is gone. The
+// waker keeps waking until the wait has returned; a wait that never
+// checks would keep it waking until the test's deadline.
+func TestWokenWaitChecks(t *testing.T) {
+	waits := map[string]func(word, sleepers *atomic.Uint32, check func() error) error{
+		"WaitWord": func(word, sleepers *atomic.Uint32, check func() error) error {
+			return WaitWord(word, sleepers, func() bool { return false }, check)
+		},
+		"SleepFenced": func(word, sleepers *atomic.Uint32, check func() error) error {
+			sleepers.Add(1)
+			defer sleepers.Add(^uint32(0))
+			return SleepFenced(word, SleepSlice, func() bool { return false }, check)
+		},
+	}
+	for name, wait := range waits {
+		t.Run(name, func(t *testing.T) {
+			var word, sleepers atomic.Uint32
+			var returned atomic.Bool
+			done := make(chan error, 1)
+			go func() {
+				done <- wait(&word, &sleepers, func() error { return errGone })
+				returned.Store(true)
+			}()
+			wakes := 0
+			for !returned.Load() {
+				Wake(&word, &sleepers)
+				wakes++
+				time.Sleep(SleepSlice / 50)
+				if wakes > 20000 { // 20 s at least: 400 slices
+					t.Fatalf("the wait was woken %d times and never made its check", wakes)
+				}
+			}
+			if err := <-done; !errors.Is(err, errGone) {
+				t.Fatalf("%v, want %v", err, errGone)
+			}
+		})
 	}
 }

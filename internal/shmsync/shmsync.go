@@ -73,6 +73,7 @@ func WaitWord(word *atomic.Uint32, sleepers *atomic.Uint32, cond func() bool, ch
 	// waker's increment of word followed by its load of sleepers (Wake).
 	sleepers.Add(1)
 	defer sleepers.Add(^uint32(0))
+	checked := time.Now() // the last liveness check (the wait's start)
 	for {
 		v := word.Load()
 		if cond() {
@@ -81,13 +82,15 @@ func WaitWord(word *atomic.Uint32, sleepers *atomic.Uint32, cond func() bool, ch
 		tr, start := traceStart()
 		err := unix.FutexWait((*uint32)(addrOf(word)), v, SleepSlice)
 		met := cond()
+		checkNow := !met && check != nil && (err == unix.ETIMEDOUT || checkDue(checked))
 		if tr != nil {
-			(*tr)(Sleep{word, start, SleepSlice, err == unix.ETIMEDOUT, met, !met && err == unix.ETIMEDOUT && check != nil})
+			(*tr)(Sleep{word, start, SleepSlice, err == unix.ETIMEDOUT, met, checkNow})
 		}
 		if met {
 			return nil
 		}
-		if err == unix.ETIMEDOUT && check != nil {
+		if checkNow {
+			checked = time.Now()
 			if err := Lost(cond, check); err != nil {
 				return err
 			}
@@ -106,6 +109,7 @@ func WaitWord(word *atomic.Uint32, sleepers *atomic.Uint32, cond func() bool, ch
 // its error ends the wait unless cond holds after it (Lost).
 func SleepFenced(word *atomic.Uint32, slice time.Duration, cond func() bool, check func() error) error {
 	slept := time.Duration(0) // in slices run out since the last liveness check
+	checked := time.Now()     // the last liveness check (the wait's start)
 	for {
 		v := word.Load() // seq-cst; pairs with the writer's word.Add after its store
 		if cond() {
@@ -115,8 +119,11 @@ func SleepFenced(word *atomic.Uint32, slice time.Duration, cond func() bool, che
 		err := unix.FutexWait((*uint32)(addrOf(word)), v, slice)
 		met := cond()
 		checkNow := false // a full SleepSlice has run out since the last check
-		if !met && err == unix.ETIMEDOUT && check != nil {
-			if slept += slice; slept >= SleepSlice {
+		if !met && check != nil {
+			if err == unix.ETIMEDOUT {
+				slept += slice
+			}
+			if slept >= SleepSlice || err != unix.ETIMEDOUT && checkDue(checked) {
 				slept, checkNow = 0, true
 			}
 		}
@@ -130,12 +137,21 @@ func SleepFenced(word *atomic.Uint32, slice time.Duration, cond func() bool, che
 			return nil
 		}
 		if checkNow {
+			checked = time.Now()
 			if err := Lost(cond, check); err != nil {
 				return err
 			}
 		}
 	}
 }
+
+// checkDue reports whether a sleeper that was woken, and found its
+// condition false, should make its liveness check now: a SleepSlice has
+// passed since the last one. A waiter that something wakes more often
+// than a slice (a progress thread's wake-ups, a busy neighbour on the
+// same word) would otherwise never check, and never end if a PE it
+// waits for is gone.
+func checkDue(checked time.Time) bool { return time.Since(checked) >= SleepSlice }
 
 // timedOutEnds counts the sleeps of SleepFenced that found their
 // condition true when a slice ran out rather than when a writer woke them.
@@ -205,15 +221,18 @@ func sleepOnCount(c *atomic.Uint64, want uint64, check func() error) error {
 	// or it came before, and v shows the count reached.
 	v := c.Add(sleeperUnit)
 	defer c.Add(^uint64(sleeperUnit - 1))
+	checked := time.Now() // the last liveness check (the sleep's start)
 	for !Reached(v, want) {
 		// The futex word is the count's low half: any arrival since v
 		// makes FutexWait return at once.
 		tr, start := traceStart()
 		err := unix.FutexWait((*uint32)(addrOf(Low32(c))), uint32(v), SleepSlice)
+		checkNow := check != nil && (err == unix.ETIMEDOUT || checkDue(checked))
 		if tr != nil {
-			(*tr)(Sleep{Low32(c), start, SleepSlice, err == unix.ETIMEDOUT, Reached(c.Load(), want), err == unix.ETIMEDOUT && check != nil})
+			(*tr)(Sleep{Low32(c), start, SleepSlice, err == unix.ETIMEDOUT, Reached(c.Load(), want), checkNow})
 		}
-		if err == unix.ETIMEDOUT && check != nil {
+		if checkNow {
+			checked = time.Now()
 			if err := Lost(func() bool { return Reached(c.Load(), want) }, check); err != nil {
 				return err
 			}
