@@ -201,8 +201,14 @@ const (
 )
 
 // stallPoll is how often the supervisor looks at the state of the PEs
-// left once one has exited (Supervision, step 3).
-const stallPoll = 100 * time.Millisecond
+// left once one has exited (Supervision, step 3); stallPollEarly how often
+// before, so that the peer timeout of a PE stopped early counts from its
+// stop, not from the others' exit (which itself may come a peer timeout
+// after the stop: they wait for it in Close).
+const (
+	stallPoll      = 100 * time.Millisecond
+	stallPollEarly = time.Second
+)
 
 // supervise collects the PEs' exits and stops the job when it must
 // (Supervision, steps 2 and 3), then finishes it (step 4).
@@ -225,10 +231,12 @@ func (g *Group) supervise(ctx context.Context) {
 	}
 	res := Result{Job: g.job, PEs: make([]PEStatus, len(g.procs)), FirstFailed: -1}
 	done, stopReq := ctx.Done(), g.stopReq
-	// Once a PE has exited, the state of the others is polled: when all
-	// of them have stayed stopped for the peer timeout, nothing will
+	// The PEs' states are polled, often once a PE has exited: when all
+	// those left have stayed stopped for the peer timeout, nothing will
 	// ever end the job but a SIGCONT nobody may send.
-	var poll <-chan time.Time
+	early := time.NewTicker(stallPollEarly)
+	defer early.Stop()
+	poll := early.C
 	stoppedSince := make([]time.Time, len(g.procs))
 	for left := len(g.procs); left > 0; {
 		select {
@@ -240,7 +248,8 @@ func (g *Group) supervise(ctx context.Context) {
 				res.FirstFailed = e.rank
 				stop(byFailure)
 			}
-			if poll == nil && left > 0 && reason == running {
+			if poll == early.C && left > 0 && reason == running {
+				early.Stop()
 				t := time.NewTicker(stallPoll)
 				defer t.Stop()
 				poll = t.C
@@ -250,7 +259,8 @@ func (g *Group) supervise(ctx context.Context) {
 				poll = nil
 				continue
 			}
-			if ranks := g.stalled(now, stoppedSince); ranks != nil {
+			// Before any PE has exited, the polls only note stops.
+			if ranks := g.stalled(now, stoppedSince); ranks != nil && left < len(g.procs) {
 				// A stopped process acts on no signal but SIGKILL (and
 				// SIGCONT): the stop signal would wait for a SIGCONT.
 				reason, res.Stalled, poll = byStall, ranks, nil

@@ -224,6 +224,13 @@ func procOf(t *testing.T, pid int) proc {
 	return proc{pid, st}
 }
 
+// procIfAny is procOf for a process that may have ended already (and
+// been reaped): then its proc is never alive.
+func procIfAny(pid int) proc {
+	st, _ := unix.ProcessStartTime(pid) // 0 when gone: no process starts at 0
+	return proc{pid, st}
+}
+
 // alive reports whether the process still runs (a zombie does not).
 func (p proc) alive() bool {
 	st, err := unix.ProcessStartTime(p.pid)
