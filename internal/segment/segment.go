@@ -930,21 +930,20 @@ func (s *Segment) Job() string { return getString(s.h.job[:]) }
 // Created returns the creation time recorded in the header.
 func (s *Segment) Created() time.Time { return time.Unix(0, int64(s.h.created)) }
 
-// FormatSize prints a byte count with a binary unit.
+// FormatSize prints a byte count in its largest binary unit: a whole
+// number when exact ("32M"), else to a tenth ("22.3G", never "23370948K").
 func FormatSize(n uint64) string {
-	switch {
-	case n >= 1<<40 && n%(1<<40) == 0:
-		return fmt.Sprintf("%dT", n>>40)
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%dG", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%dM", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%dK", n>>10)
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1fG", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1fM", float64(n)/(1<<20))
+	for _, u := range []struct {
+		shift  uint
+		suffix string
+	}{{40, "T"}, {30, "G"}, {20, "M"}, {10, "K"}} {
+		if n < 1<<u.shift {
+			continue
+		}
+		if n%(1<<u.shift) == 0 {
+			return fmt.Sprintf("%d%s", n>>u.shift, u.suffix)
+		}
+		return fmt.Sprintf("%.1f%s", float64(n)/float64(uint64(1)<<u.shift), u.suffix)
 	}
 	return fmt.Sprintf("%dB", n)
 }
