@@ -65,12 +65,16 @@ func run() error {
 		return err
 	}
 	got := inbox[0]
-	mode := "offset translation"
-	if pe.SameAddress() {
-		mode = "same address in every PE"
+	// Each PE's inbox lies in its own partition of the segment, so each
+	// prints a different address. Where the segment is mapped at the same
+	// address in every PE, that address is also where every other PE
+	// reaches this inbox; elsewhere symheap translates offsets.
+	seen := "the same address in every PE"
+	if !pe.SameAddress() {
+		seen = "other addresses in other PEs"
 	}
-	fmt.Printf("PE %d of %d: inbox at %p (%s) holds %q from PE %d (square %d)\n",
-		me, n, unsafe.Pointer(&inbox[0]), mode, cstring(got.Message[:]), got.From, got.Square)
+	fmt.Printf("PE %d of %d: my inbox, at %p here and %s, holds %q from PE %d (square %d)\n",
+		me, n, unsafe.Pointer(&inbox[0]), seen, cstring(got.Message[:]), got.From, got.Square)
 	if got.From != int64(left) || got.Square != int64(left*left) {
 		return fmt.Errorf("PE %d expected PE %d's greeting, got one from PE %d", me, left, got.From)
 	}

@@ -17,7 +17,7 @@ import (
 )
 
 // ringLine is what each PE prints (see run).
-var ringLine = regexp.MustCompile(`^PE (\d+) of (\d+): inbox at (0x[0-9a-f]+) \((same address in every PE|offset translation)\) holds "hello from PE (\d+)" from PE (\d+) \(square (\d+)\)$`)
+var ringLine = regexp.MustCompile(`^PE (\d+) of (\d+): my inbox, at (0x[0-9a-f]+) here and (the same address in every PE|other addresses in other PEs), holds "hello from PE (\d+)" from PE (\d+) \(square (\d+)\)$`)
 
 // TestRingDemo runs what `make demo` runs, `shrun -n 4 --heap 32m --timeout
 // 60s ./examples/ring`, with shrun and the example built into a temporary
@@ -89,7 +89,7 @@ func TestRingDemo(t *testing.T) {
 	}
 	// Same address: one mapping for all, so PE p's inbox lies at the
 	// same offset in partition p: the addresses are evenly spaced.
-	if len(seen) == n && mode == "same address in every PE" {
+	if len(seen) == n && mode == "the same address in every PE" {
 		stride := addrs[1] - addrs[0]
 		for p := 1; p < n; p++ {
 			if addrs[p]-addrs[p-1] != stride || stride == 0 {
