@@ -7,12 +7,14 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/symheap/symheap/internal/inspect"
+	"golang.org/x/sys/unix"
 )
 
 func runStat(args []string) error {
@@ -20,6 +22,7 @@ func runStat(args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	watch := fs.Duration("watch", 0, "refresh every `interval` (e.g. 1s) until the job ends or you interrupt")
 	mapFile := fs.String("map", "", "write a PNG heap map of every PE's heaps to `file`")
+	wide := fs.Bool("wide", false, "show every column (the default table fits 100 columns)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: symheap stat [flags] [JOB]\n\nWithout JOB, lists this user's jobs. With JOB (a job id or segment name),\nattaches read-only and shows each PE's figures.")
 		fs.PrintDefaults()
@@ -37,8 +40,14 @@ func runStat(args []string) error {
 		return err
 	}
 	defer v.Close()
+	// A terminal's screen is cleared before each frame; a pipe or a file
+	// gets plain snapshots, each under a line with its time.
+	tty := isTerminal(os.Stdout)
+	var prev *inspect.JobInfo
+	var prevAt time.Time
 	for {
 		ji := v.Info()
+		now := time.Now()
 		if *asJSON {
 			enc := json.NewEncoder(os.Stdout)
 			enc.SetIndent("", "  ")
@@ -46,11 +55,18 @@ func runStat(args []string) error {
 				return err
 			}
 		} else {
-			if *watch > 0 {
+			if *watch > 0 && tty {
 				fmt.Print("\033[H\033[2J")
+			} else if *watch > 0 {
+				fmt.Printf("--- %s, every %v ---\n", now.Format(time.TimeOnly), *watch)
 			}
-			printJob(ji)
+			var rates *rateBase
+			if prev != nil {
+				rates = &rateBase{prev, now.Sub(prevAt)}
+			}
+			printJob(os.Stdout, ji, rates, *wide)
 		}
+		prev, prevAt = &ji, now
 		if *mapFile != "" {
 			if err := writeHeapMap(v, ji, *mapFile); err != nil {
 				return err
@@ -117,7 +133,7 @@ func listJobs(asJSON bool) error {
 		return nil
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "JOB\tPEs\tALIVE\tSIZE\tCREATED\tSTATE")
+	fmt.Fprintln(w, "JOB\tPROGRAM\tPEs\tALIVE\tSIZE\tCREATED\tSTATE")
 	for _, e := range list {
 		state := "live"
 		if e.Stale {
@@ -125,13 +141,49 @@ func listJobs(asJSON bool) error {
 		} else if len(e.Alive) == 0 {
 			state = e.Reason
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%s\n", e.Job, e.NPEs, len(e.Alive), human(uint64(e.Size)),
+		prog := "-"
+		for _, pid := range e.Pids {
+			if c := commOf(pid); c != "" {
+				prog = c
+				break
+			}
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", e.Job, prog, e.NPEs, len(e.Alive), human(uint64(e.Size)),
 			e.Created.Format(time.DateTime), state)
 	}
 	return w.Flush()
 }
 
-func printJob(ji inspect.JobInfo) {
+// rateBase is the frame before, for the rates per second of --watch.
+type rateBase struct {
+	ji      *inspect.JobInfo
+	elapsed time.Duration
+}
+
+// rate returns the change of a count since the frame before, per second
+// ("-" without one, or for a PE it did not show).
+func (r *rateBase) rate(rank int, count func(inspect.PEInfo) uint64, now inspect.PEInfo) string {
+	if r == nil || rank >= len(r.ji.PEs) || r.elapsed <= 0 {
+		return "-"
+	}
+	before := count(r.ji.PEs[rank])
+	if count(now) < before {
+		return "-"
+	}
+	return compact(float64(count(now)-before)/r.elapsed.Seconds()) + "/s"
+}
+
+// The count columns of the default table, whose rates --watch shows.
+var (
+	rmaOps = func(p inspect.PEInfo) uint64 { return p.Puts + p.Gets + p.Atomics }
+	msgs   = func(p inspect.PEInfo) uint64 { return p.MsgEager + p.MsgSingleCopy + p.MsgKernel + p.MsgBounce }
+	allocs = func(p inspect.PEInfo) uint64 { return p.SymAllocs + p.SymFrees }
+)
+
+// printJob prints a job's figures: a table that fits 100 columns (its
+// counts with their rates per second when rates has the frame before),
+// or every column with wide.
+func printJob(out io.Writer, ji inspect.JobInfo, rates *rateBase, wide bool) {
 	mode := "offset translation"
 	if ji.SameAddress {
 		mode = "same address"
@@ -140,21 +192,87 @@ func printJob(ji inspect.JobInfo) {
 	if ji.Nodes > 1 {
 		where = fmt.Sprintf(" on %d nodes (this is node %d's segment; the other nodes' PEs are shown there)", ji.Nodes, ji.Node)
 	}
-	fmt.Printf("job %s: %d PEs%s, allocator %s, %s, created %s\n", ji.Job, ji.NPEs, where, ji.Allocator, mode, ji.Created.Format(time.DateTime))
-	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "PE\tPID\tSTATE\tHEAP\tIN USE\tLARGEST FREE\tFRAG\tALLOCS\tFREES\tPUTS\tGETS\tATOMICS\tSHARED USE\tMSG EAGER\tSINGLE\tKERNEL\tBOUNCE\tRC HIT\tRC MISS\tRC INVAL\t")
+	fmt.Fprintf(out, "job %s (%s): %d PEs%s, allocator %s, %s, created %s\n", ji.Job, programOf(ji), ji.NPEs, where, ji.Allocator, mode, ji.Created.Format(time.DateTime))
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	if wide {
+		fmt.Fprintln(w, "PE\tPID\tSTATE\tHEAP\tIN USE\tLARGEST FREE\tFRAG\tALLOCS\tFREES\tPUTS\tGETS\tATOMICS\tSHARED USE\tMSG EAGER\tSINGLE\tKERNEL\tBOUNCE\tRC HIT\tRC MISS\tRC INVAL\t")
+		for _, p := range ji.PEs {
+			if p.Node != ji.Node {
+				fmt.Fprintf(w, "%d\t-\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", p.Rank, p.State)
+				continue
+			}
+			fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%s\t%.1f%%\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n",
+				p.Rank, p.Pid, p.State, human(p.Heap.Size), human(p.Heap.InUse), human(p.Heap.LargestFree),
+				100*p.Heap.Fragmentation(), p.SymAllocs, p.SymFrees, p.Puts, p.Gets, p.Atomics, human(p.Shared.InUse),
+				p.MsgEager, p.MsgSingleCopy, p.MsgKernel, p.MsgBounce,
+				p.RCache.Hits, p.RCache.Misses, p.RCache.Invalidations)
+		}
+		w.Flush()
+		return
+	}
+	// PE 3, STATE 8, HEAP 15, FRAG 6, ALLOCS and RMA OPS and MSGS 6 each
+	// with a rate of 8, RC HIT% 7, and two spaces between: under 100.
+	fmt.Fprintln(w, "PE\tSTATE\tHEAP USE\tFRAG\tALLOCS\t/s\tRMA OPS\t/s\tMSGS\t/s\tRC HIT\t")
 	for _, p := range ji.PEs {
 		if p.Node != ji.Node {
-			fmt.Fprintf(w, "%d\t-\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", p.Rank, p.State)
+			fmt.Fprintf(w, "%d\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", p.Rank, p.State)
 			continue
 		}
-		fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%s\t%.1f%%\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n",
-			p.Rank, p.Pid, p.State, human(p.Heap.Size), human(p.Heap.InUse), human(p.Heap.LargestFree),
-			100*p.Heap.Fragmentation(), p.SymAllocs, p.SymFrees, p.Puts, p.Gets, p.Atomics, human(p.Shared.InUse),
-			p.MsgEager, p.MsgSingleCopy, p.MsgKernel, p.MsgBounce,
-			p.RCache.Hits, p.RCache.Misses, p.RCache.Invalidations)
+		hit := "-"
+		if n := p.RCache.Hits + p.RCache.Misses; n > 0 {
+			hit = fmt.Sprintf("%.0f%%", 100*float64(p.RCache.Hits)/float64(n))
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s of %s\t%.1f%%\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+			p.Rank, p.State, human(p.Heap.InUse), human(p.Heap.Size), 100*p.Heap.Fragmentation(),
+			compact(float64(allocs(p))), rates.rate(p.Rank, allocs, p),
+			compact(float64(rmaOps(p))), rates.rate(p.Rank, rmaOps, p),
+			compact(float64(msgs(p))), rates.rate(p.Rank, msgs, p), hit)
 	}
 	w.Flush()
+}
+
+// compact prints a count in at most 5 characters: 999, 12.3k, 4.5M, 1.2G.
+func compact(v float64) string {
+	switch {
+	case v >= 1e9:
+		return fmt.Sprintf("%.1fG", v/1e9)
+	case v >= 1e6:
+		return fmt.Sprintf("%.1fM", v/1e6)
+	case v >= 1e4:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+// programOf names the job's program: the command name of its first PE
+// whose process this node still has, else "program gone".
+func programOf(ji inspect.JobInfo) string {
+	for _, p := range ji.PEs {
+		if p.Node == ji.Node {
+			if c := commOf(p.Pid); c != "" {
+				return c
+			}
+		}
+	}
+	return "program gone"
+}
+
+// commOf returns the command name of process pid, or "" if there is none.
+func commOf(pid int) string {
+	if pid <= 0 {
+		return ""
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// isTerminal reports whether f is a terminal.
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
 }
 
 func human(n uint64) string {

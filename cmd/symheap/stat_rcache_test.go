@@ -254,8 +254,8 @@ func TestStatShowsRCacheFigures(t *testing.T) {
 		}
 	}
 
-	// The table: the last three columns are RC HIT, RC MISS, RC INVAL.
-	out := symheapCmd(t, "stat", job)
+	// The wide table: the last three columns are RC HIT, RC MISS, RC INVAL.
+	out := symheapCmd(t, "stat", "--wide", job)
 	t.Logf("symheap stat %s:\n%s", job, out)
 	lines := strings.Split(out, "\n")
 	header := -1
