@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/symheap/symheap/internal/inspect"
+	"github.com/symheap/symheap/internal/segment"
 	"golang.org/x/sys/unix"
 )
 
@@ -275,17 +276,9 @@ func isTerminal(f *os.File) bool {
 	return err == nil
 }
 
-func human(n uint64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1fG", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1fM", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1fK", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%dB", n)
-}
+// human prints a byte count as segment.FormatSize does: its largest
+// binary unit, whole when exact ("256M"), else to a tenth ("1.5K").
+func human(n uint64) string { return segment.FormatSize(n) }
 
 // writeHeapMap draws one band per heap of every PE: used blocks in two
 // alternating blues (so neighbours can be told apart), free blocks in pale
