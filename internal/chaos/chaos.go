@@ -54,6 +54,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,6 +74,9 @@ type Config struct {
 	Bin         string        // directory with shrun and chaospe (Build makes it)
 	Seed        uint64        // the campaign's plan (see Plan); 0: NewSeed
 	Log         io.Writer     // one line per run, or nil
+	// Progress, if not nil, is called after each run with the runs done
+	// and the report so far (the command prints a line per batch).
+	Progress func(done int, r Report)
 }
 
 // Report sums a campaign up.
@@ -272,6 +276,9 @@ func Run(ctx context.Context, c Config) (Report, error) {
 		if c.Log != nil {
 			fmt.Fprintln(c.Log, line)
 		}
+		if c.Progress != nil {
+			c.Progress(i+1, r)
+		}
 	}
 	return r, nil
 }
@@ -426,11 +433,34 @@ func (r Report) String() string {
 		r.Seed, r.Runs, r.Faults, r.Survivors, r.SegmentsLeft, r.BadStatus, r.Bound, r.Steps, r.TooSlow, r.NoStart)
 	fmt.Fprintf(&b, "longest time to exit %v, longest bound %v, worst scheduling delay %v\n",
 		r.LongestExit.Round(time.Millisecond), r.LongestBound.Round(time.Millisecond), r.WorstLate.Round(10*time.Microsecond))
-	fmt.Fprintf(&b, "exit statuses: %v\n", r.StatusCounts)
+	fmt.Fprintf(&b, "how the jobs ended (shrun's exit status):\n")
+	codes := make([]int, 0, len(r.StatusCounts))
+	for code := range r.StatusCounts {
+		codes = append(codes, code)
+	}
+	slices.Sort(codes)
+	for _, code := range codes {
+		fmt.Fprintf(&b, "  %4d  %3d: %s\n", r.StatusCounts[code], code, StatusWords(code))
+	}
 	for _, f := range r.FirstFailures {
 		fmt.Fprintf(&b, "  %s\n", f)
 	}
 	return b.String()
+}
+
+// StatusWords says what shrun's exit status code means.
+func StatusWords(code int) string {
+	switch {
+	case code == 0:
+		return "every PE exited 0 (after a fault: wrong)"
+	case code == 147:
+		return "PEs stayed stopped after the others had exited; shrun killed them"
+	case code > 128 && code < 128+65:
+		sig := syscall.Signal(code - 128)
+		return fmt.Sprintf("a PE ended by signal %d (%v), and shrun stopped the others", int(sig), sig)
+	default:
+		return fmt.Sprintf("a PE exited with status %d, and shrun stopped the others", code)
+	}
 }
 
 // OK reports whether the campaign met every bound.

@@ -63,7 +63,7 @@ func main() {
 		fmt.Printf("== %s: seed %d (replay: %s -runs %d)\n", name, *seed, replay, *runs)
 		start := time.Now()
 		r, err := chaos.Run(ctx, chaos.Config{Runs: *runs, Stop: st, PeerTimeout: *timeout, Bin: dir,
-			Seed: *seed, Log: log})
+			Seed: *seed, Log: log, Progress: progress(name, *runs, start, *verbose)})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err) // names the seed and the run
 			os.Exit(1)
@@ -76,5 +76,22 @@ func main() {
 	}
 	if !ok {
 		os.Exit(1)
+	}
+}
+
+// progress prints a line per batch of about a tenth of the runs (none with
+// -v, which prints a line per run): runs done, failures so far, time
+// spent and the time left at this pace.
+func progress(name string, runs int, start time.Time, verbose bool) func(int, chaos.Report) {
+	batch := max(1, runs/10)
+	return func(done int, r chaos.Report) {
+		if verbose || done%batch != 0 && done != runs {
+			return
+		}
+		spent := time.Since(start)
+		left := time.Duration(float64(spent) / float64(done) * float64(runs-done))
+		failed := r.Survivors + r.SegmentsLeft + r.BadStatus + r.TooSlow + r.NoStart
+		fmt.Printf("   %s: %d of %d runs, %d failed so far, %v spent, about %v left\n",
+			name, done, runs, failed, spent.Round(time.Second), left.Round(time.Second))
 	}
 }
