@@ -99,6 +99,7 @@ type benchOutput struct {
 	json    bool
 	plotDir string
 	quick   bool
+	targets bool // print the targets table even without --peers
 }
 
 func runBench(args []string) error {
@@ -156,8 +157,13 @@ func runBench(args []string) error {
 		if err := writeJSON(out, rep); err != nil {
 			return err
 		}
-	} else {
+	} else if o.targets || r.peers {
 		printTargets(out, rep)
+		if len(rep.Charts) > 0 {
+			fmt.Fprintf(out, "\n# charts: %s\n", strings.Join(rep.Charts, " "))
+		}
+	} else {
+		printTargetSummary(out, rep)
 		if len(rep.Charts) > 0 {
 			fmt.Fprintf(out, "\n# charts: %s\n", strings.Join(rep.Charts, " "))
 		}
@@ -186,6 +192,7 @@ func parseBenchFlags(args []string) (*runner, benchOutput, error) {
 	rounds := fs.Int("rounds", 0, "rounds of ours and theirs, the median is reported (`n`; default 3 with --peers, else 1)")
 	fs.BoolVar(&o.quick, "quick", false, "small iteration counts and few sizes (for tests and make test)")
 	fs.BoolVar(&o.json, "json", false, "print JSON instead of tables")
+	fs.BoolVar(&o.targets, "targets", false, "print the table of targets (ours against the peers' figures and the floors), as --peers does")
 	withPeers := fs.Bool("peers", false, "compare with Open MPI (OpenSHMEM, MPI), C memcpy, cache-line ping-pong and C mallocs")
 	peerDir := fs.String("peers-dir", peers.DefaultDir(), "where the peer harnesses are built")
 	fs.StringVar(&o.plotDir, "plot", "", "write PNG charts into `dir`")

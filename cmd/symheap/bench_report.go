@@ -101,11 +101,29 @@ func fmtValue(v float64, unit string) string {
 	}
 }
 
+// fmtRatio prints a ratio to two decimals, or a small one to two
+// significant digits: never rounded to zero.
 func fmtRatio(v float64) string {
-	if v < 0.1 {
-		return fmt.Sprintf("%.3f", v)
+	if v > 0 && v < 0.1 {
+		return strconv.FormatFloat(v, 'g', 2, 64)
 	}
 	return fmt.Sprintf("%.2f", v)
+}
+
+// shownRatios returns the ratio columns of s that have a figure in some
+// row: a column whose other side was not measured (no --peers) is left
+// out, and the table says nothing of ratios.
+func shownRatios(s *section) []ratioCol {
+	var shown []ratioCol
+	for _, rc := range s.Ratios {
+		for _, k := range s.rows() {
+			if _, ok := s.ratioAt(rc.Num, rc.Den, k); ok {
+				shown = append(shown, rc)
+				break
+			}
+		}
+	}
+	return shown
 }
 
 func keyHeader(s *section) string {
@@ -133,7 +151,8 @@ func printSection(w io.Writer, s *section) {
 		fmt.Fprintf(w, "; %d PEs", s.PEs)
 	}
 	fmt.Fprintln(w)
-	if len(s.Ratios) > 0 {
+	ratios := shownRatios(s)
+	if len(ratios) > 0 {
 		fmt.Fprintf(w, "# ratio = ours/theirs: %s is better\n", s.Better)
 	}
 	if s.transpose {
@@ -152,7 +171,7 @@ func printSection(w io.Writer, s *section) {
 			header = append(header, sr.Column)
 			cols = append(cols, i)
 		}
-		for _, rc := range s.Ratios {
+		for _, rc := range ratios {
 			header = append(header, rc.Column)
 		}
 		var rows [][]string
@@ -173,7 +192,7 @@ func printSection(w io.Writer, s *section) {
 					row = append(row, "-")
 				}
 			}
-			for _, rc := range s.Ratios {
+			for _, rc := range ratios {
 				if v, ok := s.ratioAt(rc.Num, rc.Den, k); ok {
 					row = append(row, fmtRatio(v))
 				} else {
@@ -455,6 +474,22 @@ func sizeName(n int64) string {
 		return fmt.Sprintf("%d KiB", n>>10)
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// printTargetSummary is the line printed instead of the targets table
+// (which --targets or --peers prints).
+func printTargetSummary(w io.Writer, rep *benchReport) {
+	pass, fail := 0, 0
+	for _, t := range rep.Targets {
+		switch t.Status {
+		case "pass":
+			pass++
+		case "FAIL":
+			fail++
+		}
+	}
+	fmt.Fprintf(w, "\n# targets: %d met, %d missed, %d need a peer to measure (symheap bench --peers runs them; --targets shows the table)\n",
+		pass, fail, len(rep.Targets)-pass-fail)
 }
 
 func printTargets(w io.Writer, rep *benchReport) {

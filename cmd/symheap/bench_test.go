@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -48,7 +49,7 @@ var sectionTitles = []string{
 	"# Put latency:", "# Get latency:", "# Put bandwidth:", "# Put message rate:",
 	"# Atomic fetch-add latency:", "# Barrier latency:", "# Broadcast latency:",
 	"# Reduce latency:", "# Collective malloc+free latency:", "# Alloc+free pairs:",
-	"# Send/Recv latency:", "# Send/Recv bandwidth:", "# Copy bandwidth:", "# Targets:",
+	"# Send/Recv latency:", "# Send/Recv bandwidth:", "# Copy bandwidth:",
 }
 
 // floorTitles are the tables with a floor column: a latency floor with
@@ -73,7 +74,7 @@ func TestBenchQuick(t *testing.T) {
 	}
 	// Every table has rows of figures; the barrier one a row per PE count
 	// (with no floor where there are more PEs than CPUs).
-	for _, title := range sectionTitles[:len(sectionTitles)-1] {
+	for _, title := range sectionTitles {
 		rows := tableRows(out, title)
 		if len(rows) == 0 {
 			t.Errorf("%s has no rows", title)
@@ -99,6 +100,16 @@ func TestBenchQuick(t *testing.T) {
 		}
 		if !strings.Contains(tableNotes(out, title), "by symheap's own") && !strings.Contains(tableNotes(out, title), "symheap's own") {
 			t.Errorf("%s: the note does not say who measured the floor:\n%s", title, tableNotes(out, title))
+		}
+	}
+	// Without --peers: a line on the targets, not their table; ratios only
+	// where the other side was measured.
+	if !regexp.MustCompile(`\n# targets: \d+ met, \d+ missed, \d+ need a peer`).MatchString(out) || strings.Contains(out, "# Targets:") {
+		t.Errorf("bench --quick: want the one-line summary of the targets, not their table")
+	}
+	for _, title := range sectionTitles {
+		if strings.Contains(tableNotes(out, title)+tableHeader(out, title), "ratio = ours/theirs") && !strings.Contains(tableHeader(out, title), " x ") {
+			t.Errorf("%s: speaks of a ratio but has no ratio column: %q", title, tableHeader(out, title))
 		}
 	}
 	var pes []string
@@ -449,5 +460,23 @@ func TestFloorTargets(t *testing.T) {
 	}
 	if r := res["Put latency, every size, vs floor"]; r.Status != "n/a" {
 		t.Errorf("put target without the test: %+v", r)
+	}
+}
+
+// TestFmtRatio: a ratio is never printed as zero, however small.
+func TestFmtRatio(t *testing.T) {
+	for v, want := range map[float64]string{0: "0.00", 0.00042: "0.00042", 0.05: "0.05", 0.1: "0.10", 1.234: "1.23", 12: "12.00"} {
+		if got := fmtRatio(v); got != want {
+			t.Errorf("fmtRatio(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+// TestBenchTargetsFlag: --targets prints the table of targets without
+// --peers, those needing a peer marked not measured.
+func TestBenchTargetsFlag(t *testing.T) {
+	out := benchCmd(t, "bench", "--quick", "--tests", "barrier", "--targets")
+	if !strings.Contains(out, "# Targets:") || !regexp.MustCompile(`# \d+ pass, \d+ fail, \d+ not measured`).MatchString(out) {
+		t.Errorf("bench --targets prints no table of targets:\n%s", out)
 	}
 }
