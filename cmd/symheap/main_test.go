@@ -155,6 +155,16 @@ func TestStatCleanOnLiveAndKilledJob(t *testing.T) {
 	if err != nil || img.Bounds().Dx() < 100 {
 		t.Fatalf("heap map: %v", err)
 	}
+	// As an SVG, with a label per PE and heap; another extension refused.
+	svgFile := filepath.Join(t.TempDir(), "heap.svg")
+	symheapCmd(t, "stat", "--map", svgFile, job)
+	svg, err := os.ReadFile(svgFile)
+	if err != nil || !strings.Contains(string(svg), "<svg") || !strings.Contains(string(svg), "PE 2 shared") {
+		t.Errorf("heap map as SVG: %v, %d bytes, no label \"PE 2 shared\"", err, len(svg))
+	}
+	if out, err := exec.Command(filepath.Join(bin, "symheap"), "stat", "--map", filepath.Join(t.TempDir(), "heap.gif"), job).CombinedOutput(); err == nil || !strings.Contains(string(out), ".png or .svg") {
+		t.Errorf("stat --map heap.gif: %v\n%s", err, out)
+	}
 	// clean never touches a live job.
 	symheapCmd(t, "clean")
 	if _, err := os.Stat(segment.Path(unix.Getuid(), job)); err != nil {

@@ -4,9 +4,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"image"
-	"image/color"
-	"image/png"
 	"io"
 	"os"
 	"strings"
@@ -22,7 +19,7 @@ func runStat(args []string) error {
 	fs := flag.NewFlagSet("stat", flag.ExitOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
 	watch := fs.Duration("watch", 0, "refresh every `interval` (e.g. 1s) until the job ends or you interrupt")
-	mapFile := fs.String("map", "", "write a PNG heap map of every PE's heaps to `file`")
+	mapFile := fs.String("map", "", "write a heap map of every PE's heaps to `file` (.png or .svg)")
 	wide := fs.Bool("wide", false, "show every column (the default table fits 100 columns)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: symheap stat [flags] [JOB]\n\nWithout JOB, lists this user's jobs. With JOB (a job id or segment name),\nattaches read-only and shows each PE's figures.")
@@ -279,65 +276,3 @@ func isTerminal(f *os.File) bool {
 // human prints a byte count as segment.FormatSize does: its largest
 // binary unit, whole when exact ("256M"), else to a tenth ("1.5K").
 func human(n uint64) string { return segment.FormatSize(n) }
-
-// writeHeapMap draws one band per heap of every PE: used blocks in two
-// alternating blues (so neighbours can be told apart), free blocks in pale
-// green, metadata and gaps in grey. Dead PEs' bands are drawn in red
-// outline. Width is 1024 pixels per heap.
-func writeHeapMap(v *inspect.Job, ji inspect.JobInfo, file string) error {
-	const width, band, gap = 1024, 20, 6
-	rows := 2 * ji.NPEs
-	img := image.NewRGBA(image.Rect(0, 0, width, rows*(band+gap)+gap))
-	for i := range img.Pix {
-		img.Pix[i] = 255 // white background
-	}
-	grey := color.RGBA{200, 200, 200, 255}
-	free := color.RGBA{190, 235, 190, 255}
-	used := [2]color.RGBA{{40, 90, 200, 255}, {80, 140, 230, 255}}
-	red := color.RGBA{220, 30, 30, 255}
-	for p := 0; p < ji.NPEs; p++ {
-		for k, shared := range []bool{false, true} {
-			y0 := gap + (2*p+k)*(band+gap)
-			blocks, size, err := v.HeapMap(p, shared)
-			for x := 0; x < width; x++ {
-				for y := y0; y < y0+band; y++ {
-					img.Set(x, y, grey)
-				}
-			}
-			if err != nil || size == 0 {
-				continue
-			}
-			for i, b := range blocks {
-				c := free
-				if b.Used {
-					c = used[i%2]
-				}
-				x0 := int(b.Off * width / size)
-				x1 := int((b.Off + b.Size) * width / size)
-				if x1 == x0 {
-					x1 = x0 + 1
-				}
-				for x := x0; x < x1 && x < width; x++ {
-					for y := y0; y < y0+band; y++ {
-						img.Set(x, y, c)
-					}
-				}
-			}
-			if !ji.PEs[p].Alive {
-				for x := 0; x < width; x++ {
-					img.Set(x, y0, red)
-					img.Set(x, y0+band-1, red)
-				}
-			}
-		}
-	}
-	f, err := os.Create(file)
-	if err != nil {
-		return err
-	}
-	if err := png.Encode(f, img); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
