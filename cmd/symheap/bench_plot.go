@@ -30,6 +30,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -40,7 +41,10 @@ import (
 )
 
 var (
-	colOurs  = []color.Color{color.RGBA{31, 119, 180, 255}, color.RGBA{148, 103, 189, 255}}
+	// Ours: six colours apart from the peers' (the copy chart has six
+	// series of ours).
+	colOurs = []color.Color{color.RGBA{31, 119, 180, 255}, color.RGBA{148, 103, 189, 255}, color.RGBA{23, 190, 207, 255},
+		color.RGBA{188, 189, 34, 255}, color.RGBA{227, 119, 194, 255}, color.RGBA{20, 50, 110, 255}}
 	colPeers = map[string]color.Color{
 		"osh":       color.RGBA{255, 127, 14, 255},
 		"mpi":       color.RGBA{44, 160, 44, 255},
@@ -83,7 +87,7 @@ func writePlots(dir string, rep *benchReport) ([]string, error) {
 		{"put_bandwidth.png", "Put bandwidth (higher is better)", "bandwidth (MB/s, 10⁶ B/s)", []string{"put_bw"}},
 		{"msg_latency.png", "Send/Recv latency, half round trip (lower is better)", "latency (µs)", []string{"msg_lat"}},
 		{"msg_bandwidth.png", "Send/Recv bandwidth (higher is better)", "bandwidth (MB/s, 10⁶ B/s)", []string{"msg_bw"}},
-		{"copy_bandwidth.png", "Go copy and glibc memcpy (higher is better)", "bandwidth (MB/s, 10⁶ B/s)", []string{"copy"}},
+		{"copy_bandwidth.png", "Go copy, symheap's copy and glibc memcpy (higher is better)", "bandwidth (MB/s, 10⁶ B/s)", []string{"copy"}},
 	}
 	for _, c := range charts {
 		var secs []*section
@@ -95,7 +99,11 @@ func writePlots(dir string, rep *benchReport) ([]string, error) {
 		if len(secs) == 0 {
 			continue
 		}
-		p, err := sizeChart(c.title+"\n"+sub, c.ylabel, secs[0].Unit == "us", secs)
+		title := c.title
+		if c.file == "copy_bandwidth.png" && !hasPeer(secs) {
+			title = "Go copy and symheap's copy (higher is better)"
+		}
+		p, err := sizeChart(title+"\n"+sub, c.ylabel, secs[0].Unit == "us", secs)
 		if err != nil {
 			return files, fmt.Errorf("%s: %w", c.file, err)
 		}
@@ -150,7 +158,7 @@ func sizeChart(title, ylabel string, latency bool, secs []*section) (*plot.Plot,
 	p.Y.Label.Text = ylabel
 	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
 	p.X.Tick.Marker = sizeTicks{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Y.Tick.Marker = logTicks{}
 	// Latency rises with size and bandwidth levels off: the legend goes
 	// where the curves are not.
 	p.Legend.Top, p.Legend.Left = !latency, !latency
@@ -208,8 +216,8 @@ func sizeChart(title, ylabel string, latency bool, secs []*section) (*plot.Plot,
 				line.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
 			case !sr.Ours:
 				line.Dashes = []vg.Length{vg.Points(7), vg.Points(2), vg.Points(1.5), vg.Points(2)}
-			case nth > 0:
-				line.Dashes = []vg.Length{vg.Points(1.5), vg.Points(2)}
+			default:
+				line.Dashes = ourDashes[nth%len(ourDashes)]
 			}
 			p.Add(line, points)
 			p.Legend.Add(label, line, points)
@@ -220,6 +228,56 @@ func sizeChart(title, ylabel string, latency bool, secs []*section) (*plot.Plot,
 		return nil, nil
 	}
 	return p, nil
+}
+
+// ourDashes tell ours apart beside their colours: solid, dotted, dashed,
+// dash-dot, long dashes, dash-dot-dot.
+var ourDashes = [][]vg.Length{
+	nil,
+	{vg.Points(1.5), vg.Points(2)},
+	{vg.Points(5), vg.Points(2.5)},
+	{vg.Points(6), vg.Points(2), vg.Points(1.5), vg.Points(2)},
+	{vg.Points(10), vg.Points(3)},
+	{vg.Points(6), vg.Points(2), vg.Points(1.5), vg.Points(2), vg.Points(1.5), vg.Points(2)},
+}
+
+// hasPeer reports whether secs have a series of a peer.
+func hasPeer(secs []*section) bool {
+	for _, s := range secs {
+		for _, sr := range s.Series {
+			if !sr.Ours && !sr.Floor && !sr.Derived && len(sr.Points) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// logTicks marks a log axis: labelled powers of ten over a wide range;
+// over less than three decades (a quick run's few sizes), labelled 1, 2
+// and 5 times each power of ten, so that the axis never has one label.
+type logTicks struct{}
+
+func (logTicks) Ticks(lo, hi float64) []plot.Tick {
+	if lo <= 0 || hi <= lo {
+		return nil
+	}
+	narrow := math.Log10(hi/lo) < 3
+	var ticks []plot.Tick
+	for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi)); e++ {
+		for m := 1; m <= 9; m++ {
+			v := float64(m) * math.Pow(10, e)
+			if v < lo/1.001 || v > hi*1.001 {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if m == 1 || narrow && (m == 2 || m == 5) {
+				t.Label = strconv.FormatFloat(v, 'g', -1, 64)
+			}
+			ticks = append(ticks, t)
+		}
+	}
+	return ticks
 }
 
 // glyphs: ours take the even ones, the peers the odd ones.
@@ -321,7 +379,7 @@ func scalarChart(sub string, byID map[string]*section) (*plot.Plot, error) {
 	p := plot.New()
 	p.Y.Label.Text = "time per operation (µs)"
 	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Y.Tick.Marker = logTicks{}
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Legend.TextStyle.Font.Size = vg.Points(9)
 	p.Add(plotter.NewGrid())
