@@ -2,6 +2,7 @@ package symheap_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -92,6 +93,17 @@ func TestBadInput(t *testing.T) {
 			{"Ptr bad PE", nil, func() error {
 				if symheap.Ptr(pe, sym, n) != nil || symheap.Ptr(pe, goMem, 0) != nil {
 					return errors.New("Ptr gave a view it should not")
+				}
+				return nil
+			}},
+			// Reach: Ptr's reasons.
+			{"Reach bad PE", symheap.ErrBadPE, func() error { _, err := symheap.Reach(pe, sym, n); return err }},
+			{"Reach Go memory", symheap.ErrNotSymmetric, func() error { _, err := symheap.Reach(pe, goMem, 0); return err }},
+			{"Reach nil", symheap.ErrNotSymmetric, func() error { _, err := symheap.Reach[int64](pe, nil, 0); return err }},
+			{"Reach the same as Ptr", nil, func() error {
+				v, err := symheap.Reach(pe, sym, n-1)
+				if err != nil || &v[0] != &symheap.Ptr(pe, sym, n-1)[0] || len(v) != len(sym) {
+					return fmt.Errorf("Reach of PE %d's copy: %v, not Ptr's view", n-1, err)
 				}
 				return nil
 			}},

@@ -50,12 +50,12 @@ func run() error {
 	right := (me + 1) % n
 	left := (me + n - 1) % n
 
-	// A plain slice onto the right neighbour's inbox: stores go straight
-	// into its partition, no call into symheap.
-	theirs := symheap.Ptr(pe, inbox, right)
-	if theirs == nil {
-		return fmt.Errorf("PE %d cannot reach PE %d's memory directly (PE %d runs on node %d, PE %d on node %d): ring needs every PE on one node",
-			me, right, me, pe.Node(me), right, pe.Node(right))
+	// A plain slice onto the right neighbour's inbox (Ptr, with the reason
+	// when there is none): stores go straight into its partition, no call
+	// into symheap.
+	theirs, err := symheap.Reach(pe, inbox, right)
+	if err != nil {
+		return err // says why: ring needs every PE on one node
 	}
 	theirs[0].From = int64(me)
 	theirs[0].Square = int64(me * me)
