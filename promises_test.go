@@ -102,7 +102,7 @@ func TestInitTimeoutNamesVariable(t *testing.T) {
 
 // TestMapCountLimitMessage: a mapping refused because the process is at the
 // map-count limit is reported naming vm.max_map_count, with the advice to
-// raise it (README, Faults and isolation: "a mapping refused at the
+// raise it (docs/design.md, Faults and isolation: "a mapping refused at the
 // map-count limit is reported naming vm.max_map_count").
 //
 // vm.max_map_count is system-wide, so it is not lowered: a child process
