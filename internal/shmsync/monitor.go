@@ -29,7 +29,7 @@ import (
 // the preemption of a goroutine that has run for 10 ms; both by the slack
 // at most. The kernel lets a process set another thread's slack only with
 // CAP_SYS_NICE: without it, nothing changes. What it gave, and how it was
-// measured: docs/bench/design-measurements.md and the README's plain
+// measured: docs/bench/design-measurements.md and docs/bench/README.md's plain
 // loops.
 
 // ErrNoMonitor: the runtime's monitor thread was not found (see
