@@ -1,9 +1,9 @@
 package symheap_test
 
-// Tests of promises made in README.md, DESIGN.md and the error messages
-// that no other test checked: Init giving up on a PE that never arrives
-// (SYMHEAP_INIT_TIMEOUT), and the vm.max_map_count explanation of a mapping
-// refused at the map-count limit.
+// Tests of promises made in docs/environment.md, docs/design.md, DESIGN.md
+// and the error messages that no other test checked: Init giving up on a
+// PE that never arrives (SYMHEAP_INIT_TIMEOUT), and the vm.max_map_count
+// explanation of a mapping refused at the map-count limit.
 
 import (
 	"errors"

@@ -2,7 +2,7 @@ package symheap
 
 // Registration caching at PE level: the enable decision that
 // SYMHEAP_LEAVE_PINNED and SYMHEAP_MEMHOOK_DISABLE steer (memhook.Decide,
-// README "Environment"), the PE's cache (PE.RegistrationCache) hitting,
+// docs/environment.md), the PE's cache (PE.RegistrationCache) hitting,
 // missing and being invalidated by the PE's frees, its figures reaching
 // shared memory where symheap stat reads them, and release events reaching
 // every PE's cache (DESIGN.md, memory monitor: "a free by PE q reaches the
@@ -37,7 +37,7 @@ func rcpeOpts(env ...string) []petest.Option {
 // says what happens.
 const rcpeWarning = "caching stays off"
 
-// TestRCachePEDecision: each setting gives the decision README and
+// TestRCachePEDecision: each setting gives the decision docs/environment.md and
 // memhook.Decide promise, on every PE of a job, with its reason; a "yes"
 // overridden by SYMHEAP_MEMHOOK_DISABLE is told on stderr by every PE.
 func TestRCachePEDecision(t *testing.T) {
@@ -302,7 +302,7 @@ func TestRCachePEReleaseReachesEveryPE(t *testing.T) {
 	})
 }
 
-// TestRCachePEMemhookDisableSwitchesMonitorOff: README, Environment:
+// TestRCachePEMemhookDisableSwitchesMonitorOff: docs/environment.md:
 // SYMHEAP_MEMHOOK_DISABLE=yes "switch[es] the memory-release monitor off",
 // and memhook.Decide's warning says the same ("SYMHEAP_MEMHOOK_DISABLE
 // switches the memory monitor off"): a subscriber of the PE's monitor

@@ -325,7 +325,7 @@ func TestInfoReportsCachingDecision(t *testing.T) {
 
 // TestInfoListsCachingParameters: README says `symheap info` shows "every
 // parameter with its value and source"; the caching switches are
-// parameters (README, Environment).
+// parameters (docs/environment.md).
 func TestInfoListsCachingParameters(t *testing.T) {
 	cmd := exec.Command(filepath.Join(bin, "symheap"), "info")
 	cmd.Env = append(os.Environ(), "SYMHEAP_LEAVE_PINNED=yes", "SYMHEAP_MEMHOOK_DISABLE=no")
