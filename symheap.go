@@ -30,6 +30,20 @@
 // offset; the same address only makes it possible to hand a pointer to
 // another PE as it is (SameAddress tells whether the job has it).
 //
+// # Lifetimes
+//
+// The slices this package hands out into the segment — from Malloc,
+// Calloc, Align, MallocWithHints, Realloc, Ptr, Reach, SharedAlloc and
+// SharedAt — are not Go memory: the garbage collector neither keeps their
+// blocks alive nor knows when they go. Such a slice, and every slice taken
+// from it, is valid until its block is freed (Free, or Realloc of the
+// slice passed to it, for a symmetric block; SharedFree, by any PE, for a
+// block of a local shared heap) or this PE closes (Close), and dangles
+// after: using it then is a use-after-free. After a free its bytes may
+// already belong to another allocation or hold the allocator's own links;
+// after Close the segment is unmapped, and an access faults or reaches
+// whatever has been mapped there since.
+//
 // # Layers
 //
 // This package is the API: thin functions over one receiver per layer.
