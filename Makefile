@@ -48,6 +48,7 @@ demo: build
 # Peer harnesses (Open MPI OpenSHMEM and MPI, glibc/jemalloc/mimalloc):
 # installs the Debian packages they need.
 peers:
+	@echo "== peers: building the Open MPI, memcpy and malloc harnesses"
 	bash bench/peers/build.sh $(PEERS_BIN)
 	bash bench/peers/build-malloc.sh $(PEERS_BIN)
 
@@ -62,6 +63,7 @@ test-loaded:
 # The C library's tests: capi/tests/*.c built with symcc, run under shrun
 # on 2, 3 and 4 PEs with the default and the buddy allocator.
 test-c: build
+	@echo "== test-c: the C library's tests on 2, 3 and 4 PEs"
 	bash capi/tests/run.sh $(BIN)
 
 # The C example: static data, the heap, atomics and a reduction.
@@ -74,6 +76,7 @@ fmt:
 	if [ -n "$$out" ]; then echo "gofmt: these files are not formatted:"; echo "$$out"; exit 1; fi
 
 vet:
+	@echo "== vet, staticcheck"
 	$(GO) vet ./...
 	$(GO) vet -tags symheap_capi ./capi
 
@@ -87,13 +90,16 @@ staticcheck: $(STATICCHECK)
 unit: unit-race unit-norace
 
 unit-race:
+	@echo "== unit-race: every package's tests with -race (the root package's take minutes; a line per package as it ends)"
 	$(GO) test -race $(TEST_FLAGS) ./...
 
 unit-norace:
+	@echo "== unit-norace: every package's tests as users build them"
 	$(GO) test $(TEST_FLAGS) ./...
 
 # Every benchmark once, so that none can rot.
 bench-smoke:
+	@echo "== bench-smoke: every benchmark once"
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime=1x -timeout 20m ./...
 
 # The fault campaign: hundreds of jobs of 2-8 PEs, one PE killed (-9) or
@@ -145,6 +151,7 @@ cluster-deps:
 	fi
 
 cluster: cluster-deps
+	@echo "== cluster: the ucx build's tests, then jobs across two fake hosts"
 	$(GO) vet -tags ucx ./...
 	SYMHEAP_REQUIRE_CLUSTER=1 $(GO) test -tags ucx -count=1 -timeout 10m .
 
