@@ -631,7 +631,7 @@ func pointerPath(t reflect.Type) string {
 
 // Ptr returns a slice through which this PE can load and store PE
 // target's copy of the symmetric object s directly, or nil if target does
-// not exist or s is not symmetric. In protected mode (Config.Protect) the
+// not exist, is on another node, or s is not symmetric (Reach says which). In protected mode (Config.Protect) the
 // slice onto another PE's copy is read-only: a store through it faults.
 // Stores through it are plain stores: Quiet completes them and wakes PEs
 // waiting on them.
