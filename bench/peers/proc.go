@@ -35,6 +35,7 @@ type output struct {
 //  3. in every case, any process still in the session then gets SIGKILL,
 //     so nothing started here outlives the call.
 func runSession(ctx context.Context, timeout time.Duration, argv []string) (output, error) {
+	start := time.Now()
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -48,7 +49,7 @@ func runSession(ctx context.Context, timeout time.Duration, argv []string) (outp
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.WaitDelay = termGrace // orphans holding our pipes must not block Wait
 	if err := ctx.Err(); err != nil {
-		return output{}, ctxError(err, timeout)
+		return output{}, ctxError(err, timeout, time.Since(start))
 	}
 	if err := cmd.Start(); err != nil {
 		return output{}, err
@@ -82,18 +83,20 @@ func runSession(ctx context.Context, timeout time.Duration, argv []string) (outp
 			}
 		}
 		tick.Stop()
-		err = ctxError(ctx.Err(), timeout)
+		err = ctxError(ctx.Err(), timeout, time.Since(start))
 	}
 	killSession(sid)
 	return output{stdout: stdout.Bytes(), stderr: stderr.Bytes()}, err
 }
 
-func ctxError(err error, timeout time.Duration) error {
+// ctxError says why a run ended early: its own timeout, when that much
+// time has passed, else the caller's deadline or cancellation.
+func ctxError(err error, timeout, ran time.Duration) error {
 	if errors.Is(err, context.DeadlineExceeded) {
-		if timeout > 0 {
+		if timeout > 0 && ran >= timeout {
 			return fmt.Errorf("%w after %v; processes killed", ErrTimeout, timeout)
 		}
-		return fmt.Errorf("%w (context deadline); processes killed", ErrTimeout)
+		return fmt.Errorf("%w: the caller's deadline came after %v; processes killed", ErrTimeout, ran.Round(time.Millisecond))
 	}
 	return fmt.Errorf("%w; processes killed", err)
 }
