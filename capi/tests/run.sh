@@ -237,7 +237,8 @@ if want bounds; then
 fi
 
 # symheap stat sees a C job and the puts, gets and atomics its fast path
-# counts (in C, in the PE's counters of the segment).
+# counts (in C, in the PE's counters of the segment): the --wide table
+# has a column for each.
 if ! want stat; then
 	:
 elif "$BIN/symcc" -std=gnu11 -O2 -o "$OUT/stat_job" "$HERE/stat_job.c"; then
@@ -248,7 +249,7 @@ elif "$BIN/symcc" -std=gnu11 -O2 -o "$OUT/stat_job" "$HERE/stat_job.c"; then
 	for _ in $(seq 100); do
 		jid=$(ls /dev/shm 2>/dev/null | grep "^symheap-$(id -u)-j$sp-" | head -1)
 		if [ -n "$jid" ]; then
-			table=$("$BIN/symheap" stat "$jid" 2>&1)
+			table=$("$BIN/symheap" stat --wide "$jid" 2>&1)
 			# Both PE rows show PUTS GETS ATOMICS 1000 1000 1000 once the
 			# loops are done.
 			[ "$(grep -cE '^ +[01] .* 1000 +1000 +1000 ' <<<"$table")" = 2 ] && break
