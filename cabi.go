@@ -2,6 +2,7 @@ package symheap
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/symheap/symheap/alloc"
@@ -10,6 +11,23 @@ import (
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/shmsync"
 )
+
+// The formats the C library shares with the runtime (internal/cabi): the
+// fixed part of the control block, whose signal words, job sleepers count
+// and allocation records it reads and writes, and the constants of the
+// allocation records. capi/gen lays them out in capi/shmemi_formats.h.
+func init() {
+	cabi.RegisterStruct(cabi.Struct{Type: reflect.TypeFor[control](),
+		Doc: "the fixed part of a PE's control block (control.go): the wake-up words (wait.go) and the allocation records (symalloc.go)"})
+	cabi.RegisterConst("CONTROL_SIZE", core.ControlSize, "bytes of the fixed part of a control block (core.ControlSize)")
+	for _, k := range []struct {
+		name string
+		v    uint64
+	}{{"MALLOC", callMalloc}, {"CALLOC", callCalloc}, {"ALIGN", callAlign}, {"HINTS", callHints}, {"REALLOC", callRealloc}, {"FREE", callFree}} {
+		cabi.RegisterConst("ALLOC_CALL_"+k.name, k.v, "an allocation record's kind (symalloc.go)")
+	}
+	cabi.RegisterConst("ALLOC_NO_OFF", noOff, "an allocation record's in or out when there is no offset (symalloc.go)")
+}
 
 // The C library's view of a PE (internal/cabi): filled once at its
 // shmem_init, read by its fast paths.
@@ -58,7 +76,6 @@ func (pe *PE) freeExchanged(offs []uint64) error {
 }
 
 func (pe *PE) describeForC() cabi.Layout {
-	var c control
 	polls, yields, yieldFor := shmsync.Budgets()
 	l := pe.sp.Lay
 	base, _ := core.SliceData(pe.sp.Mem())
@@ -68,19 +85,14 @@ func (pe *PE) describeForC() cabi.Layout {
 		Base: base, WBase: wbase,
 		PartOff: l.PartOff, PartStride: l.PartStride, HeapSize: l.HeapSize,
 		CBBase: cb, CBStride: l.CBSize,
-		SigWord:     core.OffsetIn(&c, &c.sig.word),
-		SigSleepers: core.OffsetIn(&c, &c.sig.sleepers),
-		Sleeping:    core.OffsetIn(&c, &c.sleeping),
-		StatPuts:    core.AddrOf(&pe.stats.Puts),
-		StatGets:    core.AddrOf(&pe.stats.Gets),
-		StatAt:      core.AddrOf(&pe.stats.Atomics),
-		Rank:        pe.rank, NPEs: pe.npes,
+		StatPuts: core.AddrOf(&pe.stats.Puts),
+		StatGets: core.AddrOf(&pe.stats.Gets),
+		StatAt:   core.AddrOf(&pe.stats.Atomics),
+		Rank:     pe.rank, NPEs: pe.npes,
 		MembarrierReady: pe.rma.membarrierReady(),
 		SameAddress:     pe.seg.SameAddress(), Protected: pe.seg.Protected(),
 		Far:   pe.rma.far,
 		Polls: polls, Yields: yields, YieldNs: yieldFor.Nanoseconds(), Settle: shmsync.SettlePolls(),
-		AllocRec:      core.OffsetIn(&c, &c.allocRec),
-		AllocSlot:     core.SizeOf[allocSlot](),
 		StatSymAllocs: core.AddrOf(&pe.stats.SymAllocs),
 		StatSymFrees:  core.AddrOf(&pe.stats.SymFrees),
 		Calls:         uint64(calls.Off(pe.npes)),

@@ -5,6 +5,11 @@ import "sync/atomic"
 // control is the fixed part of a PE's control block, the first bytes of
 // the block (the rest is carved by the layers: core.RegisterArea). Every field is
 // touched by several processes and only through sync/atomic.
+//
+// It is also the C library's definition of these words: capi/gen lays it
+// out, with allocSlot, allocRecord and signal, as struct shmemi_control
+// in capi/shmemi_formats.h (registered in cabi.go). After a change here,
+// run go generate ./capi/gen; make build fails until then.
 type control struct {
 	// Global words, used in PE 0's block only.
 	exitCode atomic.Uint32 // exitSet|code once some PE called GlobalExit

@@ -18,19 +18,21 @@
  *
  * Broadcast needs less: a handshake of tickets between the root and the
  * others (broadcast, below). A broadcast or reduction of at most
- * POST_DATA bytes over the whole job goes through post lines instead
+ * SHMEMI_POST_DATA bytes over the whole job goes through post lines instead
  * (post_broadcast, post_reduce).
  *
  * The sync of the world (barrier_all, sync_all, the syncs of
  * SHMEM_TEAM_WORLD and SHMEM_TEAM_SHARED) and of the active sets of
  * OpenSHMEM 1.4 (PE_start, logPE_stride, PE_size, pSync) is a counter
  * barrier in C (counter_barrier), but for the world's sync in a job of two
- * PEs, which is a pair barrier (pair_barrier). The words each routine uses, in a
- * symmetric scratch block for the world and in pSync for an active set:
- * [0] the barrier's arrivals, [1] collect's counts, [2] and [3] the
- * broadcast's tickets (the world's block also holds, at [6] and [7], the
- * collectives' futex word and sleepers count, see coll_wake); each word is back to its value (SHMEM_SYNC_VALUE)
- * once every member has left the routine, as OpenSHMEM asks of pSync.
+ * PEs, which is a pair barrier (pair_barrier). The words each routine
+ * uses are a struct shmemi_sync (shmemi_formats.h, from capi/gen's
+ * formats.go): in pSync for an active set, at the head of the world's
+ * scratch block (struct shmemi_scratch, which also holds the collectives'
+ * futex word and sleepers count, see coll_wake) for the world: the
+ * barrier's arrivals, collect's counts and the broadcast's two tickets.
+ * Each word is back to its value (SHMEM_SYNC_VALUE) once every member has
+ * left the routine, as OpenSHMEM asks of pSync.
  */
 #define _GNU_SOURCE
 #include <limits.h>
@@ -54,26 +56,32 @@ struct shmemi_team {
 static struct shmemi_team shmemi_team_world_, shmemi_team_shared_;
 void shmemi_world_barrier(const char *op);
 
-/* The world's symmetric scratch words (see the top), allocated at init. */
-static uint64_t *shmemi_counts;
+/* The world's symmetric scratch block (see the top), allocated at init. */
+static struct shmemi_scratch *shmemi_scratch;
+
+/* psync views an active set's pSync (SHMEM_SYNC_SIZE longs). */
+static struct shmemi_sync *psync(long *pSync)
+{
+	return (struct shmemi_sync *)pSync;
+}
 
 /*
- * Post lines: the world's broadcasts and reductions of at most POST_DATA
+ * Post lines: the world's broadcasts and reductions of at most SHMEMI_POST_DATA
  * bytes (a team of the whole job, SHMEM_TEAM_WORLD or SHMEM_TEAM_SHARED,
  * or an active set of every PE), as the Go runtime's team layer makes
  * them (internal/team, "Post lines"). A post line is one cache line that
  * its owner publishes, with a seq-cst store of its count, and that others
  * wait for; the data come along in the same transfer.
  *
- *   broadcast  the root copies its source into line n%POST_RING of its
+ *   broadcast  the root copies its source into line n%SHMEMI_POST_RING of its
  *              ring (n: the world's small broadcasts so far) and publishes
  *              n+1; the others wait for it and copy out; every PE then
  *              publishes n+1 in its done line. The root returns at once:
  *              it reuses a line only once every PE is done with what the
- *              line held POST_RING calls before (it reads the done lines
+ *              line held SHMEMI_POST_RING calls before (it reads the done lines
  *              only when what it saw last falls short, and then waits
  *              until the PE is half a ring further); a reader asks for the
- *              root's line POST_AHEAD calls ahead of the one it reads.
+ *              root's line SHMEMI_POST_AHEAD calls ahead of the one it reads.
  *   reduce     every PE publishes its source in its gather line g%2 (g:
  *              the world's small reductions so far), waits for every
  *              other's, and folds them all in rank order, so that every PE
@@ -84,29 +92,21 @@ static uint64_t *shmemi_counts;
  * A pSync is then not touched: it stays at SHMEM_SYNC_VALUE, as OpenSHMEM
  * asks. Every PE makes the same calls in the same order, so the counts
  * agree.
+ *
+ * The lines and their block are the Go runtime's (internal/team's postLine
+ * and the post lines of its teamSlot), generated into shmemi_formats.h
+ * with the constants SHMEMI_POST_*: a PE's block holds the ring (post),
+ * the gather lines, the done line, and the two lines of the pair barrier
+ * (sync), as a team slot of the Go runtime does.
  */
-#define POST_RING 32
-#define POST_DATA 56
-#define POST_AHEAD 8       /* calls ahead a reader asks for a root's line */
-#define POST_DONE_PAUSES 8 /* pauses between a waiting root's reads of a done line */
-struct post_line {
-	uint32_t seq;      /* the owner's count; futex word */
-	uint32_t sleepers; /* waiters asleep on seq */
-	unsigned char data[POST_DATA];
-};
-struct post_block {
-	struct post_line ring[POST_RING]; /* broadcasts this PE roots */
-	struct post_line done;            /* small broadcasts this PE is done with */
-	struct post_line gather[2];       /* contributions to small reductions */
-};
-static struct post_block *shmemi_post;       /* this PE's (symmetric) */
-static struct post_block **shmemi_post_peer; /* every PE's, by PE */
-static uint32_t post_bcasts, post_gathers;   /* small broadcasts, reductions so far */
-static uint32_t *post_seen_done;             /* each PE's done count, as last read */
+static struct shmemi_post_block *shmemi_post;       /* this PE's (symmetric) */
+static struct shmemi_post_block **shmemi_post_peer; /* every PE's, by PE */
+static uint32_t post_bcasts, post_gathers;          /* small broadcasts, reductions so far */
+static uint32_t *post_seen_done;                    /* each PE's done count, as last read */
 
-/* The lines of the pair barrier (pair_barrier), allocated at init in a job
- * of two PEs: post lines whose count is the owner's count of barriers. */
-static struct post_line *shmemi_pair;
+/* The pair barrier (pair_barrier) of a job of two PEs uses the sync lines
+ * of the post block: post lines whose count is the owner's count of
+ * barriers. */
 static uint32_t pair_k; /* this PE's barriers on the pair lines */
 
 static void team_fill(struct shmemi_team *t, int id, int size, int *world)
@@ -140,10 +140,12 @@ void shmemi_teams_init(void)
 	team_fill(&shmemi_team_shared_, 0, shmemi_L.npes, w2);
 	char err[1024];
 	/* One cache line: an arrival's add and its sleepers load touch one line. */
-	shmemi_counts = symheapc_go_malloc(2, sizeof(uint64_t) * 8, 64, 0, NULL, 0, err, sizeof err);
-	if (shmemi_counts == NULL)
+	shmemi_scratch = symheapc_go_malloc(SHMEMI_GO_MALLOC_ALIGN, sizeof(struct shmemi_scratch), 64, 0, NULL, 0, err,
+					    sizeof err);
+	if (shmemi_scratch == NULL)
 		shmemi_fatal("shmem_init", "allocating the collectives' scratch: %s", err);
-	shmemi_post = symheapc_go_malloc(2, sizeof(struct post_block), 64, 0, NULL, 0, err, sizeof err);
+	shmemi_post = symheapc_go_malloc(SHMEMI_GO_MALLOC_ALIGN, sizeof(struct shmemi_post_block), 64, 0, NULL, 0, err,
+					 sizeof err);
 	shmemi_post_peer = malloc(sizeof(*shmemi_post_peer) * (size_t)shmemi_L.npes);
 	post_seen_done = calloc((size_t)shmemi_L.npes, sizeof(*post_seen_done));
 	if (shmemi_post == NULL)
@@ -151,12 +153,8 @@ void shmemi_teams_init(void)
 	if (shmemi_post_peer == NULL || post_seen_done == NULL)
 		shmemi_fatal("shmem_init", "out of memory");
 	for (int p = 0; p < shmemi_L.npes; p++)
-		shmemi_post_peer[p] = (struct post_block *)shmemi_addr(shmemi_post, sizeof(struct post_block), p, "shmem_init");
-	if (shmemi_L.npes == 2) {
-		shmemi_pair = symheapc_go_malloc(2, 2 * sizeof(struct post_line), 64, 0, NULL, 0, err, sizeof err);
-		if (shmemi_pair == NULL)
-			shmemi_fatal("shmem_init", "allocating the pair barrier's lines: %s", err);
-	}
+		shmemi_post_peer[p] = (struct shmemi_post_block *)shmemi_addr(shmemi_post, sizeof(struct shmemi_post_block),
+									     p, "shmem_init");
 }
 
 static struct shmemi_team *team_of(shmem_team_t team, const char *op)
@@ -334,7 +332,7 @@ void shmem_team_destroy(shmem_team_t team)
 
 /*
  * The collectives' own wake-up channel: a futex word and a sleepers count
- * per PE in the world's scratch block ([6] and [7]), apart from the signal
+ * per PE in the world's scratch block (coll_word, coll_sleepers), apart from the signal
  * that puts and AMOs wake. A PE asleep in a barrier would otherwise make
  * every put aimed at it pay a FUTEX_WAKE. Every change a collective waits
  * for is a seq-cst RMW, so no membarrier is needed: a writer's RMW then its
@@ -343,12 +341,12 @@ void shmem_team_destroy(shmem_team_t team)
  */
 static uint32_t *coll_word(int pe, const char *op)
 {
-	return (uint32_t *)shmemi_addr(&shmemi_counts[6], 4, pe, op);
+	return (uint32_t *)shmemi_addr(&shmemi_scratch->coll_word, 4, pe, op);
 }
 
 static uint32_t *coll_sleepers(int pe, const char *op)
 {
-	return (uint32_t *)shmemi_addr(&shmemi_counts[7], 4, pe, op);
+	return (uint32_t *)shmemi_addr(&shmemi_scratch->coll_sleepers, 4, pe, op);
 }
 
 static void coll_wake(int pe, const char *op)
@@ -423,7 +421,7 @@ static void counter_barrier(long *cnt, int start, int logstride, int size, const
 
 static void set_barrier(int start, int logstride, int size, long *pSync, const char *op)
 {
-	counter_barrier(&pSync[0], start, logstride, size, op);
+	counter_barrier(&psync(pSync)->barrier, start, logstride, size, op);
 }
 
 /*
@@ -470,7 +468,7 @@ static int post_reached(void *arg)
  * process registered for membarrier whose waiters fence before they
  * sleep: post_await with fenced), a release store, which the load of
  * sleepers may pass and a sleeper's membarrier orders. */
-static void post_publish(struct post_line *pl, uint32_t v, int relaxed)
+static void post_publish(struct shmemi_post_line *pl, uint32_t v, int relaxed)
 {
 	/* Two stores, not one with a computed order: GCC makes a store whose
 	 * order is not a constant seq-cst. */
@@ -485,7 +483,7 @@ static void post_publish(struct post_line *pl, uint32_t v, int relaxed)
 /* post_await waits until the line pl (another PE's) has reached count
  * want: poll, yield, then sleep on it; fenced when its owner publishes
  * relaxed. */
-static void post_await(struct post_line *pl, uint32_t want, int fenced, const char *op)
+static void post_await(struct shmemi_post_line *pl, uint32_t want, int fenced, const char *op)
 {
 	struct post_wait w = {&pl->seq, want};
 	if (!post_reached(&w))
@@ -496,18 +494,18 @@ static void post_await(struct post_line *pl, uint32_t want, int fenced, const ch
  * want, as the Go runtime's (internal/team, awaitDone): once short, the
  * root has run a whole ring ahead of that PE, so it waits until the PE is
  * done with enough (half a ring further), reading the line only every
- * POST_DONE_PAUSES pauses while it polls. Every read takes the line from
+ * SHMEMI_POST_DONE_PAUSES pauses while it polls. Every read takes the line from
  * its owner, whose next publication must fetch it back. */
 static int post_reached_spaced(void *arg)
 {
 	if (shmemi_L.polls > 0) {
-		for (int i = 0; i < POST_DONE_PAUSES; i++)
+		for (int i = 0; i < SHMEMI_POST_DONE_PAUSES; i++)
 			shmemi_pause();
 	}
 	return post_reached(arg);
 }
 
-static void post_await_done(struct post_line *d, uint32_t want, uint32_t enough, const char *op)
+static void post_await_done(struct shmemi_post_line *d, uint32_t want, uint32_t enough, const char *op)
 {
 	struct post_wait w = {&d->seq, want};
 	if (post_reached(&w))
@@ -520,15 +518,15 @@ static void pair_barrier(const char *op)
 {
 	shmemi_quiet();
 	uint32_t k = ++pair_k;
-	struct post_line *mine = &shmemi_pair[k & 1];
+	struct shmemi_post_line *mine = &shmemi_post->sync[k & 1];
 	int relaxed = shmemi_L.mb_ready;
 	post_publish(mine, k, relaxed);
 	/* A few pauses before the first look at the other's line, which a PE
 	 * arriving about now is writing (shmsync.SettlePolls). */
 	for (int i = 0; i < shmemi_L.settle; i++)
 		shmemi_pause();
-	post_await((struct post_line *)shmemi_amo_addr(mine, sizeof(uint64_t), 1 - shmemi_L.me, op), k, relaxed, op);
-	shmemi_prefetch_w(&shmemi_pair[(k + 1) & 1]);
+	post_await(&shmemi_post_peer[1 - shmemi_L.me]->sync[k & 1], k, relaxed, op);
+	shmemi_prefetch_w(&shmemi_post->sync[(k + 1) & 1]);
 }
 
 /* shmemi_world_barrier is barrier_all and the sync of SHMEM_TEAM_WORLD and
@@ -548,10 +546,10 @@ void shmemi_world_barrier(const char *op)
 	/* Published as a Barrier whatever the caller (barrier_all, the sync
 	 * of the world team): they all meet here (internal/calls). */
 	shmemi_call_enter(SHMEMI_CALL_BARRIER, 0);
-	if (shmemi_pair != NULL)
+	if (shmemi_L.npes == 2)
 		pair_barrier(op);
 	else
-		counter_barrier((long *)&shmemi_counts[1], 0, 0, shmemi_L.npes, op);
+		counter_barrier(&shmemi_scratch->sync.barrier, 0, 0, shmemi_L.npes, op);
 	shmemi_call_leave();
 }
 
@@ -644,37 +642,37 @@ static void post_broadcast(void *dest, const void *src, size_t bytes, int root, 
 	uint32_t n = post_bcasts++;
 	int me = shmemi_L.me;
 	if (me == root) {
-		if (n >= POST_RING) {
-			/* Line n%POST_RING last held call n-POST_RING: every PE
+		if (n >= SHMEMI_POST_RING) {
+			/* Line n%SHMEMI_POST_RING last held call n-SHMEMI_POST_RING: every PE
 			 * must be done with it. */
 			for (int j = 0; j < shmemi_L.npes; j++) {
-				uint32_t want = n - POST_RING + 1;
+				uint32_t want = n - SHMEMI_POST_RING + 1;
 				if (j == me || (int32_t)(post_seen_done[j] - want) >= 0)
 					continue;
-				struct post_line *d = &shmemi_post_peer[j]->done;
-				post_await_done(d, want, n - POST_RING / 2, op);
+				struct shmemi_post_line *d = &shmemi_post_peer[j]->done;
+				post_await_done(d, want, n - SHMEMI_POST_RING / 2, op);
 				post_seen_done[j] = __atomic_load_n(&d->seq, __ATOMIC_SEQ_CST);
 			}
 		}
 		shmemi_quiet();
-		struct post_line *pl = &shmemi_post->ring[n % POST_RING];
+		struct shmemi_post_line *pl = &shmemi_post->post[n % SHMEMI_POST_RING];
 		memcpy(pl->data, src, bytes);
 		post_publish(pl, n + 1, 0);
 		/* The next two calls' lines: their readers are most likely done
 		 * with them; ask for each exclusive two calls ahead and again
 		 * one call ahead, as the Go runtime's root does
 		 * (internal/team, postBcast). */
-		shmemi_prefetch_w(&shmemi_post->ring[(n + 1) % POST_RING]);
-		shmemi_prefetch_w(&shmemi_post->ring[(n + 2) % POST_RING]);
+		shmemi_prefetch_w(&shmemi_post->post[(n + 1) % SHMEMI_POST_RING]);
+		shmemi_prefetch_w(&shmemi_post->post[(n + 2) % SHMEMI_POST_RING]);
 		if (self && dest != src)
 			memmove(dest, src, bytes);
 	} else {
-		struct post_line *pl = &shmemi_post_peer[root]->ring[n % POST_RING];
+		struct shmemi_post_line *pl = &shmemi_post_peer[root]->post[n % SHMEMI_POST_RING];
 		post_await(pl, n + 1, 0, op);
 		memcpy(dest, pl->data, bytes);
 		/* A later call's line: a root that runs ahead has written it,
 		 * and its transfer overlaps the calls in between. */
-		__builtin_prefetch(&shmemi_post_peer[root]->ring[(n + POST_AHEAD) % POST_RING], 0, 3);
+		__builtin_prefetch(&shmemi_post_peer[root]->post[(n + SHMEMI_POST_AHEAD) % SHMEMI_POST_RING], 0, 3);
 	}
 	/* A line of our own that a root reads once every few calls; after the
 	 * copy out of the root's line. */
@@ -686,7 +684,7 @@ static void post_reduce(void *dest, const void *src, size_t n, size_t bytes, shm
 {
 	uint32_t g = post_gathers++;
 	int me = shmemi_L.me;
-	struct post_line *mine = &shmemi_post->gather[g & 1];
+	struct shmemi_post_line *mine = &shmemi_post->gather[g & 1];
 	memcpy(mine->data, src, bytes);
 	post_publish(mine, g + 1, 0);
 	/* A few pauses before the first look at another PE's line, which a PE
@@ -697,7 +695,7 @@ static void post_reduce(void *dest, const void *src, size_t n, size_t bytes, shm
 		if (j != me)
 			post_await(&shmemi_post_peer[j]->gather[g & 1], g + 1, 0, op);
 	/* Every PE folds in rank order, so all get the same bits. */
-	unsigned char acc[POST_DATA];
+	unsigned char acc[SHMEMI_POST_DATA];
 	memcpy(acc, shmemi_post_peer[0]->gather[g & 1].data, bytes);
 	for (int j = 1; j < shmemi_L.npes; j++)
 		combine(acc, shmemi_post_peer[j]->gather[g & 1].data, n);
@@ -712,7 +710,7 @@ static void reduce(const struct group *g, void *dest, const void *src, size_t n,
 		shmemi_fatal(op, "%zu elements overflow", n);
 	(void)shmemi_addr(dest, bytes, shmemi_L.me, op);
 	(void)shmemi_addr(src, bytes, shmemi_L.me, op);
-	if (bytes <= POST_DATA && post_group(g)) {
+	if (bytes <= SHMEMI_POST_DATA && post_group(g)) {
 		post_reduce(dest, src, n, bytes, combine, op);
 		return;
 	}
@@ -764,15 +762,15 @@ static void broadcast(const struct group *g, void *dest, const void *src, size_t
 		shmemi_fatal(op, "root %d is not a rank of the group (0 to %d)", root, g->size - 1);
 	(void)shmemi_addr(dest, bytes, shmemi_L.me, op);
 	(void)shmemi_addr(src, bytes, shmemi_L.me, op);
-	if (bytes <= POST_DATA && post_group(g)) {
+	if (bytes <= SHMEMI_POST_DATA && post_group(g)) {
 		post_broadcast(dest, src, bytes, root, self, op);
 		return;
 	}
 	long *tick = NULL; /* two counter words: see below */
 	if (!g->world)
-		tick = &g->pSync[2];
+		tick = psync(g->pSync)->bcast;
 	else if (g->team == SHMEM_TEAM_WORLD || g->team == SHMEM_TEAM_SHARED)
-		tick = (long *)&shmemi_counts[2];
+		tick = shmemi_scratch->sync.bcast;
 	if (tick == NULL) { /* a split team: two syncs of the team */
 		gsync(g, op);
 		if (g->rank != root)
@@ -840,11 +838,12 @@ void shmemi_set_broadcast(void *dest, const void *src, size_t n, int root, int s
 
 /* collect: member r's n_r bytes go to dest at the sum of the n of the
  * ranks before it. fixed: every n is the same (fcollect). The counts are
- * published in a symmetric scratch word (team) or pSync[1] (active set; pSync[0] is the barrier's, pSync[2..3] the broadcast's). */
+ * published in the collect word of the world's scratch block (team) or of
+ * pSync (active set). */
 static void collect(const struct group *g, void *dest, const void *src, size_t n, int fixed, const char *op)
 {
 	(void)shmemi_addr(src, n, shmemi_L.me, op);
-	uint64_t *cnt = g->world ? shmemi_counts : (uint64_t *)&g->pSync[1];
+	uint64_t *cnt = (uint64_t *)(g->world ? &shmemi_scratch->sync.collect : &psync(g->pSync)->collect);
 	if (!fixed)
 		__atomic_store_n(cnt, (uint64_t)n + 1, __ATOMIC_SEQ_CST);
 	gsync(g, op);

@@ -25,6 +25,7 @@ import "C"
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"unsafe"
 
@@ -59,6 +60,16 @@ func clearErr(buf *C.char, n C.size_t) {
 
 //export symheapc_go_init
 func symheapc_go_init(l *C.struct_shmemi_layout, errbuf *C.char, n C.size_t) C.int {
+	// The formats the C sources were compiled with (shmemi_formats.h)
+	// must be the runtime's: a header left stale (make build refuses one,
+	// a plain go build does not) would read the wrong words.
+	if sum, err := cabi.Sum(); err != nil || sum != uint64(C.SHMEMI_FORMATS_SUM) {
+		if err == nil {
+			err = fmt.Errorf("symheap: libsymheap was built with a capi/shmemi_formats.h (formats %#x) that is not the runtime's (%#x): run go generate ./capi/gen and build it again", uint64(C.SHMEMI_FORMATS_SUM), sum)
+		}
+		setErr(errbuf, n, err)
+		return 1
+	}
 	cabi.Hosted = true
 	p, err := symheap.Init(symheap.Config{})
 	if err != nil {
@@ -80,7 +91,6 @@ func symheapc_go_init(l *C.struct_shmemi_layout, errbuf *C.char, n C.size_t) C.i
 	l.part_off, l.part_stride, l.heap_size = C.uint64_t(d.PartOff), C.uint64_t(d.PartStride), C.uint64_t(d.HeapSize)
 	l.cb_base = (*C.char)(d.CBBase)
 	l.cb_stride = C.uint64_t(d.CBStride)
-	l.sig_word, l.sig_sleepers, l.sleeping = C.uint64_t(d.SigWord), C.uint64_t(d.SigSleepers), C.uint64_t(d.Sleeping)
 	l.stat_puts = (*C.uint64_t)(d.StatPuts)
 	l.stat_gets = (*C.uint64_t)(d.StatGets)
 	l.stat_atomics = (*C.uint64_t)(d.StatAt)
@@ -88,7 +98,6 @@ func symheapc_go_init(l *C.struct_shmemi_layout, errbuf *C.char, n C.size_t) C.i
 	l.mb_ready, l.same_address, l.protected_ = cbool(d.MembarrierReady), cbool(d.SameAddress), cbool(d.Protected)
 	l.polls, l.yields, l.yield_ns = C.int(d.Polls), C.int(d.Yields), C.int64_t(d.YieldNs)
 	l.settle = C.int(d.Settle)
-	l.alloc_rec, l.alloc_slot = C.uint64_t(d.AllocRec), C.uint64_t(d.AllocSlot)
 	l.calls = C.uint64_t(d.Calls)
 	l.stat_sym_allocs = (*C.uint64_t)(d.StatSymAllocs)
 	l.stat_sym_frees = (*C.uint64_t)(d.StatSymFrees)
@@ -125,14 +134,6 @@ func symheapc_go_pe_alive(p C.int) C.int {
 	return cbool(pe.Accessible(int(p)))
 }
 
-// Kinds of symheapc_go_malloc.
-const (
-	kindMalloc = iota
-	kindCalloc
-	kindAlign
-	kindHints
-)
-
 //export symheapc_go_malloc
 func symheapc_go_malloc(kind C.int, size, align C.size_t, hints C.long, flush *C.uint64_t, nflush C.int, errbuf *C.char, n C.size_t) unsafe.Pointer {
 	clearErr(errbuf, n)
@@ -145,11 +146,11 @@ func symheapc_go_malloc(kind C.int, size, align C.size_t, hints C.long, flush *C
 	var s []byte
 	var err error
 	switch kind {
-	case kindMalloc:
+	case cabi.MallocPlain:
 		s, err = symheap.Malloc[byte](pe, int(size))
-	case kindCalloc:
+	case cabi.MallocCalloc:
 		s, err = symheap.Calloc[byte](pe, int(size))
-	case kindAlign:
+	case cabi.MallocAlign:
 		s, err = symheap.Align[byte](pe, uintptr(align), int(size))
 	default:
 		s, err = symheap.MallocWithHints[byte](pe, int(size), symheap.Hints(hints))

@@ -7,8 +7,11 @@
  *
  * The Go runtime (the root package, hosted in this process) joins the job
  * at shmem_init and fills shmemi_L once: where the job's segment is mapped,
- * where each PE's partition and control block lies, where the words of the
- * runtime's wake-up protocol are. From then on put, get, the AMOs, the
+ * where each PE's partition and control block lies. What lies where in a
+ * control block (the words of the runtime's wake-up protocol, the
+ * allocation records, the call words) is the Go runtime's types
+ * themselves, laid out in shmemi_formats.h, which capi/gen generates from
+ * them. From then on put, get, the AMOs, the
  * waits, fence, quiet and the locks run here, in C, on the same shared
  * words and in the same formats as the Go runtime's own (rma.go, wait.go,
  * lock.go in the root), so a C PE and a Go PE of one job agree:
@@ -53,22 +56,21 @@
 
 #include "shmem.h"
 #include "shmemi_calls.h"
+#include "shmemi_formats.h" /* the control block, allocation records, post lines, pSync: from the Go types */
 
 struct shmemi_layout {
 	char *base;  /* the segment as mapped here */
 	char *wbase; /* where other PEs' heaps are written */
 	uint64_t part_off, part_stride, heap_size;
-	char *cb_base;
+	char *cb_base; /* PE 0's control block (struct shmemi_control, then the layers' areas) */
 	uint64_t cb_stride;
-	uint64_t sig_word, sig_sleepers, sleeping; /* offsets in a control block */
 	uint64_t *stat_puts, *stat_gets, *stat_atomics;
 	int me, npes;
 	int mb_ready, same_address, protected_;
 	int polls, yields;
 	int64_t yield_ns; /* the yields go on this long at least (shmsync.YieldSpan) */
 	int settle;       /* pauses between a pair barrier's publication and its first look (shmsync.SettlePolls) */
-	uint64_t alloc_rec, alloc_slot; /* the allocation records' offset in a control block, a slot's bytes */
-	uint64_t calls;                 /* the call words' area in a control block (internal/calls) */
+	uint64_t calls; /* the call words' area in a control block (internal/calls) */
 	uint64_t *stat_sym_allocs, *stat_sym_frees;
 	int initialized, finalized;
 	int thread_level;
@@ -98,14 +100,22 @@ void *shmemi_alloc(int kind, size_t size, size_t align, long hints, const char *
 void shmemi_wake_slow(int pe);
 void shmemi_wake_all(void);
 
+/* shmemi_ctl is the fixed part of PE pe's control block (the root's
+ * control.go, struct shmemi_control in shmemi_formats.h). */
+static inline struct shmemi_control *shmemi_ctl(int pe)
+{
+	return (struct shmemi_control *)(shmemi_L.cb_base + (uint64_t)pe * shmemi_L.cb_stride);
+}
+
 /* The call words (internal/calls, shmemi_calls.h): each PE publishes the
  * collective call it is in, so that a wait that finds another PE in a
  * different one (the runtime's check, wait.c W6) ends the job with a
  * message naming both calls. Release stores, as the runtime's: the other
  * PEs read the words only after a sleep slice. */
-static inline uint64_t *shmemi_call_area(void)
+static inline struct shmemi_calls_area *shmemi_call_area(void)
 {
-	return (uint64_t *)(shmemi_L.cb_base + (uint64_t)shmemi_L.me * shmemi_L.cb_stride + shmemi_L.calls);
+	return (struct shmemi_calls_area *)(shmemi_L.cb_base + (uint64_t)shmemi_L.me * shmemi_L.cb_stride +
+					    shmemi_L.calls);
 }
 
 void shmemi_call_broken(int kind) __attribute__((noreturn, cold)); /* coll.c */
@@ -115,37 +125,39 @@ void shmemi_call_broken(int kind) __attribute__((noreturn, cold)); /* coll.c */
  * job instead, as no collective call can complete. */
 static inline void shmemi_call_enter(int kind, int team)
 {
-	uint64_t *a = shmemi_call_area();
-	if (SHMEMI_UNLIKELY(__atomic_load_n(a + SHMEMI_CALL_WORD_OFF / 8, __ATOMIC_RELAXED) & SHMEMI_CALL_BROKEN))
+	struct shmemi_calls_area *a = shmemi_call_area();
+	if (SHMEMI_UNLIKELY(__atomic_load_n(&a->word, __ATOMIC_RELAXED) & SHMEMI_CALL_BROKEN))
 		shmemi_call_broken(kind);
-	uint64_t *c = a + SHMEMI_CALL_COUNTS_OFF / 8 + (team & (SHMEMI_CALL_MAX_TEAMS - 1));
+	uint64_t *c = &a->counts[team & (SHMEMI_CALL_MAX_TEAMS - 1)];
 	uint64_t n = (__atomic_load_n(c, __ATOMIC_RELAXED) & SHMEMI_CALL_NUM_MASK) + 1; /* only this PE writes it */
 	uint64_t w = SHMEMI_CALL_IN_CALL | (uint64_t)kind << SHMEMI_CALL_KIND_SHIFT |
 		     (uint64_t)(team & 0xff) << SHMEMI_CALL_TEAM_SHIFT | (n & SHMEMI_CALL_NUM_MASK);
 	__atomic_store_n(c, w & ~SHMEMI_CALL_IN_CALL, __ATOMIC_RELEASE);
-	__atomic_store_n(a + SHMEMI_CALL_WORD_OFF / 8, w, __ATOMIC_RELEASE);
+	__atomic_store_n(&a->word, w, __ATOMIC_RELEASE);
 }
 
 /* shmemi_call_leave marks this PE between calls again. */
 static inline void shmemi_call_leave(void)
 {
-	uint64_t *w = shmemi_call_area() + SHMEMI_CALL_WORD_OFF / 8;
+	uint64_t *w = &shmemi_call_area()->word;
 	__atomic_store_n(w, __atomic_load_n(w, __ATOMIC_RELAXED) & ~SHMEMI_CALL_IN_CALL, __ATOMIC_RELEASE);
 }
 
+/* PE pe's signal: its futex word and sleepers count (wait.go). */
 static inline uint32_t *shmemi_sigword(int pe)
 {
-	return (uint32_t *)(shmemi_L.cb_base + (uint64_t)pe * shmemi_L.cb_stride + shmemi_L.sig_word);
+	return &shmemi_ctl(pe)->sig.word;
 }
 
 static inline uint32_t *shmemi_sigsleepers(int pe)
 {
-	return (uint32_t *)(shmemi_L.cb_base + (uint64_t)pe * shmemi_L.cb_stride + shmemi_L.sig_sleepers);
+	return &shmemi_ctl(pe)->sig.sleepers;
 }
 
+/* The job's count of sleepers, in PE 0's control block. */
 static inline uint32_t *shmemi_job_sleeping(void)
 {
-	return (uint32_t *)(shmemi_L.cb_base + shmemi_L.sleeping);
+	return &shmemi_ctl(0)->sleeping;
 }
 
 /* shmemi_pause is the CPU's spin-wait hint, once (as the Go runtime's

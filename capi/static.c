@@ -165,7 +165,7 @@ int shmemi_static_init(void)
 		close(static_fd);
 		return 0;
 	}
-	struct pub *pub = symheapc_go_malloc(0, sizeof(struct pub), 0, 0, NULL, 0, err, sizeof err);
+	struct pub *pub = symheapc_go_malloc(SHMEMI_GO_MALLOC_PLAIN, sizeof(struct pub), 0, 0, NULL, 0, err, sizeof err);
 	if (pub == NULL)
 		shmemi_fatal(op, "publishing the static data window: %s", err);
 	pub->pid = getpid();

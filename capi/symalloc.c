@@ -63,24 +63,16 @@
 #include "shmem_internal.h"
 #include "shmemi_go.h"
 
-/* Call kinds, as the runtime's (symalloc.go). */
-enum { CALL_MALLOC = 1, CALL_CALLOC, CALL_ALIGN, CALL_HINTS, CALL_REALLOC, CALL_FREE };
-#define NO_OFF UINT64_MAX
-
-/* Kinds of symheapc_go_malloc. */
-enum { KIND_MALLOC, KIND_CALLOC, KIND_ALIGN, KIND_HINTS };
-
-/* A record, as the runtime's allocRecord. */
-struct rec {
-	uint64_t seq, call, kind, size, align, in, out, hints;
-};
+/* The records, their kinds (SHMEMI_ALLOC_CALL_*) and "no offset" are the
+ * runtime's (control.go, symalloc.go), in shmemi_formats.h. */
+#define NO_OFF SHMEMI_ALLOC_NO_OFF
 
 uint64_t shmemi_rec_nums[2];
 
-static struct rec *rec_of(int pe, uint64_t seq)
+/* rec_of is PE pe's record of phase seq: slot seq%2 of its two. */
+static struct shmemi_alloc_record *rec_of(int pe, uint64_t seq)
 {
-	return (struct rec *)(shmemi_L.cb_base + (uint64_t)pe * shmemi_L.cb_stride + shmemi_L.alloc_rec +
-			      (seq & 1) * shmemi_L.alloc_slot);
+	return &shmemi_ctl(pe)->alloc_rec[seq & 1].alloc_record;
 }
 
 /* ---- the lock of the calls (SHMEM_THREAD_MULTIPLE) ---- */
@@ -281,7 +273,10 @@ static int exchange(uint64_t kind, uint64_t size, uint64_t align, uint64_t in, u
 {
 	/* The call word (internal/calls): the runtime's checks in the wait
 	 * below then find a PE in another collective. */
-	shmemi_call_enter(kind == CALL_FREE ? SHMEMI_CALL_FREE : kind == CALL_CALLOC ? SHMEMI_CALL_CALLOC : SHMEMI_CALL_MALLOC, 0);
+	int call = kind == SHMEMI_ALLOC_CALL_FREE     ? SHMEMI_CALL_FREE
+		   : kind == SHMEMI_ALLOC_CALL_CALLOC ? SHMEMI_CALL_CALLOC
+						      : SHMEMI_CALL_MALLOC;
+	shmemi_call_enter(call, 0);
 	int agree = exchange_rec(kind, size, align, in, out, with_out, op, err, n);
 	shmemi_call_leave();
 	return agree;
@@ -292,10 +287,10 @@ static int exchange_rec(uint64_t kind, uint64_t size, uint64_t align, uint64_t i
 			const char *op, char *err, size_t n)
 {
 	int me = shmemi_L.me;
-	struct rec mine = {shmemi_rec_nums[0] + 1, shmemi_rec_nums[1] + 1, kind, size, align, in, out, 0};
+	struct shmemi_alloc_record mine = {shmemi_rec_nums[0] + 1, shmemi_rec_nums[1] + 1, kind, size, align, in, out, 0};
 	shmemi_rec_nums[0] = mine.seq;
 	shmemi_rec_nums[1] = mine.call;
-	struct rec *r = rec_of(me, mine.seq);
+	struct shmemi_alloc_record *r = rec_of(me, mine.seq);
 	/* The fields are published by the seq store below; readers load them
 	 * after they see seq. */
 	__atomic_store_n(&r->call, mine.call, __ATOMIC_RELAXED);
@@ -332,7 +327,7 @@ static int exchange_rec(uint64_t kind, uint64_t size, uint64_t align, uint64_t i
 	for (int p = 0; p < shmemi_L.npes; p++) {
 		if (p == me)
 			continue;
-		const struct rec *o = rec_of(p, mine.seq);
+		const struct shmemi_alloc_record *o = rec_of(p, mine.seq);
 		if (o->call != mine.call || o->kind != mine.kind || o->size != mine.size || o->align != mine.align ||
 		    o->in != mine.in || o->hints != mine.hints || (with_out && o->out != mine.out)) {
 			bad = 1;
@@ -385,14 +380,14 @@ void *shmemi_alloc(int kind, size_t size, size_t align, long hints, const char *
 	if (size == 0)
 		return NULL; /* OpenSHMEM: NULL, and no barrier */
 	lock_calls();
-	if (kind == KIND_MALLOC || kind == KIND_CALLOC) {
+	if (kind == SHMEMI_GO_MALLOC_PLAIN || kind == SHMEMI_GO_MALLOC_CALLOC) {
 		uint64_t off = cache_take(size);
 		if (off != NO_OFF) {
 			char *p = my_heap() + off;
-			if (kind == KIND_CALLOC)
+			if (kind == SHMEMI_GO_MALLOC_CALLOC)
 				memset(p, 0, size); /* before the exchange, after which others may put into it */
-			if (exchange(kind == KIND_MALLOC ? CALL_MALLOC : CALL_CALLOC, size, 1, NO_OFF, off, 1, op, err,
-				     sizeof err)) {
+			uint64_t call = kind == SHMEMI_GO_MALLOC_PLAIN ? SHMEMI_ALLOC_CALL_MALLOC : SHMEMI_ALLOC_CALL_CALLOC;
+			if (exchange(call, size, 1, NO_OFF, off, 1, op, err, sizeof err)) {
 				live_add(off, size | LIVE_CACHEABLE, op);
 				shmemi_bump(shmemi_L.stat_sym_allocs);
 				unlock_calls();
@@ -408,7 +403,7 @@ void *shmemi_alloc(int kind, size_t size, size_t align, long hints, const char *
 	int nc = take_cache();
 	void *p = symheapc_go_malloc(kind, size, align, hints, cache_off, nc, err, sizeof err);
 	if (p != NULL)
-		remember(p, size, kind == KIND_MALLOC || kind == KIND_CALLOC, op);
+		remember(p, size, kind == SHMEMI_GO_MALLOC_PLAIN || kind == SHMEMI_GO_MALLOC_CALLOC, op);
 	unlock_calls();
 	if (p == NULL && err[0])
 		shmemi_go_error(op, err); /* the documented result is NULL */
@@ -417,7 +412,7 @@ void *shmemi_alloc(int kind, size_t size, size_t align, long hints, const char *
 
 void *shmem_malloc(size_t size)
 {
-	return shmemi_alloc(KIND_MALLOC, size, 0, 0, "shmem_malloc");
+	return shmemi_alloc(SHMEMI_GO_MALLOC_PLAIN, size, 0, 0, "shmem_malloc");
 }
 
 void *shmem_calloc(size_t count, size_t size)
@@ -426,17 +421,17 @@ void *shmem_calloc(size_t count, size_t size)
 		fprintf(stderr, "symheap: shmem_calloc(%zu, %zu): the size overflows\n", count, size);
 		return NULL;
 	}
-	return shmemi_alloc(KIND_CALLOC, count * size, 0, 0, "shmem_calloc");
+	return shmemi_alloc(SHMEMI_GO_MALLOC_CALLOC, count * size, 0, 0, "shmem_calloc");
 }
 
 void *shmem_align(size_t alignment, size_t size)
 {
-	return shmemi_alloc(KIND_ALIGN, size, alignment, 0, "shmem_align");
+	return shmemi_alloc(SHMEMI_GO_MALLOC_ALIGN, size, alignment, 0, "shmem_align");
 }
 
 void *shmem_malloc_with_hints(size_t size, long hints)
 {
-	return shmemi_alloc(KIND_HINTS, size, 0, hints, "shmem_malloc_with_hints");
+	return shmemi_alloc(SHMEMI_GO_MALLOC_HINTS, size, 0, hints, "shmem_malloc_with_hints");
 }
 
 void *shmem_realloc(void *ptr, size_t size)
@@ -488,7 +483,7 @@ void shmem_free(void *ptr)
 		}
 		return;
 	}
-	if (!exchange(CALL_FREE, 0, 0, off, NO_OFF, 0, "shmem_free", err, sizeof err)) {
+	if (!exchange(SHMEMI_ALLOC_CALL_FREE, 0, 0, off, NO_OFF, 0, "shmem_free", err, sizeof err)) {
 		unlock_calls();
 		shmemi_go_error("shmem_free", err);
 		symheapc_go_global_exit(1);

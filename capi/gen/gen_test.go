@@ -12,7 +12,11 @@ import (
 // TestCurrent fails when the committed header or C file differs from what
 // the tables generate (run go generate ./capi/gen).
 func TestCurrent(t *testing.T) {
-	for name, want := range render() {
+	files, err := render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range files {
 		got, err := os.ReadFile(filepath.Join("..", "..", name))
 		if err != nil {
 			t.Fatal(err)
@@ -27,7 +31,10 @@ func TestCurrent(t *testing.T) {
 // has a definition, in the generated C file or in the hand-written ones:
 // a declared routine without one would be a link error for programs.
 func TestEveryPrototypeDefined(t *testing.T) {
-	files := render()
+	files, err := render()
+	if err != nil {
+		t.Fatal(err)
+	}
 	decl := regexp.MustCompile(`(?m)^[a-z_ A-Z0-9*]+?\b(_?[a-z_0-9]+)\((?:[^;]*)\)(?: __attribute__\(\([a-z]+\)\))?;$`)
 	var defs strings.Builder
 	defs.Write(files["capi/shmem_gen.c"])
@@ -82,5 +89,58 @@ func TestGenericsSelectBaseTypesOnce(t *testing.T) {
 		if len(gn.plain) == 0 {
 			t.Errorf("%s selects nothing", gn.name)
 		}
+	}
+}
+
+// TestCheckReportsStale: the check make build runs (gen -check) exits 1
+// naming a generated file that is not what the tables and the Go types
+// give, here the formats header with one offset changed by hand, and
+// leaves the file alone; without -check, gen writes it again.
+func TestCheckReportsStale(t *testing.T) {
+	files, err := render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	for name, data := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	if st := run(root, true, &out); st != 0 {
+		t.Fatalf("gen -check on current files: status %d, %s", st, out.String())
+	}
+	const name = "capi/shmemi_formats.h"
+	path := filepath.Join(root, name)
+	good := files[name]
+	from, to := "offsetof(struct shmemi_alloc_record, out) == 48", "offsetof(struct shmemi_alloc_record, out) == 56"
+	if !bytes.Contains(good, []byte(from)) {
+		t.Fatalf("%s has no %q: the test's edit does not apply", name, from)
+	}
+	stale := bytes.Replace(good, []byte(from), []byte(to), 1)
+	if err := os.WriteFile(path, stale, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if st := run(root, true, &out); st != 1 {
+		t.Errorf("gen -check on a stale %s: status %d, want 1", name, st)
+	}
+	if want := "gen: " + name + " is not current: run go generate ./capi/gen\n"; out.String() != want {
+		t.Errorf("gen -check said %q, want %q", out.String(), want)
+	}
+	if b, _ := os.ReadFile(path); !bytes.Equal(b, stale) {
+		t.Errorf("gen -check changed %s", name)
+	}
+	out.Reset()
+	if st := run(root, false, &out); st != 0 {
+		t.Fatalf("gen: status %d, %s", st, out.String())
+	}
+	if b, _ := os.ReadFile(path); !bytes.Equal(b, good) {
+		t.Errorf("gen did not write %s again", name)
 	}
 }

@@ -4,22 +4,26 @@
 // carries, once at shmem_init, what they need to know of a PE's view of
 // it, in plain values, and the few runtime actions the C side must ask
 // of the root that its public API does not offer. The root fills Describe
-// and its companions from an init function; nothing else imports it.
+// and its companions from an init function.
+//
+// It also holds the registry of the formats the C library shares with the
+// runtime (format.go): the root and the layers that own such a format
+// register its Go type, from which capi/gen generates the C declarations.
 package cabi
 
 import "unsafe"
 
 // Layout is what the C fast paths read: where the segment is, where each
-// partition and control block lies, and where the words of the wake-up
-// protocol are (see the root's wait.go).
+// partition and control block lies, the pacing of waits and this PE's
+// counters. What lies where inside a control block is not here: the
+// formats are the Go types themselves, generated into
+// capi/shmemi_formats.h (format.go).
 type Layout struct {
 	Base, WBase                unsafe.Pointer // the segment as mapped here; where the runtime writes other PEs' heaps
 	PartOff, PartStride        uint64         // partition p begins at Base+PartOff+p*PartStride, with its symmetric heap
 	HeapSize                   uint64
 	CBBase                     unsafe.Pointer // PE 0's control block; PE p's is CBStride bytes further per PE
 	CBStride                   uint64
-	SigWord, SigSleepers       uint64 // offsets in a control block of the signal's futex word and sleepers count
-	Sleeping                   uint64 // offset in PE 0's control block of the job's sleepers count
 	StatPuts, StatGets, StatAt unsafe.Pointer
 	Rank, NPEs                 int
 	MembarrierReady            bool // puts need no fence (wait.go)
@@ -28,10 +32,7 @@ type Layout struct {
 	Polls, Yields              int   // the pacing of waits for other processes (shmsync.Pace)
 	YieldNs                    int64 // the yields go on this long at least (shmsync.YieldSpan; 0: just count them)
 	Settle                     int   // pauses between a pair barrier's publication and its first look (shmsync.SettlePolls)
-	// The collective allocation records (the root's symalloc.go): their
-	// offset in a control block and the bytes of each of a PE's two
-	// slots; and this PE's counts of collective allocations and frees.
-	AllocRec, AllocSlot         uint64
+	// This PE's counts of collective allocations and frees.
 	StatSymAllocs, StatSymFrees unsafe.Pointer
 	// Calls is the offset in a control block of the call words' area
 	// (internal/calls), where the C library publishes its collective

@@ -1,0 +1,20 @@
+package team
+
+import (
+	"reflect"
+
+	"github.com/symheap/symheap/internal/cabi"
+)
+
+// The post lines as the C library lays them out too (capi/coll.c): a post
+// line is postLine, and its block of a PE's post lines is a teamSlot from
+// its post lines on (post, gather, done, sync), generated into
+// capi/shmemi_formats.h from these types (internal/cabi, capi/gen).
+func init() {
+	cabi.RegisterStruct(cabi.Struct{Name: "post_block", Type: reflect.TypeFor[teamSlot](), From: "post",
+		Doc: "a PE's post lines (internal/team, teamSlot from post on; \"Post lines\" in team.go, post.go)"})
+	cabi.RegisterConst("POST_RING", postRing, "post lines of a PE's ring for small broadcasts")
+	cabi.RegisterConst("POST_DATA", postData, "bytes a post line carries: broadcasts and reductions of at most this many go through post lines")
+	cabi.RegisterConst("POST_AHEAD", postAhead, "calls ahead a reader of a root's ring asks for a line")
+	cabi.RegisterConst("POST_DONE_PAUSES", donePauses, "pauses between a waiting root's reads of a done line")
+}
