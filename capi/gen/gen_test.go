@@ -144,3 +144,29 @@ func TestCheckReportsStale(t *testing.T) {
 		t.Errorf("gen did not write %s again", name)
 	}
 }
+
+// TestGeneratedLine: every generated file says so near its top, in the
+// line Go's tools look for (after a build constraint and blank lines
+// only), written as a comment C99 and C++ accept.
+func TestGeneratedLine(t *testing.T) {
+	files, err := render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := regexp.MustCompile(`^// Code generated .* DO NOT EDIT\.$`)
+	for name, data := range files {
+		found := false
+		for _, line := range strings.Split(string(data), "\n") {
+			if mark.MatchString(line) {
+				found = true
+				break
+			}
+			if line != "" && !strings.HasPrefix(line, "//go:build ") {
+				break
+			}
+		}
+		if !found {
+			t.Errorf("%s does not begin with a line matching %s", name, mark)
+		}
+	}
+}
