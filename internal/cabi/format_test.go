@@ -50,7 +50,7 @@ func TestCStructs(t *testing.T) {
 	l := ls[1]
 	for _, c := range []struct {
 		c, goName, elem string
-		dims          []int
+		dims            []int
 	}{
 		{"x", "x", "uint64_t", nil},
 		{"small", "small", "unsigned char", nil},
