@@ -94,6 +94,10 @@ extern uint64_t shmemi_rec_nums[2];
 void shmemi_fatal(const char *op, const char *fmt, ...)
 	__attribute__((noreturn, format(printf, 2, 3), cold));
 char *shmemi_addr_slow(const void *p, size_t n, int pe, const char *op);
+/* addr.c: the static data's copy of PE pe, or NULL; and where the n bytes
+ * at p lie: 1, the heap (*off its offset), 2, static data, 0, neither. */
+char *shmemi_static_addr(const void *p, size_t n, int pe);
+int shmemi_locate(const void *p, size_t n, uint64_t *off);
 void shmemi_need_init(const char *op);
 void shmemi_go_error(const char *op, const char *err); /* an error the Go runtime returned, with its call */
 void *shmemi_alloc(int kind, size_t size, size_t align, long hints, const char *op); /* symalloc.c */
