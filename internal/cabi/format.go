@@ -118,7 +118,6 @@ type Field struct {
 	Size uint64 // bytes in all (every element of an array)
 	Elem string // C type of one element: uint64_t, unsigned char, struct shmemi_x, ...
 	Dims []int  // array dimensions, outermost first
-	Sub  *CStruct
 }
 
 // CStructs lays out structs and every struct they hold, each once, those
@@ -216,11 +215,11 @@ func (w *walker) layout(t reflect.Type, name string, first int, base uint64) (*C
 				f.Dims = append(f.Dims, et.Len())
 				et = et.Elem()
 			}
-			elem, sub, err := w.elem(et)
+			elem, err := w.elem(et)
 			if err != nil {
 				return nil, fmt.Errorf("%v.%s: %w", t, sf.Name, err)
 			}
-			f.Elem, f.Sub = elem, sub
+			f.Elem = elem
 		}
 		l.Fields = append(l.Fields, f)
 		end = off + f.Size
@@ -242,24 +241,24 @@ var scalars = map[reflect.Kind]string{
 }
 
 // elem returns the C type of a field's element type.
-func (w *walker) elem(t reflect.Type) (string, *CStruct, error) {
+func (w *walker) elem(t reflect.Type) (string, error) {
 	if t.PkgPath() == "sync/atomic" {
 		if c, ok := atomics[t.Name()]; ok {
-			return c, nil, nil
+			return c, nil
 		}
-		return "", nil, fmt.Errorf("%v cannot be shared with C", t)
+		return "", fmt.Errorf("%v cannot be shared with C", t)
 	}
 	if c, ok := scalars[t.Kind()]; ok {
-		return c, nil, nil
+		return c, nil
 	}
 	if t.Kind() != reflect.Struct || t.Name() == "" {
-		return "", nil, fmt.Errorf("%v (%v) cannot be shared with C: fixed-width integers, floats, sync/atomic integers, arrays and named structs only", t, t.Kind())
+		return "", fmt.Errorf("%v (%v) cannot be shared with C: fixed-width integers, floats, sync/atomic integers, arrays and named structs only", t, t.Kind())
 	}
 	l, err := w.named(t)
 	if err != nil {
-		return "", nil, err
+		return "", err
 	}
-	return "struct shmemi_" + l.Name, l, nil
+	return "struct shmemi_" + l.Name, nil
 }
 
 // snake turns a Go name into a C one: allocRec -> alloc_rec, CBOff -> cb_off.
