@@ -54,8 +54,18 @@ func launcherMiddle() int {
 		cmd.Env = append(env, launcherRole+"=pe", "OMPI_MCA_ess_base_jobid="+job,
 			fmt.Sprintf("OMPI_COMM_WORLD_RANK=%d", r), fmt.Sprintf("OMPI_COMM_WORLD_SIZE=%d", n),
 			fmt.Sprintf("OMPI_COMM_WORLD_LOCAL_RANK=%d", r), fmt.Sprintf("OMPI_COMM_WORLD_LOCAL_SIZE=%d", n))
-		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-		if err := cmd.Start(); err != nil {
+		// Each PE's stderr goes to a file of its own, set here rather
+		// than by the PE after Init (whose launcher watch may write to
+		// os.Stderr at any time).
+		errFile, err := os.Create(filepath.Join(os.Getenv("LAUNCHER_TEST_DIR"), fmt.Sprintf("pe-%d.err", r)))
+		if err != nil {
+			fmt.Println("middle:", err)
+			return 1
+		}
+		cmd.Stdout, cmd.Stderr = os.Stdout, errFile
+		err = cmd.Start()
+		errFile.Close()
+		if err != nil {
 			fmt.Println("middle:", err)
 			return 1
 		}
@@ -72,9 +82,6 @@ func launcherPE() int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "pe:", err)
 		return 1
-	}
-	if f, err := os.Create(filepath.Join(os.Getenv("LAUNCHER_TEST_DIR"), fmt.Sprintf("pe-%d.err", pe.Rank()))); err == nil {
-		os.Stderr = f
 	}
 	fmt.Printf("ready %s %d\n", pe.Job(), os.Getpid())
 	for {

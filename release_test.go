@@ -3,13 +3,14 @@ package symheap
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/msg"
 	"github.com/symheap/symheap/internal/petest"
 	"github.com/symheap/symheap/internal/release"
+	"github.com/symheap/symheap/internal/shmsync"
 	"github.com/symheap/symheap/memhook"
 	"github.com/symheap/symheap/rcache"
 )
@@ -187,7 +188,7 @@ func checkReleaseCache(t *testing.T, pe *PE) {
 }
 
 // checkReleaseIdle: a PE whose monitor listens but never syncs holds up
-// nobody. PE 0 releases many more blocks than a ring holds while the
+// nobody (the releasing PE never sleeps in a wait while it releases). PE 0 releases many more blocks than a ring holds while the
 // others sit in a barrier; their next Sync then hears of everything (the
 // overflow event covers the whole segment).
 func checkReleaseIdle(t *testing.T, pe *PE) {
@@ -197,7 +198,10 @@ func checkReleaseIdle(t *testing.T, pe *PE) {
 	barrier(t, pe)
 	var first uint64
 	if me == 0 {
-		start := time.Now()
+		// Held up by nobody: no wait of this PE's sleeps while it
+		// releases (a release that waited for the listeners would).
+		var sleeps atomic.Int64
+		restore := shmsync.TraceSleeps(func(shmsync.Sleep) { sleeps.Add(1) })
 		for i := range 3 * release.Slots {
 			off := must(pe.ext.shared.alloc(64, 16))
 			if i == 0 {
@@ -205,8 +209,9 @@ func checkReleaseIdle(t *testing.T, pe *PE) {
 			}
 			ok(t, pe.ext.shared.free(0, off))
 		}
-		if d := time.Since(start); d > 5*time.Second {
-			t.Errorf("%d shared alloc+free pairs with idle listeners took %v", 3*release.Slots, d)
+		restore()
+		if n := sleeps.Load(); n != 0 {
+			t.Errorf("%d shared alloc+free pairs with idle listeners slept %d times waiting", 3*release.Slots, n)
 		}
 	}
 	first = shareOff(t, pe, 0, first)
