@@ -758,15 +758,13 @@ func (pe *PE) farBarrier() error {
 	if f.leader {
 		var lost int
 		lost, err = f.leaderBarrier()
-		switch {
-		case errors.Is(err, ErrDiverged):
-			// Seq-cst store; the node's PEs load it after the second
-			// meeting below. No PE is lost: nothing to announce.
-			pe.ctl[pe.rank].farLost.Store(farLostDiverged)
-		case err != nil:
-			pe.farAnnounce(lost)
-			// Seq-cst store, as above.
-			pe.ctl[pe.rank].farLost.Store(int64(lost) + 2)
+		if err != nil {
+			if !errors.Is(err, ErrDiverged) { // a divergence loses no PE
+				pe.farAnnounce(lost)
+			}
+			// Left for the node's PEs, which load it after the second
+			// meeting below.
+			pe.nodeFail(lost, err)
 		}
 	}
 	if err2 := pe.seg.BarrierCheck(sameCall); err == nil && err2 != nil {

@@ -479,15 +479,7 @@ func sizeName(n int64) string {
 // printTargetSummary is the line printed instead of the targets table
 // (which --targets or --peers prints).
 func printTargetSummary(w io.Writer, rep *benchReport) {
-	pass, fail := 0, 0
-	for _, t := range rep.Targets {
-		switch t.Status {
-		case "pass":
-			pass++
-		case "FAIL":
-			fail++
-		}
-	}
+	pass, fail := targetCounts(rep)
 	fmt.Fprintf(w, "\n# targets: %d met, %d missed, %d need a peer to measure (symheap bench --peers runs them; --targets shows the table)\n",
 		pass, fail, len(rep.Targets)-pass-fail)
 }
@@ -495,7 +487,6 @@ func printTargetSummary(w io.Writer, rep *benchReport) {
 func printTargets(w io.Writer, rep *benchReport) {
 	fmt.Fprintf(w, "\n# Targets: ratio = ours/theirs (median of %d round(s)); for bandwidth over several sizes, the worst\n", rep.Settings.Rounds)
 	var rows [][]string
-	pass, fail := 0, 0
 	for _, t := range rep.Targets {
 		ratio, at, figs := "-", "", ""
 		if t.Status != "n/a" {
@@ -503,12 +494,6 @@ func printTargets(w io.Writer, rep *benchReport) {
 			figs = fmt.Sprintf("%s vs %s %s", fmtValue(t.Ours, t.Unit), fmtValue(t.Theirs, t.Unit), t.Unit)
 		} else {
 			figs = t.Reason
-		}
-		switch t.Status {
-		case "pass":
-			pass++
-		case "FAIL":
-			fail++
 		}
 		rows = append(rows, []string{t.Name, t.Want, ratio, at, t.Status, figs})
 	}
@@ -522,5 +507,20 @@ func printTargets(w io.Writer, rep *benchReport) {
 	for _, r := range rows {
 		fmt.Fprintf(w, "%-*s  %-*s  %*s  %-*s  %-*s  %s\n", widths[0], r[0], widths[1], r[1], widths[2], r[2], widths[3], r[3], widths[4], r[4], r[5])
 	}
+	pass, fail := targetCounts(rep)
 	fmt.Fprintf(w, "# %d pass, %d fail, %d not measured\n", pass, fail, len(rep.Targets)-pass-fail)
+}
+
+// targetCounts counts the targets met and missed (the rest were not
+// measured).
+func targetCounts(rep *benchReport) (pass, fail int) {
+	for _, t := range rep.Targets {
+		switch t.Status {
+		case "pass":
+			pass++
+		case "FAIL":
+			fail++
+		}
+	}
+	return pass, fail
 }

@@ -463,7 +463,10 @@ func StatusWords(code int) string {
 	}
 }
 
-// OK reports whether the campaign met every bound.
-func (r Report) OK() bool {
-	return r.Survivors == 0 && r.SegmentsLeft == 0 && r.BadStatus == 0 && r.TooSlow == 0 && r.NoStart == 0
+// Failures counts the campaign's failures of every kind.
+func (r Report) Failures() int {
+	return r.Survivors + r.SegmentsLeft + r.BadStatus + r.TooSlow + r.NoStart
 }
+
+// OK reports whether the campaign met every bound.
+func (r Report) OK() bool { return r.Failures() == 0 }

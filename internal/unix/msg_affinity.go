@@ -14,14 +14,15 @@ import (
 // them. It is for benchmarks, which compare with launchers that bind their
 // ranks to cores (mpirun does by default). It returns the CPU chosen.
 func PinProcess(n int) (int, error) {
-	_, cpus, err := allowedCPUs()
-	if err != nil {
-		return -1, err
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+		return -1, fmt.Errorf("sched_getaffinity: %w", err)
 	}
-	if len(cpus) == 0 {
+	count := allowed.Count()
+	if count == 0 {
 		return -1, fmt.Errorf("sched_getaffinity: no CPU allowed")
 	}
-	cpu := cpus[n%len(cpus)]
+	cpu := nthCPU(&allowed, n%count)
 	var one unix.CPUSet
 	one.Set(cpu)
 	tasks, err := os.ReadDir("/proc/self/task")
@@ -83,20 +84,4 @@ func nthCPU(set *unix.CPUSet, i int) int {
 		}
 	}
 	return -1
-}
-
-// allowedCPUs returns the CPUs the calling thread may run on, as a set and
-// in increasing order.
-func allowedCPUs() (unix.CPUSet, []int, error) {
-	var allowed unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
-		return allowed, nil, fmt.Errorf("sched_getaffinity: %w", err)
-	}
-	var cpus []int
-	for c := 0; c < len(allowed)*64; c++ {
-		if allowed.IsSet(c) {
-			cpus = append(cpus, c)
-		}
-	}
-	return allowed, cpus, nil
 }

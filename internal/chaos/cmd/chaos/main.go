@@ -90,8 +90,7 @@ func progress(name string, runs int, start time.Time, verbose bool) func(int, ch
 		}
 		spent := time.Since(start)
 		left := time.Duration(float64(spent) / float64(done) * float64(runs-done))
-		failed := r.Survivors + r.SegmentsLeft + r.BadStatus + r.TooSlow + r.NoStart
 		fmt.Printf("   %s: %d of %d runs, %d failed so far, %v spent, about %v left\n",
-			name, done, runs, failed, spent.Round(time.Second), left.Round(time.Second))
+			name, done, runs, r.Failures(), spent.Round(time.Second), left.Round(time.Second))
 	}
 }
