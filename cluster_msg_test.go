@@ -79,7 +79,7 @@ var tagSendLine = regexp.MustCompile(`(?m)^#?\s*tag_send:\s*(.*)$`)
 // matrixBounds returns the sizes at which the endpoint to peer changes
 // protocol, from its tag_send line, and the line itself.
 func matrixBounds(t *testing.T, pe *PE, peer int) ([]int, string) {
-	info, err := pe.farL.w.EndpointInfo(peer)
+	info, err := pe.farL.net.Describe(peer)
 	if err != nil {
 		t.Fatalf("endpoint to PE %d: %v", peer, err)
 	}
@@ -290,7 +290,7 @@ func checkClusterMessageMatrix(t *testing.T, pe *PE) {
 	run := func(mode matrixMode, n int) {
 		cases++
 		m.tag = 1000 + cases
-		m.name = fmt.Sprintf("case %d (%s, %d B, tag %d, PE %d with PE %d, peer errors %v)", cases, mode.name, n, m.tag, me, peer, pe.farL.w.PeerErrors())
+		m.name = fmt.Sprintf("case %d (%s, %d B, tag %d, PE %d with PE %d, peer errors %v)", cases, mode.name, n, m.tag, me, peer, pe.set.peerErrors)
 		// Deferred: a case that fails (t.Fatal) must not be taken for a
 		// hang while the PE closes.
 		defer m.watchdog()()

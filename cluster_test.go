@@ -199,7 +199,7 @@ var clusterChecks = []struct {
 	{"exit", checkGlobalExit},
 	{"othercall", checkClusterOtherCall},
 	{"noerrmode", func(t *testing.T, pe *PE) {
-		if pe.farL.w.PeerErrors() {
+		if pe.set.peerErrors {
 			t.Errorf("%s=%q, but the endpoints have UCX's peer error handling", config.EnvUCXPeerErrors, os.Getenv(config.EnvUCXPeerErrors))
 		}
 	}},

@@ -1,5 +1,3 @@
-//go:build ucx
-
 package symheap
 
 import (
@@ -12,7 +10,7 @@ import (
 	"github.com/symheap/symheap/internal/team"
 )
 
-// Teams and collectives in a job that spans nodes (far_ucx.go).
+// Teams and collectives in a job that spans nodes (far_net.go).
 //
 // The team layer (internal/team) synchronises through words in the
 // node's segment, which PEs of other nodes never see. In a job that spans

@@ -23,10 +23,10 @@ type control struct {
 	// before-exit step (cabi.BeforeExit) on a GlobalExit.
 	exitReady atomic.Uint32
 
-	// Multi-node jobs (far_ucx.go): set by this node's leader when its
+	// Multi-node jobs (far_net.go): set by this node's leader when its
 	// cross-node barrier found a PE lost, to 2 + that PE's rank (1: not
 	// known which); loaded by the node's PEs after the barrier.
-	farLost atomic.Int64 //lint:ignore U1000 used by the ucx build (far_ucx.go); the layout is the same in both
+	farLost atomic.Int64
 
 	_ [32]byte
 

@@ -1,9 +1,11 @@
 package symheap
 
 import (
+	"strconv"
 	"sync/atomic"
 
 	"github.com/symheap/symheap/internal/core"
+	"github.com/symheap/symheap/internal/transport"
 )
 
 // farJob is the process's PE while it belongs to a job that spans nodes
@@ -12,20 +14,16 @@ import (
 var farJob atomic.Pointer[PE]
 
 // farSyncArea holds each PE's words of the node part of a split team's
-// barrier in a job on several nodes (far_ucx.go, farTeamSync): two uint32
-// per PE of the job. It is registered in every build, so that the
-// control blocks are laid out alike whether or not the ucx build made
-// the segment, and the default build's `symheap stat` can read a node's
-// segment of a job on several nodes.
-//
-//lint:ignore U1000 used by the ucx build (far_ucx.go); registered in both so the layouts agree
+// barrier in a job on several nodes (far_net.go, farTeamSync): two uint32
+// per PE of the job. It is registered in every job, so that the control
+// blocks of a job on one node and of one on several are laid out alike.
 var farSyncArea = core.RegisterArea("farsync", func(npes int) uint64 { return uint64(npes) * 8 })
 
 // Placement: where each PE runs. A job on one node (shrun, or any
-// launcher without PMIx, or the default build) has every PE on node 0.
-// In the ucx build under a PMIx launcher, PMIx tells the node of every PE
-// (far_ucx.go), the PEs of one node share the node's segment, and PEs of
-// other nodes are reached through UCX (transport.go).
+// launcher without a bootstrap) has every PE on node 0. Under a
+// bootstrap (PMIx, the rendezvous), it tells the node of every PE
+// (far_net.go), the PEs of one node share the node's segment, and PEs of
+// other nodes are reached through the transport (transport.go).
 
 // topology is the job's placement, as the launcher reported it.
 type topology struct {
@@ -71,4 +69,25 @@ func (pe *PE) NodePEs() []int {
 		return nil
 	}
 	return append([]int(nil), pe.topo.local...)
+}
+
+// whoOf is what the launcher's variables say of this PE's place in the
+// whole job, for a bootstrap (transport.Who): Open MPI's, PMI's and
+// Slurm's world rank and size; a job's own otherwise.
+func whoOf(j *job, getenv func(string) string) transport.Who {
+	vars := map[string][2]string{
+		"Open MPI": {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+		"PMI":      {"PMI_RANK", "PMI_SIZE"},
+		"Slurm":    {"SLURM_PROCID", "SLURM_NTASKS"},
+	}
+	w := transport.Who{Rank: j.rank, Size: j.npes, Job: j.id}
+	if v, ok := vars[j.source]; ok {
+		r, err1 := strconv.Atoi(getenv(v[0]))
+		n, err2 := strconv.Atoi(getenv(v[1]))
+		if err1 != nil || err2 != nil {
+			r, n = -1, -1
+		}
+		w.Rank, w.Size = r, n
+	}
+	return w
 }

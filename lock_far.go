@@ -1,5 +1,3 @@
-//go:build ucx
-
 package symheap
 
 import (
@@ -12,7 +10,7 @@ import (
 // (AtomicFetchAdd and friends route to it). Atomics on the word from PE
 // 0's node (CPU atomics) and from other nodes (the transport's) mix
 // correctly: over TCP, UCX performs them at PE 0 with the same locked
-// instructions (far_ucx.go, "Atomics"). A far waiter cannot sleep on PE
+// instructions (far_net.go, "Atomics"). A far waiter cannot sleep on PE
 // 0's futex, so it polls the word, backing off from 20 µs to 1 ms, and
 // checks every PE's liveness every SleepSlice.
 

@@ -52,7 +52,7 @@ func (pe *PE) Send(buf []byte, dest, tag int) error {
 		return err
 	}
 	if pe.farL != nil {
-		return pe.farMsgSend(buf, dest, tag) // a job on several nodes: msg_far_ucx.go
+		return pe.farMsgSend(buf, dest, tag) // a job on several nodes: msg_far.go
 	}
 	return pe.ext.msg.Send(buf, dest, tag)
 }

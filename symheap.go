@@ -5,11 +5,12 @@
 // heap whose blocks any PE may use and free, and single-copy message
 // passing on top of it.
 //
-// Built with the tag ucx, the job may also span nodes: under a PMIx
-// launcher the PEs of each node share that node's segment and reach the
-// other nodes' PEs through UCX (far.go, far_ucx.go, transport.go); Ptr
-// then returns nil for a PE on another node, and Node, Nodes and NodePEs
-// tell where each PE runs.
+// The job may also span nodes: the PEs of each node share that node's
+// segment and reach the other nodes' PEs through a transport (TCP in every
+// build, joined by a rendezvous at SYMHEAP_BOOT; UCX under a PMIx launcher
+// when built with the tag ucx; far.go, far_net.go, transport.go); Ptr then
+// returns nil for a PE on another node, and Node, Nodes and NodePEs tell
+// where each PE runs.
 //
 // A program calls Init, which joins the job its launcher describes (shrun,
 // Open MPI, PMI or Slurm; a lone PE when none), allocates symmetric objects
@@ -60,11 +61,14 @@
 //	internal/team       teams and collectives: Split, Sync, PE.Barrier's
 //	                    full barrier, Broadcast, Reduce, FCollect, AllToAll
 //	                    (team.go and collective.go are its API here)
-//	internal/transport  the seam where a transport to other nodes plugs in
+//	internal/transport  the seam where a transport to other nodes plugs in:
+//	                    Remote, Net (one-sided and tagged), Bootstrap, and
+//	                    their registries
+//	internal/tcp        the pure-Go transport and rendezvous bootstrap
 //	internal/cabi       what the C library (capi, libsymheap) reads of a PE
 //	                    once at shmem_init, and the runtime steps it asks for
-//	internal/ucx,       cgo bindings of UCX's UCP and of PMIx, in the ucx
-//	internal/pmix       build only (far_ucx.go is their user here)
+//	internal/ucx,       UCX's UCP and PMIx as a transport and a bootstrap
+//	internal/pmix       (cgo), in the ucx build only
 //	internal/core       the segment as the runtime sees it: layout, typed
 //	                    offsets, the one address translator, control-block areas
 //	internal/segment    the shared segment: create or attach, same-address
@@ -149,7 +153,7 @@ type PE struct {
 	calls *calls.Tracker
 
 	topo topology  // where every PE runs (far.go)
-	farL *farLayer // PEs on other nodes (far_ucx.go); nil when the job is one node's
+	farL *farLayer // PEs on other nodes (far_net.go); nil when the job is one node's
 
 	// monitorRestore puts back the runtime monitor thread's timer slack
 	// (quietMonitor); nil when Init left it alone.
@@ -437,14 +441,14 @@ func (pe *PE) GlobalExit(code int) {
 	// signal's.
 	ossignal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	if !pe.closed.Load() {
-		pe.farExit(code) // the PEs of other nodes (far_ucx.go)
+		pe.farExit(code) // the PEs of other nodes (far_net.go)
 	}
 	pe.nodeExit(code)
 }
 
 // nodeExit is GlobalExit on this node: it ends every PE of the node with
 // code, this one last. A PE that learns of another node's GlobalExit
-// calls it too (far_ucx.go), so that its node's PEs exit with the code
+// calls it too (far_net.go), so that its node's PEs exit with the code
 // rather than find it gone.
 func (pe *PE) nodeExit(code int) {
 	ossignal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)

@@ -41,7 +41,7 @@
 //	                           no lock)
 //	farMsgs.mu                 a job on several nodes: the lazily matched
 //	                           receives and the table of cross-node
-//	                           requests (msg_far_ucx.go); taken around the
+//	                           requests (msg_far.go); taken around the
 //	                           matching step, which takes the lock below
 //	msg.Layer.lock (msgLock)   the messaging tables; none of the locks
 //	                           below is taken under it (only the

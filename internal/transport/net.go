@@ -67,7 +67,8 @@ type Tagged interface {
 	// leaving it to be received. from (-1: any) and check are as for Recv.
 	Probe(tag, mask uint64, from int, check func() error) (stag uint64, n int, err error)
 	// RecvNB starts receiving the message with exactly tag (found by
-	// TryProbe or Probe) into buf.
+	// TryProbe or Probe) into buf. Its Req is never nil (a receive is
+	// reported complete by Test).
 	RecvNB(buf []byte, tag uint64) (Req, error)
 	// RecvMatch waits up to about a millisecond for a message matching
 	// tag under mask and receives it into buf if it fits in buf and is at

@@ -383,6 +383,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/symheap/symheap/internal/transport"
 )
 
 // Atomic operations (UCP's ucp_atomic_op_t).
@@ -395,30 +397,19 @@ const (
 	OpXor   = C.UCP_ATOMIC_OP_XOR
 )
 
-// ErrPeer wraps every failure of an operation on a peer: the connection
-// was lost, or the peer did not answer within the Worker's timeout.
-var ErrPeer = errors.New("ucx: peer failure")
+// The errors of operations on peers are the transport's (every transport
+// reports them alike).
+var (
+	ErrPeer    = transport.ErrPeer
+	ErrTimeout = transport.ErrTimeout
+)
 
-// ErrTimeout marks a peer that did not complete an operation in time.
-var ErrTimeout = errors.New("ucx: timed out")
+// PeerError is the failure of an operation on one peer.
+type PeerError = transport.PeerError
 
-// PeerError is the failure of an operation on one peer (Peer -1: on
-// the worker as a whole, a flush). It wraps ErrPeer, and ErrTimeout or
-// the UCS status.
-type PeerError struct {
-	Peer int
-	Op   string
-	Err  error
+func peerError(peer int, op string, err error) *PeerError {
+	return &PeerError{Peer: peer, Op: "ucx: " + op, Err: err}
 }
-
-func (e *PeerError) Error() string {
-	if e.Peer < 0 {
-		return fmt.Sprintf("ucx: %s: %v", e.Op, e.Err)
-	}
-	return fmt.Sprintf("ucx: %s (peer %d): %v", e.Op, e.Peer, e.Err)
-}
-
-func (e *PeerError) Unwrap() []error { return []error{ErrPeer, e.Err} }
 
 // Status is a UCS status as an error.
 type Status int
@@ -622,6 +613,15 @@ func (w *Worker) Address() ([]byte, error) {
 	return C.GoBytes(unsafe.Pointer(a), C.int(n)), nil
 }
 
+// RegisterBytes registers b (Register); an empty b registers nothing and
+// returns no key.
+func (w *Worker) RegisterBytes(b []byte) (rkey []byte, err error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	return w.Register(unsafe.Pointer(unsafe.SliceData(b)), uintptr(len(b)))
+}
+
 // Register registers n bytes at p (memory outside the Go heap: a shared
 // mapping) as the next region and returns its packed remote key.
 func (w *Worker) Register(p unsafe.Pointer, n uintptr) (rkey []byte, err error) {
@@ -656,7 +656,7 @@ func (w *Worker) ep(peer int) (*peerState, error) {
 	ps := &w.peers[peer]
 	if ps.ep != nil {
 		if st := C.sh_ep_failed(C.int(peer)); st != C.UCS_OK {
-			return nil, &PeerError{peer, "connection", Status(st)}
+			return nil, peerError(peer, "connection", Status(st))
 		}
 		if ps.ready {
 			return ps, nil
@@ -826,7 +826,7 @@ func (w *Worker) stuck(peer int, what string, start time.Time) error {
 		if w.Announced != nil {
 			return w.Announced(v)
 		}
-		return &PeerError{int(v), what, errors.New("announced lost by another peer")}
+		return peerError(int(v), what, errors.New("announced lost by another peer"))
 	}
 	if peer >= 0 {
 		if st := C.sh_ep_failed(C.int(peer)); st != C.UCS_OK {
@@ -843,13 +843,13 @@ func (w *Worker) stuck(peer int, what string, start time.Time) error {
 		if peer >= 0 {
 			who = fmt.Sprintf("peer %d", peer)
 		}
-		return &PeerError{peer, what, fmt.Errorf("%s has not answered for %v: %w", who, w.Timeout, ErrTimeout)}
+		return peerError(peer, what, fmt.Errorf("%s has not answered for %v: %w", who, w.Timeout, ErrTimeout))
 	}
 	return nil
 }
 
 func (w *Worker) peerErr(peer int, what string, st C.ucs_status_t) error {
-	return &PeerError{peer, what, Status(st)}
+	return peerError(peer, what, Status(st))
 }
 
 // Failed returns the first peer whose connection failed, if any.
@@ -858,7 +858,7 @@ func (w *Worker) Failed() (peer int, err error) {
 	defer w.mu.Unlock()
 	for p := range w.peers {
 		if st := C.sh_ep_failed(C.int(p)); st != C.UCS_OK {
-			return p, &PeerError{p, "connection", Status(st)}
+			return p, peerError(p, "connection", Status(st))
 		}
 	}
 	return -1, nil
@@ -1175,7 +1175,7 @@ func (w *Worker) Test(r *Req, peer int) (done bool, n int, err error) {
 		r.n = int(l)
 	}
 	if st != C.UCS_OK {
-		r.err = &PeerError{peer, "message", Status(st)}
+		r.err = peerError(peer, "message", Status(st))
 	}
 	return true, r.n, r.err
 }
@@ -1225,11 +1225,11 @@ func (w *Worker) Probe(tag, mask uint64, from int, check func() error) (uint64, 
 	}
 }
 
-// Outcomes of RecvMatch.
+// Outcomes of RecvMatch: transport.Match.
 const (
-	MatchNone     = 0 // nothing arrived within the slice
-	MatchReceived = 1 // received into the buffer
-	MatchOther    = 2 // a message arrived that does not qualify; it stays queued
+	MatchNone     = transport.MatchNone
+	MatchReceived = transport.MatchReceived
+	MatchOther    = transport.MatchOther
 )
 
 // RecvMatch waits up to about a millisecond, progressing the worker, for
@@ -1238,7 +1238,7 @@ const (
 // complete on arrival). It returns the outcome, and the message's tag and
 // length unless MatchNone; a failed receive's error names from. One call
 // into C for a small message's whole wait and receive.
-func (w *Worker) RecvMatch(buf []byte, tag, mask uint64, max, from int) (outcome int, stag uint64, n int, err error) {
+func (w *Worker) RecvMatch(buf []byte, tag, mask uint64, max, from int) (outcome transport.Match, stag uint64, n int, err error) {
 	w.lock()
 	defer w.mu.Unlock()
 	var t C.uint64_t
@@ -1246,9 +1246,9 @@ func (w *Worker) RecvMatch(buf []byte, tag, mask uint64, max, from int) (outcome
 	rc := C.sh_recv_match(w.w, w.efd, C.uint64_t(tag), C.uint64_t(mask), unsafe.Pointer(unsafe.SliceData(buf)),
 		C.size_t(min(len(buf), max)), 1, &t, &l)
 	if rc < 0 {
-		return MatchNone, 0, 0, &PeerError{from, "receive", Status(rc)}
+		return MatchNone, 0, 0, peerError(from, "receive", Status(rc))
 	}
-	return int(rc), uint64(t), int(l), nil
+	return transport.Match(rc), uint64(t), int(l), nil
 }
 
 // between is what a wait for a message does between two slices: it asks
@@ -1288,7 +1288,7 @@ func (w *Worker) Recv(buf []byte, tag, mask uint64, from int, check func() error
 	req := C.sh_tag_recv(w.w, unsafe.Pointer(unsafe.SliceData(buf)), C.size_t(len(buf)), C.uint64_t(tag), C.uint64_t(mask))
 	if C.sh_is_err(req) != 0 {
 		w.mu.Unlock()
-		return 0, 0, &PeerError{from, "receive", Status(C.sh_status(req))}
+		return 0, 0, peerError(from, "receive", Status(C.sh_status(req)))
 	}
 	for {
 		var stag C.uint64_t
@@ -1297,7 +1297,7 @@ func (w *Worker) Recv(buf []byte, tag, mask uint64, from int, check func() error
 		if st != C.UCS_INPROGRESS {
 			w.mu.Unlock()
 			if st != C.UCS_OK {
-				return int(n), uint64(stag), &PeerError{from, "receive", Status(st)}
+				return int(n), uint64(stag), peerError(from, "receive", Status(st))
 			}
 			return int(n), uint64(stag), nil
 		}
@@ -1350,3 +1350,6 @@ func (w *Worker) Close() {
 	C.ucp_cleanup(w.ctx)
 	C.free(unsafe.Pointer(w.scratch))
 }
+
+// addressOf is the address of b's first byte, as a peer names it.
+func addressOf(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }

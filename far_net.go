@@ -1,9 +1,6 @@
-//go:build ucx
-
 package symheap
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,64 +8,58 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/symheap/symheap/internal/cabi"
 	"github.com/symheap/symheap/internal/calls"
 	"github.com/symheap/symheap/internal/core"
-	"github.com/symheap/symheap/internal/pmix"
+	"github.com/symheap/symheap/internal/segment"
 	"github.com/symheap/symheap/internal/transport"
-	"github.com/symheap/symheap/internal/ucx"
 )
 
-// PEs on other nodes (build tag ucx).
+// PEs on other nodes, over a transport.Net (UCX in the ucx build, TCP in
+// every build) joined by a transport.Bootstrap (PMIx in the ucx build, a
+// rendezvous at SYMHEAP_BOOT in every build).
 //
 // # Bootstrap
 //
-// Under a PMIx launcher (mpirun, srun --mpi=pmix) Init asks PMIx for this
-// PE's rank, the job's size, the node of every PE (PMIX_NODEID) and the
-// PEs of this node (PMIX_LOCAL_PEERS). The PEs of a node share the node's
-// segment, which keeps the job's numbering: every node's segment has a
-// control block and a partition slot for every PE of the job, and only
-// the node's own PEs attach and back theirs (segment.Params.Local). So a
-// rank, a heap offset and a control-block offset mean the same on every
-// node, and the layers above index every PE alike.
+// Init asks the bootstrap for this PE's rank, the job's size and the
+// node of every PE. The PEs of a node share the node's segment, which
+// keeps the job's numbering: every node's segment has a control block and
+// a partition slot for every PE of the job, and only the node's own PEs
+// attach and back theirs (segment.Params.Local). So a rank, a heap offset
+// and a control-block offset mean the same on every node, and the layers
+// above index every PE alike.
 //
-// A job whose PEs are all on one node stops there: no UCX. Otherwise
-// every PE
-//
-//  1. opens a UCP worker and registers two regions, once: its symmetric
-//     heap (the target of puts, gets and atomics) and the node's control
-//     blocks (which a wait pings to tell a stopped PE from a busy one);
-//     allocation never registers anything;
-//  2. publishes its worker address, the two base addresses and the two
-//     packed remote keys with one PMIx_Put, one PMIx_Commit and one
-//     collecting PMIx_Fence (which is also the cross-node part of Init's
-//     barrier: every heap is formatted before it);
-//  3. reads the other nodes' PEs' records; endpoints and remote keys are
-//     made lazily, on the first operation to a PE, so start-up costs the
-//     fence and nothing per PE. The first operation to a PE waits one
-//     round trip more, in which UCX completes the endpoint's wireup
-//     (internal/ucx, Worker.settle: UCX 1.13's TCP transport crashes a
-//     worker that gets bytes behind a wireup request).
+// A job whose PEs are all on one node stops there: no transport.
+// Otherwise every PE opens the transport (startFar), which registers two
+// regions, once: its symmetric heap (the target of puts, gets and
+// atomics) and the node's control blocks (which a wait pings to tell a
+// stopped PE from a busy one); allocation never registers anything. The
+// transport publishes what its peers need through the bootstrap and
+// fences (the cross-node part of Init's barrier: every heap is formatted
+// before it). Connections are made lazily, on the first operation to a
+// PE, so start-up costs the fence and nothing per PE.
 //
 // # Progress
 //
-// Over TCP, UCX performs puts and atomics at the target in software, when
-// the target's worker progresses. Every blocking operation progresses
-// while it waits; every wait of the runtime progresses in its condition
+// Over a network without remote memory access (UCX over TCP), puts and
+// atomics are performed at the target in software, when the target's
+// transport progresses. Every blocking operation progresses while it
+// waits; every wait of the runtime progresses in its condition
 // (WaitUntil, the allocation records, the barrier); and a progress
-// goroutine sleeps on the worker's event descriptor, so a PE busy in its
-// own code, or asleep in a futex wait, still serves the others. After
+// goroutine sleeps in Net.Sleep until something arrives, so a PE busy in
+// its own code, or asleep in a futex wait, still serves the others. After
 // each wake-up the goroutine wakes this PE's sleepers, whose condition
-// may have been changed by what it processed, and matches the receives
-// that wait to be matched (msg_far_ucx.go, progressMatch): a sender of a
-// rendezvous message waits for its receiver's UCX receive, which must not
+// may have been changed by what arrived, and matches the receives that
+// wait to be matched (msg_far.go, progressMatch): a sender of a
+// rendezvous message waits for its receiver's receive, which must not
 // wait in turn for the receiving PE to call a message function.
 //
 // # Barrier
 //
 // PE.Barrier and the world team's Sync are hierarchical: every PE
-// completes its operations (Quiet, a UCX flush), the node's PEs meet in
-// the segment's barrier, the node's lowest rank (its leader) runs a
-// dissemination barrier with the other nodes' leaders over UCX tagged
+// completes its operations (Quiet, a flush), the node's PEs meet in the
+// segment's barrier, the node's lowest rank (its leader) runs a
+// dissemination barrier with the other nodes' leaders over tagged
 // messages (ceil(log2 nodes) rounds), and the node's PEs meet again. A
 // leader that finds a PE lost leaves the rank in its control block
 // (control.farLost) before the second meeting, so that every PE of the
@@ -78,48 +69,47 @@ import (
 // # Atomics
 //
 // An atomic on a PE of this node is a CPU atomic on the shared segment;
-// one on a PE of another node is a UCX atomic, which over TCP the
-// target's worker performs with the same locked CPU instructions
-// (UCX's software atomics) on the same coherent memory. The two kinds are
-// atomic with respect to each other. On a NIC with hardware atomics they
-// would not be (the NIC's atomics are not atomic with the CPU's); this
-// build uses UCX's software atomics only, which is what TCP provides.
+// one on a PE of another node is the transport's, which both UCX over
+// TCP (its software atomics) and the TCP transport perform at the target
+// with the same locked CPU instructions on the same coherent memory. The
+// two kinds are atomic with respect to each other. A NIC's hardware
+// atomics would not be (they are not atomic with the CPU's): no transport
+// here uses them.
 //
 // # Faults
 //
-// Endpoints are made with peer error handling: when a PE dies, its TCP
-// connections fail and UCX reports it on the next progress. PMIx events
-// (a process terminated or aborted) are recorded too. Both become
-// ErrPeerLost naming the PE. A stopped PE on another node is reported
-// when an operation on it has not completed for SYMHEAP_PEER_TIMEOUT.
+// When a PE dies its connections fail and the transport reports it
+// (transport.PeerError); the bootstrap's launcher events (a process
+// terminated or aborted) are recorded too. Both become ErrPeerLost naming
+// the PE. A stopped PE on another node is reported when an operation on
+// it has not completed for SYMHEAP_PEER_TIMEOUT.
 
-// MultiNode reports whether this build reaches PEs on other nodes (the
-// ucx build tag).
+// MultiNode reports whether this build reaches PEs on other nodes. Every
+// build does: over TCP (internal/tcp) in every build, over UCX in the ucx
+// build.
 const MultiNode = true
 
 // farLayer is a PE's multi-node state. Set in Init, read-only after, but
 // for lost and epoch.
 type farLayer struct {
 	pe      *PE
-	client  *pmix.Client
-	w       *ucx.Worker
+	boot    transport.Bootstrap
+	net     transport.Net
 	far     []int // the PEs on other nodes
 	leaders []int // the lowest rank of each node, by node
 	node    int   // this PE's node
 	leader  bool  // this PE is its node's leader
-
-	heapBase, cbBase []uint64 // every far PE's published bases
 
 	epoch    uint32                // barriers made (leaders)
 	told     atomic.Bool           // this PE has announced a lost PE
 	lost     atomic.Pointer[error] // the first failure of a cross-node barrier
 	progStop chan struct{}
 	progDone chan struct{}
-	msgs     farMsgs // messages (msg_far_ucx.go)
+	msgs     farMsgs // messages (msg_far.go)
 	// The leader's buffers for the allocation records (farRecords):
 	// made once, for every PE of the job.
 	recOut, recIn []uint64
-	recSends      []*ucx.Req
+	recSends      []transport.Req
 	// met counts this PE's meetings with each PE of the job in the node
 	// part of a team's barrier (farTeamSync).
 	met []atomic.Uint32
@@ -127,41 +117,50 @@ type farLayer struct {
 	pings []func() error
 }
 
-const pmixKey = "symheap.ucx"
-
-// discover reads the job from PMIx when a PMIx launcher started the
-// process, else from the environment as the default build does.
+// discover reads the job from a bootstrap (internal/transport: PMIx under
+// a PMIx launcher in the ucx build, a rendezvous at SYMHEAP_BOOT in every
+// build) when one finds its launcher, else from the environment alone: a
+// job on this node. A launcher that says the job spans nodes without a
+// bootstrap to join them is refused: each node's PEs would run as a job
+// of their own, or wait for PEs that never come.
 func discover(j *job) (topology, *farLayer, error) {
-	if !pmix.Available() || getenv("SYMHEAP_PMIX") == "0" {
-		return placement(j.npes), nil, nil
-	}
-	c, err := pmix.Init()
+	boot, err := transport.Detect(getenv("SYMHEAP_BOOTSTRAP"), getenv, whoOf(j, getenv))
 	if err != nil {
-		return topology{}, nil, fmt.Errorf("symheap: joining the PMIx launcher: %w", err)
+		return topology{}, nil, fmt.Errorf("symheap: %w", err)
+	}
+	if boot == nil {
+		return placement(j.npes), nil, spanRefused(j)
 	}
 	fail := func(err error) (topology, *farLayer, error) {
-		c.Finalize()
-		return topology{}, nil, fmt.Errorf("symheap: reading the job from PMIx: %w", err)
+		boot.Close()
+		return topology{}, nil, fmt.Errorf("symheap: reading the job from %s: %w", boot.Name(), err)
 	}
-	ids, err := c.Nodes()
+	rank, size := boot.Rank(), boot.Size()
+	if size < 1 || rank < 0 || rank >= size || size > segment.MaxPEs {
+		return fail(fmt.Errorf("rank %d of %d PEs: %w (a job has 1 to %d PEs)", rank, size, ErrBadConfig, segment.MaxPEs))
+	}
+	ids, err := boot.Nodes()
 	if err != nil {
 		return fail(err)
 	}
-	local, err := c.LocalPeers()
-	if err != nil {
-		return fail(err)
+	if len(ids) != size {
+		return fail(fmt.Errorf("%d node names for %d PEs: %w", len(ids), size, ErrBadConfig))
 	}
-	sort.Ints(local)
-	t := topology{nodeOf: numberNodes(ids), local: local}
-	j.rank, j.npes, j.source = c.Rank, c.Size, "PMIx"
+	t := topology{nodeOf: numberNodes(ids)}
+	for r, n := range t.nodeOf {
+		if n == t.nodeOf[rank] {
+			t.local = append(t.local, r)
+		}
+	}
+	j.rank, j.npes, j.source = rank, size, boot.Name()
 	// One segment per node: the node's number in its name keeps nodes
 	// that share a /dev/shm apart.
-	j.id = fmt.Sprintf("pmix-%s.n%d", c.Namespace, t.nodeOf[c.Rank])
-	if len(local) == c.Size {
-		c.Finalize() // one node: nothing more to ask
+	j.id = fmt.Sprintf("%s.n%d", boot.Job(), t.nodeOf[rank])
+	if len(t.local) == size {
+		boot.Close() // one node: nothing more to ask
 		return t, nil, nil
 	}
-	f := &farLayer{client: c, node: t.nodeOf[c.Rank]}
+	f := &farLayer{boot: boot, node: t.nodeOf[rank]}
 	seen := map[int]bool{}
 	for r, n := range t.nodeOf {
 		if n != f.node {
@@ -172,16 +171,41 @@ func discover(j *job) (topology, *farLayer, error) {
 			f.leaders = append(f.leaders, r)
 		}
 	}
-	f.leader = local[0] == c.Rank
-	f.met = make([]atomic.Uint32, c.Size)
+	f.leader = t.local[0] == rank
+	f.met = make([]atomic.Uint32, size)
 	if f.leader {
-		f.recOut = make([]uint64, 0, 9*len(local))
-		f.recIn = make([]uint64, 9*c.Size)
+		f.recOut = make([]uint64, 0, 9*len(t.local))
+		f.recIn = make([]uint64, 9*size)
 	}
 	return t, f, nil
 }
 
-// startFar performs steps 1 to 3 of the bootstrap, before Init's barrier.
+// spanRefused is the error of a job that a launcher says spans nodes
+// when no bootstrap joins them; nil for every other job.
+func spanRefused(j *job) error {
+	s := j.span
+	if s.vars == "" {
+		return nil
+	}
+	where := fmt.Sprintf("%d of them on this node", s.here)
+	switch {
+	case s.here == 0 && s.nodes > 1:
+		where = fmt.Sprintf("on %d nodes", s.nodes)
+	case s.nodes > 1:
+		where += fmt.Sprintf(", on %d nodes", s.nodes)
+	}
+	todo := "set SYMHEAP_BOOT=host:port (an address the job's first PE listens on, reachable from every node) to join the nodes over TCP, or build with `go build -tags ucx` and run under a PMIx launcher (mpirun, srun --mpi=pmix), or run the job on one node"
+	if cabi.Hosted {
+		todo = "the C library, libsymheap, is single-node: run the job on one node"
+	}
+	return fmt.Errorf("symheap: %s says the job has %d PEs, %s, but nothing joins this node to the others: %w (%s)",
+		s.vars, s.total, where, ErrBadConfig, todo)
+}
+
+// startFar opens the transport (SYMHEAP_TRANSPORT, else the build's
+// best), before Init's barrier: it registers the PE's symmetric heap
+// and the node's control blocks, publishes what the other PEs need to
+// reach them, and fences with every PE of the job.
 func (pe *PE) startFar() error {
 	f := pe.farL
 	if f == nil {
@@ -189,61 +213,21 @@ func (pe *PE) startFar() error {
 	}
 	f.pe = pe
 	f.makePingers(pe.npes)
-	w, err := ucx.Open(pe.npes, pe.set.peerErrors)
-	if err != nil {
-		return fmt.Errorf("symheap: Init: opening UCX: %w", err)
-	}
-	f.w = w
-	w.Timeout = pe.set.peerTimeout
-	w.Lost = func(int) error { return f.launcherLost() }
-	w.Announced = f.onAnnounced
-	addr, err := w.Address()
-	if err != nil {
-		return fmt.Errorf("symheap: Init: %w", err)
-	}
-	heap := pe.sp.Heap(pe.rank)
 	cbs := pe.sp.Mem()[pe.sp.Lay.CBOff : pe.sp.Lay.CBOff+uint64(pe.npes)*pe.sp.Lay.CBSize]
-	var bases [2]uint64
-	var rkeys [2][]byte
-	for i, r := range [][]byte{heap, cbs} {
-		if len(r) == 0 {
-			continue
-		}
-		p, n := core.SliceData(r)
-		if rkeys[i], err = w.Register(p, uintptr(n)); err != nil {
-			return fmt.Errorf("symheap: Init: %w", err)
-		}
+	net, err := transport.Open(getenv("SYMHEAP_TRANSPORT"), transport.Config{
+		Boot:       f.boot,
+		Regions:    [][]byte{transport.RegionHeap: pe.sp.Heap(pe.rank), transport.RegionControl: cbs},
+		PeerErrors: pe.set.peerErrors,
+		Timeout:    pe.set.peerTimeout,
+		Announced:  f.onAnnounced,
+		Lost:       func(int) error { return f.launcherLost() },
+	})
+	if err != nil {
+		return fmt.Errorf("symheap: Init: joining the other nodes: %w", err)
 	}
-	bases[0] = uint64(pe.sp.Base()) + uint64(pe.sp.Part(pe.rank))
-	bases[1] = uint64(pe.sp.Base()) + pe.sp.Lay.CBOff
-	blob := encodePeer(addr, bases, rkeys)
-	if err := f.client.Put(pmixKey, blob); err != nil {
-		return fmt.Errorf("symheap: Init: %w", err)
-	}
-	if err := f.client.Commit(); err != nil {
-		return fmt.Errorf("symheap: Init: %w", err)
-	}
-	if err := f.client.Fence(true); err != nil {
-		return fmt.Errorf("symheap: Init: %w", err)
-	}
-	f.heapBase, f.cbBase = make([]uint64, pe.npes), make([]uint64, pe.npes)
-	// Every other PE's record: the far ones for one-sided access, the
-	// local ones too for the synchronisation of teams made by Split
-	// (their endpoints are made only if such a team is used).
-	for r := range pe.npes {
-		b, err := f.client.Get(r, pmixKey) // this PE's own too: messages to itself
-		if err != nil {
-			return fmt.Errorf("symheap: Init: PE %d's UCX address: %w", r, err)
-		}
-		info, err := decodePeer(b)
-		if err != nil {
-			return fmt.Errorf("symheap: Init: PE %d's UCX address: %w", r, err)
-		}
-		f.heapBase[r], f.cbBase[r] = info.Bases[0], info.Bases[1]
-		w.SetPeer(r, info)
-	}
+	f.net = net
 	// The standing receive of other nodes' announcements of a lost PE.
-	if err := w.Watch(farTag(tagLost, 0, 0, 0), 0xff<<56); err != nil {
+	if err := net.Watch(farTag(tagLost, 0, 0, 0), 0xff<<56); err != nil {
 		return fmt.Errorf("symheap: Init: %w", err)
 	}
 	pe.rma.useRemote(&pe.sp, f, f.far)
@@ -251,56 +235,6 @@ func (pe *PE) startFar() error {
 	go f.progress()
 	farJob.Store(pe)
 	return nil
-}
-
-// encodePeer and decodePeer are the record each PE publishes: its worker
-// address, then for each region its base and packed key, each byte
-// string preceded by its length.
-func encodePeer(addr []byte, bases [2]uint64, rkeys [2][]byte) []byte {
-	b := binary.LittleEndian.AppendUint32(nil, uint32(len(addr)))
-	b = append(b, addr...)
-	for i := range bases {
-		b = binary.LittleEndian.AppendUint64(b, bases[i])
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(rkeys[i])))
-		b = append(b, rkeys[i]...)
-	}
-	return b
-}
-
-func decodePeer(b []byte) (ucx.Peer, error) {
-	bad := errors.New("malformed record")
-	next := func(n int) ([]byte, bool) {
-		if len(b) < n {
-			return nil, false
-		}
-		v := b[:n]
-		b = b[n:]
-		return v, true
-	}
-	var p ucx.Peer
-	l, ok := next(4)
-	if !ok {
-		return p, bad
-	}
-	if p.Addr, ok = next(int(binary.LittleEndian.Uint32(l))); !ok {
-		return p, bad
-	}
-	for range 2 {
-		v, ok := next(8)
-		if !ok {
-			return p, bad
-		}
-		p.Bases = append(p.Bases, binary.LittleEndian.Uint64(v))
-		if l, ok = next(4); !ok {
-			return p, bad
-		}
-		k, ok := next(int(binary.LittleEndian.Uint32(l)))
-		if !ok {
-			return p, bad
-		}
-		p.Rkeys = append(p.Rkeys, k)
-	}
-	return p, nil
 }
 
 // progress is the progress goroutine: it sleeps on the worker's event
@@ -316,7 +250,7 @@ func (f *farLayer) progress() {
 			return
 		default:
 		}
-		if v, ok := f.w.Sleep(sleep); ok && v&announceExit != 0 {
+		if v, ok := f.net.Sleep(sleep); ok && v&announceExit != 0 {
 			f.onAnnounced(v) // exits
 		}
 		// UCX stored what arrived with plain stores; a full fence before
@@ -342,9 +276,9 @@ func (f *farLayer) progress() {
 // complete across nodes.
 func (pe *PE) closeFar(barrier bool, lost error) error {
 	f := pe.farL
-	if f == nil || f.w == nil {
+	if f == nil || f.net == nil {
 		if f != nil {
-			f.client.Finalize()
+			f.boot.Close()
 		}
 		return lost
 	}
@@ -356,9 +290,9 @@ func (pe *PE) closeFar(barrier bool, lost error) error {
 	close(f.progStop)
 	<-f.progDone
 	if !errors.Is(err, ErrPeerLost) {
-		f.w.Close()
+		f.net.Close()
 	}
-	f.client.Finalize()
+	f.boot.Close()
 	return err
 }
 
@@ -366,14 +300,14 @@ func (pe *PE) closeFar(barrier bool, lost error) error {
 // the segment is open. A nil f does nothing.
 func (f *farLayer) finalize() {
 	if f != nil {
-		f.client.Finalize()
+		f.boot.Close()
 	}
 }
 
 // launcherLost is the PMIx side of liveness: a process the launcher
 // reported terminated.
 func (f *farLayer) launcherLost() error {
-	if r, st, ok := f.client.Lost(); ok {
+	if r, st, ok := f.boot.Lost(); ok {
 		return fmt.Errorf("PE %d on node %d terminated (the launcher reports %s): %w", r, f.pe.topo.nodeOf[r], st, ErrPeerLost)
 	}
 	return nil
@@ -384,7 +318,7 @@ func (f *farLayer) launcherLost() error {
 // reported gone.
 func (pe *PE) farCheck() error {
 	f := pe.farL
-	if f == nil || f.w == nil {
+	if f == nil || f.net == nil {
 		return nil
 	}
 	if e := f.lost.Load(); e != nil {
@@ -396,7 +330,7 @@ func (pe *PE) farCheck() error {
 	if err := f.announced(); err != nil {
 		return err
 	}
-	if p, err := f.w.Failed(); err != nil {
+	if p, err := f.net.Failed(); err != nil {
 		pe.farAnnounce(p)
 		return f.peerLost(p, err)
 	}
@@ -415,7 +349,7 @@ func (pe *PE) farCheck() error {
 // segment behind).
 func (pe *PE) farAnnounce(p int) {
 	f := pe.farL
-	if f == nil || f.w == nil || p < 0 || !f.told.CompareAndSwap(false, true) {
+	if f == nil || f.net == nil || p < 0 || !f.told.CompareAndSwap(false, true) {
 		return
 	}
 	to := make([]int, 0, len(f.far))
@@ -424,7 +358,7 @@ func (pe *PE) farAnnounce(p int) {
 			to = append(to, q)
 		}
 	}
-	f.w.Announce(to, farTag(tagLost, pe.rank, 0, 0), uint64(p), false)
+	f.net.Announce(to, farTag(tagLost, pe.rank, 0, 0), uint64(p), false)
 }
 
 // announceExit is the bit of an announcement that carries GlobalExit's
@@ -439,7 +373,7 @@ const (
 // announced returns the error of a loss another node announced (or
 // exits, if it announced GlobalExit).
 func (f *farLayer) announced() error {
-	if v, ok := f.w.Watched(); ok {
+	if v, ok := f.net.Watched(); ok {
 		return f.onAnnounced(v)
 	}
 	return nil
@@ -473,43 +407,43 @@ func (f *farLayer) onAnnounced(v uint64) error {
 // farExit tells every PE of the other nodes to exit with code
 // (GlobalExit).
 func (pe *PE) farExit(code int) {
-	if f := pe.farL; f != nil && f.w != nil {
+	if f := pe.farL; f != nil && f.net != nil {
 		// Flushed: the other nodes' PEs have the request before this
 		// node's PEs start exiting (whose lost connections they would
 		// otherwise see first).
-		f.w.Announce(f.far, farTag(tagLost, pe.rank, 0, 0), announceExit|uint64(code&0xff), true)
+		f.net.Announce(f.far, farTag(tagLost, pe.rank, 0, 0), announceExit|uint64(code&0xff), true)
 	}
 }
 
 // farAlive reports whether PE p, on another node, is not known lost.
 func (pe *PE) farAlive(p int) bool {
 	f := pe.farL
-	if f == nil || f.w == nil {
+	if f == nil || f.net == nil {
 		return false
 	}
-	if r, _, ok := f.client.Lost(); ok && r == p {
+	if r, _, ok := f.boot.Lost(); ok && r == p {
 		return false
 	}
-	if v, ok := f.w.Watched(); ok && int(v) == p {
+	if v, ok := f.net.Watched(); ok && int(v) == p {
 		return false
 	}
-	q, _ := f.w.Failed()
+	q, _ := f.net.Failed()
 	return q != p
 }
 
 // peerLost turns a UCX failure on PE p into ErrPeerLost naming it.
 func (f *farLayer) peerLost(p int, err error) error {
-	if errors.Is(err, ErrPeerLost) || !errors.Is(err, ucx.ErrPeer) {
+	if errors.Is(err, ErrPeerLost) || !errors.Is(err, transport.ErrPeer) {
 		return err
 	}
 	if e := f.announced(); e != nil {
 		return e // what the PE's node said before it went
 	}
-	var pe *ucx.PeerError
+	var pe *transport.PeerError
 	if errors.As(err, &pe) && pe.Peer >= 0 {
 		p = pe.Peer
 	}
-	if !errors.Is(err, ucx.ErrTimeout) {
+	if !errors.Is(err, transport.ErrTimeout) {
 		// A PE that exits on a GlobalExit of another node drops its
 		// connections: if that is why, the request is on its way too.
 		for t0 := time.Now(); time.Since(t0) < 50*time.Millisecond; time.Sleep(time.Millisecond) {
@@ -522,52 +456,31 @@ func (f *farLayer) peerLost(p int, err error) error {
 		return fmt.Errorf("a PE on another node is lost: %w (%v)", ErrPeerLost, err)
 	}
 	how := "is gone"
-	if errors.Is(err, ucx.ErrTimeout) {
+	if errors.Is(err, transport.ErrTimeout) {
 		how = "has stopped answering"
 	}
 	return fmt.Errorf("PE %d on node %d %s: %w (%v)", p, f.pe.topo.nodeOf[p], how, ErrPeerLost, err)
 }
 
-// The Remote (transport.Remote) over UCX: region 0 of every far PE is its
-// symmetric heap.
+// The Remote (transport.Remote) over the Net: region 0 of every far PE is
+// its symmetric heap.
 
 func (f *farLayer) Put(target int, off core.HeapOff, src []byte, nbi bool) error {
-	return f.peerLost(target, f.w.Put(target, 0, f.heapBase[target]+uint64(off), src, nbi))
+	return f.peerLost(target, f.net.Put(target, transport.RegionHeap, uint64(off), src, nbi))
 }
 
 func (f *farLayer) Get(dst []byte, source int, off core.HeapOff) error {
-	return f.peerLost(source, f.w.Get(dst, source, 0, f.heapBase[source]+uint64(off)))
-}
-
-// amoOps maps the runtime's atomics to UCP's, and whether they fetch.
-var amoOps = map[transport.AMO]struct {
-	op    int
-	fetch bool
-}{
-	transport.AMOFetch: {ucx.OpOr, true}, // or 0
-	transport.AMOSet:   {ucx.OpSwap, true},
-	transport.AMOSwap:  {ucx.OpSwap, true}, transport.AMOCompareSwap: {ucx.OpCSwap, true},
-	transport.AMOFetchAdd: {ucx.OpAdd, true}, transport.AMOFetchAnd: {ucx.OpAnd, true},
-	transport.AMOFetchOr: {ucx.OpOr, true}, transport.AMOFetchXor: {ucx.OpXor, true},
-	transport.AMOAdd: {ucx.OpAdd, false}, transport.AMOAnd: {ucx.OpAnd, false},
-	transport.AMOOr: {ucx.OpOr, false}, transport.AMOXor: {ucx.OpXor, false},
+	return f.peerLost(source, f.net.Get(dst, source, transport.RegionHeap, uint64(off)))
 }
 
 func (f *farLayer) Atomic(op transport.AMO, target int, off core.HeapOff, size int, v, cmp uint64) (uint64, error) {
-	o, ok := amoOps[op]
-	if !ok {
-		return 0, fmt.Errorf("atomic operation %d: %w", op, ErrBadArg)
-	}
-	if op == transport.AMOFetch {
-		v = 0
-	}
-	old, err := f.w.Atomic(o.op, target, 0, f.heapBase[target]+uint64(off), size, v, cmp, o.fetch)
+	old, err := f.net.Atomic(op, target, transport.RegionHeap, uint64(off), size, v, cmp)
 	return old, f.peerLost(target, err)
 }
 
-func (f *farLayer) Fence() error { return f.peerLost(-1, f.w.Fence()) }
-func (f *farLayer) Quiet() error { return f.peerLost(-1, f.w.Flush()) }
-func (f *farLayer) Progress()    { f.w.Progress() }
+func (f *farLayer) Fence() error { return f.peerLost(-1, f.net.Fence()) }
+func (f *farLayer) Quiet() error { return f.peerLost(-1, f.net.Flush()) }
+func (f *farLayer) Progress()    { f.net.Progress() }
 
 // farRecords brings the allocation records of phase seq across nodes
 // (symalloc.go, "The records"), once this PE has published its own. The
@@ -581,7 +494,7 @@ func (f *farLayer) Progress()    { f.w.Progress() }
 // shared memory: the shape of the hierarchical barrier.
 func (pe *PE) farRecords(seq uint64) error {
 	f := pe.farL
-	if f == nil || f.w == nil || !f.leader {
+	if f == nil || f.net == nil || !f.leader {
 		return nil
 	}
 	h := &pe.ext.sym
@@ -596,7 +509,7 @@ func (pe *PE) farRecords(seq uint64) error {
 		return true
 	}
 	fail := func(p int, err error) error {
-		var perr *ucx.PeerError
+		var perr *transport.PeerError
 		if errors.As(err, &perr) && perr.Peer >= 0 {
 			p = perr.Peer
 		}
@@ -625,7 +538,7 @@ func (pe *PE) farRecords(seq uint64) error {
 		if l == pe.rank {
 			continue
 		}
-		r, err := f.w.SendNB(l, tag(pe.rank), msg)
+		r, err := f.net.SendNB(l, tag(pe.rank), msg)
 		if err != nil {
 			return fail(l, err)
 		}
@@ -637,7 +550,7 @@ func (pe *PE) farRecords(seq uint64) error {
 		if l == pe.rank {
 			continue
 		}
-		n, _, err := f.w.Recv(core.Bytes(core.AddrOf(&in[0]), uint64(len(in))*8), tag(l), tagFull, l, f.pinger(l))
+		n, _, err := f.net.Recv(core.Bytes(core.AddrOf(&in[0]), uint64(len(in))*8), tag(l), tagFull, l, f.pinger(l))
 		if err != nil {
 			return fail(l, err)
 		}
@@ -667,7 +580,7 @@ func (pe *PE) farRecords(seq uint64) error {
 	pe.rma.wakeSleepers()
 	for i, r := range sends {
 		for {
-			done, _, err := f.w.Test(r, -1)
+			done, _, err := f.net.Test(r, -1)
 			if err != nil {
 				return fail(-1, err)
 			}
@@ -679,7 +592,7 @@ func (pe *PE) farRecords(seq uint64) error {
 			} else if err != nil {
 				return err
 			}
-			f.w.WaitEvent()
+			f.net.WaitEvent()
 		}
 		sends[i] = nil
 	}
@@ -691,7 +604,7 @@ func (pe *PE) farRecords(seq uint64) error {
 // while it exchanged the records (farRecords).
 func (pe *PE) farLeaderLost() error {
 	f := pe.farL
-	if f == nil || f.w == nil || f.leader {
+	if f == nil || f.net == nil || f.leader {
 		return nil
 	}
 	return pe.lostBy(pe.topo.local[0])
@@ -741,7 +654,7 @@ func (pe *PE) farBarrier() error {
 	if e := f.lost.Load(); e != nil {
 		return *e
 	}
-	if err := f.w.Flush(); err != nil {
+	if err := f.net.Flush(); err != nil {
 		return f.fail(f.peerLost(-1, err))
 	}
 	// The node's meetings check the calls of its PEs as the team layer's
@@ -808,10 +721,10 @@ func (pe *PE) farTeamSync(ft *farTeamState) error {
 	fail := func(p int, err error) error { return pe.nodeFail(p, f.fail(f.peerLost(p, err))) }
 	for k, d := 0, 1; d < n; k, d = k+1, d*2 {
 		to, from := ft.leaders[(me+d)%n], ft.leaders[(me-d+n)%n]
-		if err := f.w.Send(to, tag(pe.rank, k), nil, f.pinger(to)); err != nil {
+		if err := f.net.Send(to, tag(pe.rank, k), nil, f.pinger(to)); err != nil {
 			return fail(to, err)
 		}
-		if _, _, err := f.w.Recv(nil, tag(from, k), tagFull, from, f.pinger(from)); err != nil {
+		if _, _, err := f.net.Recv(nil, tag(from, k), tagFull, from, f.pinger(from)); err != nil {
 			return fail(from, err)
 		}
 	}
@@ -943,7 +856,7 @@ func (f *farLayer) fail(err error) error {
 // already talk to each other: a connection made now to a PE that leaves
 // right after is what UCX 1.13's wireup does not survive (see closeFar).
 func (f *farLayer) announceDiverged() {
-	if f.w == nil || !f.leader || !f.told.CompareAndSwap(false, true) {
+	if f.net == nil || !f.leader || !f.told.CompareAndSwap(false, true) {
 		return
 	}
 	to := make([]int, 0, len(f.leaders))
@@ -952,7 +865,7 @@ func (f *farLayer) announceDiverged() {
 			to = append(to, l)
 		}
 	}
-	f.w.Announce(to, farTag(tagLost, f.pe.rank, 0, 0), announceDiverged|uint64(f.pe.rank), true)
+	f.net.Announce(to, farTag(tagLost, f.pe.rank, 0, 0), announceDiverged|uint64(f.pe.rank), true)
 }
 
 // pinger returns the check of a wait for a message from PE p: p may be
@@ -995,13 +908,13 @@ func (f *farLayer) makePingers(npes int) {
 // records) is found as a PE of this node is, by the wait's check.
 func (f *farLayer) pingCalls(p int) error {
 	buf := make([]byte, calls.Size)
-	at := f.cbBase[p] + uint64(f.pe.sp.CBSeg(p, calls.Off(f.pe.npes))) - f.pe.sp.Lay.CBOff
-	if err := f.w.Get(buf[calls.WordOff:calls.WordOff+8], p, 1, at+calls.WordOff); err != nil {
+	at := uint64(f.pe.sp.CBSeg(p, calls.Off(f.pe.npes))) - f.pe.sp.Lay.CBOff // in region 1, the node's control blocks
+	if err := f.net.Get(buf[calls.WordOff:calls.WordOff+8], p, transport.RegionControl, at+calls.WordOff); err != nil {
 		return err
 	}
 	// The counts after the word, so that counts read after a word that
 	// says p left are final (Tracker.CheckRemote).
-	if err := f.w.Get(buf[calls.CountsOff:], p, 1, at+calls.CountsOff); err != nil {
+	if err := f.net.Get(buf[calls.CountsOff:], p, transport.RegionControl, at+calls.CountsOff); err != nil {
 		return err
 	}
 	return f.pe.calls.CheckRemote(p, core.View[calls.Area](buf))
@@ -1017,21 +930,21 @@ func (f *farLayer) leaderBarrier() (int, error) {
 		if errors.Is(err, ErrDiverged) {
 			return -1, err
 		}
-		var pe *ucx.PeerError
+		var pe *transport.PeerError
 		if errors.As(err, &pe) && pe.Peer >= 0 {
 			p = pe.Peer
 		}
-		if v, ok := f.w.Watched(); ok && v < uint64(f.pe.npes) {
+		if v, ok := f.net.Watched(); ok && v < uint64(f.pe.npes) {
 			p = int(v) // another node named the lost PE
 		}
 		return p, f.peerLost(p, err)
 	}
 	for k, d := 0, 1; d < n; k, d = k+1, d*2 {
 		to, from := f.leaders[(me+d)%n], f.leaders[(me-d+n)%n]
-		if err := f.w.Send(to, farTag(tagBarrier, f.pe.rank, k, f.epoch), nil, f.pinger(to)); err != nil {
+		if err := f.net.Send(to, farTag(tagBarrier, f.pe.rank, k, f.epoch), nil, f.pinger(to)); err != nil {
 			return lost(to, err)
 		}
-		if _, _, err := f.w.Recv(nil, farTag(tagBarrier, from, k, f.epoch), tagFull, from, f.pinger(from)); err != nil {
+		if _, _, err := f.net.Recv(nil, farTag(tagBarrier, from, k, f.epoch), tagFull, from, f.pinger(from)); err != nil {
 			return lost(from, err)
 		}
 	}

@@ -1,5 +1,3 @@
-//go:build ucx
-
 package symheap
 
 import (
@@ -12,10 +10,10 @@ import (
 
 	"github.com/symheap/symheap/internal/msg"
 	"github.com/symheap/symheap/internal/shmsync"
-	"github.com/symheap/symheap/internal/ucx"
+	"github.com/symheap/symheap/internal/transport"
 )
 
-// Messages in a job on several nodes (build tag ucx).
+// Messages in a job on several nodes.
 //
 // A message between two PEs of one node goes through the node's
 // shared-memory queues (internal/msg), as in a job on one node; one
@@ -97,14 +95,14 @@ type farMsgReq struct {
 	peer, tag int  // destination or source asked for (AnySource), tag or AnyTag
 	blocking  bool // made by Send or Recv: not in the table
 
-	buf      []byte       // nil once released
-	u        *ucx.Req     // the UCX send, or the UCX receive the step posted
-	from     int          // a receive's matched sender, for the liveness of its wait
-	done     bool         // st and err are final
-	st       Status       //
-	err      error        //
-	local    *msg.Request // the receive posted to internal/msg for a message of this node it matched
-	released bool         // Release was called (the collector frees the handle)
+	buf      []byte        // nil once released
+	u        transport.Req // the UCX send, or the UCX receive the step posted
+	from     int           // a receive's matched sender, for the liveness of its wait
+	done     bool          // st and err are final
+	st       Status        //
+	err      error         //
+	local    *msg.Request  // the receive posted to internal/msg for a message of this node it matched
+	released bool          // Release was called (the collector frees the handle)
 }
 
 // farState is a snapshot of a request, taken under farMsgs.mu for a
@@ -146,7 +144,7 @@ func (pe *PE) farIsend(buf []byte, dest, tag int, blocking bool) (*farMsgReq, er
 		return nil, err
 	}
 	f := pe.farL
-	u, err := f.w.SendNB(dest, msgTag(pe.rank, tag), buf)
+	u, err := f.net.SendNB(dest, msgTag(pe.rank, tag), buf)
 	if err != nil {
 		return nil, fmt.Errorf("symheap: Isend of %d bytes to PE %d: %w", len(buf), dest, f.peerLost(dest, err))
 	}
@@ -200,7 +198,7 @@ func (pe *PE) match() {
 		if r.tag == AnyTag {
 			mask &^= 1<<36 - 1
 		}
-		stag, n, ok := f.w.TryProbe(want, mask)
+		stag, n, ok := f.net.TryProbe(want, mask)
 		src, tag := int(stag>>36&0xfffff), int(stag&(1<<36-1))
 		if !ok || wantedBy(missed, src, tag) {
 			kept, missed = append(kept, r), append(missed, r)
@@ -209,7 +207,7 @@ func (pe *PE) match() {
 		if !r.found(Status{Source: src, Tag: tag, Count: n}) {
 			continue
 		}
-		u, err := f.w.RecvNB(r.buf[:n], stag)
+		u, err := f.net.RecvNB(r.buf[:n], stag)
 		if err != nil {
 			r.done, r.err = true, fmt.Errorf("symheap: Recv from PE %d: %w", src, f.peerLost(src, err))
 			continue
@@ -298,7 +296,7 @@ func (pe *PE) farTest(r *farMsgReq) farState {
 		}
 	case r.u != nil:
 		// A receive's length is the probed message's (r.st.Count).
-		if done, _, err := f.w.Test(r.u, r.from); done {
+		if done, _, err := f.net.Test(r.u, r.from); done {
 			r.done = true
 			if err != nil {
 				what := "Recv from"
@@ -364,7 +362,7 @@ func (pe *PE) farWait(r *farMsgReq) (Status, error) {
 				err = pe.peerLost()
 			}
 			if err == nil {
-				err = f.w.Check(s.from)
+				err = f.net.Check(s.from)
 			}
 			if err != nil {
 				return pe.finish(r, Status{}, fmt.Errorf("symheap: waiting for a message: %w", f.peerLost(s.from, err)))
@@ -373,17 +371,17 @@ func (pe *PE) farWait(r *farMsgReq) (Status, error) {
 		switch {
 		case canLocal:
 			if r.peer == AnySource {
-				f.w.Progress()
+				f.net.Progress()
 			}
 			pace.Step()
 		case !r.send && pe.recvAlone(r):
 		default:
-			f.w.WaitEvent()
+			f.net.WaitEvent()
 		}
 	}
 }
 
-// progressMatch is the progress goroutine's matching step (far_ucx.go),
+// progressMatch is the progress goroutine's matching step (far_net.go),
 // run after each of its wake-ups: it matches the receives that wait to be
 // matched, and moves those matched to a message of this node (see
 // farMsgs.local), while the PE waits in anything but a message call, or
@@ -404,7 +402,7 @@ func (pe *PE) progressMatch() (busy bool) {
 	if len(m.pending) != 0 && time.Duration(farNow()-m.lastMatch.Load()) >= matchQuiet {
 		// What woke the goroutine (a rendezvous request, an eager
 		// message) is in UCX's queue once the worker has progressed.
-		pe.farL.w.Progress()
+		pe.farL.net.Progress()
 		pe.match()
 	}
 	kept := m.local[:0]
@@ -487,11 +485,11 @@ func (pe *PE) recvMatch(buf []byte, source, tag int) (st Status, got bool, err e
 	if tag == AnyTag {
 		mask &^= 1<<36 - 1
 	}
-	out, stag, n, err := f.w.RecvMatch(buf, want, mask, fastMax, source)
+	out, stag, n, err := f.net.RecvMatch(buf, want, mask, fastMax, source)
 	if err != nil {
 		return Status{}, false, fmt.Errorf("symheap: Recv from PE %d: %w", source, f.peerLost(source, err))
 	}
-	if out != ucx.MatchReceived {
+	if out != transport.MatchReceived {
 		return Status{}, false, nil
 	}
 	return Status{Source: source, Tag: int(stag & (1<<36 - 1)), Count: n}, true, nil
@@ -663,7 +661,7 @@ func farReqTest(req *Request) (done bool, st Status, err error, ok bool) {
 	}
 	s := pe.farTest(r)
 	if !s.done {
-		pe.farL.w.Progress()
+		pe.farL.net.Progress()
 		return false, Status{}, nil, true
 	}
 	return true, s.st, s.err, true
