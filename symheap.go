@@ -61,14 +61,14 @@
 //	internal/team       teams and collectives: Split, Sync, PE.Barrier's
 //	                    full barrier, Broadcast, Reduce, FCollect, AllToAll
 //	                    (team.go and collective.go are its API here)
+//	internal/tcp        the pure-Go transport and rendezvous bootstrap
+//	internal/ucx,       UCX's UCP and PMIx as a transport and a bootstrap
+//	internal/pmix       (cgo), in the ucx build only
 //	internal/transport  the seam where a transport to other nodes plugs in:
 //	                    Remote, Net (one-sided and tagged), Bootstrap, and
 //	                    their registries
-//	internal/tcp        the pure-Go transport and rendezvous bootstrap
 //	internal/cabi       what the C library (capi, libsymheap) reads of a PE
 //	                    once at shmem_init, and the runtime steps it asks for
-//	internal/ucx,       UCX's UCP and PMIx as a transport and a bootstrap
-//	internal/pmix       (cgo), in the ucx build only
 //	internal/core       the segment as the runtime sees it: layout, typed
 //	                    offsets, the one address translator, control-block areas
 //	internal/segment    the shared segment: create or attach, same-address
