@@ -86,17 +86,17 @@ func amoSlow[T Integer](pe *PE, p *T, target int, op string, kind transport.AMO,
 // before the AMO: a locked instruction holds up the loads after it until
 // it completes, so whatever follows it, the next AMO waits for too
 // (BenchmarkLocalPath/AtomicFetchAdd: 8.5 ns with them after, 8.0 before).
-func (pe *PE) amoStart(target int) *signal {
-	core.Bump(&pe.stats.Atomics)
-	return &pe.rma.ctl[target].sig
+func (r *rmaLayer) amoStart(target int) *signal {
+	core.Bump(&r.stats.Atomics)
+	return &r.ctl[target].sig
 }
 
 // amoDone finishes a modifying AMO on target: it counts it and wakes
 // target's sleepers. The AMO itself was the full fence the wake-up
 // protocol needs.
-func (pe *PE) amoDone(target int) {
-	core.Bump(&pe.stats.Atomics)
-	pe.rma.wake(target)
+func (r *rmaLayer) amoDone(target int) {
+	core.Bump(&r.stats.Atomics)
+	r.wake(target)
 }
 
 // AtomicFetch returns PE target's value of the symmetric variable *p.
@@ -126,7 +126,7 @@ func AtomicSet[T Integer](pe *PE, p *T, v T, target int) error {
 			return err
 		}
 	}
-	s := pe.amoStart(target)
+	s := pe.rma.amoStart(target)
 	core.Store(w, v)
 	s.wakeStep()
 	return nil
@@ -144,7 +144,7 @@ func AtomicSwap[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 			return res, err
 		}
 	}
-	s := pe.amoStart(target)
+	s := pe.rma.amoStart(target)
 	old := core.Swap(w, v)
 	s.wakeStep()
 	return old, nil
@@ -164,7 +164,7 @@ func AtomicCompareSwap[T Integer](pe *PE, p *T, old, new T, target int) (T, erro
 	}
 	prev := core.CAS(w, old, new)
 	if prev == old {
-		pe.amoDone(target)
+		pe.rma.amoDone(target)
 	}
 	return prev, nil
 }
@@ -181,7 +181,7 @@ func AtomicFetchAdd[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 			return res, err
 		}
 	}
-	s := pe.amoStart(target)
+	s := pe.rma.amoStart(target)
 	old := core.FetchAdd(w, v)
 	s.wakeStep()
 	return old, nil
@@ -197,7 +197,7 @@ func AtomicAdd[T Integer](pe *PE, p *T, v T, target int) error {
 			return err
 		}
 	}
-	s := pe.amoStart(target)
+	s := pe.rma.amoStart(target)
 	core.FetchAdd(w, v)
 	s.wakeStep()
 	return nil
@@ -226,7 +226,7 @@ func AtomicFetchAnd[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 			return res, err
 		}
 	}
-	s := pe.amoStart(target)
+	s := pe.rma.amoStart(target)
 	old := core.FetchAnd(w, v)
 	s.wakeStep()
 	return old, nil
@@ -244,7 +244,7 @@ func AtomicFetchOr[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 			return res, err
 		}
 	}
-	s := pe.amoStart(target)
+	s := pe.rma.amoStart(target)
 	old := core.FetchOr(w, v)
 	s.wakeStep()
 	return old, nil
@@ -262,7 +262,7 @@ func AtomicFetchXor[T Integer](pe *PE, p *T, v T, target int) (T, error) {
 			return res, err
 		}
 	}
-	s := pe.amoStart(target)
+	s := pe.rma.amoStart(target)
 	old := core.FetchXor(w, v)
 	s.wakeStep()
 	return old, nil
@@ -278,7 +278,7 @@ func AtomicAnd[T Integer](pe *PE, p *T, v T, target int) error {
 			return err
 		}
 	}
-	s := pe.amoStart(target)
+	s := pe.rma.amoStart(target)
 	core.FetchAnd(w, v)
 	s.wakeStep()
 	return nil
@@ -294,7 +294,7 @@ func AtomicOr[T Integer](pe *PE, p *T, v T, target int) error {
 			return err
 		}
 	}
-	s := pe.amoStart(target)
+	s := pe.rma.amoStart(target)
 	core.FetchOr(w, v)
 	s.wakeStep()
 	return nil
@@ -310,7 +310,7 @@ func AtomicXor[T Integer](pe *PE, p *T, v T, target int) error {
 			return err
 		}
 	}
-	s := pe.amoStart(target)
+	s := pe.rma.amoStart(target)
 	core.FetchXor(w, v)
 	s.wakeStep()
 	return nil

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/symheap/symheap/internal/far"
 	"github.com/symheap/symheap/internal/ucx"
 )
 
@@ -23,7 +24,7 @@ import (
 // them:
 //
 //   - sizes: 0 B, 1 B, every boundary ±1 (symheap's own fast receive,
-//     fastMax; UCX's eager short, eager copy and zero-copy, rendezvous
+//     far.FastMax; UCX's eager short, eager copy and zero-copy, rendezvous
 //     and fragment sizes, read from the live endpoint and from UCX 1.13's
 //     defaults over TCP), and 16 KiB to 64 MiB;
 //   - the receive posted before the send or after it (a handshake makes
@@ -79,7 +80,7 @@ var tagSendLine = regexp.MustCompile(`(?m)^#?\s*tag_send:\s*(.*)$`)
 // matrixBounds returns the sizes at which the endpoint to peer changes
 // protocol, from its tag_send line, and the line itself.
 func matrixBounds(t *testing.T, pe *PE, peer int) ([]int, string) {
-	info, err := pe.farL.net.Describe(peer)
+	info, err := pe.far.Describe(peer)
 	if err != nil {
 		t.Fatalf("endpoint to PE %d: %v", peer, err)
 	}
@@ -101,7 +102,7 @@ func matrixBounds(t *testing.T, pe *PE, peer int) ([]int, string) {
 // (up to 64 MiB), and the sizes people send, up to 64 MiB.
 func matrixSizes(bounds []int) []int {
 	s := []int{0, 1, 16 << 10, 32 << 10, 1 << 20, 4 << 20, 64 << 20}
-	for _, b := range append(append([]int{fastMax}, ucxDefaultBounds...), bounds...) {
+	for _, b := range append(append([]int{far.FastMax}, ucxDefaultBounds...), bounds...) {
 		for _, n := range []int{b - 1, b, b + 1} {
 			if n >= 0 && n <= 64<<20 {
 				s = append(s, n)
@@ -114,7 +115,7 @@ func matrixSizes(bounds []int) []int {
 
 // windowSizes are the sizes of the window cases: one of each protocol
 // (64 outstanding of each, at most 64 MiB each way).
-var windowSizes = []int{0, 1, fastMax + 1, 8186, 8193, 20554, 64<<10 + 1, 1 << 20}
+var windowSizes = []int{0, 1, far.FastMax + 1, 8186, 8193, 20554, 64<<10 + 1, 1 << 20}
 
 // matrix is one PE's side of the matrix.
 type matrix struct {
@@ -278,8 +279,8 @@ var windowModes = []matrixMode{
 func checkClusterMessageMatrix(t *testing.T, pe *PE) {
 	me := pe.Rank()
 	peer := me ^ 2
-	if pe.Size() != 4 || pe.onNode(peer) {
-		t.Fatalf("msgmatrix needs 2 nodes of 2 PEs (PE %d of %d, partner %d on this node: %v)", me, pe.Size(), peer, pe.onNode(peer))
+	if pe.Size() != 4 || (pe.Node(peer) == pe.Node(me)) {
+		t.Fatalf("msgmatrix needs 2 nodes of 2 PEs (PE %d of %d, partner %d on this node: %v)", me, pe.Size(), peer, (pe.Node(peer) == pe.Node(me)))
 	}
 	bounds, line := matrixBounds(t, pe, peer)
 	sizes := matrixSizes(bounds)

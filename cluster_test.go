@@ -950,12 +950,9 @@ func checkClusterAnyMessages(t *testing.T, pe *PE) {
 	// cleanups.
 	clear(recvs)
 	clear(sends)
-	m := &pe.farL.msgs
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		runtime.GC()
-		m.mu.Lock()
-		left := len(m.reqs)
-		m.mu.Unlock()
+		left := pe.far.Requests()
 		if left == 0 {
 			break
 		}

@@ -1,6 +1,9 @@
 package symheap
 
-import "github.com/symheap/symheap/internal/team"
+import (
+	"github.com/symheap/symheap/internal/far"
+	"github.com/symheap/symheap/internal/team"
+)
 
 // Collectives on teams: Broadcast, Reduce, FCollect and AllToAll, with the
 // semantics of OpenSHMEM 1.5's team-based routines. The layer lives in
@@ -37,7 +40,7 @@ func Broadcast[T any](t *Team, dst, src []T, root int) error {
 		if err := plainData[T](); err != nil {
 			return err
 		}
-		return farBroadcast(pe, t, dst, src, root)
+		return farCollective(pe, func() error { return far.Broadcast(pe.far, (*team.Team)(t), dst, src, root) })
 	}
 	return (*team.Team)(t).Broadcast(team.VecOf(dst), team.VecOf(src), root, plainData[T]())
 }
@@ -48,7 +51,7 @@ func Broadcast[T any](t *Team, dst, src []T, root int) error {
 // length; they may be the same array but may not partly overlap.
 func Reduce[T Number](t *Team, dst, src []T, op Op) error {
 	if pe := farTeam(t); pe != nil {
-		return farReduce(pe, t, dst, src, op)
+		return farCollective(pe, func() error { return far.Reduce(pe.far, (*team.Team)(t), dst, src, op) })
 	}
 	return team.Reduce((*team.Team)(t), dst, src, op)
 }
@@ -61,7 +64,7 @@ func FCollect[T any](t *Team, dst, src []T) error {
 		if err := plainData[T](); err != nil {
 			return err
 		}
-		return farFCollect(pe, t, dst, src)
+		return farCollective(pe, func() error { return far.FCollect(pe.far, (*team.Team)(t), dst, src) })
 	}
 	return (*team.Team)(t).FCollect(team.VecOf(dst), team.VecOf(src), plainData[T]())
 }
@@ -75,7 +78,28 @@ func AllToAll[T any](t *Team, dst, src []T) error {
 		if err := plainData[T](); err != nil {
 			return err
 		}
-		return farAllToAll(pe, t, dst, src)
+		return farCollective(pe, func() error { return far.AllToAll(pe.far, (*team.Team)(t), dst, src) })
 	}
 	return (*team.Team)(t).AllToAll(team.VecOf(dst), team.VecOf(src), plainData[T]())
+}
+
+// farTeam returns the PE when t is a team of a job that spans nodes: its
+// collectives are the multi-node layer's (internal/far).
+func farTeam(t *Team) *PE {
+	pe := farJob.Load()
+	if pe == nil || t == nil {
+		return nil
+	}
+	return pe
+}
+
+// farCollective runs a collective of the multi-node layer under the PE's
+// call lock, as the team layer's run under its own.
+func farCollective(pe *PE, c func() error) error {
+	if err := pe.check(); err != nil {
+		return err
+	}
+	pe.mu.Lock()
+	defer pe.mu.Unlock()
+	return c()
 }

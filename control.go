@@ -23,7 +23,7 @@ type control struct {
 	// before-exit step (cabi.BeforeExit) on a GlobalExit.
 	exitReady atomic.Uint32
 
-	// Multi-node jobs (far_net.go): set by this node's leader when its
+	// Multi-node jobs (internal/far): set by this node's leader when its
 	// cross-node barrier found a PE lost, to 2 + that PE's rank (1: not
 	// known which); loaded by the node's PEs after the barrier.
 	farLost atomic.Int64

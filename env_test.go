@@ -79,7 +79,7 @@ func TestJobSpan(t *testing.T) {
 			if j.span.total != tc.total || j.span.here != tc.here || j.span.nodes != tc.node || (tc.total > 0) != (j.span.vars != "") {
 				t.Errorf("span %+v, want %d PEs, %d here, %d nodes", j.span, tc.total, tc.here, tc.node)
 			}
-			_, _, err = discover(&j)
+			_, _, err = discover(&j, settings{})
 			if tc.total == 0 {
 				if err != nil {
 					t.Errorf("discover on one node: %v", err)
@@ -102,7 +102,7 @@ func TestJobSpan(t *testing.T) {
 			}
 			// The C library says it is single-node.
 			cabi.Hosted = true
-			_, _, err = discover(&j)
+			_, _, err = discover(&j, settings{})
 			cabi.Hosted = false
 			if !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "C library") || !strings.Contains(err.Error(), "single-node") {
 				t.Errorf("discover across nodes in the C library: %v", err)

@@ -16,8 +16,6 @@ type peExt struct {
 	shared sharedHeap
 	msg    msg.Layer // internal/msg
 	hooks  hookState
-	// far: the teams made by Split in a job on several nodes (collective_far.go).
-	far farTeams //lint:ignore U1000 used by the ucx build (collective_far.go)
 }
 
 // initExt prepares the layers once the segment is mapped and the heaps are
@@ -28,6 +26,8 @@ func (pe *PE) initExt() error {
 
 // closeExt releases the layers' resources in Close, after its barrier.
 func (pe *PE) closeExt() {
-	pe.closeMsg()
+	// Messaging: requests still outstanding are abandoned (Close is
+	// collective, so every PE has stopped sending).
+	pe.ext.msg.Close()
 	pe.closeHooks()
 }

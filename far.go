@@ -14,15 +14,15 @@ import (
 var farJob atomic.Pointer[PE]
 
 // farSyncArea holds each PE's words of the node part of a split team's
-// barrier in a job on several nodes (far_net.go, farTeamSync): two uint32
-// per PE of the job. It is registered in every job, so that the control
+// barrier in a job on several nodes (internal/far, Runtime.SyncWords):
+// two uint32 per PE of the job. It is registered in every job, so that the control
 // blocks of a job on one node and of one on several are laid out alike.
 var farSyncArea = core.RegisterArea("farsync", func(npes int) uint64 { return uint64(npes) * 8 })
 
 // Placement: where each PE runs. A job on one node (shrun, or any
 // launcher without a bootstrap) has every PE on node 0. Under a
 // bootstrap (PMIx, the rendezvous), it tells the node of every PE
-// (far_net.go), the PEs of one node share the node's segment, and PEs of
+// (far_job.go), the PEs of one node share the node's segment, and PEs of
 // other nodes are reached through the transport (transport.go).
 
 // topology is the job's placement, as the launcher reported it.

@@ -77,8 +77,8 @@ func lockServing(w uint64) uint64 { return w & lockField }
 // farLock reports whether the lock's state, on PE 0, is reached through a
 // multi-node transport (lock_far.go). A Remote that is not one (the
 // loopback of the seam's test) keeps lockWord's refusal.
-func (pe *PE) farLock() bool {
-	return pe != nil && pe.farL != nil && !pe.closed.Load() && pe.rma.route(0) == transport.Far
+func farLock(pe *PE) bool {
+	return pe != nil && pe.far != nil && !pe.closed.Load() && pe.rma.route(0) == transport.Far
 }
 
 // lockWord validates l and returns PE 0's copy of it, where the state lives.
@@ -95,8 +95,8 @@ func (pe *PE) lockWord(l *int64, op string) (*int64, error) {
 // SetLock acquires the distributed lock l (a symmetric int64, zero when
 // first used), waiting for the PEs that asked for it earlier.
 func (pe *PE) SetLock(l *int64) error {
-	if pe.farLock() {
-		return pe.farSetLock(l)
+	if farLock(pe) {
+		return farSetLock(pe, l)
 	}
 	w, err := pe.lockWord(l, "SetLock")
 	if err != nil {
@@ -150,8 +150,8 @@ func (pe *PE) holderLost(h int) error {
 // TestLock acquires the lock l if no PE holds it or waits for it, and
 // reports whether it did; it never waits.
 func (pe *PE) TestLock(l *int64) (acquired bool, err error) {
-	if pe.farLock() {
-		return pe.farTestLock(l)
+	if farLock(pe) {
+		return farTestLock(pe, l)
 	}
 	w, err := pe.lockWord(l, "TestLock")
 	if err != nil {
@@ -175,8 +175,8 @@ func (pe *PE) TestLock(l *int64) (acquired bool, err error) {
 // ClearLock releases the lock l, which this PE holds. It first completes
 // this PE's puts, so the next holder sees every store made under the lock.
 func (pe *PE) ClearLock(l *int64) error {
-	if pe.farLock() {
-		return pe.farClearLock(l)
+	if farLock(pe) {
+		return farClearLock(pe, l)
 	}
 	w, err := pe.lockWord(l, "ClearLock")
 	if err != nil {
@@ -194,6 +194,6 @@ func (pe *PE) ClearLock(l *int64) error {
 			break
 		}
 	}
-	pe.amoDone(0)
+	pe.rma.amoDone(0)
 	return nil
 }

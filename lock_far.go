@@ -10,11 +10,11 @@ import (
 // (AtomicFetchAdd and friends route to it). Atomics on the word from PE
 // 0's node (CPU atomics) and from other nodes (the transport's) mix
 // correctly: over TCP, UCX performs them at PE 0 with the same locked
-// instructions (far_net.go, "Atomics"). A far waiter cannot sleep on PE
+// instructions (internal/far, "Atomics"). A far waiter cannot sleep on PE
 // 0's futex, so it polls the word, backing off from 20 µs to 1 ms, and
 // checks every PE's liveness every SleepSlice.
 
-func (pe *PE) farSetLock(l *int64) error {
+func farSetLock(pe *PE, l *int64) error {
 	cur, err := AtomicFetch(pe, l, 0)
 	if err != nil {
 		return err
@@ -45,7 +45,7 @@ func (pe *PE) farSetLock(l *int64) error {
 	return err
 }
 
-func (pe *PE) farTestLock(l *int64) (bool, error) {
+func farTestLock(pe *PE, l *int64) (bool, error) {
 	tag := uint64(pe.rank + 1)
 	for {
 		old, err := AtomicFetch(pe, l, 0)
@@ -62,7 +62,7 @@ func (pe *PE) farTestLock(l *int64) (bool, error) {
 	}
 }
 
-func (pe *PE) farClearLock(l *int64) error {
+func farClearLock(pe *PE, l *int64) error {
 	pe.rma.quietAll()
 	for {
 		o, err := AtomicFetch(pe, l, 0)

@@ -51,8 +51,8 @@ func (pe *PE) Send(buf []byte, dest, tag int) error {
 	if err := pe.checkOpen(); err != nil {
 		return err
 	}
-	if pe.farL != nil {
-		return pe.farMsgSend(buf, dest, tag) // a job on several nodes: msg_far.go
+	if pe.far != nil {
+		return pe.far.Send(buf, dest, tag) // a job on several nodes: internal/far
 	}
 	return pe.ext.msg.Send(buf, dest, tag)
 }
@@ -63,8 +63,9 @@ func (pe *PE) Isend(buf []byte, dest, tag int) (*Request, error) {
 	if err := pe.checkOpen(); err != nil {
 		return nil, err
 	}
-	if pe.farL != nil {
-		return pe.farMsgIsend(buf, dest, tag)
+	if pe.far != nil {
+		r, err := pe.far.Isend(buf, dest, tag)
+		return (*Request)(r), err
 	}
 	r, err := pe.ext.msg.Isend(buf, dest, tag)
 	return (*Request)(r), err
@@ -79,8 +80,9 @@ func (pe *PE) Recv(buf []byte, source, tag int) (Status, error) {
 	if err := pe.checkOpen(); err != nil {
 		return Status{}, err
 	}
-	if pe.farL != nil {
-		return pe.farMsgRecv(buf, source, tag)
+	if pe.far != nil {
+		st, err := pe.far.Recv(buf, source, tag)
+		return Status(st), err
 	}
 	st, err := pe.ext.msg.Recv(buf, source, tag)
 	return Status(st), err
@@ -92,8 +94,9 @@ func (pe *PE) Irecv(buf []byte, source, tag int) (*Request, error) {
 	if err := pe.checkOpen(); err != nil {
 		return nil, err
 	}
-	if pe.farL != nil {
-		return pe.farMsgIrecv(buf, source, tag)
+	if pe.far != nil {
+		r, err := pe.far.Irecv(buf, source, tag)
+		return (*Request)(r), err
 	}
 	r, err := pe.ext.msg.Irecv(buf, source, tag)
 	return (*Request)(r), err
@@ -103,8 +106,8 @@ func (pe *PE) Irecv(buf []byte, source, tag int) (*Request, error) {
 // called again and returns the same result, until the request is released
 // (Release).
 func (r *Request) Wait() (Status, error) {
-	if st, err, ok := farReqWait(r); ok {
-		return st, err
+	if st, err, ok := farOf().ReqWait((*msg.Request)(r)); ok {
+		return Status(st), err
 	}
 	st, err := (*msg.Request)(r).Wait()
 	return Status(st), err
@@ -113,8 +116,8 @@ func (r *Request) Wait() (Status, error) {
 // Test makes progress and reports whether the request is done, with its
 // result if so.
 func (r *Request) Test() (done bool, st Status, err error) {
-	if done, st, err, ok := farReqTest(r); ok {
-		return done, st, err
+	if done, st, err, ok := farOf().ReqTest((*msg.Request)(r)); ok {
+		return done, Status(st), err
 	}
 	done, s, err := (*msg.Request)(r).Test()
 	return done, Status(s), err
@@ -127,7 +130,7 @@ func (r *Request) Test() (done bool, st Status, err error) {
 // again. Release of a request that is not done, or of one released
 // before, returns ErrBadArg and changes nothing.
 func (r *Request) Release() error {
-	if err, ok := farReqRelease(r); ok {
+	if err, ok := farOf().ReqRelease((*msg.Request)(r)); ok {
 		return err
 	}
 	return (*msg.Request)(r).Release()
@@ -162,7 +165,7 @@ func WaitAll(reqs []*Request, sts []Status) error {
 		if r == nil {
 			continue
 		}
-		if err, ok := farReqRelease(r); ok {
+		if err, ok := farOf().ReqRelease((*msg.Request)(r)); ok {
 			if err != nil && first == nil {
 				first = fmt.Errorf("symheap: WaitAll, request %d of %d: %w", i, len(reqs), err)
 			}
@@ -205,10 +208,6 @@ func (pe *PE) initMsg() error {
 	}
 	return pe.ext.msg.Init((*msgRuntime)(pe), msg.Config{Space: &pe.sp, Stats: pe.stats, Relaxed: pe.rma.membarrierReady(), Settings: set})
 }
-
-// closeMsg ends messaging: requests still outstanding are abandoned (Close
-// is collective, so every PE has stopped sending).
-func (pe *PE) closeMsg() { pe.ext.msg.Close() }
 
 // msgRuntime is the PE as the messaging layer sees it: msg.Runtime.
 type msgRuntime PE

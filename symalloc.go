@@ -321,7 +321,7 @@ type symHeap struct {
 	lost  func() error   // the liveness check of every PE, and whether they make the same call
 	// farRecords brings the records of a phase across nodes, into this
 	// node's copies of the other nodes' PEs' control blocks; farLost
-	// reports a loss found on the way (far_net.go). No-ops on one node.
+	// reports a loss found on the way (internal/far, Layer.Records). No-ops on one node.
 	farRecords func(seq uint64) error
 	farLost    func() error
 

@@ -8,7 +8,7 @@
 // The job may also span nodes: the PEs of each node share that node's
 // segment and reach the other nodes' PEs through a transport (TCP in every
 // build, joined by a rendezvous at SYMHEAP_BOOT; UCX under a PMIx launcher
-// when built with the tag ucx; far.go, far_net.go, transport.go); Ptr then
+// when built with the tag ucx; far.go, far_job.go, internal/far, transport.go); Ptr then
 // returns nil for a PE on another node, and Node, Nodes and NodePEs tell
 // where each PE runs.
 //
@@ -105,6 +105,7 @@ import (
 	"github.com/symheap/symheap/internal/cabi"
 	"github.com/symheap/symheap/internal/calls"
 	"github.com/symheap/symheap/internal/core"
+	"github.com/symheap/symheap/internal/far"
 	"github.com/symheap/symheap/internal/team"
 	"github.com/symheap/symheap/internal/transport"
 
@@ -152,8 +153,8 @@ type PE struct {
 	// wait, that the other PEs make the same ones (internal/calls).
 	calls *calls.Tracker
 
-	topo topology  // where every PE runs (far.go)
-	farL *farLayer // PEs on other nodes (far_net.go); nil when the job is one node's
+	topo topology   // where every PE runs (far.go)
+	far  *far.Layer // PEs on other nodes (internal/far, far_job.go); nil when the job is one node's
 
 	// monitorRestore puts back the runtime monitor thread's timer slack
 	// (quietMonitor); nil when Init left it alone.
@@ -181,12 +182,14 @@ func Init(cfg Config) (*PE, error) {
 	if err != nil {
 		return nil, err
 	}
-	topo, farL, err := discover(&j)
+	topo, farL, err := discover(&j, set)
 	if err != nil {
 		return nil, err
 	}
 	fail := func(err error) (*PE, error) { // before the segment is open
-		farL.finalize()
+		if farL != nil {
+			farL.Close(false, nil)
+		}
 		return nil, err
 	}
 	shmsync.SetPEs(len(topo.local)) // the PEs that run on this node
@@ -220,7 +223,7 @@ func Init(cfg Config) (*PE, error) {
 		return fail(fmt.Errorf("symheap: the job uses allocator %q, this PE would choose %q: %w (set SYMHEAP_ALLOCATOR alike on every PE)", a, comp.Name, ErrBadConfig))
 	}
 	pe := &PE{seg: seg, rank: j.rank, npes: j.npes, set: set, job: j, component: comp, reason: reason,
-		sp: *core.NewSpace(seg, j.rank, j.npes), watchDone: make(chan struct{}), topo: topo, farL: farL}
+		sp: *core.NewSpace(seg, j.rank, j.npes), watchDone: make(chan struct{}), topo: topo, far: farL}
 	pe.stats = pe.sp.Stats(j.rank)
 	pe.ctl = make([]*control, j.npes)
 	for i := range pe.ctl {
@@ -231,7 +234,7 @@ func Init(cfg Config) (*PE, error) {
 	pe.ext.sym = symHeap{sp: &pe.sp, ctl: pe.ctl, stats: pe.stats, rma: &pe.rma, calls: pe.calls, lost: pe.collectiveLost}
 	pe.ext.sym.nums = &pe.ext.sym.own
 	pe.ext.sym.Retune()
-	pe.ext.sym.farRecords, pe.ext.sym.farLost = pe.farRecords, pe.farLeaderLost
+	pe.ext.sym.farRecords, pe.ext.sym.farLost = pe.far.Records, pe.far.LeaderLost
 	// The monitor and the release log first: the heaps report their
 	// releases to the log from the first call on.
 	if err := pe.initHooks(); err != nil {
@@ -252,15 +255,15 @@ func Init(cfg Config) (*PE, error) {
 	pe.ext.teams.Init((*teamRuntime)(pe), team.Config{Space: &pe.sp, Closed: &pe.closed, Calls: pe.calls})
 	// PEs on other nodes: UCX, and the bootstrap's fence, which is the
 	// cross-node part of the barrier below.
-	if err := pe.startFar(); err != nil {
-		pe.closeFar(false, nil)
+	if err := startFar(pe); err != nil {
+		closeFar(pe, false, nil)
 		pe.stopWatch()
 		seg.Close()
 		return nil, err
 	}
 	// Nobody touches another PE's heap before that PE formatted it.
 	if err := seg.Barrier(); err != nil {
-		pe.closeFar(false, nil)
+		closeFar(pe, false, nil)
 		pe.stopWatch()
 		seg.Close()
 		return nil, fmt.Errorf("symheap: Init: %w", err)
@@ -317,10 +320,10 @@ func (pe *PE) Close() error {
 		// barrier; leave at once.
 		err = broken
 		pe.rma.quietLocal()
-		if pe.farL != nil {
-			err = pe.closeFar(false, broken)
+		if pe.far != nil {
+			err = closeFar(pe, false, broken)
 		}
-	} else if pe.farL != nil {
+	} else if pe.far != nil {
 		// A job that lost a PE completes nothing more across nodes
 		// (closeFar); otherwise every PE of every node has stopped
 		// reaching into this one's memory before it goes.
@@ -330,7 +333,7 @@ func (pe *PE) Close() error {
 		} else {
 			pe.rma.quietLocal()
 		}
-		err = pe.closeFar(true, lost)
+		err = closeFar(pe, true, lost)
 	} else {
 		pe.rma.quietAll()
 		err = pe.seg.BarrierCheck(func() error { return pe.calls.Check(nil) })
@@ -346,7 +349,7 @@ func (pe *PE) Close() error {
 		pe.monitorRestore() // best effort, as quietMonitor is: the process may go on without symheap
 		pe.monitorRestore = nil
 	}
-	if pe.farL != nil && errors.Is(err, ErrPeerLost) {
+	if pe.far != nil && errors.Is(err, ErrPeerLost) {
 		// A job across nodes that lost a PE: the launcher keeps going
 		// (or ends us by a signal); leave no segment behind a stopped PE.
 		pe.seg.RemoveBroken()
@@ -385,13 +388,13 @@ func (pe *PE) Barrier() error {
 		pe.rma.quietAll()
 		return nil
 	}
-	if pe.farL != nil {
+	if pe.far != nil {
 		pe.rma.quietAll()
 		if err := pe.calls.Enter(calls.Barrier, 0); err != nil {
 			return err
 		}
 		defer pe.calls.Leave()
-		if err := pe.farBarrier(); err != nil {
+		if err := pe.far.Barrier(); err != nil {
 			return fmt.Errorf("symheap: Barrier: %w", err)
 		}
 		return nil
@@ -409,8 +412,8 @@ func (pe *PE) Accessible(target int) bool {
 	if pe.closed.Load() || target < 0 || target >= pe.npes {
 		return false
 	}
-	if pe.farL != nil && pe.rma.route(target) == transport.Far {
-		return pe.farAlive(target)
+	if pe.far != nil && pe.rma.route(target) == transport.Far {
+		return pe.far.Alive(target)
 	}
 	return pe.seg.Alive(target)
 }
@@ -441,14 +444,14 @@ func (pe *PE) GlobalExit(code int) {
 	// signal's.
 	ossignal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	if !pe.closed.Load() {
-		pe.farExit(code) // the PEs of other nodes (far_net.go)
+		pe.far.Exit(code) // the PEs of other nodes (internal/far; nil-safe)
 	}
 	pe.nodeExit(code)
 }
 
 // nodeExit is GlobalExit on this node: it ends every PE of the node with
 // code, this one last. A PE that learns of another node's GlobalExit
-// calls it too (far_net.go), so that its node's PEs exit with the code
+// calls it too (internal/far), so that its node's PEs exit with the code
 // rather than find it gone.
 func (pe *PE) nodeExit(code int) {
 	ossignal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
@@ -624,12 +627,12 @@ func (pe *PE) collectiveLost() error {
 // peerLost checks the liveness of every PE: those of this node through
 // the segment, the others through the transport and the launcher.
 func (pe *PE) peerLost() error {
-	if pe.farL == nil {
+	if pe.far == nil {
 		return pe.seg.CheckPeers(nil)
 	}
 	if p, err := pe.seg.LostPeer(nil); err != nil {
-		pe.farAnnounce(p) // the other nodes learn it from us
+		pe.far.Announce(p) // the other nodes learn it from us
 		return err
 	}
-	return pe.farCheck()
+	return pe.far.Check()
 }

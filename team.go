@@ -37,16 +37,16 @@ func (pe *PE) World() *Team { return (*Team)(pe.ext.teams.World()) }
 // Rank returns this PE's number in the team, 0 to Size()-1; -1 for a nil
 // team (a PE that is not a member).
 func (t *Team) Rank() int {
-	if ft := farTeamStateOf(t); ft != nil {
-		return ft.rank
+	if _, r, ok := farOf().SplitTeam((*team.Team)(t)); ok {
+		return r
 	}
 	return (*team.Team)(t).Rank()
 }
 
 // Size returns the number of PEs in the team; 0 for a nil team.
 func (t *Team) Size() int {
-	if ft := farTeamStateOf(t); ft != nil {
-		return len(ft.members)
+	if m, _, ok := farOf().SplitTeam((*team.Team)(t)); ok {
+		return len(m)
 	}
 	return (*team.Team)(t).Size()
 }
@@ -54,11 +54,11 @@ func (t *Team) Size() int {
 // WorldRank returns the world PE number of the team's rank r, or -1 if r
 // is not a rank of the team (shmem_team_translate_pe to the world team).
 func (t *Team) WorldRank(r int) int {
-	if ft := farTeamStateOf(t); ft != nil {
-		if r < 0 || r >= len(ft.members) {
+	if m, _, ok := farOf().SplitTeam((*team.Team)(t)); ok {
+		if r < 0 || r >= len(m) {
 			return -1
 		}
-		return ft.members[r]
+		return m[r]
 	}
 	return (*team.Team)(t).WorldRank(r)
 }
@@ -66,25 +66,15 @@ func (t *Team) WorldRank(r int) int {
 // TeamRank returns the rank in the team of world PE p, or -1 if p is not a
 // member.
 func (t *Team) TeamRank(p int) int {
-	if ft := farTeamStateOf(t); ft != nil {
-		for i, m := range ft.members {
-			if m == p {
+	if m, _, ok := farOf().SplitTeam((*team.Team)(t)); ok {
+		for i, q := range m {
+			if q == p {
 				return i
 			}
 		}
 		return -1
 	}
 	return (*team.Team)(t).TeamRank(p)
-}
-
-// farTeamStateOf returns t's state when it is a team made by Split in a
-// job on several nodes (collective_far.go); one atomic load otherwise.
-func farTeamStateOf(t *Team) *farTeamState {
-	pe := farJob.Load()
-	if pe == nil || t == nil {
-		return nil
-	}
-	return farTeamOf(pe, t)
 }
 
 // Sync waits until every member of the team has called Sync
@@ -94,7 +84,7 @@ func farTeamStateOf(t *Team) *farTeamState {
 // the team returns ErrBadArg (see Team).
 func (t *Team) Sync() error {
 	if pe := farTeam(t); pe != nil {
-		return farSync(pe, t)
+		return pe.far.Sync((*team.Team)(t))
 	}
 	return (*team.Team)(t).Sync()
 }
@@ -110,7 +100,8 @@ func (t *Team) Sync() error {
 // ErrOutOfMemory on every PE.
 func (t *Team) Split(start, stride, size int) (*Team, error) {
 	if pe := farTeam(t); pe != nil {
-		return farSplit(pe, t, start, stride, size)
+		nt, err := pe.far.Split((*team.Team)(t), start, stride, size)
+		return (*Team)(nt), err
 	}
 	nt, err := (*team.Team)(t).Split(start, stride, size)
 	return (*Team)(nt), err
@@ -122,7 +113,7 @@ func (t *Team) Split(start, stride, size int) (*Team, error) {
 // destroyed.
 func (t *Team) Destroy() error {
 	if pe := farTeam(t); pe != nil {
-		return farDestroy(pe, t)
+		return pe.far.Destroy((*team.Team)(t))
 	}
 	return (*team.Team)(t).Destroy()
 }

@@ -39,9 +39,9 @@
 //	team.Team.mu (CallLock)    a team's collectives, Split and Destroy
 //	                           (internal/team; Sync and PE.Barrier take
 //	                           no lock)
-//	farMsgs.mu                 a job on several nodes: the lazily matched
+//	far.msgs.mu                a job on several nodes: the lazily matched
 //	                           receives and the table of cross-node
-//	                           requests (msg_far.go); taken around the
+//	                           requests (internal/far); taken around the
 //	                           matching step, which takes the lock below
 //	msg.Layer.lock (msgLock)   the messaging tables; none of the locks
 //	                           below is taken under it (only the

@@ -622,7 +622,7 @@ func (l *Layer) Poll() {
 // queue): an Irecv for exactly its source and tag then takes it, unless
 // a receive posted meanwhile matches it first. A job on several nodes
 // matches its receives of any source this way against this node's
-// messages and the network's in turn (the root's msg_far.go).
+// messages and the network's in turn (internal/far's msg.go).
 func (l *Layer) Peek(source, tag int) (Status, bool) {
 	l.lock.Lock()
 	var st Status

@@ -3,7 +3,7 @@ package team
 import "github.com/symheap/symheap/internal/core"
 
 // CheckOp and Fold give the root package's multi-node collectives
-// (collective_far.go there) this package's checks and folding loops.
+// (internal/far) this package's checks and folding loops.
 
 // CheckOp refuses unknown reduction operations and bitwise ones on
 // floats, with the error Reduce returns.

@@ -1,4 +1,4 @@
-package symheap
+package far
 
 import (
 	"fmt"
@@ -7,15 +7,16 @@ import (
 
 	"github.com/symheap/symheap/internal/calls"
 	"github.com/symheap/symheap/internal/core"
+	"github.com/symheap/symheap/internal/errs"
 	"github.com/symheap/symheap/internal/team"
 )
 
-// Teams and collectives in a job that spans nodes (far_net.go).
+// Teams and collectives in a job that spans nodes.
 //
 // The team layer (internal/team) synchronises through words in the
 // node's segment, which PEs of other nodes never see. In a job that spans
 // nodes the world team therefore synchronises with the hierarchical
-// barrier (PE.farBarrier), and its collectives are built here from that
+// barrier (PE.Barrier), and its collectives are built here from that
 // barrier and the one-sided operations, which reach every PE, local or
 // far, through the transport seam:
 //
@@ -37,11 +38,11 @@ import (
 // a round trip; a tree among the nodes' leaders would scale better than
 // these linear gets.
 //
-// Teams made by Split in such a job live here too (farTeamState), not in
+// Teams made by Split in such a job live here too (splitTeam), not in
 // the team layer: a team is its members' world ranks, its barrier
-// hierarchical (PE.farTeamSync: the members of each node meet their
+// hierarchical (PE.teamSync: the members of each node meet their
 // node's leader in shared memory, the leaders run a dissemination barrier
-// over UCX), and the
+// over tagged messages), and the
 // handle a *team.Team that the team layer never sees, only a key in the
 // PE's table of such teams. Split needs no shared state: every member of
 // the parent computes the same members, and the team's key (which keeps
@@ -49,72 +50,72 @@ import (
 // parent's count of Splits, which every member of the parent makes in the
 // same order.
 
-// farTeamState is a team made by Split in a job on several nodes.
+// splitTeam is a team made by Split in a job on several nodes.
 // Guarded by the team's collective rule (one call at a time per PE).
-type farTeamState struct {
+type splitTeam struct {
 	members   []int  // world ranks, by team rank
 	rank      int    // this PE's team rank
 	key       uint64 // distinguishes the team's messages
 	splits    uint64 // Splits made on this team
-	epoch     uint32 // Syncs made (PE.farTeamSync)
+	epoch     uint32 // Syncs made (PE.teamSync)
 	destroyed bool
-	local     []int // the members on this PE's node, increasing: local[0] leads them (farTeamSync)
+	local     []int // the members on this PE's node, increasing: local[0] leads them (teamSync)
 	leaders   []int // the lowest member on each node, increasing
 }
 
-// farTeams is a PE's table of such teams.
-type farTeams struct {
+// teams is a PE's table of such teams.
+type teams struct {
 	mu     sync.Mutex
-	byT    map[*team.Team]*farTeamState
+	byT    map[*team.Team]*splitTeam
 	splits uint64 // Splits made on the world team
 }
 
-// farTeamOf returns t's state if t is a team made by Split in a job on
+// splitTeamOf returns t's state if t is a team made by Split in a job on
 // several nodes (else nil, the world team included).
-func farTeamOf(pe *PE, t *Team) *farTeamState {
-	pe.ext.far.mu.Lock()
-	defer pe.ext.far.mu.Unlock()
-	return pe.ext.far.byT[(*team.Team)(t)]
+func (l *Layer) splitTeamOf(t *team.Team) *splitTeam {
+	l.teams.mu.Lock()
+	defer l.teams.mu.Unlock()
+	return l.teams.byT[t]
 }
 
-// farMembers returns the members of t (world rank by team rank) and this
+// members returns the members of t (world rank by team rank) and this
 // PE's rank in it, for the world team or a far team; ok false if t is
 // neither (a destroyed team, or a handle of another job).
-func farMembers(pe *PE, t *Team) (members []int, rank int, ft *farTeamState, ok bool) {
-	if (*team.Team)(t) == pe.ext.teams.World() {
-		all := make([]int, pe.npes)
+func (l *Layer) members(t *team.Team) (members []int, rank int, ft *splitTeam, ok bool) {
+	if t == l.rt.World() {
+		all := make([]int, l.npes)
 		for i := range all {
 			all[i] = i
 		}
-		return all, pe.rank, nil, true
+		return all, l.rank, nil, true
 	}
-	ft = farTeamOf(pe, t)
+	ft = l.splitTeamOf(t)
 	if ft == nil || ft.destroyed {
 		return nil, -1, nil, false
 	}
 	return ft.members, ft.rank, ft, true
 }
 
-// farTeamBarrier is the barrier of t: the hierarchical one for the world
+// teamBarrier is the barrier of t: the hierarchical one for the world
 // team, the members' dissemination barrier for the others.
-func farTeamBarrier(pe *PE, ft *farTeamState) error {
+func (l *Layer) teamBarrier(ft *splitTeam) error {
 	if ft == nil {
-		return pe.farBarrier()
+		return l.Barrier()
 	}
-	return pe.farTeamSync(ft)
+	return l.teamSync(ft)
 }
 
-func farSplit(pe *PE, t *Team, start, stride, size int) (*Team, error) {
-	if err := pe.check(); err != nil {
+func (l *Layer) Split(t *team.Team, start, stride, size int) (*team.Team, error) {
+	if err := l.rt.Check(); err != nil {
 		return nil, err
 	}
-	parent, _, pft, ok := farMembers(pe, t)
+	parent, _, pft, ok := l.members(t)
 	if !ok {
-		return nil, fmt.Errorf("symheap: Split of a team that is not one of this job's (destroyed?): %w", ErrBadArg)
+		return nil, fmt.Errorf("symheap: Split of a team that is not one of this job's (destroyed?): %w", errs.ErrBadArg)
 	}
 	n := len(parent)
 	bad := func(why string) error {
-		return fmt.Errorf("symheap: Split(start %d, stride %d, size %d) of a team of %d PEs: %w (%s)", start, stride, size, n, ErrBadArg, why)
+		return fmt.Errorf("symheap: Split(start %d, stride %d, size %d) of a team of %d PEs: %w (%s)", start, stride, size, n, errs.ErrBadArg, why)
 	}
 	switch {
 	case size < 1:
@@ -129,44 +130,44 @@ func farSplit(pe *PE, t *Team, start, stride, size int) (*Team, error) {
 	if last := int64(start) + int64(stride)*int64(size-1); last < 0 || last >= int64(n) {
 		return nil, bad("the last rank start+stride*(size-1) falls outside the parent")
 	}
-	pe.ext.far.mu.Lock()
+	l.teams.mu.Lock()
 	var pkey, idx uint64
 	if pft == nil {
-		idx = pe.ext.far.splits
-		pe.ext.far.splits++
+		idx = l.teams.splits
+		l.teams.splits++
 	} else {
 		pkey, idx = pft.key, pft.splits
 		pft.splits++
 	}
-	pe.ext.far.mu.Unlock()
-	ft := &farTeamState{rank: -1, key: (pkey*131 + idx + 1) % 0xfff}
+	l.teams.mu.Unlock()
+	ft := &splitTeam{rank: -1, key: (pkey*131 + idx + 1) % 0xfff}
 	if ft.key == 0 {
 		ft.key = 0xfff
 	}
 	for i := range size {
 		p := parent[start+stride*i]
-		if p == pe.rank {
+		if p == l.rank {
 			ft.rank = i
 		}
 		ft.members = append(ft.members, p)
 	}
-	ft.local = pe.localOf(ft.members)
+	ft.local = l.localOf(ft.members)
 	byNode := map[int]int{} // node: its lowest member
 	for _, p := range ft.members {
-		if l, ok := byNode[pe.topo.nodeOf[p]]; !ok || p < l {
-			byNode[pe.topo.nodeOf[p]] = p
+		if ld, ok := byNode[l.nodeOf[p]]; !ok || p < ld {
+			byNode[l.nodeOf[p]] = p
 		}
 	}
-	for _, l := range byNode {
-		ft.leaders = append(ft.leaders, l)
+	for _, ld := range byNode {
+		ft.leaders = append(ft.leaders, ld)
 	}
 	slices.Sort(ft.leaders)
 	// A parent barrier: Split synchronises the parent, as on one node.
-	leave, err := farEnter(pe, pft, calls.Split)
+	leave, err := l.enter(pft, calls.Split)
 	if err != nil {
 		return nil, err
 	}
-	err = farTeamBarrier(pe, pft)
+	err = l.teamBarrier(pft)
 	leave()
 	if err != nil {
 		return nil, fmt.Errorf("symheap: Split: %w", err)
@@ -175,150 +176,139 @@ func farSplit(pe *PE, t *Team, start, stride, size int) (*Team, error) {
 		return nil, nil
 	}
 	h := new(team.Team) // the handle: a key in the table, never used by the team layer
-	pe.ext.far.mu.Lock()
-	if pe.ext.far.byT == nil {
-		pe.ext.far.byT = map[*team.Team]*farTeamState{}
+	l.teams.mu.Lock()
+	if l.teams.byT == nil {
+		l.teams.byT = map[*team.Team]*splitTeam{}
 	}
-	pe.ext.far.byT[h] = ft
-	pe.ext.far.mu.Unlock()
-	return (*Team)(h), nil
+	l.teams.byT[h] = ft
+	l.teams.mu.Unlock()
+	return h, nil
 }
 
-func farDestroy(pe *PE, t *Team) error {
-	if err := pe.check(); err != nil {
+func (l *Layer) Destroy(t *team.Team) error {
+	if err := l.rt.Check(); err != nil {
 		return err
 	}
-	if (*team.Team)(t) == pe.ext.teams.World() {
-		return fmt.Errorf("symheap: Destroy of the world team: %w (it lives until Close)", ErrBadArg)
+	if t == l.rt.World() {
+		return fmt.Errorf("symheap: Destroy of the world team: %w (it lives until Close)", errs.ErrBadArg)
 	}
-	ft := farTeamOf(pe, t)
+	ft := l.splitTeamOf(t)
 	if ft == nil || ft.destroyed {
-		return fmt.Errorf("symheap: Destroy of a team that is not one of this job's (destroyed already?): %w", ErrBadArg)
+		return fmt.Errorf("symheap: Destroy of a team that is not one of this job's (destroyed already?): %w", errs.ErrBadArg)
 	}
-	err := pe.farTeamSync(ft)
+	err := l.teamSync(ft)
 	ft.destroyed = true
-	pe.ext.far.mu.Lock()
-	delete(pe.ext.far.byT, (*team.Team)(t))
-	pe.ext.far.mu.Unlock()
+	l.teams.mu.Lock()
+	delete(l.teams.byT, t)
+	l.teams.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("symheap: Destroy: %w", err)
 	}
 	return nil
 }
 
-// farEnter publishes a collective call of kind k on the world team (ft
+// enter publishes a collective call of kind k on the world team (ft
 // nil) in this PE's call word (internal/calls), so that the checks of the
 // other PEs, of this node and of others (pingCalls), find PEs that make
 // different calls; it returns the call's end. Teams made by Split in such
 // a job have no id of the team layer, and their calls are not published.
-func farEnter(pe *PE, ft *farTeamState, k calls.Kind) (leave func(), err error) {
+func (l *Layer) enter(ft *splitTeam, k calls.Kind) (leave func(), err error) {
 	if ft != nil {
 		return func() {}, nil
 	}
-	if err := pe.calls.Enter(k, 0); err != nil {
+	if err := l.rt.Calls().Enter(k, 0); err != nil {
 		return nil, err
 	}
-	return pe.calls.Leave, nil
+	return l.rt.Calls().Leave, nil
 }
 
-// farTeam returns the PE when t is a team of a job that spans nodes.
-func farTeam(t *Team) *PE {
-	pe := farJob.Load()
-	if pe == nil || t == nil {
-		return nil
-	}
-	return pe
-}
-
-func farSync(pe *PE, t *Team) error {
-	if err := pe.check(); err != nil {
+func (l *Layer) Sync(t *team.Team) error {
+	if err := l.rt.Check(); err != nil {
 		return err
 	}
-	_, _, ft, ok := farMembers(pe, t)
+	_, _, ft, ok := l.members(t)
 	if !ok {
-		return fmt.Errorf("symheap: Sync on a team that is not one of this job's (destroyed?): %w", ErrBadArg)
+		return fmt.Errorf("symheap: Sync on a team that is not one of this job's (destroyed?): %w", errs.ErrBadArg)
 	}
-	leave, err := farEnter(pe, ft, calls.Sync)
+	leave, err := l.enter(ft, calls.Sync)
 	if err != nil {
 		return err
 	}
 	defer leave()
-	if err := farTeamBarrier(pe, ft); err != nil {
+	if err := l.teamBarrier(ft); err != nil {
 		return fmt.Errorf("symheap: Sync: %w", err)
 	}
 	return nil
 }
 
-// farCollective runs body between two barriers of the team, under the
+// collective runs body between two barriers of the team, under the
 // PE's call lock; body gets the members (world ranks by team rank), this
 // PE's team rank, and the members on this PE's node, increasing (the
 // first leads them in a node step).
-func farCollective(pe *PE, t *Team, kind calls.Kind, body func(members []int, me int, local []int) error) error {
+func (l *Layer) collective(t *team.Team, kind calls.Kind, body func(members []int, me int, local []int) error) error {
 	op := kind.String()
-	if err := pe.check(); err != nil {
+	if err := l.rt.Check(); err != nil {
 		return err
 	}
-	members, me, ft, ok := farMembers(pe, t)
+	members, me, ft, ok := l.members(t)
 	if !ok {
-		return fmt.Errorf("symheap: %s on a team that is not one of this job's (destroyed?): %w", op, ErrBadArg)
+		return fmt.Errorf("symheap: %s on a team that is not one of this job's (destroyed?): %w", op, errs.ErrBadArg)
 	}
-	pe.mu.Lock()
-	defer pe.mu.Unlock()
-	leave, err := farEnter(pe, ft, kind)
+	leave, err := l.enter(ft, kind)
 	if err != nil {
 		return err
 	}
 	defer leave()
-	pe.rma.quietAll()
-	if err := farTeamBarrier(pe, ft); err != nil {
+	l.rt.QuietAll()
+	if err := l.teamBarrier(ft); err != nil {
 		return fmt.Errorf("symheap: %s: %w", op, err)
 	}
-	local := pe.topo.local // the world's
+	local := l.local // the world's
 	if ft != nil {
 		local = ft.local
 	}
 	err = body(members, me, local)
-	pe.rma.quietAll()
-	if berr := farTeamBarrier(pe, ft); err == nil && berr != nil {
+	l.rt.QuietAll()
+	if berr := l.teamBarrier(ft); err == nil && berr != nil {
 		err = fmt.Errorf("symheap: %s: %w", op, berr)
 	}
 	return err
 }
 
-func farBroadcast[T any](pe *PE, t *Team, dst, src []T, root int) error {
-	if len(dst) != len(src) || root < 0 || root >= t.Size() {
-		return fmt.Errorf("symheap: Broadcast of %d elements into %d from root %d of a team of %d: %w", len(src), len(dst), root, t.Size(), ErrBadArg)
+func Broadcast[T any](l *Layer, t *team.Team, dst, src []T, root int) error {
+	if len(dst) != len(src) || root < 0 || root >= l.teamSize(t) {
+		return fmt.Errorf("symheap: Broadcast of %d elements into %d from root %d of a team of %d: %w", len(src), len(dst), root, l.teamSize(t), errs.ErrBadArg)
 	}
-	return farCollective(pe, t, calls.Broadcast, func(members []int, me int, local []int) error {
+	return l.collective(t, calls.Broadcast, func(members []int, me int, local []int) error {
 		r := members[root]
 		if me == root {
 			copy(dst, src)
 			return nil
 		}
-		if pe.onNode(r) || len(local) < 2 {
-			return Get(pe, dst, src, r)
+		if l.onNode(r) || len(local) < 2 {
+			return get(l, dst, src, r)
 		}
 		// The root is on another node: the node's leader fetches its
 		// source once, the node's other members copy the leader's dst.
-		if l := local[0]; pe.rank != l {
-			if err := pe.nodeArrive(l); err != nil {
+		if ld := local[0]; l.rank != ld {
+			if err := l.nodeArrive(ld); err != nil {
 				return err
 			}
-			return Get(pe, dst, dst, l)
+			return get(l, dst, dst, ld)
 		}
-		if err := Get(pe, dst, src, r); err != nil {
-			return pe.nodeFail(r, err)
+		if err := get(l, dst, src, r); err != nil {
+			return l.nodeFail(r, err)
 		}
-		return pe.nodeShare(local)
+		return l.nodeShare(local)
 	})
 }
 
 // localOf returns the members of a team on this PE's node, increasing:
 // the first leads them in a collective's node step.
-func (pe *PE) localOf(members []int) []int {
+func (l *Layer) localOf(members []int) []int {
 	var local []int
 	for _, p := range members {
-		if pe.onNode(p) {
+		if l.onNode(p) {
 			local = append(local, p)
 		}
 	}
@@ -326,52 +316,52 @@ func (pe *PE) localOf(members []int) []int {
 	return local
 }
 
-func farFCollect[T any](pe *PE, t *Team, dst, src []T) error {
-	n, size := len(src), t.Size()
+func FCollect[T any](l *Layer, t *team.Team, dst, src []T) error {
+	n, size := len(src), l.teamSize(t)
 	if len(dst) != n*size {
-		return fmt.Errorf("symheap: FCollect of %d elements per PE into %d (want %d): %w", n, len(dst), n*size, ErrBadArg)
+		return fmt.Errorf("symheap: FCollect of %d elements per PE into %d (want %d): %w", n, len(dst), n*size, errs.ErrBadArg)
 	}
-	return farCollective(pe, t, calls.FCollect, func(members []int, me int, local []int) error {
+	return l.collective(t, calls.FCollect, func(members []int, me int, local []int) error {
 		// The node's leader fetches the other nodes' blocks once; the
 		// node's other members copy them from the leader's dst, and
 		// their own node's from each member's src, in shared memory.
-		l := local[0]
-		if pe.rank != l {
-			if err := pe.nodeArrive(l); err != nil {
+		ld := local[0]
+		if l.rank != ld {
+			if err := l.nodeArrive(ld); err != nil {
 				return err
 			}
 		}
 		for j, p := range members {
 			var err error
 			switch {
-			case pe.onNode(p) || pe.rank == l:
-				err = Get(pe, dst[j*n:(j+1)*n], src, p)
+			case l.onNode(p) || l.rank == ld:
+				err = get(l, dst[j*n:(j+1)*n], src, p)
 			default:
-				err = Get(pe, dst[j*n:(j+1)*n], dst[j*n:(j+1)*n], l)
+				err = get(l, dst[j*n:(j+1)*n], dst[j*n:(j+1)*n], ld)
 			}
 			if err != nil {
-				if pe.rank == l {
-					return pe.nodeFail(p, err)
+				if l.rank == ld {
+					return l.nodeFail(p, err)
 				}
 				return err
 			}
 		}
-		if pe.rank == l && len(local) > 1 {
-			return pe.nodeShare(local)
+		if l.rank == ld && len(local) > 1 {
+			return l.nodeShare(local)
 		}
 		return nil
 	})
 }
 
-func farAllToAll[T any](pe *PE, t *Team, dst, src []T) error {
-	size := t.Size()
+func AllToAll[T any](l *Layer, t *team.Team, dst, src []T) error {
+	size := l.teamSize(t)
 	if len(dst) != len(src) || size < 1 || len(src)%size != 0 {
-		return fmt.Errorf("symheap: AllToAll of %d elements into %d on %d PEs: %w (equal lengths, a multiple of the team size)", len(src), len(dst), size, ErrBadArg)
+		return fmt.Errorf("symheap: AllToAll of %d elements into %d on %d PEs: %w (equal lengths, a multiple of the team size)", len(src), len(dst), size, errs.ErrBadArg)
 	}
 	b := len(src) / size
-	return farCollective(pe, t, calls.AllToAll, func(members []int, me int, local []int) error {
+	return l.collective(t, calls.AllToAll, func(members []int, me int, local []int) error {
 		for j, p := range members {
-			if err := Get(pe, dst[j*b:(j+1)*b], src[me*b:(me+1)*b], p); err != nil {
+			if err := get(l, dst[j*b:(j+1)*b], src[me*b:(me+1)*b], p); err != nil {
 				return err
 			}
 		}
@@ -379,28 +369,28 @@ func farAllToAll[T any](pe *PE, t *Team, dst, src []T) error {
 	})
 }
 
-func farReduce[T Number](pe *PE, t *Team, dst, src []T, op Op) error {
+func Reduce[T team.Number](l *Layer, t *team.Team, dst, src []T, op team.Op) error {
 	if err := team.CheckOp[T](op); err != nil {
 		return err
 	}
 	if len(dst) != len(src) {
-		return fmt.Errorf("symheap: Reduce of %d elements into %d: %w", len(src), len(dst), ErrBadArg)
+		return fmt.Errorf("symheap: Reduce of %d elements into %d: %w", len(src), len(dst), errs.ErrBadArg)
 	}
 	acc, tmp := make([]T, len(src)), make([]T, len(src))
 	inPlace := core.Overlap(dst, src)
 	done := false // this PE's dst holds the result already
-	err := farCollective(pe, t, calls.Reduce, func(members []int, me int, local []int) error {
+	err := l.collective(t, calls.Reduce, func(members []int, me int, local []int) error {
 		// Unless dst is src (which others read until the closing
 		// barrier), a node's leader reduces for the node into its own dst
 		// and the node's other members copy it in shared memory, so that
 		// the other nodes' sources cross the network once per node.
 		share := !inPlace && len(local) > 1 && len(local) < len(members)
-		if share && pe.rank != local[0] {
-			if err := pe.nodeArrive(local[0]); err != nil {
+		if share && l.rank != local[0] {
+			if err := l.nodeArrive(local[0]); err != nil {
 				return err
 			}
 			done = true
-			return Get(pe, dst, dst, local[0])
+			return get(l, dst, dst, local[0])
 		}
 		// Every member's source folded in rank order, so that every PE
 		// gets the same bits.
@@ -409,11 +399,11 @@ func farReduce[T Number](pe *PE, t *Team, dst, src []T, op Op) error {
 			if j == 0 {
 				v = acc
 			}
-			if p == pe.rank {
+			if p == l.rank {
 				copy(v, src)
-			} else if err := Get(pe, v, src, p); err != nil {
+			} else if err := get(l, v, src, p); err != nil {
 				if share {
-					return pe.nodeFail(p, err)
+					return l.nodeFail(p, err)
 				}
 				return err
 			}
@@ -424,7 +414,7 @@ func farReduce[T Number](pe *PE, t *Team, dst, src []T, op Op) error {
 		if share {
 			copy(dst, acc)
 			done = true
-			return pe.nodeShare(local)
+			return l.nodeShare(local)
 		}
 		return nil
 	})
@@ -434,4 +424,32 @@ func farReduce[T Number](pe *PE, t *Team, dst, src []T, op Op) error {
 		copy(dst, acc)
 	}
 	return err
+}
+
+// SplitTeam reports the members (world ranks, by team rank) of t and this
+// PE's rank in it, if t is a team made by Split in this job; ok false
+// otherwise (the world team included).
+func (l *Layer) SplitTeam(t *team.Team) (members []int, rank int, ok bool) {
+	if l == nil || t == nil {
+		return nil, -1, false
+	}
+	ft := l.splitTeamOf(t)
+	if ft == nil {
+		return nil, -1, false
+	}
+	return ft.members, ft.rank, true
+}
+
+// teamSize is the number of members of t, the world team or a team made
+// by Split.
+func (l *Layer) teamSize(t *team.Team) int {
+	if m, _, ok := l.SplitTeam(t); ok {
+		return len(m)
+	}
+	return t.Size()
+}
+
+// get copies PE p's copy of the symmetric src into dst.
+func get[T any](l *Layer, dst, src []T, p int) error {
+	return l.rt.Get(core.Reinterpret[byte](dst), core.Reinterpret[byte](src), p)
 }
