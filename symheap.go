@@ -56,6 +56,9 @@
 // after it:
 //
 //	symheap             the API
+//	internal/far        the multi-node layer: barrier, allocation records,
+//	                    teams, collectives and messages across nodes, over
+//	                    a transport (far_job.go is its API here)
 //	internal/msg        message passing: rings, fast boxes, single copy,
 //	                    bounce buffers (msg.go is its API here)
 //	internal/team       teams and collectives: Split, Sync, PE.Barrier's
