@@ -452,7 +452,7 @@ func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) error
 	// The next phase's record line, for writing: every other PE has read
 	// it (each published this phase's record only after it had finished
 	// with the last one), and its stores then find it here.
-	shmsync.PrefetchW(core.AddrOf(&h.ctl[rank].allocRec[(seq+1)%2]))
+	h.prefetchRecord(rank, (seq+1)%2)
 	return nil
 }
 

@@ -91,21 +91,6 @@ func farOff[T any](pe *PE, op, what string, s []T, n int) (core.HeapOff, error) 
 	return off, nil
 }
 
-// farAMO performs op on PE target's copy of *p through the Remote.
-func farAMO[T Integer](pe *PE, op transport.AMO, p *T, v, cmp T, target int) (T, error) {
-	size := core.SizeOf[T]()
-	off, owner, ok := pe.sp.HeapOffset(core.AddrOf(p), size)
-	if !ok || owner != pe.rank || uint64(off)&(size-1) != 0 {
-		return 0, pe.atomicError(amoNames[op], core.AddrOf(p), size, target)
-	}
-	old, err := pe.rma.remote.Atomic(op, target, off, int(size), uint64(v), uint64(cmp))
-	if err != nil {
-		return 0, fmt.Errorf("symheap: %s on PE %d: %w", amoNames[op], target, err)
-	}
-	core.Bump(&pe.stats.Atomics)
-	return T(old), nil
-}
-
 var amoNames = map[transport.AMO]string{
 	transport.AMOFetch: opFetch, transport.AMOSet: opSet, transport.AMOSwap: opSwap,
 	transport.AMOCompareSwap: opCSwap, transport.AMOFetchAdd: opFetchAdd, transport.AMOFetchAnd: opFetchAnd,

@@ -5,6 +5,7 @@ import (
 
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/segment"
+	"github.com/symheap/symheap/internal/transport"
 )
 
 // Locating the targets of one-sided access, and explaining refusals. The
@@ -111,4 +112,19 @@ func Reinterpret[T any](b []byte) ([]T, error) {
 		return nil, nil
 	}
 	return core.Reinterpret[T](b), nil
+}
+
+// farAMO performs op on PE target's copy of *p through the Remote.
+func farAMO[T Integer](pe *PE, op transport.AMO, p *T, v, cmp T, target int) (T, error) {
+	size := core.SizeOf[T]()
+	off, owner, ok := pe.sp.HeapOffset(core.AddrOf(p), size)
+	if !ok || owner != pe.rank || uint64(off)&(size-1) != 0 {
+		return 0, pe.atomicError(amoNames[op], core.AddrOf(p), size, target)
+	}
+	old, err := pe.rma.remote.Atomic(op, target, off, int(size), uint64(v), uint64(cmp))
+	if err != nil {
+		return 0, fmt.Errorf("symheap: %s on PE %d: %w", amoNames[op], target, err)
+	}
+	core.Bump(&pe.stats.Atomics)
+	return T(old), nil
 }
