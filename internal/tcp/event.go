@@ -1,0 +1,45 @@
+package tcp
+
+import "sync"
+
+// event counts occurrences of something (an incoming operation handled,
+// a reply arrived) and lets goroutines wait for the next one without
+// losing a wake-up: a waiter reads the count, checks its condition, and
+// then waits for the count to move past what it read.
+type event struct {
+	mu sync.Mutex
+	n  uint64        // occurrences so far; guarded by mu
+	ch chan struct{} // closed at the next occurrence; nil while nobody waits; guarded by mu
+}
+
+// signal records one occurrence and wakes every waiter.
+func (e *event) signal() {
+	e.mu.Lock()
+	e.n++
+	if e.ch != nil {
+		close(e.ch)
+		e.ch = nil
+	}
+	e.mu.Unlock()
+}
+
+// count returns the occurrences so far.
+func (e *event) count() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.n
+}
+
+// since returns a channel closed at the first occurrence after seen, and
+// nil if there has been one already.
+func (e *event) since(seen uint64) <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.n != seen {
+		return nil
+	}
+	if e.ch == nil {
+		e.ch = make(chan struct{})
+	}
+	return e.ch
+}
