@@ -139,6 +139,43 @@ func (c *child) signal(t *testing.T, sig syscall.Signal) {
 	}
 }
 
+// stop stops the child (SIGSTOP) and waits until every thread of it is
+// stopped: the signal is delivered asynchronously, and a thread still
+// running could answer one more request.
+func (c *child) stop(t *testing.T) {
+	t.Helper()
+	c.signal(t, syscall.SIGSTOP)
+	deadline := time.Now().Add(guard)
+	for !c.stopped(t) {
+		if time.Now().After(deadline) {
+			t.Fatal("the child PE never stopped")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// stopped reports whether every thread of the child is stopped
+// (/proc/PID/task/TID/stat's state T).
+func (c *child) stopped(t *testing.T) bool {
+	dir := fmt.Sprintf("/proc/%d/task", c.cmd.Process.Pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatalf("cannot see whether the child PE stopped: %v", err)
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(dir + "/" + task.Name() + "/stat")
+		if err != nil {
+			return false
+		}
+		// The state follows the command's closing parenthesis.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
+}
+
 // kill kills the child and waits for it.
 func (c *child) kill(t *testing.T) {
 	t.Helper()
@@ -309,7 +346,7 @@ func TestPeerStopped(t *testing.T) {
 	defer ch.kill(t) // before the Nets close: a stopped peer holds up their goodbyes
 	n := nets[0]
 	buf := make([]byte, 8)
-	ch.signal(t, syscall.SIGSTOP)
+	ch.stop(t)
 	peerErr(t, "Get before any connection", n.Get(buf, 1, 0, 0), 1, transport.ErrTimeout)
 	ch.signal(t, syscall.SIGCONT)
 	deadline := time.Now().Add(guard)
@@ -318,7 +355,7 @@ func TestPeerStopped(t *testing.T) {
 			t.Fatalf("Get from a continued PE: %v", err)
 		}
 	}
-	ch.signal(t, syscall.SIGSTOP)
+	ch.stop(t)
 	peerErr(t, "Get", n.Get(buf, 1, 0, 0), 1, transport.ErrTimeout)
 	_, err := n.Atomic(transport.AMOFetchAdd, 1, 0, 0, 8, 1, 0)
 	peerErr(t, "fetch-add", err, 1, transport.ErrTimeout)
