@@ -36,9 +36,10 @@
 // modulo the class's colours. Page-aligned headers all fell into the same
 // few sets of the L1 cache (an L1 set recurs every 4 KiB), so with a few
 // dozen spans live, each pair of Alloc and Free missed there on the
-// headers and bitmaps it touched: 17.1-17.9 ns a pair of the bench's
-// small workload against 15.4-15.8 with colours
-// (docs/bench/design-measurements.md). A class has as many colours as
+// headers and bitmaps it touched, and the bench's small workload took
+// longer a pair than with colours (measured:
+// docs/bench/design-measurements.md, «alloc/small, span colours»). A
+// class has as many colours as
 // the room its slots leave in a span allows, 6 to 16; classes of 448
 // bytes and less give up at most 1/64 of their slots to have 6.
 //

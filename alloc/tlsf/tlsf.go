@@ -90,10 +90,13 @@
 //     half the time. mapping, searchClass, backLink, the list-emptiness
 //     bitmap updates and remove are written without them (masks instead of
 //     ifs; a "sink" word in the header absorbs the back link of a missing
-//     list entry). That took mispredictions from about 3 to about 1 per
-//     alloc+free pair and the pair from 1.35x glibc malloc to par.
+//     list entry). That took most of the mispredictions of an alloc+free
+//     pair away, and brought the pair from behind glibc malloc to par.
 //   - Alloc's common path and Free are written out in full (release and
-//     insert inlined by hand in Free): about 5% fewer instructions.
+//     insert inlined by hand in Free): fewer instructions.
+//
+// (Measured: docs/bench/design-measurements.md, «alloc/tlsf/tlsf.go,
+// branch-free paths».)
 //
 // The allocator is not safe for concurrent use; see alloc.Locked.
 package tlsf

@@ -72,7 +72,8 @@ func Reinterpret[U, T any](s []T) []U {
 // CopyBytes copies n bytes from src to dst, as copy does (overlap
 // included): two word loads then two word stores for 8 to 16 bytes (a
 // transfer of a word or two is the latency that matters most, and the
-// call to memmove was a fifth of it), the runtime's memmove otherwise.
+// call to memmove was a good share of it: docs/bench/design-measurements.md,
+// «internal/core, CopyBytes»), the runtime's memmove otherwise.
 // Generic for the API's fast paths (see OwnOff), and small enough (inline
 // cost 42 of 80) to be inlined into them: a branch to a call more, for
 // the large copies of internal/memcopy, would not be (109), and every Put

@@ -78,10 +78,11 @@ func (s *Space) SharedOffset(p Ptr, n uint64) (off SharedOff, owner int, ok bool
 // generic functions, compiled in the user's package. There the compiler
 // inlines the generic functions of any package but the plain ones only of
 // packages the user's package imports itself, which this internal package
-// never is: a Put of 8 bytes through a call to a plain OwnOff took a third
-// longer. So the primitives of those paths are generic (in the element
-// type they serve, which they do not otherwise use), and the methods of
-// the same names are them for everybody else.
+// never is: a Put of 8 bytes through a call to a plain OwnOff took
+// longer (measured: docs/bench/design-measurements.md, «internal/core,
+// the fast paths' primitives»). So the primitives of those paths are
+// generic (in the element type they serve, which they do not otherwise
+// use), and the methods of the same names are them for everybody else.
 
 // OwnOff returns the offset of the n bytes at p in this PE's own
 // symmetric heap, and whether they lie wholly in it: the test of the fast

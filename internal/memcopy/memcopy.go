@@ -8,21 +8,24 @@
 // For 33 bytes to 2 KiB the runtime's memmove uses 16-byte SSE moves (up
 // to 256 bytes) or a loop of 32-byte AVX moves; glibc's memcpy, on CPUs
 // where it takes them, 64-byte AVX-512 moves, and copies a block of 512
-// bytes to 2 KiB in the first-level cache in about half the time (symheap
-// bench --tests copy). Move does the same (memcopy_amd64.s) when glibc's
+// bytes to 2 KiB in the first-level cache much faster (measured:
+// docs/bench/design-measurements.md, «internal/memcopy, small blocks,
+// glibc»). Move does the same (memcopy_amd64.s) when glibc's
 // rule for them holds (vecRule): AVX-512 F and VL, and on Intel AVX-VNNI,
 // from Small (129 bytes) to VecMax (1 KiB). The bounds are where copies
 // that cross cores, the ones that matter here, stop gaining (Intel Xeon
-// of the Sapphire Rapids class, docs/bench/floors.md):
+// of the Sapphire Rapids class, docs/bench/floors.md; measured:
+// docs/bench/design-measurements.md, «internal/memcopy, small blocks»
+// and its lower and upper bounds):
 //
 //   - below 129 bytes, a message's payload into the ring (which the
-//     receiver has just read) and out of it took 2-19% longer with 64-byte
+//     receiver has just read) and out of it took longer with 64-byte
 //     moves (64 and 96 bytes) or the same (32, 48), though a copy in one
-//     core's cache ran at up to twice the speed;
+//     core's cache ran faster;
 //   - from 2 KiB, where the runtime takes REP MOVSQ, writing a buffer that
-//     the other core then reads took 10-18% longer with 64-byte stores
-//     (2000 B to 16 KiB), and send/recv of 3-6 KiB 5-15% longer, though
-//     again a copy in one core's cache ran faster up to 16 KiB;
+//     the other core then reads took longer with 64-byte stores (2000 B
+//     to 16 KiB), and so did send/recv of 3-6 KiB, though again a copy in
+//     one core's cache ran faster up to 16 KiB;
 //   - in between, both kinds of copy gain or tie.
 //
 // A copy whose destination stays with the copying core (a Get, a
@@ -30,11 +33,12 @@
 // what it fetched) has no such cost, and BetterLocal takes
 // the vector copy for it up to LocalMax (16 KiB, where glibc's memcpy
 // also moves from vectors to REP MOVSB on these CPUs). A Get of 4 KiB in
-// one core's cache took 28 ns against 37 with REP MOVSQ, and 1-16 KiB
-// that PE 1 had just written took as long or a little less. A Put stays
-// with Better: the target reads what it is given, and a Put of 2-16 KiB
-// that the target copied out at once took 3-20% longer with 64-byte
-// stores (docs/bench/design-measurements.md).
+// one core's cache took less time than with REP MOVSQ, and 1-16 KiB that
+// PE 1 had just written took as long or a little less. A Put stays with
+// Better: the target reads what it is given, and a Put of 2-16 KiB that
+// the target copied out at once took longer with 64-byte stores
+// (measured: docs/bench/design-measurements.md, «internal/memcopy, Get
+// and Put of 1-16 KiB»).
 //
 // # Large blocks
 //
@@ -48,9 +52,10 @@
 // per thread. So for a destination that is not 16-byte aligned (a Put
 // into s[3:], a message into a buffer at an odd offset), 1 MiB or more,
 // that would fit the cache, Go's copy writes to memory where glibc's
-// writes to the cache: measured at 0.54-0.81x glibc's bandwidth on the
-// machine of docs/bench/floors.md, and at parity when the destination is
-// aligned or the data are not in cache.
+// writes to the cache, and falls well short of glibc's bandwidth; the two
+// are at parity when the destination is aligned or the data are not in
+// cache (measured: docs/bench/design-measurements.md, «internal/memcopy,
+// large blocks: REP MOVSB»).
 //
 // # The rule
 //

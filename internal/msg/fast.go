@@ -19,8 +19,9 @@ import (
 // waits for ring records, contention for the lock, or a wait longer than
 // fastPolls polls) sends the receive down the general path, which finds
 // the PE's state as the fast path left it. The general path's posting,
-// progress and completion cost about a third of a small Send/Recv half
-// round trip when measured (docs/bench/design-measurements.md).
+// progress and completion cost a large share of a small Send/Recv half
+// round trip when measured (docs/bench/design-measurements.md,
+// «internal/msg/queue.go, Send/Recv 8 B»).
 //
 // Why it keeps every guarantee:
 //
@@ -55,7 +56,8 @@ import (
 // nothing, once.
 
 // fastPolls bounds the polls of the fast path before the general path
-// takes over (about 0.3 ms on the tuned machine).
+// takes over (how long they take: docs/bench/design-measurements.md,
+// «internal/msg/fast.go, fastPolls»).
 const fastPolls = 4096
 
 // recvFast tries the fast path of a blocking receive from source into

@@ -37,15 +37,18 @@ const (
 // machine): otherwise two PEs that take turns both fall asleep at every
 // turn, each woken by the other, and stay in that rhythm. It is longer
 // than the polling of shmsync's pacing, which the rest of the wait
-// follows: with the pacing's budget (about 10 us here) a ping-pong of
-// 8 B messages on a loaded machine fell into that rhythm, 36-73 us a
-// message against 0.15 (docs/bench/design-measurements.md).
+// follows: with the pacing's shorter budget a ping-pong of 8 B messages
+// on a loaded machine fell into that rhythm, each message a sleep and a
+// wake-up instead of a transfer (measured:
+// docs/bench/design-measurements.md, «internal/msg/msg.go, blocking
+// waits»).
 const spinFor = time.Millisecond
 
 // livenessEvery is how many sends to one destination go without asking
-// whether it still lives (a system call: at 64 it was a tenth of a small
-// send, and asking on every large message cost more than the rest of an
-// 8 KiB one; docs/bench/design-measurements.md); the first send to it,
+// whether it still lives (a system call: at 64 it was still a visible
+// share of a small send, and asking on every large message cost more than
+// the rest of an 8 KiB one; measured: docs/bench/design-measurements.md,
+// «internal/msg, liveness checks of sends»); the first send to it,
 // and every send to a PE this PE has seen die, ask. A send to a dead PE
 // that is not asked either waits for its receiver (a large message, or a
 // small one that finds the ring full), and the wait finds the PE gone, or

@@ -90,13 +90,14 @@ import (
 // # Fast boxes
 //
 // A ping-pong through the rings alternates two lines, one per direction;
-// one line shared by both directions bounces in less than half the time
-// ("Cost"). So each pair of PEs shares a box: one line in the lower PE's
-// area, where each of the two owns a 32-byte slot for its messages to the
-// other (box.go gives the slot's words). A message of at most BoxMax
-// bytes goes into the box when the box is free, that is when the peer has
-// taken the previous one, and no record waits in the backlog to the peer;
-// otherwise into the ring.
+// one line shared by both directions bounces in much less time ("Cost";
+// measured: docs/bench/design-measurements.md, «internal/msg/queue.go,
+// fast boxes» and «..., rings»). So each pair of PEs shares a box: one
+// line in the lower PE's area, where each of the two owns a 32-byte slot
+// for its messages to the other (box.go gives the slot's words). A
+// message of at most BoxMax bytes goes into the box when the box is free,
+// that is when the peer has taken the previous one, and no record waits
+// in the backlog to the peer; otherwise into the ring.
 //
 // Sender (writeBox, under Layer.lock):
 //

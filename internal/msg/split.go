@@ -41,9 +41,10 @@ import (
 //     claimed; from the segment it reads nothing first. It takes a slot,
 //     bumps its generation, sets done and claim past what it copied, and
 //     posts CTS{id, slot, gen, where} to S. (Reading a whole chunk first,
-//     as it once did, left S idle for that chunk: a 1 MiB half round trip
-//     took 25-31 us against 20-25 from the segment, 47-58 against 33-34
-//     through the kernel; docs/bench/design-measurements.md.)
+//     as it once did, left S idle for that chunk, and a 1 MiB half round
+//     trip took longer, from the segment and through the kernel; measured:
+//     docs/bench/design-measurements.md, «internal/msg/split.go, the
+//     receiver's first read».)
 //  2. R claims and copies chunks until the cursor reaches the end.
 //  3. S, on CTS, claims and copies chunks the same way; a claim is a CAS
 //     that fails if the generation changed, so a late CTS (the transfer
@@ -57,18 +58,21 @@ import (
 //     through the claims of each while S still copies its last chunk; so
 //     the slots of the first 16 were all still taken when the 17th came,
 //     and the rest of the window went unsplit (windows of 64 Isends of 1
-//     MiB, ordinary buffers: 20.4-21.0 GB/s against 39.6-43.6 with the
-//     slots taken back; docs/bench/design-measurements.md).
+//     MiB, ordinary buffers, moved much slower than with the slots taken
+//     back; measured: docs/bench/design-measurements.md,
+//     «internal/msg/split.go, split slots in a window»).
 //     Every claim S made in this generation is in done by then, so the
 //     slot's next generation cannot meet a stale writer.
 
 // defaultSplitMin is where splitting starts to pay. With chunks of 256
 // KiB it did not at 512 KiB (two chunks: the CTS round trip and the claims
-// cost more than the sender's help gave; docs/bench/design-measurements.md),
-// so splits began at 1 MiB. With chunks of 64 KiB below 1 MiB (chunkFor)
-// they pay from 256 KiB: half round trips of 256 KiB and 512 KiB took
-// 3-17% less (ordinary and shared-heap buffers) and a window of 512 KiB
-// Isends ran 15% faster, with 1 MiB and above unchanged.
+// cost more than the sender's help gave; docs/bench/design-measurements.md,
+// «internal/msg, SYMHEAP_MSG_SPLIT default»), so splits began at 1 MiB.
+// With chunks of 64 KiB below 1 MiB (chunkFor) they pay from 256 KiB:
+// half round trips of 256 KiB and 512 KiB took less time (ordinary and
+// shared-heap buffers) and a window of 512 KiB Isends ran faster, with 1
+// MiB and above unchanged (measured: docs/bench/design-measurements.md,
+// «internal/msg/split.go, chunks»).
 const (
 	splitSlots      = 16
 	splitChunk      = 256 << 10

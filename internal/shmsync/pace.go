@@ -146,10 +146,12 @@ type plan struct {
 }
 
 // Calibrate measures the machine once per process and returns the
-// result; later calls return the same. It takes about 100 µs, and about
-// a millisecond more on a machine with no second core free (where the PEs
-// of a job that fills the cores all start at once, say): a job's start-up
-// is then within noise of what it was without it.
+// result; later calls return the same. It is quick, and slower on a
+// machine with no second core free (where the PEs of a job that fills the
+// cores all start at once, say), but a job's start-up is then within
+// noise of what it was without it (measured:
+// docs/bench/design-measurements.md, «internal/shmsync/pace.go,
+// Calibrate»).
 func Calibrate() Machine { return calibrate(true) }
 
 // TransferPolls is a cache-line transfer's worth of polls (Pause and
@@ -303,12 +305,13 @@ func (p *Pacer) learn(ok bool) {
 // instead of a transfer. So the PE moves itself once onto a core of its
 // own, the one its index among the node's PEs names (unix.Nudge: moved,
 // not bound), at most once per placeEvery (two system calls and a
-// migration, some 10 us: at most about 1% of a PE's time where something
-// else keeps taking its core), and keeps its whole polling share, since
-// the peer is no longer on its core. In plain loops of 2-PE barriers,
-// ten jobs in a row, the slow jobs were those whose PEs shared a core for
-// much of the loop; moving halved the median job
-// (docs/bench/design-measurements.md).
+// migration: a small share of a PE's time even where something else
+// keeps taking its core), and keeps its whole polling share, since the
+// peer is no longer on its core. In plain loops of 2-PE barriers, ten
+// jobs in a row, the slow jobs were those whose PEs shared a core for
+// much of the loop; moving made the median job much faster (measured:
+// docs/bench/design-measurements.md, «internal/shmsync/pace.go,
+// placement»).
 
 // placeEvery bounds how often a PE moves itself.
 const placeEvery = time.Millisecond

@@ -7,6 +7,7 @@ package shmsync
 // should pause between polls. The hint keeps the polling core from
 // flooding the line with loads while the writer owns it, and saves the
 // pipeline flush a tight loop of loads takes when the line changes: a
-// line bouncing between two processes moved about twice as fast with a
-// pause in the polling loop (docs/bench/design-measurements.md).
+// line bouncing between two processes moved much faster with a pause in
+// the polling loop (measured: docs/bench/design-measurements.md,
+// «internal/shmsync/pause.go»).
 func Pause()

@@ -477,8 +477,10 @@ func combine[T Number](accp, xp core.Ptr, n int, op Op) {
 	x = x[:len(acc)] // one bounds check, not one per element
 	switch op {
 	case OpSum:
-		// Eight elements a turn: a fold of 4 KiB of int64 in cache took
-		// 100 ns against 139 one at a time (design-measurements.md).
+		// Eight elements a turn: a fold of 4 KiB of int64 in cache ran
+		// faster than one element at a time (measured:
+		// docs/bench/design-measurements.md, «internal/team, Reduce's
+		// fold»).
 		i := 0
 		for ; i+8 <= len(acc); i += 8 {
 			a, b := acc[i:i+8:i+8], x[i:i+8:i+8]

@@ -95,8 +95,9 @@ package team
 // and sleep on its low 32 bits, which every add changes; the add that
 // completes a group sees them in its own result and wakes them, without a
 // second access to the line that the waiting members are polling (that
-// load, and dividing by size to find the group's end, cost about a third
-// of a 2-PE barrier when measured).
+// load, and dividing by size to find the group's end, cost a large share
+// of a 2-PE barrier when measured: docs/bench/design-measurements.md,
+// «internal/team/team.go, sleepers in the counter word»).
 //
 // Inside a collective a full barrier also counts as an arrival of every
 // member (arrivals, below), but it does not store the members' arrived
@@ -177,8 +178,9 @@ package team
 // line to be invalidated). Once it published, the owner asks for its next
 // line in the exclusive state (shmsync.PrefetchW, which does not wait), so that
 // its next write finds the line ready and the next locked instruction
-// (the next call's lock) does not wait for it: that more than halved a
-// 1-int64 Broadcast (docs/bench/design-measurements.md).
+// (the next call's lock) does not wait for it: that made a 1-int64
+// Broadcast much faster (measured: docs/bench/design-measurements.md,
+// «internal/team/post.go, prefetch»).
 //
 // Sleeping. A waiter polls and yields under the runtime's pacing, then
 // (S1) adds itself to the line's sleepers, (S2) runs membarrier's global

@@ -539,10 +539,11 @@ func (w *Worker) lock() {
 // spends its time in calls into C, and its goroutine never leaves its
 // time slice: after 10 ms the runtime's monitor takes its P away in
 // mid-call, and since the goroutine then continues on the other P
-// without a new time slice, takes that one too at every tick (some 800
-// times a second, each a thread woken and the goroutine moved). A yield
-// before that starts a new slice. A fetch-add to another fake host took
-// 8.1-8.9 us without and 7.1-7.3 with, as from C (7.2).
+// without a new time slice, takes that one too at every tick (each a
+// thread woken and the goroutine moved). A yield before that starts a new
+// slice. With it a fetch-add to another fake host takes as long as from
+// C, and took longer without (measured:
+// docs/bench/design-measurements.md, «internal/ucx, Worker.touch»).
 //
 // It runs on every call, so it reads the monotonic clock only (time.Now
 // reads the wall clock too) and stores last only when it moved by
@@ -575,9 +576,11 @@ const sliceFor = 2 * time.Millisecond
 // (UCP_ERR_HANDLING_MODE_PEER): a peer that is lost fails the operations
 // to it, and the waits report it. Without, UCX 1.13 moves large tagged
 // messages over TCP with a zero-copy rendezvous instead of active
-// messages that the receiver copies out (twice the bandwidth of a
-// window of 1 MiB messages between two fake hosts), but the loss of a
-// peer is undefined: the process may crash in UCX.
+// messages that the receiver copies out (a window of 1 MiB messages
+// between two fake hosts moves much faster; measured:
+// docs/bench/design-measurements.md, «internal/ucx, peer error
+// handling»), but the loss of a peer is undefined: the process may crash
+// in UCX.
 func Open(npeers int, peerErrors bool) (*Worker, error) {
 	w := &Worker{peers: make([]peerState, npeers), efd: -1}
 	pe := C.int(0)

@@ -204,8 +204,9 @@ const RlimInfinity = unix.RLIM_INFINITY
 // bookkeeping of a blocking call (entersyscall, exitsyscall, and the
 // processor that sysmon may hand to another thread meanwhile) cost more
 // than the yield itself when PEs outnumber cores, where waits do nothing
-// but yield: 4 PEs on 2 cores, Barrier 2.46 against 1.51 us, 8 PEs 6.8
-// against 4.1 us (docs/bench/design-measurements.md). A yield returns
+// but yield: a Barrier of 4 or 8 PEs on 2 cores took much longer with
+// it (measured: docs/bench/design-measurements.md, «internal/unix,
+// SchedYield»). A yield returns
 // within the other threads' time slices, so holding the processor
 // through it delays nothing for long.
 func SchedYield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
