@@ -249,7 +249,7 @@ func (l *Layer) Close(barrier bool, lost error) error {
 // reported terminated.
 func (l *Layer) launcherLost() error {
 	if r, st, ok := l.boot.Lost(); ok {
-		return fmt.Errorf("PE %d on node %d terminated (the launcher reports %s): %w", r, l.nodeOf[r], st, errs.ErrPeerLost)
+		return gone(r, "PE %d on node %d terminated (the launcher reports %s): %w", r, l.nodeOf[r], st, errs.ErrPeerLost)
 	}
 	return nil
 }
@@ -340,7 +340,7 @@ func (l *Layer) onAnnounced(v uint64) error {
 	if v >= uint64(l.npes) {
 		return fmt.Errorf("a PE on another node is gone (an announcement named %d): %w", v, errs.ErrPeerLost)
 	}
-	return fmt.Errorf("PE %d on node %d is gone (announced by another node): %w", v, l.nodeOf[v], errs.ErrPeerLost)
+	return gone(int(v), "PE %d on node %d is gone (announced by another node): %w", v, l.nodeOf[v], errs.ErrPeerLost)
 }
 
 // Exit tells every PE of the other nodes to exit with code
@@ -367,6 +367,37 @@ func (l *Layer) Alive(p int) bool {
 	}
 	q, _ := l.net.Failed()
 	return q != p
+}
+
+// goneError is the loss of a PE as this layer reports it: its rank goes
+// with the message, so that a leader that leaves it for its node's PEs
+// (nodeFail) or announces it to the other nodes names the PE the message
+// names, whichever check found it.
+type goneError struct {
+	pe  int
+	err error
+}
+
+func (e *goneError) Error() string { return e.err.Error() }
+func (e *goneError) Unwrap() error { return e.err }
+
+// gone is fmt.Errorf for the loss of PE pe.
+func gone(pe int, format string, a ...any) error {
+	return &goneError{pe, fmt.Errorf(format, a...)}
+}
+
+// lostRank returns the PE that err says is lost: a transport's failure on
+// a peer, or a loss this layer reported; p if it says none.
+func lostRank(err error, p int) int {
+	var perr *transport.PeerError
+	var g *goneError
+	switch {
+	case errors.As(err, &g):
+		return g.pe
+	case errors.As(err, &perr) && perr.Peer >= 0:
+		return perr.Peer
+	}
+	return p
 }
 
 // peerLost turns a transport failure on PE p into errs.ErrPeerLost naming it.
@@ -397,7 +428,7 @@ func (l *Layer) peerLost(p int, err error) error {
 	if errors.Is(err, transport.ErrTimeout) {
 		how = "has stopped answering"
 	}
-	return fmt.Errorf("PE %d on node %d %s: %w (%v)", p, l.nodeOf[p], how, errs.ErrPeerLost, err)
+	return gone(p, "PE %d on node %d %s: %w (%v)", p, l.nodeOf[p], how, errs.ErrPeerLost, err)
 }
 
 // The Remote (transport.Remote) over the Net: region 0 of every far PE is
@@ -445,14 +476,12 @@ func (l *Layer) Records(seq uint64) error {
 		return true
 	}
 	fail := func(p int, err error) error {
-		var perr *transport.PeerError
-		if errors.As(err, &perr) && perr.Peer >= 0 {
-			p = perr.Peer
-		}
+		p = lostRank(err, p)
 		if !errors.Is(err, errs.ErrDiverged) {
 			l.Announce(p)
 		}
-		return l.nodeFail(p, l.fail(l.peerLost(p, err)))
+		e := l.fail(l.peerLost(p, err))
+		return l.nodeFail(lostRank(e, p), e)
 	}
 	if !arrived() {
 		if err := l.rt.PollThenWait(arrived, l.rt.CollectiveLost); err != nil {
@@ -547,7 +576,7 @@ func (l *Layer) LostBy(ld int) error {
 		return l.rt.Calls().Adopt(fmt.Errorf("%s on PE %d: PE %d, which meets the other nodes for this node, found that a PE there made another call (its message names both): %w",
 			calls.Describe(l.rt.Calls().Own().Load()), l.rank, ld, errs.ErrDiverged))
 	} else if v >= 2 {
-		return fmt.Errorf("PE %d on node %d is gone (found by this node's leader, PE %d): %w", v-2, l.nodeOf[v-2], ld, errs.ErrPeerLost)
+		return gone(int(v-2), "PE %d on node %d is gone (found by this node's leader, PE %d): %w", v-2, l.nodeOf[v-2], ld, errs.ErrPeerLost)
 	} else if v != 0 {
 		return fmt.Errorf("a PE on another node is gone (found by this node's leader, PE %d): %w", ld, errs.ErrPeerLost)
 	}
@@ -643,7 +672,10 @@ func (l *Layer) teamSync(ft *splitTeam) error {
 	tag := func(src, round int) uint64 {
 		return tagTeam<<56 | (ft.key&0xfff)<<44 | uint64(src&0xfffff)<<24 | uint64(round&0xf)<<20 | uint64(ft.epoch&0xfffff)
 	}
-	fail := func(p int, err error) error { return l.nodeFail(p, l.fail(l.peerLost(p, err))) }
+	fail := func(p int, err error) error {
+		e := l.fail(l.peerLost(p, err))
+		return l.nodeFail(lostRank(e, p), e)
+	}
 	for k, d := 0, 1; d < n; k, d = k+1, d*2 {
 		to, from := ft.leaders[(me+d)%n], ft.leaders[(me-d+n)%n]
 		if err := l.net.Send(to, tag(l.rank, k), nil, l.pinger(to)); err != nil {
@@ -852,10 +884,7 @@ func (l *Layer) leaderBarrier() (int, error) {
 		if errors.Is(err, errs.ErrDiverged) {
 			return -1, err
 		}
-		var pe *transport.PeerError
-		if errors.As(err, &pe) && pe.Peer >= 0 {
-			p = pe.Peer
-		}
+		p = lostRank(err, p)
 		if v, ok := l.net.Watched(); ok && v < uint64(l.npes) {
 			p = int(v) // another node named the lost PE
 		}

@@ -297,7 +297,7 @@ func Broadcast[T any](l *Layer, t *team.Team, dst, src []T, root int) error {
 			return get(l, dst, dst, ld)
 		}
 		if err := get(l, dst, src, r); err != nil {
-			return l.nodeFail(r, err)
+			return l.nodeFail(lostRank(err, r), err)
 		}
 		return l.nodeShare(local)
 	})
@@ -341,7 +341,7 @@ func FCollect[T any](l *Layer, t *team.Team, dst, src []T) error {
 			}
 			if err != nil {
 				if l.rank == ld {
-					return l.nodeFail(p, err)
+					return l.nodeFail(lostRank(err, p), err)
 				}
 				return err
 			}
@@ -403,7 +403,7 @@ func Reduce[T team.Number](l *Layer, t *team.Team, dst, src []T, op team.Op) err
 				copy(v, src)
 			} else if err := get(l, v, src, p); err != nil {
 				if share {
-					return l.nodeFail(p, err)
+					return l.nodeFail(lostRank(err, p), err)
 				}
 				return err
 			}
