@@ -51,13 +51,17 @@ type Option struct {
 
 // Flags lists fs's flags in the order of their names, each as
 // "-name ARG" with the argument's name from its usage (flag.UnquoteUsage)
-// and its default when it is not the zero value. prefix is the dash
-// ("-" or "--") the page shows.
-func Flags(fs *flag.FlagSet, prefix string) []Option {
+// and its default when it is not the zero value. Names of one or two
+// letters get one dash (-n, -np, -x), longer ones two (--timeout), as
+// Open MPI writes them; the flag package accepts either.
+func Flags(fs *flag.FlagSet) []Option {
 	var out []Option
 	fs.VisitAll(func(f *flag.Flag) {
 		arg, usage := flag.UnquoteUsage(f)
-		name := prefix + f.Name
+		name := "--" + f.Name
+		if len(f.Name) <= 2 {
+			name = "-" + f.Name
+		}
 		if arg != "" {
 			name += " " + strings.ToUpper(arg)
 		}
