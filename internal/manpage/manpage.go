@@ -63,7 +63,10 @@ func Flags(fs *flag.FlagSet) []Option {
 			name = "-" + f.Name
 		}
 		if arg != "" {
-			name += " " + strings.ToUpper(arg)
+			if strings.Trim(arg, "abcdefghijklmnopqrstuvwxyz") == "" {
+				arg = strings.ToUpper(arg) // a word (duration, list): a placeholder
+			}
+			name += " " + arg
 		}
 		if d := f.DefValue; d != "" && d != "0" && d != "false" && d != "0s" && d != "[]" {
 			usage += fmt.Sprintf(" (default %s)", d)
