@@ -9,7 +9,12 @@ PEERS_BIN   := $(CURDIR)/bench/peers/bin
 TEST_FLAGS  ?= -count=1 -timeout 30m
 export GOFLAGS ?=
 
-.PHONY: all build capi demo demo-c test test-loaded test-c fmt vet staticcheck unit unit-race unit-norace bench-smoke chaos fuzz peers tools clean-shm mutate cluster cluster-deps demo-cluster bench-cluster
+# symheap's version (internal/config.Version) and the shared library's
+# soname: libsymheap.so.MAJOR.
+VERSION     := $(shell sed -n 's/^const Version = "\(.*\)"$$/\1/p' internal/config/settings.go)
+SONAME      := libsymheap.so.$(firstword $(subst ., ,$(VERSION)))
+
+.PHONY: all build capi man install uninstall demo demo-c test test-loaded test-c fmt vet staticcheck unit unit-race unit-norace bench-smoke chaos fuzz peers tools clean-shm mutate cluster cluster-deps demo-cluster bench-cluster
 
 all: build
 
@@ -24,6 +29,7 @@ build:
 	@command -v $(GO) >/dev/null || { echo "make: Go is not installed (need Go 1.26 or newer)"; exit 1; }
 	$(GO) mod download
 	$(GO) build -o $(BIN)/ ./cmd/...
+	@ln -sf symcc $(BIN)/symc++
 	$(MAKE) --no-print-directory capi
 
 # libsymheap, the OpenSHMEM library for C (capi/, cgo behind the
@@ -36,9 +42,62 @@ capi:
 	@# The version script leaves only the API exported; go build does not
 	@# see it change, so a newer script forces the link.
 	@if [ capi/libsymheap.map -nt $(BIN)/libsymheap.so ]; then rm -f $(BIN)/libsymheap.so; fi
-	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -tags symheap_capi -ldflags=-extldflags=-Wl,--version-script=$(CURDIR)/capi/libsymheap.map -o $(BIN)/libsymheap.so ./capi
+	CGO_ENABLED=1 $(GO) build -buildmode=c-shared -tags symheap_capi -ldflags=-extldflags=-Wl,--version-script=$(CURDIR)/capi/libsymheap.map,-soname,$(SONAME) -o $(BIN)/libsymheap.so ./capi
+	@ln -sf libsymheap.so $(BIN)/$(SONAME)
 	CGO_ENABLED=1 $(GO) build -buildmode=c-archive -tags symheap_capi -o $(BIN)/libsymheap.a ./capi
 	@rm -f $(BIN)/libsymheap.h
+
+# The manual pages, into $(BIN)/man: section 1 from each tool's flag
+# definitions (TOOL --man), section 3 from capi/gen's tables.
+man: build
+	@rm -rf $(BIN)/man && mkdir -p $(BIN)/man/man1
+	@for t in symcc symc++ shrun symheap; do $(BIN)/$$t --man >$(BIN)/man/man1/$$t.1 || exit 1; done
+	$(GO) run ./capi/gen -man $(BIN)/man/man3
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: the tools, the library
+# (libsymheap.so.VERSION with its soname link, libsymheap.a), the headers,
+# lib/pkgconfig/symheap.pc and the manual pages. The installed symcc,
+# symc++ and shrun find everything relative to their own directory
+# (PREFIX/bin/../lib, ../include): nothing of the build tree is needed.
+# make uninstall removes what the install's manifest lists.
+PREFIX      ?= /usr/local
+DESTDIR     ?=
+bindir      := $(PREFIX)/bin
+libdir      := $(PREFIX)/lib
+includedir  := $(PREFIX)/include
+mandir      := $(PREFIX)/share/man
+manifest    := $(PREFIX)/share/symheap/install-manifest
+
+install: man
+	@case "$(PREFIX)" in /*) ;; *) echo "make install: PREFIX must be an absolute path (got $(PREFIX))"; exit 1;; esac
+	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(libdir)/pkgconfig $(DESTDIR)$(includedir) \
+		$(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man3 $(DESTDIR)$(PREFIX)/share/symheap
+	install -m 755 $(BIN)/symcc $(BIN)/shrun $(BIN)/symheap $(DESTDIR)$(bindir)/
+	ln -sf symcc $(DESTDIR)$(bindir)/symc++
+	install -m 755 $(BIN)/libsymheap.so $(DESTDIR)$(libdir)/libsymheap.so.$(VERSION)
+	ln -sf libsymheap.so.$(VERSION) $(DESTDIR)$(libdir)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(libdir)/libsymheap.so
+	install -m 644 $(BIN)/libsymheap.a $(DESTDIR)$(libdir)/
+	install -m 644 include/shmem.h include/shmemx.h $(DESTDIR)$(includedir)/
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(libdir)|; s|@INCLUDEDIR@|$(includedir)|; s|@VERSION@|$(VERSION)|' \
+		scripts/symheap.pc.in >$(DESTDIR)$(libdir)/pkgconfig/symheap.pc
+	install -m 644 $(BIN)/man/man1/*.1 $(DESTDIR)$(mandir)/man1/
+	@echo "install -m 644 $(BIN)/man/man3/*.3 $(DESTDIR)$(mandir)/man3/ ($$(ls $(BIN)/man/man3 | wc -l) pages)"
+	@install -m 644 $(BIN)/man/man3/*.3 $(DESTDIR)$(mandir)/man3/
+	@{ for f in symcc symc++ shrun symheap; do echo $(bindir)/$$f; done; \
+	  echo $(libdir)/libsymheap.so.$(VERSION); echo $(libdir)/$(SONAME); echo $(libdir)/libsymheap.so; \
+	  echo $(libdir)/libsymheap.a; echo $(includedir)/shmem.h; echo $(includedir)/shmemx.h; \
+	  echo $(libdir)/pkgconfig/symheap.pc; \
+	  for f in $(BIN)/man/man1/*.1; do echo $(mandir)/man1/$${f##*/}; done; \
+	  for f in $(BIN)/man/man3/*.3; do echo $(mandir)/man3/$${f##*/}; done; \
+	  echo $(manifest); } >$(DESTDIR)$(manifest)
+	@echo "make install: symheap $(VERSION) in $(DESTDIR)$(PREFIX) ($$(wc -l <$(DESTDIR)$(manifest)) files, listed in $(manifest))"
+
+uninstall:
+	@[ -f $(DESTDIR)$(manifest) ] || { echo "make uninstall: no symheap install in $(DESTDIR)$(PREFIX) ($(manifest) is missing)"; exit 1; }
+	@n=0; while read -r f; do case "$$f" in $(PREFIX)/*) rm -f "$(DESTDIR)$$f"; n=$$((n+1));; esac; done <$(DESTDIR)$(manifest); \
+	rmdir $(DESTDIR)$(PREFIX)/share/symheap 2>/dev/null; \
+	echo "make uninstall: removed $$n files from $(DESTDIR)$(PREFIX)"
 
 # The main job: four PEs each write into their neighbour's partition through
 # a plain slice, then print what they received.

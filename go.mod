@@ -1,6 +1,6 @@
 module github.com/symheap/symheap
 
-go 1.26.8
+go 1.26.0
 
 require (
 	golang.org/x/sys v0.49.0

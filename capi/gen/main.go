@@ -29,6 +29,7 @@ func main() {
 	root := flag.String("root", ".", "the module's root directory")
 	check := flag.Bool("check", false, "only check that the generated files are current")
 	flag.Parse()
+	manHook() // man.go: with -man DIR, writes the section 3 pages and exits
 	os.Exit(run(*root, *check, os.Stderr))
 }
 

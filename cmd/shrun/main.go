@@ -1,13 +1,17 @@
 // Command shrun starts the PEs of a symheap job on this node and
 // supervises them as one group.
 //
-//	shrun -n N [--heap SIZE] [--allocator NAME] [--timeout D] [--tag] [--offset-mode] PROGRAM|PACKAGE [ARGS...]
+//	shrun -n N [--heap SIZE] [--allocator NAME] [--timeout D] [--tag] [--offset-mode] [-x VAR[=value]]... PROGRAM|PACKAGE [ARGS...]
 //
 // PROGRAM is an executable file (or a name found in PATH); PACKAGE is a Go
 // main package, named by directory ("./examples/ring") or import path,
 // which is built first. Flags end at the first argument that is not one, so
 // everything from PROGRAM on is passed to the PEs untouched. Flags may be
-// written with one dash or two (-n 4, --n=4, --heap 512m).
+// written with one dash or two (-n 4, --n=4, --heap 512m). The names Open
+// MPI's mpirun and oshrun use work too: -np N is -n N, --tag-output is
+// --tag, -x VAR=value exports a variable to every PE (-x VAR exports
+// shrun's own value of VAR; repeatable). --version prints symheap's
+// version, --man shrun's manual page.
 //
 // Each PE gets SYMHEAP_JOB, SYMHEAP_PE and SYMHEAP_NPES (see package
 // launch); --heap sets SHMEM_SYMMETRIC_SIZE, --allocator SYMHEAP_ALLOCATOR
@@ -36,11 +40,14 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/symheap/symheap/internal/config"
 	"github.com/symheap/symheap/internal/errs"
+	"github.com/symheap/symheap/internal/manpage"
 	"github.com/symheap/symheap/launch"
 )
 
@@ -48,27 +55,71 @@ func main() {
 	os.Exit(shrun(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usageHead = `usage: shrun -n N [--heap SIZE] [--allocator NAME] [--timeout D] [--tag] [--offset-mode] PROGRAM|PACKAGE [ARGS...]
+const usageHead = `usage: shrun -n N [--heap SIZE] [--allocator NAME] [--timeout D] [--tag] [--offset-mode] [-x VAR[=value]]... PROGRAM|PACKAGE [ARGS...]
 
 Starts N PEs of PROGRAM (an executable) or PACKAGE (a Go main package, built
 first) as one symheap job, and exits with the status of the first PE that fails.
 
 `
 
-// shrun is the whole command; it returns the exit status.
-func shrun(args []string, stdout, stderr io.Writer) int {
+// flags are shrun's parsed flags.
+type flags struct {
+	n                        int
+	heap, allocator          string
+	timeout                  time.Duration
+	tag, offsetMode, version bool
+	env                      []string // -x, as KEY=value
+}
+
+// newFlags defines shrun's flags (the same set makes --help and the
+// manual page).
+func newFlags(stderr io.Writer) (*flag.FlagSet, *flags) {
+	var f flags
 	fs := flag.NewFlagSet("shrun", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	n := fs.Int("n", 0, fmt.Sprintf("start `N` PEs (required, 1 to %d)", launch.MaxPEs))
-	heap := fs.String("heap", "", "symmetric heap `SIZE` per PE (SHMEM_SYMMETRIC_SIZE): bytes or with a k, m, g, t suffix")
-	allocator := fs.String("allocator", "", "memheap allocator component `NAME` (SYMHEAP_ALLOCATOR)")
-	timeout := fs.Duration("timeout", 0, "stop every PE and exit 124 after this `duration` (e.g. 30s, 5m); 0: no limit")
-	tag := fs.Bool("tag", false, `prefix every output line with "[pe N] "`)
-	offsetMode := fs.Bool("offset-mode", false, "do not map the segment at the same address in every PE (SYMHEAP_OFFSET_MODE=1)")
+	fs.IntVar(&f.n, "n", 0, fmt.Sprintf("start `N` PEs (required, 1 to %d)", launch.MaxPEs))
+	fs.IntVar(&f.n, "np", 0, "start `N` PEs: the same as -n (the name mpirun and oshrun use)")
+	fs.StringVar(&f.heap, "heap", "", "symmetric heap `SIZE` per PE (SHMEM_SYMMETRIC_SIZE): bytes or with a k, m, g, t suffix")
+	fs.StringVar(&f.allocator, "allocator", "", "memheap allocator component `NAME` (SYMHEAP_ALLOCATOR)")
+	fs.DurationVar(&f.timeout, "timeout", 0, "stop every PE and exit 124, saying so, after this `duration` (e.g. 30s, 5m); 0: no limit")
+	fs.BoolVar(&f.tag, "tag", false, `prefix every output line with "[pe N] "`)
+	fs.BoolVar(&f.tag, "tag-output", false, "the same as --tag (the name mpirun uses)")
+	fs.BoolVar(&f.offsetMode, "offset-mode", false, "do not map the segment at the same address in every PE (SYMHEAP_OFFSET_MODE=1)")
+	fs.Func("x", "export `VAR[=value]` to every PE; VAR alone exports shrun's own value (repeatable)", func(s string) error {
+		k, _, hasValue := strings.Cut(s, "=")
+		switch {
+		case k == "" || strings.ContainsAny(k, " \t\n"):
+			return fmt.Errorf("%q is not VAR or VAR=value", s)
+		case hasValue:
+			f.env = append(f.env, s)
+		default:
+			v, ok := os.LookupEnv(k)
+			if !ok {
+				return fmt.Errorf("%s is not set in shrun's environment (give -x %s=value)", k, k)
+			}
+			f.env = append(f.env, k+"="+v)
+		}
+		return nil
+	})
+	fs.BoolVar(&f.version, "version", false, "print symheap's version and exit")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usageHead)
 		fs.PrintDefaults()
 	}
+	return fs, &f
+}
+
+// shrun is the whole command; it returns the exit status.
+func shrun(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 && args[0] == "--man" {
+		if err := manPage().Write(stdout); err != nil {
+			fmt.Fprintf(stderr, "shrun: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	fs, f := newFlags(stderr)
+	n, heap, allocator, timeout, tag, offsetMode := &f.n, &f.heap, &f.allocator, &f.timeout, &f.tag, &f.offsetMode
 	usageError := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "shrun: "+format+"\n\n", a...)
 		fs.Usage()
@@ -79,6 +130,10 @@ func shrun(args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 		return 2 // the flag package has printed the error and the usage
+	}
+	if f.version {
+		fmt.Fprintf(stdout, "shrun (symheap) %s\n", config.Version)
+		return 0
 	}
 	switch {
 	case fs.NArg() == 0:
@@ -110,6 +165,7 @@ func shrun(args []string, stdout, stderr io.Writer) int {
 	if *offsetMode {
 		opts.Env = append(opts.Env, config.EnvOffsetMode+"=1")
 	}
+	opts.Env = append(opts.Env, f.env...)
 
 	// Signals are caught from before the start: during a build they
 	// cancel it; once the PEs run they are forwarded (first SIGINT or
@@ -157,8 +213,49 @@ func shrun(args []string, stdout, stderr io.Writer) int {
 	}
 	group.Store(g)
 	res, err := g.Wait()
-	if err != nil {
+	switch {
+	case errors.Is(err, launch.ErrTimeout):
+		fmt.Fprintf(stderr, "shrun: the job ran past --timeout %v and was stopped (exit status %d): %v\n", *timeout, res.Status, err)
+	case err != nil:
 		fmt.Fprintf(stderr, "shrun: %v\n", err)
 	}
 	return res.Status
+}
+
+// manPage is shrun's manual page, from its flags.
+func manPage() *manpage.Page {
+	fs, _ := newFlags(io.Discard)
+	return &manpage.Page{
+		Name:    "shrun",
+		Section: 1,
+		Summary: "start the PEs of a symheap job on this node and supervise them as one group",
+		Synopsis: []string{
+			"shrun -n N [--heap SIZE] [--allocator NAME] [--timeout D] [--tag] [--offset-mode] [-x VAR[=value]]... PROGRAM|PACKAGE [ARGS...]",
+			"shrun -np N [options] PROGRAM [ARGS...]",
+			"shrun --version",
+		},
+		Description: []string{
+			"shrun starts N PEs of PROGRAM (an executable, or a name found in PATH) or PACKAGE (a Go main package, " +
+				"named by directory or import path, built first) as one symheap job, and exits with the status of the first PE that fails. " +
+				"C OpenSHMEM programs built with symcc(1) run under it like Go PEs.",
+			"\tsymcc -O2 -o prog prog.c\n\tshrun -np 4 --tag-output ./prog",
+			"Flags end at the first argument that is not one: everything from PROGRAM on goes to the PEs untouched. " +
+				"Flags may be written with one dash or two.",
+			"Each PE gets SYMHEAP_JOB, SYMHEAP_PE and SYMHEAP_NPES, and shrun's environment with what -x, --heap, --allocator and --offset-mode add.",
+		},
+		Sections: []manpage.Section{
+			{Title: "Options", Options: manpage.Flags(fs)},
+			{Title: "Exit status", Paragraphs: []string{
+				"The status of the first PE that failed (its exit code, or 128 plus the number of the signal that killed it), " +
+					"after the others have been stopped; 0 when every PE exited 0; 124 when --timeout passed (shrun says so and names the PEs it stopped); " +
+					"2 for bad usage; 1 when the job could not be started; 147 when the PEs left all stayed stopped (SIGSTOP) for the peer timeout; " +
+					"143 after a second SIGINT or SIGTERM.",
+			}},
+			{Title: "Signals", Paragraphs: []string{
+				"SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to shrun are passed on to every PE; a second SIGINT or SIGTERM stops every PE " +
+					"(SIGTERM, then SIGKILL). If shrun is killed its PEs die with it, and the last symheap PE removes the job's segment from /dev/shm.",
+			}},
+		},
+		SeeAlso: []string{"symcc(1)", "symheap(1)", "shmem_init(3)"},
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/symheap/symheap"
+	"github.com/symheap/symheap/internal/config"
 	"github.com/symheap/symheap/internal/segment"
 	"github.com/symheap/symheap/internal/unix"
 	"github.com/symheap/symheap/launch"
@@ -118,7 +119,7 @@ func pe(spec string) int {
 		os.WriteFile(filepath.Join(arg, "pe-"+rank), nil, 0o644)
 		return 0
 	case "env":
-		for _, k := range []string{"SYMHEAP_JOB", "SYMHEAP_PE", "SYMHEAP_NPES", "SHMEM_SYMMETRIC_SIZE", "SYMHEAP_ALLOCATOR", "SYMHEAP_OFFSET_MODE"} {
+		for _, k := range []string{"SYMHEAP_JOB", "SYMHEAP_PE", "SYMHEAP_NPES", "SHMEM_SYMMETRIC_SIZE", "SYMHEAP_ALLOCATOR", "SYMHEAP_OFFSET_MODE", "SHRUN_X_A", "SHRUN_X_B"} {
 			fmt.Printf("%s=%s\n", k, os.Getenv(k))
 		}
 		fmt.Printf("args %q\n", os.Args[1:])
@@ -192,6 +193,49 @@ func TestFlagsReachPEs(t *testing.T) {
 	}
 }
 
+// TestOpenMPIFlags: the names mpirun and oshrun users type: -np, -x
+// (with a value, and taking shrun's own), --tag-output; and --version,
+// --help listing them, --man.
+func TestOpenMPIFlags(t *testing.T) {
+	t.Setenv(peEnv, "env")
+	t.Setenv("SHRUN_X_B", "from shrun")
+	status, stdout, stderr := run("-np", "2", "--tag-output", "-x", "SHRUN_X_A=a=b c", "-x", "SHRUN_X_B", self(t))
+	if status != 0 {
+		t.Fatalf("status %d: %s", status, stderr)
+	}
+	for _, want := range []string{"[pe 0] SYMHEAP_NPES=2", "[pe 1] SYMHEAP_PE=1", "[pe 0] SHRUN_X_A=a=b c", "[pe 1] SHRUN_X_B=from shrun"} {
+		if !strings.Contains(stdout, want+"\n") {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-np", "2", "-x", "SHRUN_X_UNSET_HERE", "true"}, "not set in shrun's environment"},
+		{[]string{"-np", "2", "-x", "=v", "true"}, "not VAR or VAR=value"},
+	} {
+		os.Unsetenv("SHRUN_X_UNSET_HERE")
+		if status, _, stderr := run(c.args...); status != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("shrun %q: status %d, %q; want 2 and %q", c.args, status, stderr, c.want)
+		}
+	}
+	status, stdout, _ = run("--version")
+	if status != 0 || stdout != "shrun (symheap) "+config.Version+"\n" {
+		t.Errorf("--version: status %d, %q", status, stdout)
+	}
+	status, _, stderr = run("--help")
+	for _, want := range []string{"-np N", "-x VAR[=value]", "-tag-output", "-timeout duration", "-version"} {
+		if status != 0 || !strings.Contains(stderr, want) {
+			t.Errorf("--help: status %d, lacks %q:\n%s", status, want, stderr)
+		}
+	}
+	status, stdout, _ = run("--man")
+	if status != 0 || !strings.HasPrefix(stdout, ".\\\" Generated") || !strings.Contains(stdout, `.B "\-np N"`) {
+		t.Errorf("--man: status %d, %q", status, stdout)
+	}
+}
+
 func TestExitStatus(t *testing.T) {
 	t.Setenv(peEnv, "2=exit:3,*=sleep")
 	start := time.Now()
@@ -204,7 +248,7 @@ func TestExitStatus(t *testing.T) {
 	}
 	t.Setenv(peEnv, "sleep")
 	status, _, stderr = run("-n", "2", "--timeout", "200ms", self(t))
-	if status != 124 || !strings.Contains(stderr, "timed out") {
+	if status != 124 || !strings.Contains(stderr, "timed out") || !strings.Contains(stderr, "past --timeout 200ms") {
 		t.Errorf("status %d, stderr %q; want 124 and a timeout", status, stderr)
 	}
 	t.Setenv(peEnv, "exit:0")

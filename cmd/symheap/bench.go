@@ -178,25 +178,9 @@ func runBench(args []string) error {
 // error mean -h was asked for.
 func parseBenchFlags(args []string) (*runner, benchOutput, error) {
 	var o benchOutput
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), benchUsage)
-		fs.PrintDefaults()
-	}
-	pes := fs.Int("pes", 2, "PEs of the point-to-point and collective tests (barrier also runs on 2, 4 and 8)")
-	tests := fs.String("tests", "all", "comma-separated `list` of tests to run")
-	sizes := fs.String("sizes", "", "message sizes of put/get and send/recv: `list` \"8,64,4k\" or range \"8:4m\" (powers of two)")
-	maxSizeFlag := fs.String("max-size", "", "largest message `size` (default 4m for put/get, 64m for send/recv)")
-	iters := fs.Int("iters", 0, "timed iterations per repetition (`n`; default: as many as --time allows)")
-	budget := fs.Duration("time", 100*time.Millisecond, "time per point, all repetitions together")
-	rounds := fs.Int("rounds", 0, "rounds of ours and theirs, the median is reported (`n`; default 3 with --peers, else 1)")
-	fs.BoolVar(&o.quick, "quick", false, "small iteration counts and few sizes (for tests and make test)")
-	fs.BoolVar(&o.json, "json", false, "print JSON instead of tables")
-	fs.BoolVar(&o.targets, "targets", false, "print the table of targets (ours against the peers' figures and the floors), as --peers does")
-	withPeers := fs.Bool("peers", false, "compare with Open MPI (OpenSHMEM, MPI), C memcpy, cache-line ping-pong and C mallocs")
-	peerDir := fs.String("peers-dir", peers.DefaultDir(), "where the peer harnesses are built")
-	fs.StringVar(&o.plotDir, "plot", "", "write PNG charts into `dir`")
-	timeout := fs.Duration("timeout", 10*time.Minute, "limit for each job of PEs and each peer run")
+	fs, v := newBenchFlags(&o)
+	pes, tests, sizes, maxSizeFlag, iters, budget, rounds, withPeers, peerDir, timeout :=
+		v.pes, v.tests, v.sizes, v.maxSize, v.iters, v.budget, v.rounds, v.withPeers, v.peerDir, v.timeout
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, o, nil
@@ -499,3 +483,38 @@ func (p *progress) done() {
 
 // itoa is strconv.Itoa for int64.
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// benchFlagVals are the values of bench's flags that are not benchOutput's.
+type benchFlagVals struct {
+	pes, iters, rounds    *int
+	tests, sizes, maxSize *string
+	peerDir               *string
+	budget, timeout       *time.Duration
+	withPeers             *bool
+}
+
+// newBenchFlags defines bench's flags (the same set makes -h and the
+// manual page); the output flags go into o.
+func newBenchFlags(o *benchOutput) (*flag.FlagSet, *benchFlagVals) {
+	var v benchFlagVals
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), benchUsage)
+		fs.PrintDefaults()
+	}
+	v.pes = fs.Int("pes", 2, "PEs of the point-to-point and collective tests (barrier also runs on 2, 4 and 8)")
+	v.tests = fs.String("tests", "all", "comma-separated `list` of tests to run")
+	v.sizes = fs.String("sizes", "", "message sizes of put/get and send/recv: `list` \"8,64,4k\" or range \"8:4m\" (powers of two)")
+	v.maxSize = fs.String("max-size", "", "largest message `size` (default 4m for put/get, 64m for send/recv)")
+	v.iters = fs.Int("iters", 0, "timed iterations per repetition (`n`; default: as many as --time allows)")
+	v.budget = fs.Duration("time", 100*time.Millisecond, "time per point, all repetitions together")
+	v.rounds = fs.Int("rounds", 0, "rounds of ours and theirs, the median is reported (`n`; default 3 with --peers, else 1)")
+	fs.BoolVar(&o.quick, "quick", false, "small iteration counts and few sizes (for tests and make test)")
+	fs.BoolVar(&o.json, "json", false, "print JSON instead of tables")
+	fs.BoolVar(&o.targets, "targets", false, "print the table of targets (ours against the peers' figures and the floors), as --peers does")
+	v.withPeers = fs.Bool("peers", false, "compare with Open MPI (OpenSHMEM, MPI), C memcpy, cache-line ping-pong and C mallocs")
+	v.peerDir = fs.String("peers-dir", peers.DefaultDir(), "where the peer harnesses are built")
+	fs.StringVar(&o.plotDir, "plot", "", "write PNG charts into `dir`")
+	v.timeout = fs.Duration("timeout", 10*time.Minute, "limit for each job of PEs and each peer run")
+	return fs, &v
+}

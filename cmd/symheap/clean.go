@@ -7,13 +7,19 @@ import (
 	"github.com/symheap/symheap/internal/inspect"
 )
 
-func runClean(args []string) error {
-	fs := flag.NewFlagSet("clean", flag.ExitOnError)
-	dry := fs.Bool("n", false, "only list what would be removed")
+// cleanFlags defines clean's flags (the same set makes -h and the manual page).
+func cleanFlags() (fs *flag.FlagSet, dry *bool) {
+	fs = flag.NewFlagSet("clean", flag.ExitOnError)
+	dry = fs.Bool("n", false, "only list what would be removed")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: symheap clean [-n]\n\nRemoves this user's /dev/shm segments whose PEs are all gone (proved by their locks).\nLive jobs, starting jobs and other users' segments are never touched.")
 		fs.PrintDefaults()
 	}
+	return fs, dry
+}
+
+func runClean(args []string) error {
+	fs, dry := cleanFlags()
 	fs.Parse(args)
 	if *dry {
 		list, err := inspect.ListJobs()

@@ -13,9 +13,15 @@ import (
 	"github.com/symheap/symheap/internal/inspect"
 )
 
+// infoFlags defines info's flags (the same set makes -h and the manual page).
+func infoFlags() (fs *flag.FlagSet, asJSON *bool) {
+	fs = flag.NewFlagSet("info", flag.ExitOnError)
+	asJSON = fs.Bool("json", false, "print JSON")
+	return fs, asJSON
+}
+
 func runInfo(args []string) error {
-	fs := flag.NewFlagSet("info", flag.ExitOnError)
-	asJSON := fs.Bool("json", false, "print JSON")
+	fs, asJSON := infoFlags()
 	fs.Parse(args)
 	rep := inspect.Describe()
 	refused := refusedParams(rep)

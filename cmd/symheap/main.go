@@ -5,11 +5,16 @@
 //	                                      a live job's per-PE figures; no JOB lists jobs
 //	symheap clean                         remove this user's segments whose PEs are all gone
 //	symheap bench [flags]                 the benchmark suite (symheap bench -h)
+//	symheap version                       symheap's version (also --version)
+//
+// symheap --man prints its manual page, made from the commands' flags.
 package main
 
 import (
 	"fmt"
 	"os"
+
+	"github.com/symheap/symheap/internal/config"
 )
 
 const usage = `usage: symheap <command> [flags]
@@ -21,6 +26,7 @@ commands:
           without a JOB, the list of this user's jobs
   clean   remove this user's segments whose PEs are all gone
   bench   the benchmark suite, optionally beside Open MPI and C allocators
+  version symheap's version (also --version)
 
 Run 'symheap <command> -h' for the command's flags.
 `
@@ -43,6 +49,11 @@ func main() {
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return
+	case "version", "-version", "--version":
+		fmt.Printf("symheap %s\n", config.Version)
+		return
+	case "--man":
+		err = manPage().Write(os.Stdout)
 	default:
 		if handled, herr := runHidden(cmd, args); handled {
 			err = herr

@@ -15,16 +15,22 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func runStat(args []string) error {
-	fs := flag.NewFlagSet("stat", flag.ExitOnError)
-	asJSON := fs.Bool("json", false, "print JSON")
-	watch := fs.Duration("watch", 0, "refresh every `interval` (e.g. 1s) until the job ends or you interrupt")
-	mapFile := fs.String("map", "", "write a heap map of every PE's heaps to `file` (.png or .svg)")
-	wide := fs.Bool("wide", false, "show every column (the default table fits 100 columns)")
+// statFlags defines stat's flags (the same set makes -h and the manual page).
+func statFlags() (fs *flag.FlagSet, asJSON *bool, watch *time.Duration, mapFile *string, wide *bool) {
+	fs = flag.NewFlagSet("stat", flag.ExitOnError)
+	asJSON = fs.Bool("json", false, "print JSON")
+	watch = fs.Duration("watch", 0, "refresh every `interval` (e.g. 1s) until the job ends or you interrupt")
+	mapFile = fs.String("map", "", "write a heap map of every PE's heaps to `file` (.png or .svg)")
+	wide = fs.Bool("wide", false, "show every column (the default table fits 100 columns)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: symheap stat [flags] [JOB]\n\nWithout JOB, lists this user's jobs. With JOB (a job id or segment name),\nattaches read-only and shows each PE's figures.")
 		fs.PrintDefaults()
 	}
+	return fs, asJSON, watch, mapFile, wide
+}
+
+func runStat(args []string) error {
+	fs, asJSON, watch, mapFile, wide := statFlags()
 	fs.Parse(reorder(args))
 	if fs.NArg() == 0 {
 		return listJobs(*asJSON)
