@@ -44,11 +44,11 @@ const (
 // nearAMO is the atomics' fast path, Put's (core.Near): the size bytes at
 // p in this PE's own heap, target a PE of a job on one node (useRemote
 // turns it off in a job on several). The caller checks that the PE is
-// open. It makes no
-// call, so the compiler inlines it into each atomic, which calls amo only
-// when it fails: a call to core.Target, and later to amo, with their
-// spills, were a fifth of a fetch-add. A plain function: a generic one
-// costs the inliner more (116 against 74 of its budget of 80).
+// open. It makes no call, so the compiler inlines it into each atomic,
+// which calls amo only when it fails: a call to core.Target, and later
+// to amo, with their spills, were a large share of a fetch-add. A plain
+// function: a generic one costs the inliner more than its budget
+// (measured: docs/bench/design-measurements.md, «atomic.go, fast path»).
 func (pe *PE) nearAMO(p core.Ptr, size uint64, target int) (core.Ptr, bool) {
 	if pe == nil {
 		return nil, false
@@ -85,7 +85,7 @@ func amoSlow[T Integer](pe *PE, p *T, target int, op string, kind transport.AMO,
 // fence the wake-up protocol needs. The count's store and the loads of the signal's address come
 // before the AMO: a locked instruction holds up the loads after it until
 // it completes, so whatever follows it, the next AMO waits for too
-// (BenchmarkLocalPath/AtomicFetchAdd: 8.5 ns with them after, 8.0 before).
+// (measured: docs/bench/design-measurements.md, «atomic.go, fast path»).
 func (r *rmaLayer) amoStart(target int) *signal {
 	core.Bump(&r.stats.Atomics)
 	return &r.ctl[target].sig

@@ -604,8 +604,8 @@ func checkClusterWait(t *testing.T, pe *PE) {
 // checkBusyTarget: PE 0 computes for 400 ms without calling symheap; PE 2
 // (other node) meanwhile gets, puts and adds to PE 0's memory. The
 // progress goroutine, woken by the worker's event descriptor, serves
-// them: 300 operations complete well within the busy period (with a
-// goroutine that polled every 2 ms instead they took 350 ms).
+// them: 300 operations complete well within the busy period (a goroutine
+// that polled every 2 ms instead took most of it).
 func checkBusyTarget(t *testing.T, pe *PE) {
 	x, err := Calloc[int64](pe, 1)
 	if err != nil {

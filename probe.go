@@ -9,8 +9,9 @@ import (
 
 // The transfer-time probe at Init: the leader waits up to probeArrive for
 // the follower (which may still be waking from the barrier's sleep, a
-// millisecond or more in a VM), then measures for up to probeLimit (some
-// 40 µs when both have a core; longer means one of them has none now).
+// millisecond or more in a VM), then measures for up to probeLimit (its
+// rounds take a small part of that when both have a core; longer means
+// one of them has none now).
 const (
 	probeArrive = 20 * time.Millisecond
 	probeLimit  = 2 * time.Millisecond
