@@ -2,7 +2,7 @@
 
 package main
 
-// multiNode describes the multi-node support of this build: none.
-func multiNode() string {
-	return "not built in (build with -tags ucx for PEs on other nodes over UCX, started by a PMIx launcher)"
+// ucxDetail says what this build lacks of UCX.
+func ucxDetail() string {
+	return "UCX not built in (build with -tags ucx for UCX and a PMIx launcher)"
 }

@@ -11,13 +11,13 @@ import (
 	"github.com/symheap/symheap/internal/ucx"
 )
 
-// multiNode describes the multi-node support of this build: UCX's
-// version and the transports and devices a PE would use, and whether a
-// PMIx launcher started this process.
-func multiNode() string {
+// ucxDetail describes UCX in this build: its version and the transports
+// and devices a PE would use, and whether a PMIx launcher started this
+// process.
+func ucxDetail() string {
 	res, err := ucx.Describe()
 	if err != nil {
-		return fmt.Sprintf("built in (UCX %s), but UCX does not start here: %v", ucx.Version(), err)
+		return fmt.Sprintf("UCX %s, which does not start here: %v", ucx.Version(), err)
 	}
 	launcher := "no PMIx launcher here (jobs on one node as without it)"
 	if pmix.Available() {
@@ -27,5 +27,5 @@ func multiNode() string {
 	if tls == "" {
 		tls = "all"
 	}
-	return fmt.Sprintf("built in (ucx tag): UCX %s, UCX_TLS=%s, transports %s; %s", ucx.Version(), tls, strings.Join(res, " "), launcher)
+	return fmt.Sprintf("UCX %s, UCX_TLS=%s, its transports %s; %s", ucx.Version(), tls, strings.Join(res, " "), launcher)
 }
