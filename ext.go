@@ -16,6 +16,8 @@ type peExt struct {
 	shared sharedHeap
 	msg    msg.Layer // internal/msg
 	hooks  hookState
+	// tickets: the lock tickets SetLockCtx abandoned (lock.go).
+	tickets tickets
 	// far: the teams made by Split in a job on several nodes (collective_far.go).
 	far farTeams //lint:ignore U1000 used by the ucx build (collective_far.go)
 }

@@ -167,7 +167,11 @@ var (
 
 // Init joins the job the environment describes, or starts a job of one PE.
 // It returns once every PE of the job has joined.
-func Init(cfg Config) (*PE, error) {
+func Init(cfg Config) (*PE, error) { return initPE(cfg, nil) }
+
+// initPE is Init; stop, if not nil, can end its waits for the other PEs of
+// this node (InitCtx, ctx.go).
+func initPE(cfg Config, stop func() error) (*PE, error) {
 	liveMu.Lock()
 	defer liveMu.Unlock()
 	if live != nil {
@@ -188,6 +192,11 @@ func Init(cfg Config) (*PE, error) {
 	fail := func(err error) (*PE, error) { // before the segment is open
 		farL.finalize()
 		return nil, err
+	}
+	if stop != nil {
+		if err := stop(); err != nil {
+			return fail(fmt.Errorf("symheap: Init: %w (nothing was made)", err))
+		}
 	}
 	shmsync.SetPEs(len(topo.local)) // the PEs that run on this node
 	if probing(len(topo.local)) {
@@ -210,7 +219,7 @@ func Init(cfg Config) (*PE, error) {
 		Job: j.id, Rank: j.rank, NPEs: j.npes,
 		HeapSize: set.heap, SharedSize: set.shared, CBSize: core.CBSize(j.npes), CBSum: core.CBSum(j.npes),
 		Allocator: comp.Name, ForceOffset: set.offsetMode, InitTimeout: set.initTimeout,
-		PeerTimeout: set.peerTimeout, Protect: set.protect, Local: local, NodeOf: nodeOf,
+		PeerTimeout: set.peerTimeout, Protect: set.protect, Local: local, NodeOf: nodeOf, Stop: stop,
 	})
 	if err != nil {
 		return fail(fmt.Errorf("symheap: Init: %w", err))
@@ -259,7 +268,11 @@ func Init(cfg Config) (*PE, error) {
 		return nil, err
 	}
 	// Nobody touches another PE's heap before that PE formatted it.
-	if err := seg.Barrier(); err != nil {
+	barrier := seg.Barrier
+	if stop != nil {
+		barrier = func() error { return seg.BarrierCheck(stop) }
+	}
+	if err := barrier(); err != nil {
 		pe.closeFar(false, nil)
 		pe.stopWatch()
 		seg.Close()
@@ -339,6 +352,7 @@ func (pe *PE) Close() error {
 		err = fmt.Errorf("symheap: Close: %w", err)
 	}
 	pe.calls.SetClose(calls.Left)
+	pe.ext.tickets.end(&pe.rma) // no PE waits for a lock any more (lock.go, Abandoned tickets)
 	pe.closeExt()
 	pe.stopWatch()
 	pe.unwatchLauncher() // before the segment goes (launcher.go)

@@ -130,3 +130,9 @@ func tagName(tag int) string {
 	}
 	return strconv.Itoa(tag)
 }
+
+// Sleepers returns how many processes' goroutines sleep on this PE's
+// doorbell (Layer.sleep): tests wait for a wait to be asleep with it.
+func (l *Layer) Sleepers() uint32 {
+	return l.bell.sleepers.Load() // seq-cst; pairs with the sleeper's S1
+}
