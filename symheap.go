@@ -45,6 +45,25 @@
 // after Close the segment is unmapped, and an access faults or reaches
 // whatever has been mapped there since.
 //
+// # Bounded waits
+//
+// Every blocking call has a twin that a context.Context bounds: InitCtx,
+// BarrierCtx, Team.SyncCtx, WaitUntilCtx, RecvCtx, Request.WaitCtx and
+// SetLockCtx. The context's end is seen within one sleep slice (50 ms),
+// through the liveness check every wait runs between its sleeps, and the
+// error wraps ctx.Err(). What a call leaves when it ends that way:
+// WaitUntilCtx changes nothing; RecvCtx takes no message (unless a large
+// one was already being copied in, which it then receives to the end);
+// Request.WaitCtx leaves the request pending; SetLockCtx leaves the lock
+// not held by this PE and usable by the others; InitCtx leaves nothing
+// behind. BarrierCtx and SyncCtx cannot take an arrival back: this PE's
+// collective calls are broken for good (its later ones, Free included,
+// fail at once, wrapping ctx.Err() and ErrDiverged), the other PEs'
+// collectives that need it fail with ErrDiverged naming the cancelled
+// call instead of hanging, and Close still releases the job. ctx.go has
+// the details; across nodes only WaitUntilCtx and InitCtx are bounded
+// (the others return ErrNotSupported there).
+//
 // # Layers
 //
 // This package is the API: thin functions over one receiver per layer.
