@@ -185,3 +185,20 @@ func spansNodes(pe *PE, op, plain string) error {
 	}
 	return fmt.Errorf("symheap: %s: the job spans nodes: %w (bounded waits across nodes are not supported yet; call %s)", op, errs.ErrNotSupported, plain)
 }
+
+// waitStop is waitSignal on PE 0's signal whose wait stop can end: stop
+// is asked first in the liveness check. cause is stop's error when it
+// ended the wait (err is then the same).
+func waitStop(r *rmaLayer, cond func() bool, live, stop func() error) (err, cause error) {
+	err = r.waitSignal(0, cond, func() error {
+		if err := stop(); err != nil {
+			cause = err
+			return err
+		}
+		return live()
+	})
+	if err == nil {
+		cause = nil // the wait ended well after all (shmsync.Lost)
+	}
+	return err, cause
+}

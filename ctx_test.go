@@ -14,6 +14,7 @@ import (
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/petest"
 	"github.com/symheap/symheap/internal/segment"
+	"github.com/symheap/symheap/internal/shmsync"
 	"github.com/symheap/symheap/internal/unix"
 )
 
@@ -176,8 +177,23 @@ func TestWaitUntilCtxCancel(t *testing.T) {
 					asleep := func() bool { return pe.ctl[0].sig.sleepers.Load() != 0 } // seq-cst; the waiter's W1
 					ctx, stop := waitingCtx(e, 100*time.Millisecond, asleep)
 					defer stop()
+					// The liveness checks the wait made once the context
+					// had ended (the tracer runs between a sleep and its
+					// check): the first must end it, so the end is seen
+					// within a slice. Judged by the sleeps, not the clock.
+					word := &pe.ctl[0].sig.word
+					var late int
+					untrace := shmsync.TraceSleeps(func(s shmsync.Sleep) {
+						if s.Word == word && s.Check && ctx.Err() != nil {
+							late++
+						}
+					})
 					err := WaitUntilCtx(ctx, pe, &x[0], CmpEQ, 1)
+					untrace()
 					wantCtxErr(t, "WaitUntilCtx", err, e, nil, "PE 0 waiting until its variable at", "== 1")
+					if late > 1 {
+						t.Errorf("the wait ran %d liveness checks after its context ended; the first must end it", late)
+					}
 					if v := core.Load(&x[0]); v != 0 {
 						t.Fatalf("the variable after the cancel: %d, want 0", v)
 					}

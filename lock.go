@@ -127,26 +127,17 @@ func setLock(pe *PE, l *int64, stop func() error) error {
 	old := uint64(core.FetchAdd(w, int64(1)<<lockNextShift))
 	ticket := lockNext(old)
 	if lockServing(old) != ticket {
-		var cause error // stop's error, once it ended the wait
-		check := func() error { return pe.lockLiveness(w) }
-		if stop != nil {
-			check = func() error {
-				if err := stop(); err != nil {
-					cause = err
-					return err
-				}
-				return pe.lockLiveness(w)
+		// Seq-cst load; pairs with the ClearLock that serves us.
+		served := func() bool { return lockServing(uint64(core.Load(w))) == ticket }
+		live := func() error { return pe.lockLiveness(w) }
+		if stop == nil {
+			if err := pe.rma.waitSignal(0, served, live); err != nil {
+				return fmt.Errorf("symheap: SetLock at %p on PE %d (ticket %d): %w", l, pe.rank, ticket, err)
 			}
-		}
-		err := pe.rma.waitSignal(0,
-			// Seq-cst load; pairs with the ClearLock that serves us.
-			func() bool { return lockServing(uint64(core.Load(w))) == ticket },
-			check)
-		if err != nil && cause != nil {
-			pe.ext.tickets.abandon(&pe.rma, w, ticket, func() error { return pe.lockLiveness(w) })
+		} else if err, cause := waitStop(&pe.rma, served, live, stop); cause != nil {
+			pe.ext.tickets.abandon(&pe.rma, w, ticket, live)
 			return fmt.Errorf("symheap: SetLock at %p on PE %d (ticket %d): %w (not acquired; the lock stays usable by the other PEs)", l, pe.rank, ticket, cause)
-		}
-		if err != nil {
+		} else if err != nil {
 			return fmt.Errorf("symheap: SetLock at %p on PE %d (ticket %d): %w", l, pe.rank, ticket, err)
 		}
 	}
@@ -168,20 +159,27 @@ func setLock(pe *PE, l *int64, stop func() error) error {
 
 // tickets is a PE's abandoned tickets: the goroutines that pass them on.
 type tickets struct {
-	wg   sync.WaitGroup
-	stop atomic.Bool // set by Close: the goroutines leave
+	mu      sync.Mutex // guards ended and wg's Add against end's Wait
+	ended   bool       // end has run: no goroutine starts any more
+	wg      sync.WaitGroup
+	stopped atomic.Bool // set by end: the goroutines leave
 }
 
 // abandon starts the goroutine that passes ticket of lock word w on when
 // its turn comes (Abandoned tickets); live is SetLock's liveness check.
 func (tk *tickets) abandon(r *rmaLayer, w *int64, ticket uint64, live func() error) {
+	tk.mu.Lock()
+	defer tk.mu.Unlock()
+	if tk.ended {
+		return // a SetLockCtx racing with Close: the job is closing, nobody waits
+	}
 	tk.wg.Add(1)
 	go func() {
 		defer tk.wg.Done()
 		// Seq-cst loads; the ticket's pair with the ClearLock that serves
 		// it, stop with Close's store.
 		served := func() bool { return lockServing(uint64(core.Load(w))) == ticket }
-		err := r.waitSignal(0, func() bool { return tk.stop.Load() || served() }, live)
+		err := r.waitSignal(0, func() bool { return tk.stopped.Load() || served() }, live)
 		if err != nil || !served() {
 			return // a PE is gone (its waiters see it too), or the job is closing
 		}
@@ -211,7 +209,10 @@ func passOn(r *rmaLayer, w *int64) {
 // end stops the goroutines of abandoned tickets and waits for them
 // (Close, once no PE waits for a lock).
 func (tk *tickets) end(r *rmaLayer) {
-	tk.stop.Store(true) // seq-cst; pairs with the goroutines' loads in their condition
+	tk.mu.Lock()
+	tk.ended = true
+	tk.mu.Unlock()
+	tk.stopped.Store(true) // seq-cst; pairs with the goroutines' loads in their condition
 	r.ctl[0].sig.wake()
 	tk.wg.Wait()
 }

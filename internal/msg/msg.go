@@ -865,21 +865,13 @@ func (r *Request) waitLocked(first int, stop func() error) (Status, error) {
 		l.unlock()
 	}
 	poll, check := r.sleepFuncs()
-	var cause error // stop's error, once it ended the wait
-	if stop != nil {
-		live := check
-		check = func() error {
-			if err := stop(); err != nil {
-				cause = err
-				return err
-			}
-			return live()
-		}
+	var err error
+	if stop == nil {
+		err = l.sleep(poll, check)
+	} else if err = l.sleepStop(poll, check, stop); isStopped(err) {
+		return Status{}, err // r as it was (stop.go)
 	}
-	if err := l.sleep(poll, check); err != nil {
-		if cause != nil {
-			return Status{}, stopped{cause} // r as it was (stop.go)
-		}
+	if err != nil {
 		l.fail(r, err)
 	}
 	l.lock.Lock()

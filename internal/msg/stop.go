@@ -58,11 +58,31 @@ func (l *Layer) RecvStop(buf []byte, source, tag int, stop func() error) (Status
 	return res, err
 }
 
+// sleepStop is Layer.sleep whose wait stop can end: it asks stop first
+// in the liveness check, and returns stopped once stop's error ended the
+// wait.
+func (l *Layer) sleepStop(poll func() bool, live func() error, stop func() error) error {
+	var cause error // stop's error, once it ended the wait
+	err := l.sleep(poll, func() error {
+		if err := stop(); err != nil {
+			cause = err
+			return err
+		}
+		return live()
+	})
+	if err != nil && cause != nil {
+		return stopped{cause}
+	}
+	return err
+}
+
 // stopped is waitLocked's error when stop ended its wait: the request is
 // as it was, the lock released. It never leaves this package.
 type stopped struct{ cause error }
 
 func (s stopped) Error() string { return s.cause.Error() }
+
+func isStopped(err error) bool { _, ok := err.(stopped); return ok }
 
 // withdraw ends RecvStop's wait for r, which stop ended with cause:
 // the receive is withdrawn if no message matched it, else it runs to its
