@@ -15,7 +15,10 @@ import (
 // context: InitCtx, BarrierCtx, Team.SyncCtx, WaitUntilCtx, RecvCtx,
 // Request.WaitCtx and SetLockCtx. A twin of a PE method is a function
 // taking the PE after the context (the PE's method set stays small); the
-// twins of Team's and Request's methods are methods.
+// twins of Team's and Request's methods are methods. A nil context is
+// ErrBadArg (context.Background() waits without a bound). A large Send,
+// which waits for its receiver, is bounded as Isend then WaitCtx; Close
+// has no twin (it is how a job whose collectives broke is left).
 //
 // # Mechanism
 //
