@@ -1,7 +1,10 @@
 package symheap_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/symheap/symheap"
 )
@@ -99,4 +102,76 @@ func ExamplePE_Send() {
 	}
 	fmt.Printf("%d bytes from PE %d with tag %d\n", st.Count, st.Source, st.Tag)
 	// Output: 5 bytes from PE 0 with tag 7
+}
+
+// Joining the job and meeting at a barrier, each bounded by a context: a
+// PE that never comes makes InitCtx or BarrierCtx return the context's
+// error instead of hanging. (A cancelled barrier breaks this PE's
+// collective calls for good: see the package documentation, "Bounded
+// waits".)
+func ExampleBarrierCtx() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pe, err := symheap.InitCtx(ctx, symheap.Config{HeapSize: 1 << 20, SharedSize: 1 << 20})
+	if err != nil {
+		fmt.Println(err) // errors.Is(err, context.DeadlineExceeded): a PE did not start in time
+		return
+	}
+	defer pe.Close()
+	if err := symheap.BarrierCtx(ctx, pe); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("every PE passed the barrier")
+	// Output: every PE passed the barrier
+}
+
+// A wait for another PE's write that gives up after a while: the variable
+// is left as it was, and the program may wait again or go on.
+func ExampleWaitUntilCtx() {
+	pe, err := symheap.Init(symheap.Config{HeapSize: 1 << 20, SharedSize: 1 << 20})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer pe.Close()
+	flag, err := symheap.Calloc[int64](pe, 1)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// Nobody sets the flag here.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	err = symheap.WaitUntilCtx(ctx, pe, &flag[0], symheap.CmpNE, 0)
+	fmt.Println("gave up:", errors.Is(err, context.DeadlineExceeded), "- flag:", flag[0])
+	// Output: gave up: true - flag: 0
+}
+
+// A receive that gives up takes no message: the next receive gets it.
+func ExampleRecvCtx() {
+	pe, err := symheap.Init(symheap.Config{HeapSize: 1 << 20, SharedSize: 1 << 20})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer pe.Close()
+	buf := make([]byte, 64)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err = symheap.RecvCtx(ctx, pe, buf, symheap.AnySource, 1)
+	fmt.Println("nothing yet:", errors.Is(err, context.DeadlineExceeded))
+	if err := pe.Send([]byte("hello"), pe.Rank(), 1); err != nil { // to itself
+		fmt.Println(err)
+		return
+	}
+	st, err := symheap.RecvCtx(context.Background(), pe, buf, symheap.AnySource, 1)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("%s from PE %d\n", buf[:st.Count], st.Source)
+	// Output:
+	// nothing yet: true
+	// hello from PE 0
 }

@@ -16,6 +16,8 @@ type peExt struct {
 	shared sharedHeap
 	msg    msg.Layer // internal/msg
 	hooks  hookState
+	// tickets: the lock tickets SetLockCtx abandoned (lock.go).
+	tickets tickets
 }
 
 // initExt prepares the layers once the segment is mapped and the heaps are

@@ -2,6 +2,8 @@ package symheap
 
 import (
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/errs"
@@ -98,6 +100,14 @@ func (pe *PE) SetLock(l *int64) error {
 	if farLock(pe) {
 		return farSetLock(pe, l)
 	}
+	return setLock(pe, l, nil)
+}
+
+// setLock is SetLock on this node's PE 0. stop, if not nil, can end the
+// wait for the lock (SetLockCtx): the ticket taken is then abandoned to
+// a goroutine that passes it on when its turn comes (abandonTicket), and
+// setLock returns stop's error, the lock not held.
+func setLock(pe *PE, l *int64, stop func() error) error {
 	w, err := pe.lockWord(l, "SetLock")
 	if err != nil {
 		return err
@@ -107,16 +117,27 @@ func (pe *PE) SetLock(l *int64) error {
 	if cur := uint64(core.Load(w)); lockHolder(cur) == pe.rank {
 		return fmt.Errorf("symheap: SetLock at %p: PE %d already holds the lock: %w (call ClearLock first)", l, pe.rank, ErrBadArg)
 	}
+	if stop != nil {
+		if err := stop(); err != nil {
+			return fmt.Errorf("symheap: SetLock at %p on PE %d: %w (not begun: the lock is as it was)", l, pe.rank, err)
+		}
+	}
 	// Take a ticket. Seq-cst RMW on PE 0's word; pairs with other
 	// SetLocks, TestLocks and ClearLocks on the same word.
 	old := uint64(core.FetchAdd(w, int64(1)<<lockNextShift))
 	ticket := lockNext(old)
 	if lockServing(old) != ticket {
-		err := pe.rma.waitSignal(0,
-			// Seq-cst load; pairs with the ClearLock that serves us.
-			func() bool { return lockServing(uint64(core.Load(w))) == ticket },
-			func() error { return pe.lockLiveness(w) })
-		if err != nil {
+		// Seq-cst load; pairs with the ClearLock that serves us.
+		served := func() bool { return lockServing(uint64(core.Load(w))) == ticket }
+		live := func() error { return pe.lockLiveness(w) }
+		if stop == nil {
+			if err := pe.rma.waitSignal(0, served, live); err != nil {
+				return fmt.Errorf("symheap: SetLock at %p on PE %d (ticket %d): %w", l, pe.rank, ticket, err)
+			}
+		} else if err, cause := waitStop(&pe.rma, served, live, stop); cause != nil {
+			pe.ext.tickets.abandon(&pe.rma, w, ticket, live)
+			return fmt.Errorf("symheap: SetLock at %p on PE %d (ticket %d): %w (not acquired; the lock stays usable by the other PEs)", l, pe.rank, ticket, cause)
+		} else if err != nil {
 			return fmt.Errorf("symheap: SetLock at %p on PE %d (ticket %d): %w", l, pe.rank, ticket, err)
 		}
 	}
@@ -124,6 +145,76 @@ func (pe *PE) SetLock(l *int64) error {
 	// now. Seq-cst RMW; pairs with waiters' liveness checks.
 	core.FetchAdd(w, int64(tag<<lockHolderShift))
 	return nil
+}
+
+// Abandoned tickets. A ticket lock cannot take a ticket back: the PEs
+// that took later ones wait for it to be served, and serving only moves
+// on when its holder clears the lock. So a SetLockCtx whose context ends
+// first hands its ticket to a goroutine, which waits for the ticket's
+// turn as SetLock would and then passes the lock on at once, without
+// recording itself as holder (passOn): to the other PEs the lock was held
+// for an instant; to this PE it never was (a later SetLock takes a new
+// ticket behind it, ClearLock refuses). Close stops these goroutines
+// after its barrier, when no PE waits for a lock any more (tickets).
+
+// tickets is a PE's abandoned tickets: the goroutines that pass them on.
+type tickets struct {
+	mu      sync.Mutex // guards ended and wg's Add against end's Wait
+	ended   bool       // end has run: no goroutine starts any more
+	wg      sync.WaitGroup
+	stopped atomic.Bool // set by end: the goroutines leave
+}
+
+// abandon starts the goroutine that passes ticket of lock word w on when
+// its turn comes (Abandoned tickets); live is SetLock's liveness check.
+func (tk *tickets) abandon(r *rmaLayer, w *int64, ticket uint64, live func() error) {
+	tk.mu.Lock()
+	defer tk.mu.Unlock()
+	if tk.ended {
+		return // a SetLockCtx racing with Close: the job is closing, nobody waits
+	}
+	tk.wg.Add(1)
+	go func() {
+		defer tk.wg.Done()
+		// Seq-cst loads; the ticket's pair with the ClearLock that serves
+		// it, stop with Close's store.
+		served := func() bool { return lockServing(uint64(core.Load(w))) == ticket }
+		err := r.waitSignal(0, func() bool { return tk.stopped.Load() || served() }, live)
+		if err != nil || !served() {
+			return // a PE is gone (its waiters see it too), or the job is closing
+		}
+		passOn(r, w)
+	}()
+}
+
+// passOn serves the next ticket of lock word w, whose turn is an
+// abandoned ticket of this PE: ClearLock's step, with no holder to clear.
+func passOn(r *rmaLayer, w *int64) {
+	for {
+		old := uint64(core.Load(w)) // seq-cst load
+		serving := (lockServing(old) + 1) & lockField
+		nw := uint64(0)
+		if serving != lockNext(old) {
+			nw = lockNext(old)<<lockNextShift | serving
+		}
+		// Seq-cst CAS; a failure means a SetLock took a ticket meanwhile.
+		if uint64(core.CAS(w, int64(old), int64(nw))) == old {
+			break
+		}
+	}
+	core.Bump(&r.stats.Atomics)
+	r.wake(0) // the next ticket's owner sleeps on PE 0's signal
+}
+
+// end stops the goroutines of abandoned tickets and waits for them
+// (Close, once no PE waits for a lock).
+func (tk *tickets) end(r *rmaLayer) {
+	tk.mu.Lock()
+	tk.ended = true
+	tk.mu.Unlock()
+	tk.stopped.Store(true) // seq-cst; pairs with the goroutines' loads in their condition
+	r.ctl[0].sig.wake()
+	tk.wg.Wait()
 }
 
 // lockLiveness is SetLock's check between sleep slices. The holder is

@@ -45,6 +45,25 @@
 // after Close the segment is unmapped, and an access faults or reaches
 // whatever has been mapped there since.
 //
+// # Bounded waits
+//
+// Every blocking call has a twin that a context.Context bounds: InitCtx,
+// BarrierCtx, Team.SyncCtx, WaitUntilCtx, RecvCtx, Request.WaitCtx and
+// SetLockCtx. The context's end is seen within one sleep slice (50 ms),
+// through the liveness check every wait runs between its sleeps, and the
+// error wraps ctx.Err(). What a call leaves when it ends that way:
+// WaitUntilCtx changes nothing; RecvCtx takes no message (unless a large
+// one was already being copied in, which it then receives to the end);
+// Request.WaitCtx leaves the request pending; SetLockCtx leaves the lock
+// not held by this PE and usable by the others; InitCtx leaves nothing
+// behind. BarrierCtx and SyncCtx cannot take an arrival back: this PE's
+// collective calls are broken for good (its later ones, Free included,
+// fail at once, wrapping ctx.Err() and ErrDiverged), the other PEs'
+// collectives that need it fail with ErrDiverged naming the cancelled
+// call instead of hanging, and Close still releases the job. ctx.go has
+// the details; across nodes only WaitUntilCtx and InitCtx are bounded
+// (the others return ErrNotSupported there).
+//
 // # Layers
 //
 // This package is the API: thin functions over one receiver per layer.
@@ -171,7 +190,11 @@ var (
 
 // Init joins the job the environment describes, or starts a job of one PE.
 // It returns once every PE of the job has joined.
-func Init(cfg Config) (*PE, error) {
+func Init(cfg Config) (*PE, error) { return initPE(cfg, nil) }
+
+// initPE is Init; stop, if not nil, can end its waits for the other PEs of
+// this node (InitCtx, ctx.go).
+func initPE(cfg Config, stop func() error) (*PE, error) {
 	liveMu.Lock()
 	defer liveMu.Unlock()
 	if live != nil {
@@ -195,6 +218,11 @@ func Init(cfg Config) (*PE, error) {
 		}
 		return nil, err
 	}
+	if stop != nil {
+		if err := stop(); err != nil {
+			return fail(fmt.Errorf("symheap: Init: %w (nothing was made)", err))
+		}
+	}
 	shmsync.SetPEs(len(topo.local)) // the PEs that run on this node
 	if probing(len(topo.local)) {
 		shmsync.DeferLine() // measured between the PEs after the barrier (probe.go)
@@ -216,7 +244,7 @@ func Init(cfg Config) (*PE, error) {
 		Job: j.id, Rank: j.rank, NPEs: j.npes,
 		HeapSize: set.heap, SharedSize: set.shared, CBSize: core.CBSize(j.npes), CBSum: core.CBSum(j.npes),
 		Allocator: comp.Name, ForceOffset: set.offsetMode, InitTimeout: set.initTimeout,
-		PeerTimeout: set.peerTimeout, Protect: set.protect, Local: local, NodeOf: nodeOf,
+		PeerTimeout: set.peerTimeout, Protect: set.protect, Local: local, NodeOf: nodeOf, Stop: stop,
 	})
 	if err != nil {
 		return fail(fmt.Errorf("symheap: Init: %w", err))
@@ -265,7 +293,11 @@ func Init(cfg Config) (*PE, error) {
 		return nil, err
 	}
 	// Nobody touches another PE's heap before that PE formatted it.
-	if err := seg.Barrier(); err != nil {
+	barrier := seg.Barrier
+	if stop != nil {
+		barrier = func() error { return seg.BarrierCheck(stop) }
+	}
+	if err := barrier(); err != nil {
 		closeFar(pe, false, nil)
 		pe.stopWatch()
 		seg.Close()
@@ -345,6 +377,7 @@ func (pe *PE) Close() error {
 		err = fmt.Errorf("symheap: Close: %w", err)
 	}
 	pe.calls.SetClose(calls.Left)
+	pe.ext.tickets.end(&pe.rma) // no PE waits for a lock any more (lock.go, Abandoned tickets)
 	pe.closeExt()
 	pe.stopWatch()
 	pe.unwatchLauncher() // before the segment goes (launcher.go)

@@ -150,6 +150,12 @@ func waitVar[T Integer](pe *PE, p *T, cmp Cmp, op string) (*T, error) {
 // "*p cmp v", as other PEs (or this one) change it with Put or the
 // atomics. If a PE of the job dies meanwhile it returns ErrPeerLost.
 func WaitUntil[T Integer](pe *PE, p *T, cmp Cmp, v T) error {
+	return waitUntil(pe, p, cmp, v, nil)
+}
+
+// waitUntil is WaitUntil; stop, if not nil, can end the wait
+// (WaitUntilCtx): its error is asked first in the liveness check.
+func waitUntil[T Integer](pe *PE, p *T, cmp Cmp, v T, stop func() error) error {
 	w, err := waitVar(pe, p, cmp, "WaitUntil")
 	if err != nil {
 		return err
@@ -165,7 +171,19 @@ func WaitUntil[T Integer](pe *PE, p *T, cmp Cmp, v T) error {
 		local := cond
 		cond = func() bool { pe.rma.farProgress(); return local() }
 	}
-	err = pe.rma.waitSignal(pe.rank, cond, pe.peerLost)
+	check := pe.peerLost
+	if stop != nil {
+		if err := stop(); err != nil {
+			return fmt.Errorf("symheap: PE %d waiting until its variable at %p %v %v: %w", pe.rank, p, cmp, v, err)
+		}
+		check = func() error {
+			if err := stop(); err != nil {
+				return err
+			}
+			return pe.peerLost()
+		}
+	}
+	err = pe.rma.waitSignal(pe.rank, cond, check)
 	if err != nil {
 		return fmt.Errorf("symheap: PE %d waiting until its variable at %p %v %v: %w", pe.rank, p, cmp, v, err)
 	}

@@ -33,6 +33,7 @@
 #define SHMEMI_CALL_KIND_SHIFT 48
 #define SHMEMI_CALL_IN_CALL UINT64_C(0x8000000000000000)
 #define SHMEMI_CALL_BROKEN UINT64_C(0x4000000000000000)
+#define SHMEMI_CALL_CANCELLED UINT64_C(0x2000000000000000) /* with BROKEN: the call in the word was cancelled */
 #define SHMEMI_CALL_MAX_TEAMS 64
 #define SHMEMI_CALL_WORD_OFF 0   /* in the area */
 #define SHMEMI_CALL_COUNTS_OFF 64 /* in the area: one word per team id */

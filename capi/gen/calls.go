@@ -31,12 +31,13 @@ func callsH() string {
 #define SHMEMI_CALL_KIND_SHIFT %d
 #define SHMEMI_CALL_IN_CALL UINT64_C(%#x)
 #define SHMEMI_CALL_BROKEN UINT64_C(%#x)
+#define SHMEMI_CALL_CANCELLED UINT64_C(%#x) /* with BROKEN: the call in the word was cancelled */
 #define SHMEMI_CALL_MAX_TEAMS %d
 #define SHMEMI_CALL_WORD_OFF %d   /* in the area */
 #define SHMEMI_CALL_COUNTS_OFF %d /* in the area: one word per team id */
 
 #endif
-`, calls.NumBits, calls.TeamShift, calls.KindShift, calls.InCall, calls.Broken, calls.MaxTeams, calls.WordOff, calls.CountsOff)
+`, calls.NumBits, calls.TeamShift, calls.KindShift, calls.InCall, calls.Broken, calls.Cancelled, calls.MaxTeams, calls.WordOff, calls.CountsOff)
 	return b.String()
 }
 

@@ -44,6 +44,23 @@
 // knows this PE is a member of that team. A member that is behind (in an
 // earlier call on T), computing, or in a call on another team is waited
 // for: it may still come.
+//
+// # Cancelled calls
+//
+// A call whose caller's context ended while it waited (the root
+// package's BarrierCtx and SyncCtx) cannot be taken back: the other
+// members may have counted its arrival, or be waiting for it. The PE
+// then breaks its tracker as a divergence does (Cancel: every later
+// collective call of the PE fails at once) and publishes its word with
+// Broken and Cancelled set, the cancelled call kept in it. Its counts
+// are final from then on, as a PE's in Close, and the cancelled call
+// itself counts as not made: q, cancelled, diverges from this PE's call
+// n on T when q's last call on T is below n, or is call n of another
+// kind, or is call n on T, the cancelled one; and from a PE in Close
+// always (q leaves without Close's barrier). A member's wait that the
+// cancelled PE had already let through (its arrival was counted before
+// it gave up) ends normally: the caller re-tests its condition before it
+// reports anything.
 package calls
 
 import (
@@ -116,8 +133,11 @@ const (
 	// Broken is set in the word of a PE that found a divergence: the C
 	// library's next collective call then ends the job (the runtime's
 	// calls return the error themselves).
-	Broken  = uint64(1) << 62
-	numMask = uint64(1)<<NumBits - 1
+	Broken = uint64(1) << 62
+	// Cancelled is set, with Broken, in the word of a PE whose call in
+	// it was cancelled (Tracker.Cancel): see "Cancelled calls".
+	Cancelled = uint64(1) << 61
+	numMask   = uint64(1)<<NumBits - 1
 )
 
 // Word is a published call word.
@@ -132,6 +152,10 @@ func (w Word) Kind() Kind   { return Kind(uint64(w) >> KindShift) }
 func (w Word) Team() int    { return int(uint64(w)>>TeamShift) & 0xff }
 func (w Word) Num() uint64  { return uint64(w) & numMask }
 func (w Word) InCall() bool { return uint64(w)&InCall != 0 }
+
+// Cancelled reports whether w is the word of a PE whose call in it was
+// cancelled ("Cancelled calls").
+func (w Word) Cancelled() bool { return uint64(w)&Cancelled != 0 }
 
 // Area is one PE's part of every control block.
 type Area struct {
@@ -213,6 +237,16 @@ func diverged(mine Word, own *Area, theirs *Area) bool {
 	w := theirs.Load()
 	if !mine.InCall() {
 		return false
+	}
+	if w.Cancelled() {
+		// q makes no more calls, and did not make the one in its word
+		// ("Cancelled calls").
+		if mine.Kind() == Close {
+			return true
+		}
+		last := theirs.Last(mine.Team())
+		return last.Num() < mine.Num() ||
+			last.Num() == mine.Num() && (last.Kind() != mine.Kind() || w.Team() == mine.Team() && w.Num() == mine.Num())
 	}
 	if mine.Kind() == Close {
 		// q in a call of the world team that this PE never made. (A call
@@ -351,6 +385,24 @@ func (t *Tracker) Adopt(err error) error {
 	return *t.broken.Load()
 }
 
+// Cancel breaks the tracker because this PE's call in progress was
+// cancelled by cause (its caller's context ended while it waited), and
+// publishes it to the other PEs ("Cancelled calls"). It returns the error
+// kept for every later call, which wraps both cause and
+// errs.ErrDiverged; like Check's, it does not start with "symheap:". If
+// the tracker was broken already, the divergence kept stays.
+func (t *Tracker) Cancel(cause error) error {
+	mine := t.own.Load()
+	err := fmt.Errorf("%s on PE %d was cancelled (%w): %w (no collective call of this PE can complete any more, nor can the other PEs' calls that need it; Close every PE)",
+		t.describe(t.rank, mine), t.rank, cause, errs.ErrDiverged)
+	if t.broken.CompareAndSwap(nil, &err) {
+		// Release store: the other PEs load the word after a sleep slice;
+		// the counts they read after it are final.
+		shmsync.StoreRelease64(&t.own.word, uint64(mine)|Broken|Cancelled)
+	}
+	return *t.broken.Load()
+}
+
 // check is Check of PE q, whose area is theirs (nil: none to check).
 func (t *Tracker) check(q int, theirs *Area) error {
 	mine := t.own.Load()
@@ -358,12 +410,15 @@ func (t *Tracker) check(q int, theirs *Area) error {
 		return nil
 	}
 	w := theirs.Load()
-	gone := ""
-	if w.Kind() == Left {
+	gone, hint := "", "every PE must make the same collective calls in the same order, and reach Close together"
+	switch {
+	case w.Cancelled():
+		gone, hint = ", which was cancelled there", "a PE whose collective call was cancelled makes no more; Close every PE"
+	case w.Kind() == Left:
 		gone = ", which has left the job"
 	}
-	err := fmt.Errorf("%s on PE %d met %s on PE %d%s: %w (every PE must make the same collective calls in the same order, and reach Close together)",
-		t.describe(t.rank, mine), t.rank, t.describe(q, w), q, gone, errs.ErrDiverged)
+	err := fmt.Errorf("%s on PE %d met %s on PE %d%s: %w (%s)",
+		t.describe(t.rank, mine), t.rank, t.describe(q, w), q, gone, errs.ErrDiverged, hint)
 	return t.Adopt(err)
 }
 

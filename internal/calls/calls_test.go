@@ -132,3 +132,65 @@ func TestBrokenForGood(t *testing.T) {
 		t.Fatalf("Enter after the divergence: %v", err)
 	}
 }
+
+// TestCancelled: a PE whose call was cancelled (Cancel) makes no more
+// calls and did not make the cancelled one: the members in that call, in
+// a later one, or in Close find it diverged; a member behind it (in a
+// call q completed) does not. Every later Enter of the cancelled PE
+// returns the error, which wraps the cause and ErrDiverged.
+func TestCancelled(t *testing.T) {
+	cause := errors.New("the context's end")
+	for _, c := range []struct {
+		name  string
+		me    []Kind // my calls on team 0, the last in progress
+		close bool   // then I am in Close
+		want  bool
+	}{
+		{name: "same call", me: []Kind{Barrier, Barrier}, want: true},
+		{name: "later call", me: []Kind{Barrier, Barrier, Malloc}, want: true},
+		{name: "behind", me: []Kind{Barrier}},
+		{name: "in Close", me: []Kind{Barrier, Barrier}, close: true, want: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			as := areas(2)
+			q := NewTracker(as, 1, nil)
+			for i := range 2 { // q's calls: Barrier #1 done, Barrier #2 cancelled
+				if err := q.Enter(Barrier, 0); err != nil {
+					t.Fatal(err)
+				}
+				if i == 0 {
+					q.Leave()
+				}
+			}
+			kept := q.Cancel(cause)
+			q.Leave()
+			q.SetClose(Left) // kept out: the word keeps the cancelled call
+			if w := as[1].Load(); !w.Cancelled() || uint64(w)&Broken == 0 || !w.InCall() || w.Num() != 2 {
+				t.Fatalf("q's word after Cancel: %s, cancelled %v", Describe(w), w.Cancelled())
+			}
+			if !errors.Is(kept, cause) || !errors.Is(kept, errs.ErrDiverged) || !strings.Contains(kept.Error(), "Barrier (call #2) on PE 1 was cancelled") {
+				t.Fatalf("Cancel: %v", kept)
+			}
+			if err := q.Enter(Free, 0); !errors.Is(err, cause) || !strings.HasPrefix(err.Error(), "symheap: Free: ") {
+				t.Fatalf("Enter after Cancel: %v", err)
+			}
+			for i, k := range c.me {
+				as[0].Enter(k, 0)
+				if i < len(c.me)-1 {
+					as[0].Leave()
+				}
+			}
+			if c.close {
+				as[0].Leave()
+				as[0].SetClose(Close)
+			}
+			err := NewTracker(as, 0, nil).Check(nil)
+			if got := err != nil; got != c.want {
+				t.Fatalf("Check: %v, want divergence %v", err, c.want)
+			}
+			if err != nil && (!errors.Is(err, errs.ErrDiverged) || !strings.Contains(err.Error(), "on PE 1, which was cancelled there")) {
+				t.Fatalf("Check: %v", err)
+			}
+		})
+	}
+}

@@ -529,7 +529,7 @@ func (l *Layer) Recv(buf []byte, source, tag int) (Status, error) {
 	// Still holding the lock: spin keeps it while it polls, starting
 	// with a look at the rings and boxes (postRecv has just made
 	// progress).
-	return r.waitLocked(1)
+	return r.waitLocked(1, nil)
 }
 
 // isend validates and starts a send. For a blocking call it returns a nil
@@ -851,11 +851,13 @@ func (r *Request) Wait() (Status, error) {
 // call's request is recycled on the way out.
 func (r *Request) wait() (Status, error) {
 	r.l.lock.Lock()
-	return r.waitLocked(0)
+	return r.waitLocked(0, nil)
 }
 
-// waitLocked is wait, called with the lock held, which it releases.
-func (r *Request) waitLocked(first int) (Status, error) {
+// waitLocked is wait, called with the lock held, which it releases. stop,
+// if not nil, can end the wait (stop.go): it then returns stopped, with
+// the lock released and the request as it was.
+func (r *Request) waitLocked(first int, stop func() error) (Status, error) {
 	l := r.l
 	if l.npes <= runtime.NumCPU() {
 		// A core per PE: spin for a while before sleeping (see spinFor).
@@ -865,7 +867,14 @@ func (r *Request) waitLocked(first int) (Status, error) {
 	} else {
 		l.unlock()
 	}
-	if err := l.sleep(r.sleepFuncs()); err != nil {
+	poll, check := r.sleepFuncs()
+	var err error
+	if stop == nil {
+		err = l.sleep(poll, check)
+	} else if err = l.sleepStop(poll, check, stop); isStopped(err) {
+		return Status{}, err // r as it was (stop.go)
+	}
+	if err != nil {
 		l.fail(r, err)
 	}
 	l.lock.Lock()

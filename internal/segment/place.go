@@ -30,6 +30,11 @@ func (s *Segment) place() error {
 	}
 	waitFor := func(what string, cond func() bool) error {
 		return shmsync.WaitWord(&h.roundWord, &h.roundSleepers, cond, func() error {
+			if s.p.Stop != nil {
+				if err := s.p.Stop(); err != nil {
+					return fmt.Errorf("segment: %s (%d of %d PEs attached): %w", what, h.attached.Load(), attach, err)
+				}
+			}
 			if h.state.Load() == stateFailed {
 				return fmt.Errorf("segment: %s: %w", getString(h.failMsg[:]), errs.ErrSegment)
 			}

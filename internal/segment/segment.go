@@ -143,6 +143,11 @@ type Params struct {
 	// mapping, and maps the segment a second time, writable, as the alias
 	// through which the runtime's API writes (see Alias).
 	Protect bool
+	// Stop, if not nil, can end Open's waits for the other PEs (the
+	// creator's header, the placement rounds): it is asked in their
+	// checks, and its error ends Open, which leaves nothing behind (the
+	// root's InitCtx).
+	Stop func() error
 	// PeerTimeout is how long a PE may go without a heartbeat (stopped,
 	// or starved of CPU) before the others declare it lost; 0: 10 s.
 	PeerTimeout time.Duration
@@ -579,6 +584,11 @@ func (s *Segment) join(deadline time.Time) (stale bool, err error) {
 		}
 		if time.Now().After(deadline) {
 			return false, fmt.Errorf("segment: timed out after %v waiting for %s to be initialised (raise %s if PEs start slowly): %w", s.p.InitTimeout, s.path, config.EnvInitTimeout, errs.ErrSegment)
+		}
+		if s.p.Stop != nil {
+			if err := s.p.Stop(); err != nil {
+				return false, fmt.Errorf("segment: waiting for %s to be initialised: %w", s.path, err)
+			}
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

@@ -58,25 +58,29 @@ func (l *Layer) publish(pl *postLine, v uint32) {
 }
 
 // awaitPost waits until member j's post line pl has reached base+want
-// (modulo 2^32). Its error names neither symheap nor the team: the
+// (modulo 2^32). check is the liveness check of its sleep; nil: the
+// team's (Team.live). Its error names neither symheap nor the team: the
 // caller's does (waitErr).
-func (t *Team) awaitPost(j int, pl *postLine, base, want uint32) error {
+func (t *Team) awaitPost(j int, pl *postLine, base, want uint32, check func() error) error {
 	// Seq-cst load; pairs with the owner's store in publish, after which
 	// the line's data are visible here.
 	if reached(pl.seq.Load()-base, want) {
 		return nil
 	}
-	return t.awaitPostSlow(j, pl, base, want)
+	return t.awaitPostSlow(j, pl, base, want, check)
 }
 
 // awaitPostSlow is awaitPost once the line was found short: poll and
 // yield under the runtime's pacing, then sleep.
-func (t *Team) awaitPostSlow(j int, pl *postLine, base, want uint32) error {
+func (t *Team) awaitPostSlow(j int, pl *postLine, base, want uint32, check func() error) error {
 	cond := func() bool { return reached(pl.seq.Load()-base, want) }
 	if p := shmsync.Pace(); p.Until(cond) {
 		return nil
 	}
-	return t.l.sleepOnPost(pl, cond, t.live)
+	if check == nil {
+		check = t.live
+	}
+	return t.l.sleepOnPost(pl, cond, check)
 }
 
 // waitErr words the error of a collective's wait for member j.
@@ -151,7 +155,7 @@ func (t *Team) postBcast(dst, src core.Ptr, nb uint64, root int, same bool) erro
 		}
 	} else {
 		pl := &t.slots[root].post[n%postRing]
-		if err := t.awaitPost(root, pl, t.postBase[root], n+1); err != nil {
+		if err := t.awaitPost(root, pl, t.postBase[root], n+1, nil); err != nil {
 			return t.waitErr(root, err)
 		}
 		core.CopyBytes[byte](dst, core.AddrOf(&pl.data), nb)
@@ -226,7 +230,7 @@ func (t *Team) postReduce(dst, src core.Ptr, n int, nb uint64, op Op, fold func(
 	}
 	for j := range t.slots {
 		if j != me {
-			if err := t.awaitPost(j, &t.slots[j].gather[g&1], t.gathBase[j], g+1); err != nil {
+			if err := t.awaitPost(j, &t.slots[j].gather[g&1], t.gathBase[j], g+1, nil); err != nil {
 				return t.waitErr(j, err)
 			}
 		}

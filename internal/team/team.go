@@ -358,7 +358,12 @@ func (l *Layer) Handles() int { return int(l.handles.Load()) }
 // is a full fence, which completes this PE's puts as Quiet would; right
 // after it, the barrier wakes whoever sleeps waiting for them
 // (Runtime.WakeSleepers). Like Sync, it takes no lock.
-func (l *Layer) Barrier() error { return l.world.lockFreeBarrier(calls.Barrier, true) }
+func (l *Layer) Barrier() error { return l.world.lockFreeBarrier(calls.Barrier, true, nil) }
+
+// BarrierStop is Barrier that stop can end (Stoppable barriers).
+func (l *Layer) BarrierStop(stop func() error) error {
+	return l.world.lockFreeBarrier(calls.Barrier, true, stop)
+}
 
 // Team is a set of PEs that run collectives together: the world team of
 // every PE, or a team made by Split. A *Team is this PE's handle of its
@@ -667,7 +672,7 @@ func (t *Team) barrier() error {
 		return nil
 	}
 	t.arrivals++
-	if err := t.fullBarrier(false); err != nil {
+	if err := t.fullBarrier(false, nil); err != nil {
 		return err
 	}
 	t.allAt = t.arrivals
@@ -676,12 +681,13 @@ func (t *Team) barrier() error {
 
 // fullBarrier is a full barrier of the team (see "Full barriers"): a
 // pair's (pairBarrier) for a team of two, else the counter's. quiet is as
-// in counterBarrier.
-func (t *Team) fullBarrier(quiet bool) error {
+// in counterBarrier; check is the liveness check of the wait's sleeps,
+// nil for the team's (live).
+func (t *Team) fullBarrier(quiet bool, check func() error) error {
 	if t.size == 2 {
-		return t.pairBarrier(quiet)
+		return t.pairBarrier(quiet, check)
 	}
-	return t.counterBarrier(quiet)
+	return t.counterBarrier(quiet, check)
 }
 
 // pairBarrier is the full barrier of a team of two (see "Full
@@ -692,7 +698,7 @@ func (t *Team) fullBarrier(quiet bool) error {
 // and the store-to-load fence, where membarrier stands in for it at the
 // waiters, is owed to this PE's next load through the API, not paid here
 // with a read-modify-write. Of the process's state it touches pairs only.
-func (t *Team) pairBarrier(quiet bool) error {
+func (t *Team) pairBarrier(quiet bool, check func() error) error {
 	if lost := t.lost.Load(); lost != nil {
 		return *lost
 	}
@@ -712,7 +718,7 @@ func (t *Team) pairBarrier(quiet bool) error {
 	for range t.l.settle {
 		shmsync.Pause()
 	}
-	if err := t.awaitPost(peer, &t.slots[peer].sync[b&1], t.syncBase[peer], b); err != nil {
+	if err := t.awaitPost(peer, &t.slots[peer].sync[b&1], t.syncBase[peer], b, check); err != nil {
 		lost := fmt.Errorf("symheap: team %d (%d PEs) waiting in a barrier for rank %d (PE %d): %w", t.id, t.size, peer, t.members[peer], err)
 		t.lost.Store(&lost)
 		return lost
@@ -728,7 +734,7 @@ func (t *Team) pairBarrier(quiet bool) error {
 // takes Quiet's wake-up step for this PE's earlier puts right after the
 // add, which is the full fence that completes them (PE.Barrier). Of the
 // process's state it touches groupEnd only.
-func (t *Team) counterBarrier(quiet bool) error {
+func (t *Team) counterBarrier(quiet bool, check func() error) error {
 	if lost := t.lost.Load(); lost != nil {
 		return *lost
 	}
@@ -747,7 +753,10 @@ func (t *Team) counterBarrier(quiet bool) error {
 		t.rt.WakeSleepers()
 	}
 	if !shmsync.Reached(v, want) {
-		if err := shmsync.WaitCount(c, want, shmsync.Pace(), t.live); err != nil {
+		if check == nil {
+			check = t.live
+		}
+		if err := shmsync.WaitCount(c, want, shmsync.Pace(), check); err != nil {
 			lost := fmt.Errorf("symheap: team %d (%d PEs) waiting in a barrier: %w", t.id, t.size, err)
 			t.lost.Store(&lost) // lost, not err: err's address would put every call's err on the heap
 			return lost
@@ -768,13 +777,28 @@ func (t *Team) Sync() error {
 	if t.size == 1 {
 		return nil
 	}
-	return t.lockFreeBarrier(calls.Sync, false)
+	return t.lockFreeBarrier(calls.Sync, false, nil)
+}
+
+// SyncStop is Sync that stop can end (Stoppable barriers).
+func (t *Team) SyncStop(stop func() error) error {
+	if err := t.usable("Sync"); err != nil {
+		return err
+	}
+	if err := stop(); err != nil {
+		return fmt.Errorf("symheap: Sync on team %d: %w (not begun: nothing changed)", t.id, err)
+	}
+	if t.size == 1 {
+		return nil
+	}
+	return t.lockFreeBarrier(calls.Sync, false, stop)
 }
 
 // lockFreeBarrier is the barrier of Sync and PE.Barrier (kind k): the
 // busy check of inUse around counterBarrier (quiet as there), published
-// as a call (package calls).
-func (t *Team) lockFreeBarrier(k calls.Kind, quiet bool) error {
+// as a call (package calls). stop, if not nil, can end the wait
+// (Stoppable barriers).
+func (t *Team) lockFreeBarrier(k calls.Kind, quiet bool, stop func() error) error {
 	if err := t.inUse(k.String()); err != nil {
 		return err
 	}
@@ -782,10 +806,48 @@ func (t *Team) lockFreeBarrier(k calls.Kind, quiet bool) error {
 		shmsync.StoreRelease32(&t.busy, 0)
 		return err
 	}
-	err := t.fullBarrier(quiet)
+	var err error
+	if stop == nil {
+		err = t.fullBarrier(quiet, nil)
+	} else {
+		err = t.stoppableBarrier(quiet, stop)
+	}
 	t.l.calls.Leave()
 	shmsync.StoreRelease32(&t.busy, 0) // release; pairs with the loads in enter and inUse
 	return err
+}
+
+// Stoppable barriers. SyncStop and BarrierStop (the root's SyncCtx and
+// BarrierCtx) give the barrier's waits a liveness check that asks stop
+// first, so that the caller's context ends the wait within a sleep slice
+// (shmsync.SleepSlice), through the path a lost PE takes. An arrival
+// cannot be taken back: the other members may have counted it, or be
+// waiting for it. So a barrier that stop ended leaves the team broken as
+// a lost member does (lost), and the PE's calls broken as a divergence
+// does (calls.Tracker.Cancel, "Cancelled calls"): every later collective
+// call of this PE fails at once, and the other members' waits that need
+// this PE end with ErrDiverged naming the cancelled call instead of
+// hanging. A wait whose condition holds when stop is found ended
+// completes normally (shmsync.Lost re-tests it).
+
+// stoppableBarrier is fullBarrier that stop can end. Called by
+// lockFreeBarrier, in the call.
+func (t *Team) stoppableBarrier(quiet bool, stop func() error) error {
+	var cause error // stop's error, once it ended the wait
+	check := func() error {
+		if err := stop(); err != nil {
+			cause = err
+			return err
+		}
+		return t.live()
+	}
+	err := t.fullBarrier(quiet, check)
+	if err == nil || cause == nil {
+		return err
+	}
+	lost := fmt.Errorf("symheap: %w", t.l.calls.Cancel(cause))
+	t.lost.Store(&lost)
+	return lost
 }
 
 // Split makes a new team of the parent's ranks start, start+stride, ...,
