@@ -357,7 +357,7 @@ func (t *txRing) commit(off, n uint64, kind uint8, w1 uint64) {
 	// invalidated. The line right after the tail is not asked for: the
 	// consumer polls it for the next record.
 	if n <= prefetchAfter {
-		shmsync.PrefetchW(core.AddrOf(u64At(t.data, ((t.tail+prefetchCells)&t.mask)*cellSize)))
+		shmsync.PrefetchW(cellAt(t.data, ((t.tail+prefetchCells)&t.mask)*cellSize))
 	}
 }
 

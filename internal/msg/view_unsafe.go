@@ -15,6 +15,11 @@ func u64At(b []byte, off uint64) *atomic.Uint64 {
 	return (*atomic.Uint64)(unsafe.Pointer(unsafe.SliceData(b[off : off+8])))
 }
 
+// cellAt is the address of the 8 bytes at b[off:], for a prefetch.
+func cellAt(b []byte, off uint64) unsafe.Pointer {
+	return unsafe.Pointer(unsafe.SliceData(b[off : off+8]))
+}
+
 // The doorbell and the split slots are exactly one cache line.
 var _ [lineSize - unsafe.Sizeof(splitSlot{})]byte
 var _ [unsafe.Sizeof(splitSlot{}) - lineSize]byte

@@ -118,9 +118,6 @@ func VecOf[T any](s []T) Vec {
 // bytes returns the bytes of the first n elements.
 func (v Vec) bytes(n int) uint64 { return uint64(n) * v.esz }
 
-// at returns the address of element i.
-func (v Vec) at(i int) core.Ptr { return core.Add(v.p, uint64(i)*v.esz) }
-
 // Broadcast copies root's src into dst on every member of the team, root
 // included (shmem_broadcast); the root package's Broadcast documents it.
 // typeErr is the root package's verdict on the element type (nil, or
@@ -368,7 +365,7 @@ func (t *Team) AllToAll(dst, src Vec, typeErr error) error {
 			if j == me {
 				copyIn(dst.at(j*m), src.at(me*m), mb)
 			} else {
-				copyIn(dst.at(j*m), core.Add(bufAt(t.slots[j], k, nb), uint64(me)*mb), mb)
+				copyIn(dst.at(j*m), addOff(bufAt(t.slots[j], k, nb), uint64(me)*mb), mb)
 			}
 		}
 		return nil

@@ -140,7 +140,7 @@ func (t *Team) postBcast(dst, src core.Ptr, nb uint64, root int, same bool) erro
 			}
 		}
 		pl := &s.post[n%postRing]
-		core.CopyBytes[byte](core.AddrOf(&pl.data), src, nb)
+		core.CopyBytes[byte](addr(&pl.data), src, nb)
 		t.l.publish(pl, t.postBase[me]+n+1)
 		// The next two calls' lines: their readers are most likely done
 		// with them. Asking for each line two calls ahead, and once more
@@ -148,8 +148,8 @@ func (t *Team) postBcast(dst, src core.Ptr, nb uint64, root int, same bool) erro
 		// copies to be invalidated whatever the distance between the root
 		// and its readers; asking one call ahead only left that to how the
 		// two fell in step at the start of a job.
-		shmsync.PrefetchW(core.AddrOf(&s.post[(n+1)%postRing]))
-		shmsync.PrefetchW(core.AddrOf(&s.post[(n+2)%postRing]))
+		shmsync.PrefetchW(addr(&s.post[(n+1)%postRing]))
+		shmsync.PrefetchW(addr(&s.post[(n+2)%postRing]))
 		if !same {
 			core.CopyBytes[byte](dst, src, nb)
 		}
@@ -158,10 +158,10 @@ func (t *Team) postBcast(dst, src core.Ptr, nb uint64, root int, same bool) erro
 		if err := t.awaitPost(root, pl, t.postBase[root], n+1, nil); err != nil {
 			return t.waitErr(root, err)
 		}
-		core.CopyBytes[byte](dst, core.AddrOf(&pl.data), nb)
+		core.CopyBytes[byte](dst, addr(&pl.data), nb)
 		// A later call's line: a root that runs ahead has written it, and
 		// its transfer overlaps the calls in between.
-		shmsync.PrefetchR(core.AddrOf(&t.slots[root].post[(n+postAhead)%postRing]))
+		shmsync.PrefetchR(addr(&t.slots[root].post[(n+postAhead)%postRing]))
 	}
 	// Release store on a line of our own that a root reads once every few
 	// calls; after the copy out of the root's line.
@@ -220,7 +220,7 @@ func (t *Team) postReduce(dst, src core.Ptr, n int, nb uint64, op Op, fold func(
 	t.gathers++
 	me := t.rank
 	mine := &t.slots[me].gather[g&1]
-	core.CopyBytes[byte](core.AddrOf(&mine.data), src, nb)
+	core.CopyBytes[byte](addr(&mine.data), src, nb)
 	t.l.publish(mine, t.gathBase[me]+g+1)
 	// A few pauses before the first look at another member's line, which
 	// a member arriving about now is writing (shmsync.SettlePolls, as in
@@ -236,12 +236,12 @@ func (t *Team) postReduce(dst, src core.Ptr, n int, nb uint64, op Op, fold func(
 		}
 	}
 	// Every member folds in rank order, so all get the same bits.
-	core.CopyBytes[byte](dst, core.AddrOf(&t.slots[0].gather[g&1].data), nb)
+	core.CopyBytes[byte](dst, addr(&t.slots[0].gather[g&1].data), nb)
 	for j := 1; j < t.size; j++ {
-		fold(dst, core.AddrOf(&t.slots[j].gather[g&1].data), n, op)
+		fold(dst, addr(&t.slots[j].gather[g&1].data), n, op)
 	}
 	// The next call's line: every member has read it (each published g,
 	// which it does only after reading every line of g-1).
-	shmsync.PrefetchW(core.AddrOf(&t.slots[me].gather[(g+1)&1]))
+	shmsync.PrefetchW(addr(&t.slots[me].gather[(g+1)&1]))
 	return nil
 }

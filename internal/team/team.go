@@ -725,7 +725,7 @@ func (t *Team) pairBarrier(quiet bool, check func() error) error {
 	}
 	// The next barrier's line: the peer has read it (it published b, which
 	// it does only after it saw our b-1).
-	shmsync.PrefetchW(core.AddrOf(&t.slots[me].sync[(b+1)&1]))
+	shmsync.PrefetchW(addr(&t.slots[me].sync[(b+1)&1]))
 	return nil
 }
 

@@ -55,3 +55,13 @@ func (m *offMemo) lookup(p core.Ptr, n uint64) (uint64, bool) {
 func (m *offMemo) store(p core.Ptr, n, off uint64) {
 	m.addr, m.n, m.off = uint64(uintptr(p)), n, off
 }
+
+// at returns the address of element i.
+func (v Vec) at(i int) core.Ptr { return core.Add(v.p, uint64(i)*v.esz) }
+
+// addr is the address of x, a word or line in the segment, for a copy or
+// a prefetch.
+func addr[T any](x *T) core.Ptr { return core.AddrOf(x) }
+
+// addOff is p moved on by n bytes.
+func addOff(p core.Ptr, n uint64) core.Ptr { return core.Add(p, n) }
