@@ -560,6 +560,9 @@ void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long *pSync)
 	set_barrier(PE_start, logPE_stride, PE_size, pSync, "shmem_barrier");
 }
 
+/* The deprecated active-set form; shmem.h's C11 shmem_sync macro picks it
+ * or shmem_team_sync by the number of arguments. */
+#undef shmem_sync
 void shmem_sync(int PE_start, int logPE_stride, int PE_size, long *pSync)
 {
 	set_check(PE_start, logPE_stride, PE_size, "shmem_sync");

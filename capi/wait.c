@@ -309,3 +309,13 @@ uint64_t shmem_signal_wait_until(uint64_t *sig_addr, int cmp, uint64_t cmp_value
 	shmemi_wait_until(sig_addr, t, cmp, &cmp_value, "shmem_signal_wait_until");
 	return __atomic_load_n(sig_addr, __ATOMIC_SEQ_CST);
 }
+
+/* The deprecated C form of shmem_wait_until on a long (OpenSHMEM 1.5,
+ * shmem_wait_until.tex), for programs compiled without C11; in C11
+ * shmem.h's generic shmem_wait_until macro stands in front of it. */
+#undef shmem_wait_until
+void shmem_wait_until(long *ivar, int cmp, long cmp_value)
+{
+	struct shmemi_cmp t = {sizeof(long), 1};
+	shmemi_wait_until(ivar, t, cmp, &cmp_value, "shmem_wait_until");
+}

@@ -167,7 +167,11 @@ void shfree(void *ptr);
 void *shrealloc(void *ptr, size_t size);
 void *shmemalign(size_t alignment, size_t size);
 void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long *pSync);
+/* In C11 shmem_sync(team) is shmem_team_sync (a macro at the end of this
+ * header selects by the number of arguments), and the generic
+ * shmem_wait_until stands in front of its deprecated long form. */
 void shmem_sync(int PE_start, int logPE_stride, int PE_size, long *pSync);
+void shmem_wait_until(long *ivar, int cmp, long cmp_value);
 void shmem_clear_cache_inv(void);
 void shmem_set_cache_inv(void);
 void shmem_clear_cache_line_inv(void *dest);
@@ -2885,6 +2889,13 @@ void shmem_wait(long *ivar, long cmp_value);
 	int: shmem_int_set, \
 	long: shmem_long_set, \
 	long long: shmem_longlong_set)(a0, a1, a2)
+
+/* shmem_sync(team), OpenSHMEM 1.5's C11 form, beside the deprecated
+ * shmem_sync(PE_start, logPE_stride, PE_size, pSync): by the number of
+ * arguments. */
+#define shmem_sync(...) SHMEMI_CAT(shmemi_sync_, SHMEMI_NARG(__VA_ARGS__))(__VA_ARGS__)
+#define shmemi_sync_1(team) shmem_team_sync(team)
+#define shmemi_sync_4(PE_start, logPE_stride, PE_size, pSync) (shmem_sync)(PE_start, logPE_stride, PE_size, pSync)
 _Static_assert(_Generic((int16_t)0, short: 1, default: 0) &&
 	_Generic((int32_t)0, int: 1, default: 0) &&
 	_Generic((int64_t)0, long: 1, default: 0) &&
@@ -2899,6 +2910,13 @@ _Static_assert(_Generic((int16_t)0, short: 1, default: 0) &&
 #endif
 
 #ifdef __cplusplus
+}
+
+/* C++ has no _Generic: shmem_sync(team), OpenSHMEM 1.5's form, by
+ * overloading. */
+static inline int shmem_sync(shmem_team_t team)
+{
+	return shmem_team_sync(team);
 }
 #endif
 

@@ -149,6 +149,29 @@ func allTypesByC(t *testing.T, c string) typ {
 	return typ{}
 }
 
+// TestSyncTables: wait_until and test take the point-to-point table
+// (short and unsigned short, deprecated, beside the standard AMO types);
+// the _all, _any and _some forms the standard AMO types only, as
+// OpenSHMEM 1.5 has them.
+func TestSyncTables(t *testing.T) {
+	files, err := render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := string(files["include/shmem.h"])
+	for _, want := range []string{"void shmem_short_wait_until(", "int shmem_ushort_test(", "size_t shmem_int32_test_any(",
+		"void shmem_wait_until(long *ivar, int cmp, long cmp_value);", "#define shmem_sync(...)"} {
+		if !strings.Contains(h, want) {
+			t.Errorf("shmem.h has no %q", want)
+		}
+	}
+	for _, not := range []string{"shmem_short_test_any(", "shmem_ushort_wait_until_all("} {
+		if strings.Contains(h, not) {
+			t.Errorf("shmem.h has %q", not)
+		}
+	}
+}
+
 // TestCheckReportsStale: the check make build runs (gen -check) exits 1
 // naming a generated file that is not what the tables and the Go types
 // give, here the formats header with one offset changed by hand, and

@@ -556,6 +556,14 @@ func (g *gen) genericBlock() string {
 		fmt.Fprintf(&b, "#define %s_%d(%s) _Generic(*(a%d), \\\n\t%s)(%s)\n", inner, gn.nargs, list, gn.disp, sels(gn.plain), list)
 		fmt.Fprintf(&b, "#define %s_%d(ctx, %s) _Generic(*(a%d), \\\n\t%s)(ctx, %s)\n", inner, gn.nargs+1, list, gn.disp, sels(gn.ctx), list)
 	}
+	b.WriteString(`
+/* shmem_sync(team), OpenSHMEM 1.5's C11 form, beside the deprecated
+ * shmem_sync(PE_start, logPE_stride, PE_size, pSync): by the number of
+ * arguments. */
+#define shmem_sync(...) SHMEMI_CAT(shmemi_sync_, SHMEMI_NARG(__VA_ARGS__))(__VA_ARGS__)
+#define shmemi_sync_1(team) shmem_team_sync(team)
+#define shmemi_sync_4(PE_start, logPE_stride, PE_size, pSync) (shmem_sync)(PE_start, logPE_stride, PE_size, pSync)
+`)
 	b.WriteString(lp64Assert())
 	b.WriteString("#endif\n")
 	return b.String()

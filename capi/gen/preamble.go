@@ -172,7 +172,11 @@ void shfree(void *ptr);
 void *shrealloc(void *ptr, size_t size);
 void *shmemalign(size_t alignment, size_t size);
 void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long *pSync);
+/* In C11 shmem_sync(team) is shmem_team_sync (a macro at the end of this
+ * header selects by the number of arguments), and the generic
+ * shmem_wait_until stands in front of its deprecated long form. */
 void shmem_sync(int PE_start, int logPE_stride, int PE_size, long *pSync);
+void shmem_wait_until(long *ivar, int cmp, long cmp_value);
 void shmem_clear_cache_inv(void);
 void shmem_set_cache_inv(void);
 void shmem_clear_cache_line_inv(void *dest);
@@ -186,6 +190,13 @@ void shmem_pcontrol(const int level, ...);
 
 const headerBottom = `
 #ifdef __cplusplus
+}
+
+/* C++ has no _Generic: shmem_sync(team), OpenSHMEM 1.5's form, by
+ * overloading. */
+static inline int shmem_sync(shmem_team_t team)
+{
+	return shmem_team_sync(team);
 }
 #endif
 
