@@ -28,16 +28,12 @@ extern "C" {
 #define SHMEM_VENDOR_STRING "symheap"
 #define _SHMEM_VENDOR_STRING SHMEM_VENDOR_STRING
 
-/* symheap's version, and the names programs written for Open MPI's OSHMEM
- * print (bench/peers/csrc/osh_bench.c does): they give symheap's. */
+/* symheap's version. A program tells implementations apart by their own
+ * macros (Open MPI's OSHMEM_MAJOR_VERSION, SOS's SHMEM_VENDOR_STRING...):
+ * this header defines none of another implementation's. */
 #define SYMHEAP_MAJOR_VERSION 0
 #define SYMHEAP_MINOR_VERSION 1
 #define SYMHEAP_RELEASE_VERSION 0
-#ifndef OSHMEM_MAJOR_VERSION
-#define OSHMEM_MAJOR_VERSION SYMHEAP_MAJOR_VERSION
-#define OSHMEM_MINOR_VERSION SYMHEAP_MINOR_VERSION
-#define OSHMEM_RELEASE_VERSION SYMHEAP_RELEASE_VERSION
-#endif
 
 #define SHMEM_THREAD_SINGLE 0
 #define SHMEM_THREAD_FUNNELED 1
