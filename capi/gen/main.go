@@ -5,7 +5,8 @@
 // over the fast path of capi/shmem_internal.h. It also writes the formats
 // the C library shares with the runtime, from their Go types
 // (capi/shmemi_formats.h, formats.go), and the call words
-// (capi/shmemi_calls.h, calls.go). Run it with
+// (capi/shmemi_calls.h, calls.go), and the C test of every row of every
+// table (capi/tests/t_tables.c, ctest.go). Run it with
 //
 //	go generate ./capi/gen
 //
@@ -83,6 +84,7 @@ func render() (map[string][]byte, error) {
 		"capi/shmemi_calls.h":   []byte(callsH()),
 		"capi/shmemi_formats.h": []byte(formats),
 		"capi/shmem_gen.c":      []byte(cTop + g.c.String()),
+		"capi/tests/t_tables.c": []byte(tablesTest()),
 	}, nil
 }
 
