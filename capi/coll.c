@@ -560,6 +560,9 @@ void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long *pSync)
 	set_barrier(PE_start, logPE_stride, PE_size, pSync, "shmem_barrier");
 }
 
+/* The deprecated active-set form; shmem.h's C11 shmem_sync macro picks it
+ * or shmem_team_sync by the number of arguments. */
+#undef shmem_sync
 void shmem_sync(int PE_start, int logPE_stride, int PE_size, long *pSync)
 {
 	set_check(PE_start, logPE_stride, PE_size, "shmem_sync");
@@ -656,7 +659,7 @@ static void post_broadcast(void *dest, const void *src, size_t bytes, int root, 
 		}
 		shmemi_quiet();
 		struct shmemi_post_line *pl = &shmemi_post->post[n % SHMEMI_POST_RING];
-		memcpy(pl->data, src, bytes);
+		shmemi_memcpy(pl->data, src, bytes);
 		post_publish(pl, n + 1, 0);
 		/* The next two calls' lines: their readers are most likely done
 		 * with them; ask for each exclusive two calls ahead and again
@@ -664,12 +667,12 @@ static void post_broadcast(void *dest, const void *src, size_t bytes, int root, 
 		 * (internal/team, postBcast). */
 		shmemi_prefetch_w(&shmemi_post->post[(n + 1) % SHMEMI_POST_RING]);
 		shmemi_prefetch_w(&shmemi_post->post[(n + 2) % SHMEMI_POST_RING]);
-		if (self && dest != src)
+		if (self && dest != src && bytes)
 			memmove(dest, src, bytes);
 	} else {
 		struct shmemi_post_line *pl = &shmemi_post_peer[root]->post[n % SHMEMI_POST_RING];
 		post_await(pl, n + 1, 0, op);
-		memcpy(dest, pl->data, bytes);
+		shmemi_memcpy(dest, pl->data, bytes);
 		/* A later call's line: a root that runs ahead has written it,
 		 * and its transfer overlaps the calls in between. */
 		__builtin_prefetch(&shmemi_post_peer[root]->post[(n + SHMEMI_POST_AHEAD) % SHMEMI_POST_RING], 0, 3);
@@ -685,7 +688,7 @@ static void post_reduce(void *dest, const void *src, size_t n, size_t bytes, shm
 	uint32_t g = post_gathers++;
 	int me = shmemi_L.me;
 	struct shmemi_post_line *mine = &shmemi_post->gather[g & 1];
-	memcpy(mine->data, src, bytes);
+	shmemi_memcpy(mine->data, src, bytes);
 	post_publish(mine, g + 1, 0);
 	/* A few pauses before the first look at another PE's line, which a PE
 	 * arriving about now is writing (shmsync.SettlePolls, as pair_barrier). */
@@ -699,7 +702,7 @@ static void post_reduce(void *dest, const void *src, size_t n, size_t bytes, shm
 	memcpy(acc, shmemi_post_peer[0]->gather[g & 1].data, bytes);
 	for (int j = 1; j < shmemi_L.npes; j++)
 		combine(acc, shmemi_post_peer[j]->gather[g & 1].data, n);
-	memcpy(dest, acc, bytes);
+	shmemi_memcpy(dest, acc, bytes);
 }
 
 static void reduce(const struct group *g, void *dest, const void *src, size_t n, size_t size,
@@ -719,7 +722,7 @@ static void reduce(const struct group *g, void *dest, const void *src, size_t n,
 	if (acc == NULL)
 		shmemi_fatal(op, "out of memory for %zu bytes", bytes);
 	gsync(g, op);
-	memcpy(acc, src, bytes);
+	shmemi_memcpy(acc, src, bytes);
 	for (int r = 0; r < g->size; r++) {
 		if (r == g->rank)
 			continue;
@@ -727,7 +730,7 @@ static void reduce(const struct group *g, void *dest, const void *src, size_t n,
 		combine(acc, shmemi_addr(src, bytes, gpe(g, r), op), n);
 	}
 	gsync(g, op);
-	memcpy(dest, acc, bytes);
+	shmemi_memcpy(dest, acc, bytes);
 	if (acc != stackbuf)
 		free(acc);
 }
@@ -774,8 +777,8 @@ static void broadcast(const struct group *g, void *dest, const void *src, size_t
 	if (tick == NULL) { /* a split team: two syncs of the team */
 		gsync(g, op);
 		if (g->rank != root)
-			memcpy(dest, shmemi_addr(src, bytes, gpe(g, root), op), bytes);
-		else if (self && dest != src)
+			shmemi_memcpy(dest, shmemi_addr(src, bytes, gpe(g, root), op), bytes);
+		else if (self && dest != src && bytes)
 			memmove(dest, src, bytes);
 		gsync(g, op);
 		return;
@@ -799,7 +802,7 @@ static void broadcast(const struct group *g, void *dest, const void *src, size_t
 		for (int r = 0; r < g->size; r++)
 			if (r != root)
 				coll_wake(gpe(g, r), op);
-		if (self && dest != src)
+		if (self && dest != src && bytes)
 			memmove(dest, src, bytes);
 		struct count_wait c = {&tick[1], g->size - 1};
 		if (!count_reached(&c))
@@ -811,7 +814,7 @@ static void broadcast(const struct group *g, void *dest, const void *src, size_t
 	if (!count_reached(&c))
 		coll_block(count_reached, &c, op);
 	__atomic_fetch_sub(&tick[0], 1, __ATOMIC_SEQ_CST);
-	memcpy(dest, shmemi_addr(src, bytes, rootpe, op), bytes);
+	shmemi_memcpy(dest, shmemi_addr(src, bytes, rootpe, op), bytes);
 	__atomic_fetch_add((long *)shmemi_amo_addr(&tick[1], sizeof(long), rootpe, op), 1, __ATOMIC_SEQ_CST);
 	coll_wake(rootpe, op);
 }
@@ -852,6 +855,8 @@ static void collect(const struct group *g, void *dest, const void *src, size_t n
 		size_t nr = n;
 		if (!fixed)
 			nr = (size_t)(__atomic_load_n((uint64_t *)shmemi_addr(cnt, 8, gpe(g, r), op), __ATOMIC_SEQ_CST) - 1);
+		if (nr == 0)
+			continue; /* src and dest may be NULL */
 		(void)shmemi_addr(dest, off + nr, shmemi_L.me, op);
 		memcpy((char *)dest + off, shmemi_addr(src, nr, gpe(g, r), op), nr);
 		off += nr;
@@ -894,7 +899,7 @@ static void alltoalls(const struct group *g, void *dest, const void *src, ptrdif
 	(void)shmemi_addr(src, blk_s * (size_t)(g->size - 1) + span_s, shmemi_L.me, op);
 	(void)shmemi_addr(dest, blk_d * (size_t)(g->size - 1) + span_d, shmemi_L.me, op);
 	gsync(g, op);
-	for (int j = 0; j < g->size; j++) {
+	for (int j = 0; j < g->size && nelems > 0; j++) { /* none: src and dest may be NULL */
 		const char *s = shmemi_addr((const char *)src + blk_s * (size_t)g->rank, span_s, gpe(g, j), op);
 		char *d = (char *)dest + blk_d * (size_t)j;
 		if (dst == 1 && sst == 1)

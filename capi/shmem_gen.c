@@ -7309,66 +7309,6 @@ int shmem_short_test(short *ivar, int cmp, short cmp_value)
 	return shmemi_test(ivar, (struct shmemi_cmp){sizeof(short), 1}, cmp, &cmp_value, "shmem_short_test");
 }
 
-void shmem_short_wait_until_all(short *ivars, size_t nelems, const int *status, int cmp, short cmp_value)
-{
-	(void)shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(short), 1}, cmp, &cmp_value, 0, SHMEMI_ALL, NULL, 1, "shmem_short_wait_until_all");
-}
-
-size_t shmem_short_wait_until_any(short *ivars, size_t nelems, const int *status, int cmp, short cmp_value)
-{
-	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(short), 1}, cmp, &cmp_value, 0, SHMEMI_ANY, NULL, 1, "shmem_short_wait_until_any");
-}
-
-size_t shmem_short_wait_until_some(short *ivars, size_t nelems, size_t *indices, const int *status, int cmp, short cmp_value)
-{
-	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(short), 1}, cmp, &cmp_value, 0, SHMEMI_SOME, indices, 1, "shmem_short_wait_until_some");
-}
-
-int shmem_short_test_all(short *ivars, size_t nelems, const int *status, int cmp, short cmp_value)
-{
-	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(short), 1}, cmp, &cmp_value, 0, SHMEMI_ALL, NULL, 0, "shmem_short_test_all");
-}
-
-size_t shmem_short_test_any(short *ivars, size_t nelems, const int *status, int cmp, short cmp_value)
-{
-	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(short), 1}, cmp, &cmp_value, 0, SHMEMI_ANY, NULL, 0, "shmem_short_test_any");
-}
-
-size_t shmem_short_test_some(short *ivars, size_t nelems, size_t *indices, const int *status, int cmp, short cmp_value)
-{
-	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(short), 1}, cmp, &cmp_value, 0, SHMEMI_SOME, indices, 0, "shmem_short_test_some");
-}
-
-void shmem_short_wait_until_all_vector(short *ivars, size_t nelems, const int *status, int cmp, short *cmp_values)
-{
-	(void)shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(short), 1}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 1, "shmem_short_wait_until_all_vector");
-}
-
-size_t shmem_short_wait_until_any_vector(short *ivars, size_t nelems, const int *status, int cmp, short *cmp_values)
-{
-	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(short), 1}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 1, "shmem_short_wait_until_any_vector");
-}
-
-size_t shmem_short_wait_until_some_vector(short *ivars, size_t nelems, size_t *indices, const int *status, int cmp, short *cmp_values)
-{
-	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(short), 1}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 1, "shmem_short_wait_until_some_vector");
-}
-
-int shmem_short_test_all_vector(short *ivars, size_t nelems, const int *status, int cmp, short *cmp_values)
-{
-	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(short), 1}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 0, "shmem_short_test_all_vector");
-}
-
-size_t shmem_short_test_any_vector(short *ivars, size_t nelems, const int *status, int cmp, short *cmp_values)
-{
-	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(short), 1}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 0, "shmem_short_test_any_vector");
-}
-
-size_t shmem_short_test_some_vector(short *ivars, size_t nelems, size_t *indices, const int *status, int cmp, short *cmp_values)
-{
-	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(short), 1}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 0, "shmem_short_test_some_vector");
-}
-
 void shmem_int_wait_until(int *ivar, int cmp, int cmp_value)
 {
 	shmemi_wait_until(ivar, (struct shmemi_cmp){sizeof(int), 1}, cmp, &cmp_value, "shmem_int_wait_until");
@@ -7377,6 +7317,126 @@ void shmem_int_wait_until(int *ivar, int cmp, int cmp_value)
 int shmem_int_test(int *ivar, int cmp, int cmp_value)
 {
 	return shmemi_test(ivar, (struct shmemi_cmp){sizeof(int), 1}, cmp, &cmp_value, "shmem_int_test");
+}
+
+void shmem_long_wait_until(long *ivar, int cmp, long cmp_value)
+{
+	shmemi_wait_until(ivar, (struct shmemi_cmp){sizeof(long), 1}, cmp, &cmp_value, "shmem_long_wait_until");
+}
+
+int shmem_long_test(long *ivar, int cmp, long cmp_value)
+{
+	return shmemi_test(ivar, (struct shmemi_cmp){sizeof(long), 1}, cmp, &cmp_value, "shmem_long_test");
+}
+
+void shmem_longlong_wait_until(long long *ivar, int cmp, long long cmp_value)
+{
+	shmemi_wait_until(ivar, (struct shmemi_cmp){sizeof(long long), 1}, cmp, &cmp_value, "shmem_longlong_wait_until");
+}
+
+int shmem_longlong_test(long long *ivar, int cmp, long long cmp_value)
+{
+	return shmemi_test(ivar, (struct shmemi_cmp){sizeof(long long), 1}, cmp, &cmp_value, "shmem_longlong_test");
+}
+
+void shmem_ushort_wait_until(unsigned short *ivar, int cmp, unsigned short cmp_value)
+{
+	shmemi_wait_until(ivar, (struct shmemi_cmp){sizeof(unsigned short), 0}, cmp, &cmp_value, "shmem_ushort_wait_until");
+}
+
+int shmem_ushort_test(unsigned short *ivar, int cmp, unsigned short cmp_value)
+{
+	return shmemi_test(ivar, (struct shmemi_cmp){sizeof(unsigned short), 0}, cmp, &cmp_value, "shmem_ushort_test");
+}
+
+void shmem_uint_wait_until(unsigned int *ivar, int cmp, unsigned int cmp_value)
+{
+	shmemi_wait_until(ivar, (struct shmemi_cmp){sizeof(unsigned int), 0}, cmp, &cmp_value, "shmem_uint_wait_until");
+}
+
+int shmem_uint_test(unsigned int *ivar, int cmp, unsigned int cmp_value)
+{
+	return shmemi_test(ivar, (struct shmemi_cmp){sizeof(unsigned int), 0}, cmp, &cmp_value, "shmem_uint_test");
+}
+
+void shmem_ulong_wait_until(unsigned long *ivar, int cmp, unsigned long cmp_value)
+{
+	shmemi_wait_until(ivar, (struct shmemi_cmp){sizeof(unsigned long), 0}, cmp, &cmp_value, "shmem_ulong_wait_until");
+}
+
+int shmem_ulong_test(unsigned long *ivar, int cmp, unsigned long cmp_value)
+{
+	return shmemi_test(ivar, (struct shmemi_cmp){sizeof(unsigned long), 0}, cmp, &cmp_value, "shmem_ulong_test");
+}
+
+void shmem_ulonglong_wait_until(unsigned long long *ivar, int cmp, unsigned long long cmp_value)
+{
+	shmemi_wait_until(ivar, (struct shmemi_cmp){sizeof(unsigned long long), 0}, cmp, &cmp_value, "shmem_ulonglong_wait_until");
+}
+
+int shmem_ulonglong_test(unsigned long long *ivar, int cmp, unsigned long long cmp_value)
+{
+	return shmemi_test(ivar, (struct shmemi_cmp){sizeof(unsigned long long), 0}, cmp, &cmp_value, "shmem_ulonglong_test");
+}
+
+void shmem_int32_wait_until(int32_t *ivar, int cmp, int32_t cmp_value)
+{
+	shmemi_wait_until(ivar, (struct shmemi_cmp){sizeof(int32_t), 1}, cmp, &cmp_value, "shmem_int32_wait_until");
+}
+
+int shmem_int32_test(int32_t *ivar, int cmp, int32_t cmp_value)
+{
+	return shmemi_test(ivar, (struct shmemi_cmp){sizeof(int32_t), 1}, cmp, &cmp_value, "shmem_int32_test");
+}
+
+void shmem_int64_wait_until(int64_t *ivar, int cmp, int64_t cmp_value)
+{
+	shmemi_wait_until(ivar, (struct shmemi_cmp){sizeof(int64_t), 1}, cmp, &cmp_value, "shmem_int64_wait_until");
+}
+
+int shmem_int64_test(int64_t *ivar, int cmp, int64_t cmp_value)
+{
+	return shmemi_test(ivar, (struct shmemi_cmp){sizeof(int64_t), 1}, cmp, &cmp_value, "shmem_int64_test");
+}
+
+void shmem_uint32_wait_until(uint32_t *ivar, int cmp, uint32_t cmp_value)
+{
+	shmemi_wait_until(ivar, (struct shmemi_cmp){sizeof(uint32_t), 0}, cmp, &cmp_value, "shmem_uint32_wait_until");
+}
+
+int shmem_uint32_test(uint32_t *ivar, int cmp, uint32_t cmp_value)
+{
+	return shmemi_test(ivar, (struct shmemi_cmp){sizeof(uint32_t), 0}, cmp, &cmp_value, "shmem_uint32_test");
+}
+
+void shmem_uint64_wait_until(uint64_t *ivar, int cmp, uint64_t cmp_value)
+{
+	shmemi_wait_until(ivar, (struct shmemi_cmp){sizeof(uint64_t), 0}, cmp, &cmp_value, "shmem_uint64_wait_until");
+}
+
+int shmem_uint64_test(uint64_t *ivar, int cmp, uint64_t cmp_value)
+{
+	return shmemi_test(ivar, (struct shmemi_cmp){sizeof(uint64_t), 0}, cmp, &cmp_value, "shmem_uint64_test");
+}
+
+void shmem_size_wait_until(size_t *ivar, int cmp, size_t cmp_value)
+{
+	shmemi_wait_until(ivar, (struct shmemi_cmp){sizeof(size_t), 0}, cmp, &cmp_value, "shmem_size_wait_until");
+}
+
+int shmem_size_test(size_t *ivar, int cmp, size_t cmp_value)
+{
+	return shmemi_test(ivar, (struct shmemi_cmp){sizeof(size_t), 0}, cmp, &cmp_value, "shmem_size_test");
+}
+
+void shmem_ptrdiff_wait_until(ptrdiff_t *ivar, int cmp, ptrdiff_t cmp_value)
+{
+	shmemi_wait_until(ivar, (struct shmemi_cmp){sizeof(ptrdiff_t), 1}, cmp, &cmp_value, "shmem_ptrdiff_wait_until");
+}
+
+int shmem_ptrdiff_test(ptrdiff_t *ivar, int cmp, ptrdiff_t cmp_value)
+{
+	return shmemi_test(ivar, (struct shmemi_cmp){sizeof(ptrdiff_t), 1}, cmp, &cmp_value, "shmem_ptrdiff_test");
 }
 
 void shmem_int_wait_until_all(int *ivars, size_t nelems, const int *status, int cmp, int cmp_value)
@@ -7439,16 +7499,6 @@ size_t shmem_int_test_some_vector(int *ivars, size_t nelems, size_t *indices, co
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(int), 1}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 0, "shmem_int_test_some_vector");
 }
 
-void shmem_long_wait_until(long *ivar, int cmp, long cmp_value)
-{
-	shmemi_wait_until(ivar, (struct shmemi_cmp){sizeof(long), 1}, cmp, &cmp_value, "shmem_long_wait_until");
-}
-
-int shmem_long_test(long *ivar, int cmp, long cmp_value)
-{
-	return shmemi_test(ivar, (struct shmemi_cmp){sizeof(long), 1}, cmp, &cmp_value, "shmem_long_test");
-}
-
 void shmem_long_wait_until_all(long *ivars, size_t nelems, const int *status, int cmp, long cmp_value)
 {
 	(void)shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(long), 1}, cmp, &cmp_value, 0, SHMEMI_ALL, NULL, 1, "shmem_long_wait_until_all");
@@ -7507,16 +7557,6 @@ size_t shmem_long_test_any_vector(long *ivars, size_t nelems, const int *status,
 size_t shmem_long_test_some_vector(long *ivars, size_t nelems, size_t *indices, const int *status, int cmp, long *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(long), 1}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 0, "shmem_long_test_some_vector");
-}
-
-void shmem_longlong_wait_until(long long *ivar, int cmp, long long cmp_value)
-{
-	shmemi_wait_until(ivar, (struct shmemi_cmp){sizeof(long long), 1}, cmp, &cmp_value, "shmem_longlong_wait_until");
-}
-
-int shmem_longlong_test(long long *ivar, int cmp, long long cmp_value)
-{
-	return shmemi_test(ivar, (struct shmemi_cmp){sizeof(long long), 1}, cmp, &cmp_value, "shmem_longlong_test");
 }
 
 void shmem_longlong_wait_until_all(long long *ivars, size_t nelems, const int *status, int cmp, long long cmp_value)
@@ -7579,86 +7619,6 @@ size_t shmem_longlong_test_some_vector(long long *ivars, size_t nelems, size_t *
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(long long), 1}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 0, "shmem_longlong_test_some_vector");
 }
 
-void shmem_ushort_wait_until(unsigned short *ivar, int cmp, unsigned short cmp_value)
-{
-	shmemi_wait_until(ivar, (struct shmemi_cmp){sizeof(unsigned short), 0}, cmp, &cmp_value, "shmem_ushort_wait_until");
-}
-
-int shmem_ushort_test(unsigned short *ivar, int cmp, unsigned short cmp_value)
-{
-	return shmemi_test(ivar, (struct shmemi_cmp){sizeof(unsigned short), 0}, cmp, &cmp_value, "shmem_ushort_test");
-}
-
-void shmem_ushort_wait_until_all(unsigned short *ivars, size_t nelems, const int *status, int cmp, unsigned short cmp_value)
-{
-	(void)shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned short), 0}, cmp, &cmp_value, 0, SHMEMI_ALL, NULL, 1, "shmem_ushort_wait_until_all");
-}
-
-size_t shmem_ushort_wait_until_any(unsigned short *ivars, size_t nelems, const int *status, int cmp, unsigned short cmp_value)
-{
-	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned short), 0}, cmp, &cmp_value, 0, SHMEMI_ANY, NULL, 1, "shmem_ushort_wait_until_any");
-}
-
-size_t shmem_ushort_wait_until_some(unsigned short *ivars, size_t nelems, size_t *indices, const int *status, int cmp, unsigned short cmp_value)
-{
-	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned short), 0}, cmp, &cmp_value, 0, SHMEMI_SOME, indices, 1, "shmem_ushort_wait_until_some");
-}
-
-int shmem_ushort_test_all(unsigned short *ivars, size_t nelems, const int *status, int cmp, unsigned short cmp_value)
-{
-	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned short), 0}, cmp, &cmp_value, 0, SHMEMI_ALL, NULL, 0, "shmem_ushort_test_all");
-}
-
-size_t shmem_ushort_test_any(unsigned short *ivars, size_t nelems, const int *status, int cmp, unsigned short cmp_value)
-{
-	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned short), 0}, cmp, &cmp_value, 0, SHMEMI_ANY, NULL, 0, "shmem_ushort_test_any");
-}
-
-size_t shmem_ushort_test_some(unsigned short *ivars, size_t nelems, size_t *indices, const int *status, int cmp, unsigned short cmp_value)
-{
-	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned short), 0}, cmp, &cmp_value, 0, SHMEMI_SOME, indices, 0, "shmem_ushort_test_some");
-}
-
-void shmem_ushort_wait_until_all_vector(unsigned short *ivars, size_t nelems, const int *status, int cmp, unsigned short *cmp_values)
-{
-	(void)shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned short), 0}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 1, "shmem_ushort_wait_until_all_vector");
-}
-
-size_t shmem_ushort_wait_until_any_vector(unsigned short *ivars, size_t nelems, const int *status, int cmp, unsigned short *cmp_values)
-{
-	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned short), 0}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 1, "shmem_ushort_wait_until_any_vector");
-}
-
-size_t shmem_ushort_wait_until_some_vector(unsigned short *ivars, size_t nelems, size_t *indices, const int *status, int cmp, unsigned short *cmp_values)
-{
-	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned short), 0}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 1, "shmem_ushort_wait_until_some_vector");
-}
-
-int shmem_ushort_test_all_vector(unsigned short *ivars, size_t nelems, const int *status, int cmp, unsigned short *cmp_values)
-{
-	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned short), 0}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 0, "shmem_ushort_test_all_vector");
-}
-
-size_t shmem_ushort_test_any_vector(unsigned short *ivars, size_t nelems, const int *status, int cmp, unsigned short *cmp_values)
-{
-	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned short), 0}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 0, "shmem_ushort_test_any_vector");
-}
-
-size_t shmem_ushort_test_some_vector(unsigned short *ivars, size_t nelems, size_t *indices, const int *status, int cmp, unsigned short *cmp_values)
-{
-	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned short), 0}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 0, "shmem_ushort_test_some_vector");
-}
-
-void shmem_uint_wait_until(unsigned int *ivar, int cmp, unsigned int cmp_value)
-{
-	shmemi_wait_until(ivar, (struct shmemi_cmp){sizeof(unsigned int), 0}, cmp, &cmp_value, "shmem_uint_wait_until");
-}
-
-int shmem_uint_test(unsigned int *ivar, int cmp, unsigned int cmp_value)
-{
-	return shmemi_test(ivar, (struct shmemi_cmp){sizeof(unsigned int), 0}, cmp, &cmp_value, "shmem_uint_test");
-}
-
 void shmem_uint_wait_until_all(unsigned int *ivars, size_t nelems, const int *status, int cmp, unsigned int cmp_value)
 {
 	(void)shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned int), 0}, cmp, &cmp_value, 0, SHMEMI_ALL, NULL, 1, "shmem_uint_wait_until_all");
@@ -7717,16 +7677,6 @@ size_t shmem_uint_test_any_vector(unsigned int *ivars, size_t nelems, const int 
 size_t shmem_uint_test_some_vector(unsigned int *ivars, size_t nelems, size_t *indices, const int *status, int cmp, unsigned int *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned int), 0}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 0, "shmem_uint_test_some_vector");
-}
-
-void shmem_ulong_wait_until(unsigned long *ivar, int cmp, unsigned long cmp_value)
-{
-	shmemi_wait_until(ivar, (struct shmemi_cmp){sizeof(unsigned long), 0}, cmp, &cmp_value, "shmem_ulong_wait_until");
-}
-
-int shmem_ulong_test(unsigned long *ivar, int cmp, unsigned long cmp_value)
-{
-	return shmemi_test(ivar, (struct shmemi_cmp){sizeof(unsigned long), 0}, cmp, &cmp_value, "shmem_ulong_test");
 }
 
 void shmem_ulong_wait_until_all(unsigned long *ivars, size_t nelems, const int *status, int cmp, unsigned long cmp_value)
@@ -7789,16 +7739,6 @@ size_t shmem_ulong_test_some_vector(unsigned long *ivars, size_t nelems, size_t 
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned long), 0}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 0, "shmem_ulong_test_some_vector");
 }
 
-void shmem_ulonglong_wait_until(unsigned long long *ivar, int cmp, unsigned long long cmp_value)
-{
-	shmemi_wait_until(ivar, (struct shmemi_cmp){sizeof(unsigned long long), 0}, cmp, &cmp_value, "shmem_ulonglong_wait_until");
-}
-
-int shmem_ulonglong_test(unsigned long long *ivar, int cmp, unsigned long long cmp_value)
-{
-	return shmemi_test(ivar, (struct shmemi_cmp){sizeof(unsigned long long), 0}, cmp, &cmp_value, "shmem_ulonglong_test");
-}
-
 void shmem_ulonglong_wait_until_all(unsigned long long *ivars, size_t nelems, const int *status, int cmp, unsigned long long cmp_value)
 {
 	(void)shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned long long), 0}, cmp, &cmp_value, 0, SHMEMI_ALL, NULL, 1, "shmem_ulonglong_wait_until_all");
@@ -7857,16 +7797,6 @@ size_t shmem_ulonglong_test_any_vector(unsigned long long *ivars, size_t nelems,
 size_t shmem_ulonglong_test_some_vector(unsigned long long *ivars, size_t nelems, size_t *indices, const int *status, int cmp, unsigned long long *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned long long), 0}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 0, "shmem_ulonglong_test_some_vector");
-}
-
-void shmem_int32_wait_until(int32_t *ivar, int cmp, int32_t cmp_value)
-{
-	shmemi_wait_until(ivar, (struct shmemi_cmp){sizeof(int32_t), 1}, cmp, &cmp_value, "shmem_int32_wait_until");
-}
-
-int shmem_int32_test(int32_t *ivar, int cmp, int32_t cmp_value)
-{
-	return shmemi_test(ivar, (struct shmemi_cmp){sizeof(int32_t), 1}, cmp, &cmp_value, "shmem_int32_test");
 }
 
 void shmem_int32_wait_until_all(int32_t *ivars, size_t nelems, const int *status, int cmp, int32_t cmp_value)
@@ -7929,16 +7859,6 @@ size_t shmem_int32_test_some_vector(int32_t *ivars, size_t nelems, size_t *indic
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(int32_t), 1}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 0, "shmem_int32_test_some_vector");
 }
 
-void shmem_int64_wait_until(int64_t *ivar, int cmp, int64_t cmp_value)
-{
-	shmemi_wait_until(ivar, (struct shmemi_cmp){sizeof(int64_t), 1}, cmp, &cmp_value, "shmem_int64_wait_until");
-}
-
-int shmem_int64_test(int64_t *ivar, int cmp, int64_t cmp_value)
-{
-	return shmemi_test(ivar, (struct shmemi_cmp){sizeof(int64_t), 1}, cmp, &cmp_value, "shmem_int64_test");
-}
-
 void shmem_int64_wait_until_all(int64_t *ivars, size_t nelems, const int *status, int cmp, int64_t cmp_value)
 {
 	(void)shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(int64_t), 1}, cmp, &cmp_value, 0, SHMEMI_ALL, NULL, 1, "shmem_int64_wait_until_all");
@@ -7997,16 +7917,6 @@ size_t shmem_int64_test_any_vector(int64_t *ivars, size_t nelems, const int *sta
 size_t shmem_int64_test_some_vector(int64_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, int64_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(int64_t), 1}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 0, "shmem_int64_test_some_vector");
-}
-
-void shmem_uint32_wait_until(uint32_t *ivar, int cmp, uint32_t cmp_value)
-{
-	shmemi_wait_until(ivar, (struct shmemi_cmp){sizeof(uint32_t), 0}, cmp, &cmp_value, "shmem_uint32_wait_until");
-}
-
-int shmem_uint32_test(uint32_t *ivar, int cmp, uint32_t cmp_value)
-{
-	return shmemi_test(ivar, (struct shmemi_cmp){sizeof(uint32_t), 0}, cmp, &cmp_value, "shmem_uint32_test");
 }
 
 void shmem_uint32_wait_until_all(uint32_t *ivars, size_t nelems, const int *status, int cmp, uint32_t cmp_value)
@@ -8069,16 +7979,6 @@ size_t shmem_uint32_test_some_vector(uint32_t *ivars, size_t nelems, size_t *ind
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(uint32_t), 0}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 0, "shmem_uint32_test_some_vector");
 }
 
-void shmem_uint64_wait_until(uint64_t *ivar, int cmp, uint64_t cmp_value)
-{
-	shmemi_wait_until(ivar, (struct shmemi_cmp){sizeof(uint64_t), 0}, cmp, &cmp_value, "shmem_uint64_wait_until");
-}
-
-int shmem_uint64_test(uint64_t *ivar, int cmp, uint64_t cmp_value)
-{
-	return shmemi_test(ivar, (struct shmemi_cmp){sizeof(uint64_t), 0}, cmp, &cmp_value, "shmem_uint64_test");
-}
-
 void shmem_uint64_wait_until_all(uint64_t *ivars, size_t nelems, const int *status, int cmp, uint64_t cmp_value)
 {
 	(void)shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(uint64_t), 0}, cmp, &cmp_value, 0, SHMEMI_ALL, NULL, 1, "shmem_uint64_wait_until_all");
@@ -8139,16 +8039,6 @@ size_t shmem_uint64_test_some_vector(uint64_t *ivars, size_t nelems, size_t *ind
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(uint64_t), 0}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 0, "shmem_uint64_test_some_vector");
 }
 
-void shmem_size_wait_until(size_t *ivar, int cmp, size_t cmp_value)
-{
-	shmemi_wait_until(ivar, (struct shmemi_cmp){sizeof(size_t), 0}, cmp, &cmp_value, "shmem_size_wait_until");
-}
-
-int shmem_size_test(size_t *ivar, int cmp, size_t cmp_value)
-{
-	return shmemi_test(ivar, (struct shmemi_cmp){sizeof(size_t), 0}, cmp, &cmp_value, "shmem_size_test");
-}
-
 void shmem_size_wait_until_all(size_t *ivars, size_t nelems, const int *status, int cmp, size_t cmp_value)
 {
 	(void)shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(size_t), 0}, cmp, &cmp_value, 0, SHMEMI_ALL, NULL, 1, "shmem_size_wait_until_all");
@@ -8207,16 +8097,6 @@ size_t shmem_size_test_any_vector(size_t *ivars, size_t nelems, const int *statu
 size_t shmem_size_test_some_vector(size_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, size_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(size_t), 0}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 0, "shmem_size_test_some_vector");
-}
-
-void shmem_ptrdiff_wait_until(ptrdiff_t *ivar, int cmp, ptrdiff_t cmp_value)
-{
-	shmemi_wait_until(ivar, (struct shmemi_cmp){sizeof(ptrdiff_t), 1}, cmp, &cmp_value, "shmem_ptrdiff_wait_until");
-}
-
-int shmem_ptrdiff_test(ptrdiff_t *ivar, int cmp, ptrdiff_t cmp_value)
-{
-	return shmemi_test(ivar, (struct shmemi_cmp){sizeof(ptrdiff_t), 1}, cmp, &cmp_value, "shmem_ptrdiff_test");
 }
 
 void shmem_ptrdiff_wait_until_all(ptrdiff_t *ivars, size_t nelems, const int *status, int cmp, ptrdiff_t cmp_value)
@@ -10199,22 +10079,22 @@ static void shmemi_comb_longdouble_sum(void *acc, const void *in, size_t n)
 	}
 }
 
-static void shmemi_comb_complexf_sum(void *acc, const void *in, size_t n)
-{
-	float _Complex *x = acc;
-	const float _Complex *y = in;
-	for (size_t i = 0; i < n; i++) {
-		float _Complex a = x[i], b = y[i];
-		x[i] = a + b;
-	}
-}
-
 static void shmemi_comb_complexd_sum(void *acc, const void *in, size_t n)
 {
 	double _Complex *x = acc;
 	const double _Complex *y = in;
 	for (size_t i = 0; i < n; i++) {
 		double _Complex a = x[i], b = y[i];
+		x[i] = a + b;
+	}
+}
+
+static void shmemi_comb_complexf_sum(void *acc, const void *in, size_t n)
+{
+	float _Complex *x = acc;
+	const float _Complex *y = in;
+	for (size_t i = 0; i < n; i++) {
+		float _Complex a = x[i], b = y[i];
 		x[i] = a + b;
 	}
 }
@@ -10339,14 +10219,14 @@ int shmem_longdouble_sum_reduce(shmem_team_t team, long double *dest, const long
 	return shmemi_team_reduce(team, dest, source, nreduce, sizeof(long double), shmemi_comb_longdouble_sum, "shmem_longdouble_sum_reduce");
 }
 
-int shmem_complexf_sum_reduce(shmem_team_t team, float _Complex *dest, const float _Complex *source, size_t nreduce)
-{
-	return shmemi_team_reduce(team, dest, source, nreduce, sizeof(float _Complex), shmemi_comb_complexf_sum, "shmem_complexf_sum_reduce");
-}
-
 int shmem_complexd_sum_reduce(shmem_team_t team, double _Complex *dest, const double _Complex *source, size_t nreduce)
 {
 	return shmemi_team_reduce(team, dest, source, nreduce, sizeof(double _Complex), shmemi_comb_complexd_sum, "shmem_complexd_sum_reduce");
+}
+
+int shmem_complexf_sum_reduce(shmem_team_t team, float _Complex *dest, const float _Complex *source, size_t nreduce)
+{
+	return shmemi_team_reduce(team, dest, source, nreduce, sizeof(float _Complex), shmemi_comb_complexf_sum, "shmem_complexf_sum_reduce");
 }
 
 void shmem_short_sum_to_all(short *dest, const short *source, int nreduce, int PE_start, int logPE_stride, int PE_size, short *pWrk, long *pSync)
@@ -10405,20 +10285,20 @@ void shmem_longdouble_sum_to_all(long double *dest, const long double *source, i
 	shmemi_set_reduce(dest, source, (size_t)nreduce, sizeof(long double), PE_start, logPE_stride, PE_size, pSync, shmemi_comb_longdouble_sum, "shmem_longdouble_sum_to_all");
 }
 
-void shmem_complexf_sum_to_all(float _Complex *dest, const float _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, float _Complex *pWrk, long *pSync)
-{
-	(void)pWrk;
-	if (nreduce < 0)
-		shmemi_fatal("shmem_complexf_sum_to_all", "nreduce %d is negative", nreduce);
-	shmemi_set_reduce(dest, source, (size_t)nreduce, sizeof(float _Complex), PE_start, logPE_stride, PE_size, pSync, shmemi_comb_complexf_sum, "shmem_complexf_sum_to_all");
-}
-
 void shmem_complexd_sum_to_all(double _Complex *dest, const double _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, double _Complex *pWrk, long *pSync)
 {
 	(void)pWrk;
 	if (nreduce < 0)
 		shmemi_fatal("shmem_complexd_sum_to_all", "nreduce %d is negative", nreduce);
 	shmemi_set_reduce(dest, source, (size_t)nreduce, sizeof(double _Complex), PE_start, logPE_stride, PE_size, pSync, shmemi_comb_complexd_sum, "shmem_complexd_sum_to_all");
+}
+
+void shmem_complexf_sum_to_all(float _Complex *dest, const float _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, float _Complex *pWrk, long *pSync)
+{
+	(void)pWrk;
+	if (nreduce < 0)
+		shmemi_fatal("shmem_complexf_sum_to_all", "nreduce %d is negative", nreduce);
+	shmemi_set_reduce(dest, source, (size_t)nreduce, sizeof(float _Complex), PE_start, logPE_stride, PE_size, pSync, shmemi_comb_complexf_sum, "shmem_complexf_sum_to_all");
 }
 
 static void shmemi_comb_char_prod(void *acc, const void *in, size_t n)
@@ -10661,22 +10541,22 @@ static void shmemi_comb_longdouble_prod(void *acc, const void *in, size_t n)
 	}
 }
 
-static void shmemi_comb_complexf_prod(void *acc, const void *in, size_t n)
-{
-	float _Complex *x = acc;
-	const float _Complex *y = in;
-	for (size_t i = 0; i < n; i++) {
-		float _Complex a = x[i], b = y[i];
-		x[i] = a * b;
-	}
-}
-
 static void shmemi_comb_complexd_prod(void *acc, const void *in, size_t n)
 {
 	double _Complex *x = acc;
 	const double _Complex *y = in;
 	for (size_t i = 0; i < n; i++) {
 		double _Complex a = x[i], b = y[i];
+		x[i] = a * b;
+	}
+}
+
+static void shmemi_comb_complexf_prod(void *acc, const void *in, size_t n)
+{
+	float _Complex *x = acc;
+	const float _Complex *y = in;
+	for (size_t i = 0; i < n; i++) {
+		float _Complex a = x[i], b = y[i];
 		x[i] = a * b;
 	}
 }
@@ -10801,14 +10681,14 @@ int shmem_longdouble_prod_reduce(shmem_team_t team, long double *dest, const lon
 	return shmemi_team_reduce(team, dest, source, nreduce, sizeof(long double), shmemi_comb_longdouble_prod, "shmem_longdouble_prod_reduce");
 }
 
-int shmem_complexf_prod_reduce(shmem_team_t team, float _Complex *dest, const float _Complex *source, size_t nreduce)
-{
-	return shmemi_team_reduce(team, dest, source, nreduce, sizeof(float _Complex), shmemi_comb_complexf_prod, "shmem_complexf_prod_reduce");
-}
-
 int shmem_complexd_prod_reduce(shmem_team_t team, double _Complex *dest, const double _Complex *source, size_t nreduce)
 {
 	return shmemi_team_reduce(team, dest, source, nreduce, sizeof(double _Complex), shmemi_comb_complexd_prod, "shmem_complexd_prod_reduce");
+}
+
+int shmem_complexf_prod_reduce(shmem_team_t team, float _Complex *dest, const float _Complex *source, size_t nreduce)
+{
+	return shmemi_team_reduce(team, dest, source, nreduce, sizeof(float _Complex), shmemi_comb_complexf_prod, "shmem_complexf_prod_reduce");
 }
 
 void shmem_short_prod_to_all(short *dest, const short *source, int nreduce, int PE_start, int logPE_stride, int PE_size, short *pWrk, long *pSync)
@@ -10867,20 +10747,20 @@ void shmem_longdouble_prod_to_all(long double *dest, const long double *source, 
 	shmemi_set_reduce(dest, source, (size_t)nreduce, sizeof(long double), PE_start, logPE_stride, PE_size, pSync, shmemi_comb_longdouble_prod, "shmem_longdouble_prod_to_all");
 }
 
-void shmem_complexf_prod_to_all(float _Complex *dest, const float _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, float _Complex *pWrk, long *pSync)
-{
-	(void)pWrk;
-	if (nreduce < 0)
-		shmemi_fatal("shmem_complexf_prod_to_all", "nreduce %d is negative", nreduce);
-	shmemi_set_reduce(dest, source, (size_t)nreduce, sizeof(float _Complex), PE_start, logPE_stride, PE_size, pSync, shmemi_comb_complexf_prod, "shmem_complexf_prod_to_all");
-}
-
 void shmem_complexd_prod_to_all(double _Complex *dest, const double _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, double _Complex *pWrk, long *pSync)
 {
 	(void)pWrk;
 	if (nreduce < 0)
 		shmemi_fatal("shmem_complexd_prod_to_all", "nreduce %d is negative", nreduce);
 	shmemi_set_reduce(dest, source, (size_t)nreduce, sizeof(double _Complex), PE_start, logPE_stride, PE_size, pSync, shmemi_comb_complexd_prod, "shmem_complexd_prod_to_all");
+}
+
+void shmem_complexf_prod_to_all(float _Complex *dest, const float _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, float _Complex *pWrk, long *pSync)
+{
+	(void)pWrk;
+	if (nreduce < 0)
+		shmemi_fatal("shmem_complexf_prod_to_all", "nreduce %d is negative", nreduce);
+	shmemi_set_reduce(dest, source, (size_t)nreduce, sizeof(float _Complex), PE_start, logPE_stride, PE_size, pSync, shmemi_comb_complexf_prod, "shmem_complexf_prod_to_all");
 }
 
 int shmem_float_broadcast(shmem_team_t team, float *dest, const float *source, size_t nelems, int PE_root)
@@ -11637,6 +11517,36 @@ long long shmem_longlong_cswap(long long *dest, long long cond, long long value,
 	return shmem_longlong_atomic_compare_swap(dest, cond, value, pe);
 }
 
+float shmem_float_swap(float *dest, float value, int pe)
+{
+	return shmem_float_atomic_swap(dest, value, pe);
+}
+
+float shmem_float_fetch(const float *source, int pe)
+{
+	return shmem_float_atomic_fetch(source, pe);
+}
+
+void shmem_float_set(float *dest, float value, int pe)
+{
+	shmem_float_atomic_set(dest, value, pe);
+}
+
+double shmem_double_swap(double *dest, double value, int pe)
+{
+	return shmem_double_atomic_swap(dest, value, pe);
+}
+
+double shmem_double_fetch(const double *source, int pe)
+{
+	return shmem_double_atomic_fetch(source, pe);
+}
+
+void shmem_double_set(double *dest, double value, int pe)
+{
+	shmem_double_atomic_set(dest, value, pe);
+}
+
 int shmem_int_swap(int *dest, int value, int pe)
 {
 	return shmem_int_atomic_swap(dest, value, pe);
@@ -11680,36 +11590,6 @@ long long shmem_longlong_fetch(const long long *source, int pe)
 void shmem_longlong_set(long long *dest, long long value, int pe)
 {
 	shmem_longlong_atomic_set(dest, value, pe);
-}
-
-float shmem_float_swap(float *dest, float value, int pe)
-{
-	return shmem_float_atomic_swap(dest, value, pe);
-}
-
-float shmem_float_fetch(const float *source, int pe)
-{
-	return shmem_float_atomic_fetch(source, pe);
-}
-
-void shmem_float_set(float *dest, float value, int pe)
-{
-	shmem_float_atomic_set(dest, value, pe);
-}
-
-double shmem_double_swap(double *dest, double value, int pe)
-{
-	return shmem_double_atomic_swap(dest, value, pe);
-}
-
-double shmem_double_fetch(const double *source, int pe)
-{
-	return shmem_double_atomic_fetch(source, pe);
-}
-
-void shmem_double_set(double *dest, double value, int pe)
-{
-	shmem_double_atomic_set(dest, value, pe);
 }
 
 void shmem_short_wait(short *ivar, short cmp_value)

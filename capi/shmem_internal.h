@@ -292,9 +292,20 @@ static inline void shmemi_copy(void *d, const void *s, size_t n)
 	memcpy(d, s, n);
 }
 
+/* shmemi_memcpy is memcpy for a length that may be 0 with null pointers,
+ * as a call of no elements may pass them (shmemi_addr_slow); memcpy's own
+ * pointers must be valid even for 0 bytes (C11 7.24.1). */
+static inline void shmemi_memcpy(void *d, const void *s, size_t n)
+{
+	if (n)
+		memcpy(d, s, n);
+}
+
 static inline void shmemi_put(void *dst, const void *src, size_t n, int pe, const char *op)
 {
 	char *d = shmemi_addr(dst, n, pe, op);
+	if (SHMEMI_UNLIKELY(n == 0))
+		return; /* dst and src may be NULL: nothing to copy, nobody to wake */
 	shmemi_copy(d, src, n);
 	shmemi_bump(shmemi_L.stat_puts);
 	if (SHMEMI_UNLIKELY(!shmemi_L.mb_ready))
@@ -306,6 +317,8 @@ static inline void shmemi_put(void *dst, const void *src, size_t n, int pe, cons
 static inline void shmemi_put_nbi(void *dst, const void *src, size_t n, int pe, const char *op)
 {
 	char *d = shmemi_addr(dst, n, pe, op);
+	if (SHMEMI_UNLIKELY(n == 0))
+		return;
 	shmemi_copy(d, src, n);
 	shmemi_bump(shmemi_L.stat_puts);
 }
@@ -313,6 +326,8 @@ static inline void shmemi_put_nbi(void *dst, const void *src, size_t n, int pe, 
 static inline void shmemi_get(void *dst, const void *src, size_t n, int pe, const char *op)
 {
 	const char *s = shmemi_addr(src, n, pe, op);
+	if (SHMEMI_UNLIKELY(n == 0))
+		return;
 	shmemi_pay();
 	shmemi_copy(dst, s, n);
 	shmemi_bump(shmemi_L.stat_gets);
@@ -417,7 +432,7 @@ static inline void shmemi_put_signal(void *dst, const void *src, size_t n, uint6
 {
 	char *d = shmemi_addr(dst, n, pe, op);
 	uint64_t *s = shmemi_amo_addr(sig_addr, sizeof(uint64_t), pe, op);
-	memcpy(d, src, n);
+	shmemi_memcpy(d, src, n); /* none: the signal still goes */
 	shmemi_bump(shmemi_L.stat_puts);
 	shmemi_full_fence();
 	if (sig_op == SHMEM_SIGNAL_SET)

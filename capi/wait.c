@@ -212,6 +212,45 @@ int shmemi_test(const void *ivar, struct shmemi_cmp t, int cmp, const void *valu
 
 /* ---- the _all, _any and _some forms ---- */
 
+/*
+ * The _any forms return one satisfying index; OpenSHMEM asks that a
+ * series of calls eventually return every index that satisfies. A scan
+ * from index 0 would return 0 for as long as element 0 holds, so each
+ * scan starts one past the index the previous call on the same array
+ * returned: over N elements that all hold, N calls return each once.
+ * The cursors are per PE (this process), one per array in a small table
+ * indexed by the array's address (a collision only moves a start);
+ * relaxed atomics, as threads that race on a cursor only move a start
+ * too. (SOS starts each scan at a random index instead.)
+ */
+#define ANY_CURSORS 64
+
+static struct {
+	uintptr_t key;
+	size_t next;
+} any_cursor[ANY_CURSORS];
+
+static unsigned any_slot(const void *ivars)
+{
+	uintptr_t a = (uintptr_t)ivars;
+	return (unsigned)((a >> 3) ^ (a >> 9) ^ (a >> 15)) & (ANY_CURSORS - 1);
+}
+
+static size_t any_start(const void *ivars, size_t nelems)
+{
+	unsigned k = any_slot(ivars);
+	if (__atomic_load_n(&any_cursor[k].key, __ATOMIC_RELAXED) != (uintptr_t)ivars)
+		return 0;
+	return __atomic_load_n(&any_cursor[k].next, __ATOMIC_RELAXED) % nelems;
+}
+
+static void any_returned(const void *ivars, size_t idx)
+{
+	unsigned k = any_slot(ivars);
+	__atomic_store_n(&any_cursor[k].key, (uintptr_t)ivars, __ATOMIC_RELAXED);
+	__atomic_store_n(&any_cursor[k].next, idx + 1, __ATOMIC_RELAXED);
+}
+
 struct set_wait {
 	const char *ivars;
 	size_t nelems;
@@ -223,13 +262,15 @@ struct set_wait {
 	size_t *indices;
 	size_t found;    /* _any: the index; _some: how many */
 	char *done;      /* _all/_some: elements seen satisfied */
+	size_t start;    /* _any: the index the scan begins at (any_start) */
 };
 
 static int set_holds(void *arg)
 {
 	struct set_wait *s = arg;
 	size_t pending = 0;
-	for (size_t i = 0; i < s->nelems; i++) {
+	for (size_t k = 0; k < s->nelems; k++) {
+		size_t i = s->start + k < s->nelems ? s->start + k : s->start + k - s->nelems;
 		if ((s->status && s->status[i]) || (s->done && s->done[i]))
 			continue;
 		const char *v = s->values + (s->vector ? i * (size_t)s->t.size : 0);
@@ -273,8 +314,10 @@ size_t shmemi_wait_set(const void *ivars, size_t nelems, const int *status, stru
 	}
 	if (mode == SHMEMI_SOME && indices == NULL)
 		shmemi_fatal(op, "indices is NULL (it must hold nelems entries)");
-	struct set_wait s = {ivars, nelems, status, t, cmp, values, vector, mode, indices, 0, NULL};
-	if (mode != SHMEMI_ANY) {
+	struct set_wait s = {ivars, nelems, status, t, cmp, values, vector, mode, indices, 0, NULL, 0};
+	if (mode == SHMEMI_ANY) {
+		s.start = any_start(ivars, nelems);
+	} else {
 		s.done = calloc(nelems, 1);
 		if (s.done == NULL)
 			shmemi_fatal(op, "out of memory for %zu elements", nelems);
@@ -289,7 +332,10 @@ size_t shmemi_wait_set(const void *ivars, size_t nelems, const int *status, stru
 	case SHMEMI_ALL:
 		return (size_t)ok;
 	case SHMEMI_ANY:
-		return ok ? s.found : SIZE_MAX;
+		if (!ok)
+			return SIZE_MAX;
+		any_returned(ivars, s.found);
+		return s.found;
 	}
 	return s.found;
 }
@@ -308,4 +354,14 @@ uint64_t shmem_signal_wait_until(uint64_t *sig_addr, int cmp, uint64_t cmp_value
 	struct shmemi_cmp t = {8, 0};
 	shmemi_wait_until(sig_addr, t, cmp, &cmp_value, "shmem_signal_wait_until");
 	return __atomic_load_n(sig_addr, __ATOMIC_SEQ_CST);
+}
+
+/* The deprecated C form of shmem_wait_until on a long (OpenSHMEM 1.5,
+ * shmem_wait_until.tex), for programs compiled without C11; in C11
+ * shmem.h's generic shmem_wait_until macro stands in front of it. */
+#undef shmem_wait_until
+void shmem_wait_until(long *ivar, int cmp, long cmp_value)
+{
+	struct shmemi_cmp t = {sizeof(long), 1};
+	shmemi_wait_until(ivar, t, cmp, &cmp_value, "shmem_wait_until");
 }

@@ -28,16 +28,12 @@ extern "C" {
 #define SHMEM_VENDOR_STRING "symheap"
 #define _SHMEM_VENDOR_STRING SHMEM_VENDOR_STRING
 
-/* symheap's version, and the names programs written for Open MPI's OSHMEM
- * print (bench/peers/csrc/osh_bench.c does): they give symheap's. */
+/* symheap's version. A program tells implementations apart by their own
+ * macros (Open MPI's OSHMEM_MAJOR_VERSION, SOS's SHMEM_VENDOR_STRING...):
+ * this header defines none of another implementation's. */
 #define SYMHEAP_MAJOR_VERSION 0
 #define SYMHEAP_MINOR_VERSION 1
 #define SYMHEAP_RELEASE_VERSION 0
-#ifndef OSHMEM_MAJOR_VERSION
-#define OSHMEM_MAJOR_VERSION SYMHEAP_MAJOR_VERSION
-#define OSHMEM_MINOR_VERSION SYMHEAP_MINOR_VERSION
-#define OSHMEM_RELEASE_VERSION SYMHEAP_RELEASE_VERSION
-#endif
 
 #define SHMEM_THREAD_SINGLE 0
 #define SHMEM_THREAD_FUNNELED 1
@@ -167,7 +163,11 @@ void shfree(void *ptr);
 void *shrealloc(void *ptr, size_t size);
 void *shmemalign(size_t alignment, size_t size);
 void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long *pSync);
+/* In C11 shmem_sync(team) is shmem_team_sync (a macro at the end of this
+ * header selects by the number of arguments), and the generic
+ * shmem_wait_until stands in front of its deprecated long form. */
 void shmem_sync(int PE_start, int logPE_stride, int PE_size, long *pSync);
+void shmem_wait_until(long *ivar, int cmp, long cmp_value);
 void shmem_clear_cache_inv(void);
 void shmem_set_cache_inv(void);
 void shmem_clear_cache_line_inv(void *dest);
@@ -1333,20 +1333,32 @@ void shmem_ctx_uint64_atomic_xor(shmem_ctx_t ctx, uint64_t *dest, uint64_t value
 /* Point-to-point synchronisation */
 void shmem_short_wait_until(short *ivar, int cmp, short cmp_value);
 int shmem_short_test(short *ivar, int cmp, short cmp_value);
-void shmem_short_wait_until_all(short *ivars, size_t nelems, const int *status, int cmp, short cmp_value);
-size_t shmem_short_wait_until_any(short *ivars, size_t nelems, const int *status, int cmp, short cmp_value);
-size_t shmem_short_wait_until_some(short *ivars, size_t nelems, size_t *indices, const int *status, int cmp, short cmp_value);
-int shmem_short_test_all(short *ivars, size_t nelems, const int *status, int cmp, short cmp_value);
-size_t shmem_short_test_any(short *ivars, size_t nelems, const int *status, int cmp, short cmp_value);
-size_t shmem_short_test_some(short *ivars, size_t nelems, size_t *indices, const int *status, int cmp, short cmp_value);
-void shmem_short_wait_until_all_vector(short *ivars, size_t nelems, const int *status, int cmp, short *cmp_values);
-size_t shmem_short_wait_until_any_vector(short *ivars, size_t nelems, const int *status, int cmp, short *cmp_values);
-size_t shmem_short_wait_until_some_vector(short *ivars, size_t nelems, size_t *indices, const int *status, int cmp, short *cmp_values);
-int shmem_short_test_all_vector(short *ivars, size_t nelems, const int *status, int cmp, short *cmp_values);
-size_t shmem_short_test_any_vector(short *ivars, size_t nelems, const int *status, int cmp, short *cmp_values);
-size_t shmem_short_test_some_vector(short *ivars, size_t nelems, size_t *indices, const int *status, int cmp, short *cmp_values);
 void shmem_int_wait_until(int *ivar, int cmp, int cmp_value);
 int shmem_int_test(int *ivar, int cmp, int cmp_value);
+void shmem_long_wait_until(long *ivar, int cmp, long cmp_value);
+int shmem_long_test(long *ivar, int cmp, long cmp_value);
+void shmem_longlong_wait_until(long long *ivar, int cmp, long long cmp_value);
+int shmem_longlong_test(long long *ivar, int cmp, long long cmp_value);
+void shmem_ushort_wait_until(unsigned short *ivar, int cmp, unsigned short cmp_value);
+int shmem_ushort_test(unsigned short *ivar, int cmp, unsigned short cmp_value);
+void shmem_uint_wait_until(unsigned int *ivar, int cmp, unsigned int cmp_value);
+int shmem_uint_test(unsigned int *ivar, int cmp, unsigned int cmp_value);
+void shmem_ulong_wait_until(unsigned long *ivar, int cmp, unsigned long cmp_value);
+int shmem_ulong_test(unsigned long *ivar, int cmp, unsigned long cmp_value);
+void shmem_ulonglong_wait_until(unsigned long long *ivar, int cmp, unsigned long long cmp_value);
+int shmem_ulonglong_test(unsigned long long *ivar, int cmp, unsigned long long cmp_value);
+void shmem_int32_wait_until(int32_t *ivar, int cmp, int32_t cmp_value);
+int shmem_int32_test(int32_t *ivar, int cmp, int32_t cmp_value);
+void shmem_int64_wait_until(int64_t *ivar, int cmp, int64_t cmp_value);
+int shmem_int64_test(int64_t *ivar, int cmp, int64_t cmp_value);
+void shmem_uint32_wait_until(uint32_t *ivar, int cmp, uint32_t cmp_value);
+int shmem_uint32_test(uint32_t *ivar, int cmp, uint32_t cmp_value);
+void shmem_uint64_wait_until(uint64_t *ivar, int cmp, uint64_t cmp_value);
+int shmem_uint64_test(uint64_t *ivar, int cmp, uint64_t cmp_value);
+void shmem_size_wait_until(size_t *ivar, int cmp, size_t cmp_value);
+int shmem_size_test(size_t *ivar, int cmp, size_t cmp_value);
+void shmem_ptrdiff_wait_until(ptrdiff_t *ivar, int cmp, ptrdiff_t cmp_value);
+int shmem_ptrdiff_test(ptrdiff_t *ivar, int cmp, ptrdiff_t cmp_value);
 void shmem_int_wait_until_all(int *ivars, size_t nelems, const int *status, int cmp, int cmp_value);
 size_t shmem_int_wait_until_any(int *ivars, size_t nelems, const int *status, int cmp, int cmp_value);
 size_t shmem_int_wait_until_some(int *ivars, size_t nelems, size_t *indices, const int *status, int cmp, int cmp_value);
@@ -1359,8 +1371,6 @@ size_t shmem_int_wait_until_some_vector(int *ivars, size_t nelems, size_t *indic
 int shmem_int_test_all_vector(int *ivars, size_t nelems, const int *status, int cmp, int *cmp_values);
 size_t shmem_int_test_any_vector(int *ivars, size_t nelems, const int *status, int cmp, int *cmp_values);
 size_t shmem_int_test_some_vector(int *ivars, size_t nelems, size_t *indices, const int *status, int cmp, int *cmp_values);
-void shmem_long_wait_until(long *ivar, int cmp, long cmp_value);
-int shmem_long_test(long *ivar, int cmp, long cmp_value);
 void shmem_long_wait_until_all(long *ivars, size_t nelems, const int *status, int cmp, long cmp_value);
 size_t shmem_long_wait_until_any(long *ivars, size_t nelems, const int *status, int cmp, long cmp_value);
 size_t shmem_long_wait_until_some(long *ivars, size_t nelems, size_t *indices, const int *status, int cmp, long cmp_value);
@@ -1373,8 +1383,6 @@ size_t shmem_long_wait_until_some_vector(long *ivars, size_t nelems, size_t *ind
 int shmem_long_test_all_vector(long *ivars, size_t nelems, const int *status, int cmp, long *cmp_values);
 size_t shmem_long_test_any_vector(long *ivars, size_t nelems, const int *status, int cmp, long *cmp_values);
 size_t shmem_long_test_some_vector(long *ivars, size_t nelems, size_t *indices, const int *status, int cmp, long *cmp_values);
-void shmem_longlong_wait_until(long long *ivar, int cmp, long long cmp_value);
-int shmem_longlong_test(long long *ivar, int cmp, long long cmp_value);
 void shmem_longlong_wait_until_all(long long *ivars, size_t nelems, const int *status, int cmp, long long cmp_value);
 size_t shmem_longlong_wait_until_any(long long *ivars, size_t nelems, const int *status, int cmp, long long cmp_value);
 size_t shmem_longlong_wait_until_some(long long *ivars, size_t nelems, size_t *indices, const int *status, int cmp, long long cmp_value);
@@ -1387,22 +1395,6 @@ size_t shmem_longlong_wait_until_some_vector(long long *ivars, size_t nelems, si
 int shmem_longlong_test_all_vector(long long *ivars, size_t nelems, const int *status, int cmp, long long *cmp_values);
 size_t shmem_longlong_test_any_vector(long long *ivars, size_t nelems, const int *status, int cmp, long long *cmp_values);
 size_t shmem_longlong_test_some_vector(long long *ivars, size_t nelems, size_t *indices, const int *status, int cmp, long long *cmp_values);
-void shmem_ushort_wait_until(unsigned short *ivar, int cmp, unsigned short cmp_value);
-int shmem_ushort_test(unsigned short *ivar, int cmp, unsigned short cmp_value);
-void shmem_ushort_wait_until_all(unsigned short *ivars, size_t nelems, const int *status, int cmp, unsigned short cmp_value);
-size_t shmem_ushort_wait_until_any(unsigned short *ivars, size_t nelems, const int *status, int cmp, unsigned short cmp_value);
-size_t shmem_ushort_wait_until_some(unsigned short *ivars, size_t nelems, size_t *indices, const int *status, int cmp, unsigned short cmp_value);
-int shmem_ushort_test_all(unsigned short *ivars, size_t nelems, const int *status, int cmp, unsigned short cmp_value);
-size_t shmem_ushort_test_any(unsigned short *ivars, size_t nelems, const int *status, int cmp, unsigned short cmp_value);
-size_t shmem_ushort_test_some(unsigned short *ivars, size_t nelems, size_t *indices, const int *status, int cmp, unsigned short cmp_value);
-void shmem_ushort_wait_until_all_vector(unsigned short *ivars, size_t nelems, const int *status, int cmp, unsigned short *cmp_values);
-size_t shmem_ushort_wait_until_any_vector(unsigned short *ivars, size_t nelems, const int *status, int cmp, unsigned short *cmp_values);
-size_t shmem_ushort_wait_until_some_vector(unsigned short *ivars, size_t nelems, size_t *indices, const int *status, int cmp, unsigned short *cmp_values);
-int shmem_ushort_test_all_vector(unsigned short *ivars, size_t nelems, const int *status, int cmp, unsigned short *cmp_values);
-size_t shmem_ushort_test_any_vector(unsigned short *ivars, size_t nelems, const int *status, int cmp, unsigned short *cmp_values);
-size_t shmem_ushort_test_some_vector(unsigned short *ivars, size_t nelems, size_t *indices, const int *status, int cmp, unsigned short *cmp_values);
-void shmem_uint_wait_until(unsigned int *ivar, int cmp, unsigned int cmp_value);
-int shmem_uint_test(unsigned int *ivar, int cmp, unsigned int cmp_value);
 void shmem_uint_wait_until_all(unsigned int *ivars, size_t nelems, const int *status, int cmp, unsigned int cmp_value);
 size_t shmem_uint_wait_until_any(unsigned int *ivars, size_t nelems, const int *status, int cmp, unsigned int cmp_value);
 size_t shmem_uint_wait_until_some(unsigned int *ivars, size_t nelems, size_t *indices, const int *status, int cmp, unsigned int cmp_value);
@@ -1415,8 +1407,6 @@ size_t shmem_uint_wait_until_some_vector(unsigned int *ivars, size_t nelems, siz
 int shmem_uint_test_all_vector(unsigned int *ivars, size_t nelems, const int *status, int cmp, unsigned int *cmp_values);
 size_t shmem_uint_test_any_vector(unsigned int *ivars, size_t nelems, const int *status, int cmp, unsigned int *cmp_values);
 size_t shmem_uint_test_some_vector(unsigned int *ivars, size_t nelems, size_t *indices, const int *status, int cmp, unsigned int *cmp_values);
-void shmem_ulong_wait_until(unsigned long *ivar, int cmp, unsigned long cmp_value);
-int shmem_ulong_test(unsigned long *ivar, int cmp, unsigned long cmp_value);
 void shmem_ulong_wait_until_all(unsigned long *ivars, size_t nelems, const int *status, int cmp, unsigned long cmp_value);
 size_t shmem_ulong_wait_until_any(unsigned long *ivars, size_t nelems, const int *status, int cmp, unsigned long cmp_value);
 size_t shmem_ulong_wait_until_some(unsigned long *ivars, size_t nelems, size_t *indices, const int *status, int cmp, unsigned long cmp_value);
@@ -1429,8 +1419,6 @@ size_t shmem_ulong_wait_until_some_vector(unsigned long *ivars, size_t nelems, s
 int shmem_ulong_test_all_vector(unsigned long *ivars, size_t nelems, const int *status, int cmp, unsigned long *cmp_values);
 size_t shmem_ulong_test_any_vector(unsigned long *ivars, size_t nelems, const int *status, int cmp, unsigned long *cmp_values);
 size_t shmem_ulong_test_some_vector(unsigned long *ivars, size_t nelems, size_t *indices, const int *status, int cmp, unsigned long *cmp_values);
-void shmem_ulonglong_wait_until(unsigned long long *ivar, int cmp, unsigned long long cmp_value);
-int shmem_ulonglong_test(unsigned long long *ivar, int cmp, unsigned long long cmp_value);
 void shmem_ulonglong_wait_until_all(unsigned long long *ivars, size_t nelems, const int *status, int cmp, unsigned long long cmp_value);
 size_t shmem_ulonglong_wait_until_any(unsigned long long *ivars, size_t nelems, const int *status, int cmp, unsigned long long cmp_value);
 size_t shmem_ulonglong_wait_until_some(unsigned long long *ivars, size_t nelems, size_t *indices, const int *status, int cmp, unsigned long long cmp_value);
@@ -1443,8 +1431,6 @@ size_t shmem_ulonglong_wait_until_some_vector(unsigned long long *ivars, size_t 
 int shmem_ulonglong_test_all_vector(unsigned long long *ivars, size_t nelems, const int *status, int cmp, unsigned long long *cmp_values);
 size_t shmem_ulonglong_test_any_vector(unsigned long long *ivars, size_t nelems, const int *status, int cmp, unsigned long long *cmp_values);
 size_t shmem_ulonglong_test_some_vector(unsigned long long *ivars, size_t nelems, size_t *indices, const int *status, int cmp, unsigned long long *cmp_values);
-void shmem_int32_wait_until(int32_t *ivar, int cmp, int32_t cmp_value);
-int shmem_int32_test(int32_t *ivar, int cmp, int32_t cmp_value);
 void shmem_int32_wait_until_all(int32_t *ivars, size_t nelems, const int *status, int cmp, int32_t cmp_value);
 size_t shmem_int32_wait_until_any(int32_t *ivars, size_t nelems, const int *status, int cmp, int32_t cmp_value);
 size_t shmem_int32_wait_until_some(int32_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, int32_t cmp_value);
@@ -1457,8 +1443,6 @@ size_t shmem_int32_wait_until_some_vector(int32_t *ivars, size_t nelems, size_t 
 int shmem_int32_test_all_vector(int32_t *ivars, size_t nelems, const int *status, int cmp, int32_t *cmp_values);
 size_t shmem_int32_test_any_vector(int32_t *ivars, size_t nelems, const int *status, int cmp, int32_t *cmp_values);
 size_t shmem_int32_test_some_vector(int32_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, int32_t *cmp_values);
-void shmem_int64_wait_until(int64_t *ivar, int cmp, int64_t cmp_value);
-int shmem_int64_test(int64_t *ivar, int cmp, int64_t cmp_value);
 void shmem_int64_wait_until_all(int64_t *ivars, size_t nelems, const int *status, int cmp, int64_t cmp_value);
 size_t shmem_int64_wait_until_any(int64_t *ivars, size_t nelems, const int *status, int cmp, int64_t cmp_value);
 size_t shmem_int64_wait_until_some(int64_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, int64_t cmp_value);
@@ -1471,8 +1455,6 @@ size_t shmem_int64_wait_until_some_vector(int64_t *ivars, size_t nelems, size_t 
 int shmem_int64_test_all_vector(int64_t *ivars, size_t nelems, const int *status, int cmp, int64_t *cmp_values);
 size_t shmem_int64_test_any_vector(int64_t *ivars, size_t nelems, const int *status, int cmp, int64_t *cmp_values);
 size_t shmem_int64_test_some_vector(int64_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, int64_t *cmp_values);
-void shmem_uint32_wait_until(uint32_t *ivar, int cmp, uint32_t cmp_value);
-int shmem_uint32_test(uint32_t *ivar, int cmp, uint32_t cmp_value);
 void shmem_uint32_wait_until_all(uint32_t *ivars, size_t nelems, const int *status, int cmp, uint32_t cmp_value);
 size_t shmem_uint32_wait_until_any(uint32_t *ivars, size_t nelems, const int *status, int cmp, uint32_t cmp_value);
 size_t shmem_uint32_wait_until_some(uint32_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, uint32_t cmp_value);
@@ -1485,8 +1467,6 @@ size_t shmem_uint32_wait_until_some_vector(uint32_t *ivars, size_t nelems, size_
 int shmem_uint32_test_all_vector(uint32_t *ivars, size_t nelems, const int *status, int cmp, uint32_t *cmp_values);
 size_t shmem_uint32_test_any_vector(uint32_t *ivars, size_t nelems, const int *status, int cmp, uint32_t *cmp_values);
 size_t shmem_uint32_test_some_vector(uint32_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, uint32_t *cmp_values);
-void shmem_uint64_wait_until(uint64_t *ivar, int cmp, uint64_t cmp_value);
-int shmem_uint64_test(uint64_t *ivar, int cmp, uint64_t cmp_value);
 void shmem_uint64_wait_until_all(uint64_t *ivars, size_t nelems, const int *status, int cmp, uint64_t cmp_value);
 size_t shmem_uint64_wait_until_any(uint64_t *ivars, size_t nelems, const int *status, int cmp, uint64_t cmp_value);
 size_t shmem_uint64_wait_until_some(uint64_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, uint64_t cmp_value);
@@ -1499,8 +1479,6 @@ size_t shmem_uint64_wait_until_some_vector(uint64_t *ivars, size_t nelems, size_
 int shmem_uint64_test_all_vector(uint64_t *ivars, size_t nelems, const int *status, int cmp, uint64_t *cmp_values);
 size_t shmem_uint64_test_any_vector(uint64_t *ivars, size_t nelems, const int *status, int cmp, uint64_t *cmp_values);
 size_t shmem_uint64_test_some_vector(uint64_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, uint64_t *cmp_values);
-void shmem_size_wait_until(size_t *ivar, int cmp, size_t cmp_value);
-int shmem_size_test(size_t *ivar, int cmp, size_t cmp_value);
 void shmem_size_wait_until_all(size_t *ivars, size_t nelems, const int *status, int cmp, size_t cmp_value);
 size_t shmem_size_wait_until_any(size_t *ivars, size_t nelems, const int *status, int cmp, size_t cmp_value);
 size_t shmem_size_wait_until_some(size_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, size_t cmp_value);
@@ -1513,8 +1491,6 @@ size_t shmem_size_wait_until_some_vector(size_t *ivars, size_t nelems, size_t *i
 int shmem_size_test_all_vector(size_t *ivars, size_t nelems, const int *status, int cmp, size_t *cmp_values);
 size_t shmem_size_test_any_vector(size_t *ivars, size_t nelems, const int *status, int cmp, size_t *cmp_values);
 size_t shmem_size_test_some_vector(size_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, size_t *cmp_values);
-void shmem_ptrdiff_wait_until(ptrdiff_t *ivar, int cmp, ptrdiff_t cmp_value);
-int shmem_ptrdiff_test(ptrdiff_t *ivar, int cmp, ptrdiff_t cmp_value);
 void shmem_ptrdiff_wait_until_all(ptrdiff_t *ivars, size_t nelems, const int *status, int cmp, ptrdiff_t cmp_value);
 size_t shmem_ptrdiff_wait_until_any(ptrdiff_t *ivars, size_t nelems, const int *status, int cmp, ptrdiff_t cmp_value);
 size_t shmem_ptrdiff_wait_until_some(ptrdiff_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, ptrdiff_t cmp_value);
@@ -1669,8 +1645,8 @@ int shmem_size_sum_reduce(shmem_team_t team, size_t *dest, const size_t *source,
 int shmem_float_sum_reduce(shmem_team_t team, float *dest, const float *source, size_t nreduce);
 int shmem_double_sum_reduce(shmem_team_t team, double *dest, const double *source, size_t nreduce);
 int shmem_longdouble_sum_reduce(shmem_team_t team, long double *dest, const long double *source, size_t nreduce);
-int shmem_complexf_sum_reduce(shmem_team_t team, float _Complex *dest, const float _Complex *source, size_t nreduce);
 int shmem_complexd_sum_reduce(shmem_team_t team, double _Complex *dest, const double _Complex *source, size_t nreduce);
+int shmem_complexf_sum_reduce(shmem_team_t team, float _Complex *dest, const float _Complex *source, size_t nreduce);
 void shmem_short_sum_to_all(short *dest, const short *source, int nreduce, int PE_start, int logPE_stride, int PE_size, short *pWrk, long *pSync);
 void shmem_int_sum_to_all(int *dest, const int *source, int nreduce, int PE_start, int logPE_stride, int PE_size, int *pWrk, long *pSync);
 void shmem_long_sum_to_all(long *dest, const long *source, int nreduce, int PE_start, int logPE_stride, int PE_size, long *pWrk, long *pSync);
@@ -1678,8 +1654,8 @@ void shmem_longlong_sum_to_all(long long *dest, const long long *source, int nre
 void shmem_float_sum_to_all(float *dest, const float *source, int nreduce, int PE_start, int logPE_stride, int PE_size, float *pWrk, long *pSync);
 void shmem_double_sum_to_all(double *dest, const double *source, int nreduce, int PE_start, int logPE_stride, int PE_size, double *pWrk, long *pSync);
 void shmem_longdouble_sum_to_all(long double *dest, const long double *source, int nreduce, int PE_start, int logPE_stride, int PE_size, long double *pWrk, long *pSync);
-void shmem_complexf_sum_to_all(float _Complex *dest, const float _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, float _Complex *pWrk, long *pSync);
 void shmem_complexd_sum_to_all(double _Complex *dest, const double _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, double _Complex *pWrk, long *pSync);
+void shmem_complexf_sum_to_all(float _Complex *dest, const float _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, float _Complex *pWrk, long *pSync);
 int shmem_char_prod_reduce(shmem_team_t team, char *dest, const char *source, size_t nreduce);
 int shmem_schar_prod_reduce(shmem_team_t team, signed char *dest, const signed char *source, size_t nreduce);
 int shmem_short_prod_reduce(shmem_team_t team, short *dest, const short *source, size_t nreduce);
@@ -1704,8 +1680,8 @@ int shmem_size_prod_reduce(shmem_team_t team, size_t *dest, const size_t *source
 int shmem_float_prod_reduce(shmem_team_t team, float *dest, const float *source, size_t nreduce);
 int shmem_double_prod_reduce(shmem_team_t team, double *dest, const double *source, size_t nreduce);
 int shmem_longdouble_prod_reduce(shmem_team_t team, long double *dest, const long double *source, size_t nreduce);
-int shmem_complexf_prod_reduce(shmem_team_t team, float _Complex *dest, const float _Complex *source, size_t nreduce);
 int shmem_complexd_prod_reduce(shmem_team_t team, double _Complex *dest, const double _Complex *source, size_t nreduce);
+int shmem_complexf_prod_reduce(shmem_team_t team, float _Complex *dest, const float _Complex *source, size_t nreduce);
 void shmem_short_prod_to_all(short *dest, const short *source, int nreduce, int PE_start, int logPE_stride, int PE_size, short *pWrk, long *pSync);
 void shmem_int_prod_to_all(int *dest, const int *source, int nreduce, int PE_start, int logPE_stride, int PE_size, int *pWrk, long *pSync);
 void shmem_long_prod_to_all(long *dest, const long *source, int nreduce, int PE_start, int logPE_stride, int PE_size, long *pWrk, long *pSync);
@@ -1713,8 +1689,8 @@ void shmem_longlong_prod_to_all(long long *dest, const long long *source, int nr
 void shmem_float_prod_to_all(float *dest, const float *source, int nreduce, int PE_start, int logPE_stride, int PE_size, float *pWrk, long *pSync);
 void shmem_double_prod_to_all(double *dest, const double *source, int nreduce, int PE_start, int logPE_stride, int PE_size, double *pWrk, long *pSync);
 void shmem_longdouble_prod_to_all(long double *dest, const long double *source, int nreduce, int PE_start, int logPE_stride, int PE_size, long double *pWrk, long *pSync);
-void shmem_complexf_prod_to_all(float _Complex *dest, const float _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, float _Complex *pWrk, long *pSync);
 void shmem_complexd_prod_to_all(double _Complex *dest, const double _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, double _Complex *pWrk, long *pSync);
+void shmem_complexf_prod_to_all(float _Complex *dest, const float _Complex *source, int nreduce, int PE_start, int logPE_stride, int PE_size, float _Complex *pWrk, long *pSync);
 int shmem_float_broadcast(shmem_team_t team, float *dest, const float *source, size_t nelems, int PE_root);
 int shmem_float_collect(shmem_team_t team, float *dest, const float *source, size_t nelems);
 int shmem_float_fcollect(shmem_team_t team, float *dest, const float *source, size_t nelems);
@@ -1869,6 +1845,12 @@ void shmem_longlong_inc(long long *dest, int pe);
 long long shmem_longlong_fadd(long long *dest, long long value, int pe);
 void shmem_longlong_add(long long *dest, long long value, int pe);
 long long shmem_longlong_cswap(long long *dest, long long cond, long long value, int pe);
+float shmem_float_swap(float *dest, float value, int pe);
+float shmem_float_fetch(const float *source, int pe);
+void shmem_float_set(float *dest, float value, int pe);
+double shmem_double_swap(double *dest, double value, int pe);
+double shmem_double_fetch(const double *source, int pe);
+void shmem_double_set(double *dest, double value, int pe);
 int shmem_int_swap(int *dest, int value, int pe);
 int shmem_int_fetch(const int *source, int pe);
 void shmem_int_set(int *dest, int value, int pe);
@@ -1878,12 +1860,6 @@ void shmem_long_set(long *dest, long value, int pe);
 long long shmem_longlong_swap(long long *dest, long long value, int pe);
 long long shmem_longlong_fetch(const long long *source, int pe);
 void shmem_longlong_set(long long *dest, long long value, int pe);
-float shmem_float_swap(float *dest, float value, int pe);
-float shmem_float_fetch(const float *source, int pe);
-void shmem_float_set(float *dest, float value, int pe);
-double shmem_double_swap(double *dest, double value, int pe);
-double shmem_double_fetch(const double *source, int pe);
-void shmem_double_set(double *dest, double value, int pe);
 void shmem_short_wait(short *ivar, short cmp_value);
 void shmem_int_wait(int *ivar, int cmp_value);
 void shmem_long_wait(long *ivar, long cmp_value);
@@ -2487,83 +2463,119 @@ void shmem_wait(long *ivar, long cmp_value);
 #define shmemi_g_atomic_fetch_and_3(a0, a1, a2) _Generic(*(a0), \
 	unsigned int: shmem_uint_atomic_fetch_and, \
 	unsigned long: shmem_ulong_atomic_fetch_and, \
-	unsigned long long: shmem_ulonglong_atomic_fetch_and)(a0, a1, a2)
+	unsigned long long: shmem_ulonglong_atomic_fetch_and, \
+	int32_t: shmem_int32_atomic_fetch_and, \
+	int64_t: shmem_int64_atomic_fetch_and)(a0, a1, a2)
 #define shmemi_g_atomic_fetch_and_4(ctx, a0, a1, a2) _Generic(*(a0), \
 	unsigned int: shmem_ctx_uint_atomic_fetch_and, \
 	unsigned long: shmem_ctx_ulong_atomic_fetch_and, \
-	unsigned long long: shmem_ctx_ulonglong_atomic_fetch_and)(ctx, a0, a1, a2)
+	unsigned long long: shmem_ctx_ulonglong_atomic_fetch_and, \
+	int32_t: shmem_ctx_int32_atomic_fetch_and, \
+	int64_t: shmem_ctx_int64_atomic_fetch_and)(ctx, a0, a1, a2)
 #define shmem_atomic_fetch_and_nbi(...) SHMEMI_CAT(shmemi_g_atomic_fetch_and_nbi_, SHMEMI_NARG(__VA_ARGS__))(__VA_ARGS__)
 #define shmemi_g_atomic_fetch_and_nbi_4(a0, a1, a2, a3) _Generic(*(a1), \
 	unsigned int: shmem_uint_atomic_fetch_and_nbi, \
 	unsigned long: shmem_ulong_atomic_fetch_and_nbi, \
-	unsigned long long: shmem_ulonglong_atomic_fetch_and_nbi)(a0, a1, a2, a3)
+	unsigned long long: shmem_ulonglong_atomic_fetch_and_nbi, \
+	int32_t: shmem_int32_atomic_fetch_and_nbi, \
+	int64_t: shmem_int64_atomic_fetch_and_nbi)(a0, a1, a2, a3)
 #define shmemi_g_atomic_fetch_and_nbi_5(ctx, a0, a1, a2, a3) _Generic(*(a1), \
 	unsigned int: shmem_ctx_uint_atomic_fetch_and_nbi, \
 	unsigned long: shmem_ctx_ulong_atomic_fetch_and_nbi, \
-	unsigned long long: shmem_ctx_ulonglong_atomic_fetch_and_nbi)(ctx, a0, a1, a2, a3)
+	unsigned long long: shmem_ctx_ulonglong_atomic_fetch_and_nbi, \
+	int32_t: shmem_ctx_int32_atomic_fetch_and_nbi, \
+	int64_t: shmem_ctx_int64_atomic_fetch_and_nbi)(ctx, a0, a1, a2, a3)
 #define shmem_atomic_and(...) SHMEMI_CAT(shmemi_g_atomic_and_, SHMEMI_NARG(__VA_ARGS__))(__VA_ARGS__)
 #define shmemi_g_atomic_and_3(a0, a1, a2) _Generic(*(a0), \
 	unsigned int: shmem_uint_atomic_and, \
 	unsigned long: shmem_ulong_atomic_and, \
-	unsigned long long: shmem_ulonglong_atomic_and)(a0, a1, a2)
+	unsigned long long: shmem_ulonglong_atomic_and, \
+	int32_t: shmem_int32_atomic_and, \
+	int64_t: shmem_int64_atomic_and)(a0, a1, a2)
 #define shmemi_g_atomic_and_4(ctx, a0, a1, a2) _Generic(*(a0), \
 	unsigned int: shmem_ctx_uint_atomic_and, \
 	unsigned long: shmem_ctx_ulong_atomic_and, \
-	unsigned long long: shmem_ctx_ulonglong_atomic_and)(ctx, a0, a1, a2)
+	unsigned long long: shmem_ctx_ulonglong_atomic_and, \
+	int32_t: shmem_ctx_int32_atomic_and, \
+	int64_t: shmem_ctx_int64_atomic_and)(ctx, a0, a1, a2)
 #define shmem_atomic_fetch_or(...) SHMEMI_CAT(shmemi_g_atomic_fetch_or_, SHMEMI_NARG(__VA_ARGS__))(__VA_ARGS__)
 #define shmemi_g_atomic_fetch_or_3(a0, a1, a2) _Generic(*(a0), \
 	unsigned int: shmem_uint_atomic_fetch_or, \
 	unsigned long: shmem_ulong_atomic_fetch_or, \
-	unsigned long long: shmem_ulonglong_atomic_fetch_or)(a0, a1, a2)
+	unsigned long long: shmem_ulonglong_atomic_fetch_or, \
+	int32_t: shmem_int32_atomic_fetch_or, \
+	int64_t: shmem_int64_atomic_fetch_or)(a0, a1, a2)
 #define shmemi_g_atomic_fetch_or_4(ctx, a0, a1, a2) _Generic(*(a0), \
 	unsigned int: shmem_ctx_uint_atomic_fetch_or, \
 	unsigned long: shmem_ctx_ulong_atomic_fetch_or, \
-	unsigned long long: shmem_ctx_ulonglong_atomic_fetch_or)(ctx, a0, a1, a2)
+	unsigned long long: shmem_ctx_ulonglong_atomic_fetch_or, \
+	int32_t: shmem_ctx_int32_atomic_fetch_or, \
+	int64_t: shmem_ctx_int64_atomic_fetch_or)(ctx, a0, a1, a2)
 #define shmem_atomic_fetch_or_nbi(...) SHMEMI_CAT(shmemi_g_atomic_fetch_or_nbi_, SHMEMI_NARG(__VA_ARGS__))(__VA_ARGS__)
 #define shmemi_g_atomic_fetch_or_nbi_4(a0, a1, a2, a3) _Generic(*(a1), \
 	unsigned int: shmem_uint_atomic_fetch_or_nbi, \
 	unsigned long: shmem_ulong_atomic_fetch_or_nbi, \
-	unsigned long long: shmem_ulonglong_atomic_fetch_or_nbi)(a0, a1, a2, a3)
+	unsigned long long: shmem_ulonglong_atomic_fetch_or_nbi, \
+	int32_t: shmem_int32_atomic_fetch_or_nbi, \
+	int64_t: shmem_int64_atomic_fetch_or_nbi)(a0, a1, a2, a3)
 #define shmemi_g_atomic_fetch_or_nbi_5(ctx, a0, a1, a2, a3) _Generic(*(a1), \
 	unsigned int: shmem_ctx_uint_atomic_fetch_or_nbi, \
 	unsigned long: shmem_ctx_ulong_atomic_fetch_or_nbi, \
-	unsigned long long: shmem_ctx_ulonglong_atomic_fetch_or_nbi)(ctx, a0, a1, a2, a3)
+	unsigned long long: shmem_ctx_ulonglong_atomic_fetch_or_nbi, \
+	int32_t: shmem_ctx_int32_atomic_fetch_or_nbi, \
+	int64_t: shmem_ctx_int64_atomic_fetch_or_nbi)(ctx, a0, a1, a2, a3)
 #define shmem_atomic_or(...) SHMEMI_CAT(shmemi_g_atomic_or_, SHMEMI_NARG(__VA_ARGS__))(__VA_ARGS__)
 #define shmemi_g_atomic_or_3(a0, a1, a2) _Generic(*(a0), \
 	unsigned int: shmem_uint_atomic_or, \
 	unsigned long: shmem_ulong_atomic_or, \
-	unsigned long long: shmem_ulonglong_atomic_or)(a0, a1, a2)
+	unsigned long long: shmem_ulonglong_atomic_or, \
+	int32_t: shmem_int32_atomic_or, \
+	int64_t: shmem_int64_atomic_or)(a0, a1, a2)
 #define shmemi_g_atomic_or_4(ctx, a0, a1, a2) _Generic(*(a0), \
 	unsigned int: shmem_ctx_uint_atomic_or, \
 	unsigned long: shmem_ctx_ulong_atomic_or, \
-	unsigned long long: shmem_ctx_ulonglong_atomic_or)(ctx, a0, a1, a2)
+	unsigned long long: shmem_ctx_ulonglong_atomic_or, \
+	int32_t: shmem_ctx_int32_atomic_or, \
+	int64_t: shmem_ctx_int64_atomic_or)(ctx, a0, a1, a2)
 #define shmem_atomic_fetch_xor(...) SHMEMI_CAT(shmemi_g_atomic_fetch_xor_, SHMEMI_NARG(__VA_ARGS__))(__VA_ARGS__)
 #define shmemi_g_atomic_fetch_xor_3(a0, a1, a2) _Generic(*(a0), \
 	unsigned int: shmem_uint_atomic_fetch_xor, \
 	unsigned long: shmem_ulong_atomic_fetch_xor, \
-	unsigned long long: shmem_ulonglong_atomic_fetch_xor)(a0, a1, a2)
+	unsigned long long: shmem_ulonglong_atomic_fetch_xor, \
+	int32_t: shmem_int32_atomic_fetch_xor, \
+	int64_t: shmem_int64_atomic_fetch_xor)(a0, a1, a2)
 #define shmemi_g_atomic_fetch_xor_4(ctx, a0, a1, a2) _Generic(*(a0), \
 	unsigned int: shmem_ctx_uint_atomic_fetch_xor, \
 	unsigned long: shmem_ctx_ulong_atomic_fetch_xor, \
-	unsigned long long: shmem_ctx_ulonglong_atomic_fetch_xor)(ctx, a0, a1, a2)
+	unsigned long long: shmem_ctx_ulonglong_atomic_fetch_xor, \
+	int32_t: shmem_ctx_int32_atomic_fetch_xor, \
+	int64_t: shmem_ctx_int64_atomic_fetch_xor)(ctx, a0, a1, a2)
 #define shmem_atomic_fetch_xor_nbi(...) SHMEMI_CAT(shmemi_g_atomic_fetch_xor_nbi_, SHMEMI_NARG(__VA_ARGS__))(__VA_ARGS__)
 #define shmemi_g_atomic_fetch_xor_nbi_4(a0, a1, a2, a3) _Generic(*(a1), \
 	unsigned int: shmem_uint_atomic_fetch_xor_nbi, \
 	unsigned long: shmem_ulong_atomic_fetch_xor_nbi, \
-	unsigned long long: shmem_ulonglong_atomic_fetch_xor_nbi)(a0, a1, a2, a3)
+	unsigned long long: shmem_ulonglong_atomic_fetch_xor_nbi, \
+	int32_t: shmem_int32_atomic_fetch_xor_nbi, \
+	int64_t: shmem_int64_atomic_fetch_xor_nbi)(a0, a1, a2, a3)
 #define shmemi_g_atomic_fetch_xor_nbi_5(ctx, a0, a1, a2, a3) _Generic(*(a1), \
 	unsigned int: shmem_ctx_uint_atomic_fetch_xor_nbi, \
 	unsigned long: shmem_ctx_ulong_atomic_fetch_xor_nbi, \
-	unsigned long long: shmem_ctx_ulonglong_atomic_fetch_xor_nbi)(ctx, a0, a1, a2, a3)
+	unsigned long long: shmem_ctx_ulonglong_atomic_fetch_xor_nbi, \
+	int32_t: shmem_ctx_int32_atomic_fetch_xor_nbi, \
+	int64_t: shmem_ctx_int64_atomic_fetch_xor_nbi)(ctx, a0, a1, a2, a3)
 #define shmem_atomic_xor(...) SHMEMI_CAT(shmemi_g_atomic_xor_, SHMEMI_NARG(__VA_ARGS__))(__VA_ARGS__)
 #define shmemi_g_atomic_xor_3(a0, a1, a2) _Generic(*(a0), \
 	unsigned int: shmem_uint_atomic_xor, \
 	unsigned long: shmem_ulong_atomic_xor, \
-	unsigned long long: shmem_ulonglong_atomic_xor)(a0, a1, a2)
+	unsigned long long: shmem_ulonglong_atomic_xor, \
+	int32_t: shmem_int32_atomic_xor, \
+	int64_t: shmem_int64_atomic_xor)(a0, a1, a2)
 #define shmemi_g_atomic_xor_4(ctx, a0, a1, a2) _Generic(*(a0), \
 	unsigned int: shmem_ctx_uint_atomic_xor, \
 	unsigned long: shmem_ctx_ulong_atomic_xor, \
-	unsigned long long: shmem_ctx_ulonglong_atomic_xor)(ctx, a0, a1, a2)
+	unsigned long long: shmem_ctx_ulonglong_atomic_xor, \
+	int32_t: shmem_ctx_int32_atomic_xor, \
+	int64_t: shmem_ctx_int64_atomic_xor)(ctx, a0, a1, a2)
 #define shmem_wait_until(a0, a1, a2) _Generic(*(a0), \
 	short: shmem_short_wait_until, \
 	int: shmem_int_wait_until, \
@@ -2583,110 +2595,86 @@ void shmem_wait(long *ivar, long cmp_value);
 	unsigned long: shmem_ulong_test, \
 	unsigned long long: shmem_ulonglong_test)(a0, a1, a2)
 #define shmem_wait_until_all(a0, a1, a2, a3, a4) _Generic(*(a0), \
-	short: shmem_short_wait_until_all, \
 	int: shmem_int_wait_until_all, \
 	long: shmem_long_wait_until_all, \
 	long long: shmem_longlong_wait_until_all, \
-	unsigned short: shmem_ushort_wait_until_all, \
 	unsigned int: shmem_uint_wait_until_all, \
 	unsigned long: shmem_ulong_wait_until_all, \
 	unsigned long long: shmem_ulonglong_wait_until_all)(a0, a1, a2, a3, a4)
 #define shmem_wait_until_any(a0, a1, a2, a3, a4) _Generic(*(a0), \
-	short: shmem_short_wait_until_any, \
 	int: shmem_int_wait_until_any, \
 	long: shmem_long_wait_until_any, \
 	long long: shmem_longlong_wait_until_any, \
-	unsigned short: shmem_ushort_wait_until_any, \
 	unsigned int: shmem_uint_wait_until_any, \
 	unsigned long: shmem_ulong_wait_until_any, \
 	unsigned long long: shmem_ulonglong_wait_until_any)(a0, a1, a2, a3, a4)
 #define shmem_wait_until_some(a0, a1, a2, a3, a4, a5) _Generic(*(a0), \
-	short: shmem_short_wait_until_some, \
 	int: shmem_int_wait_until_some, \
 	long: shmem_long_wait_until_some, \
 	long long: shmem_longlong_wait_until_some, \
-	unsigned short: shmem_ushort_wait_until_some, \
 	unsigned int: shmem_uint_wait_until_some, \
 	unsigned long: shmem_ulong_wait_until_some, \
 	unsigned long long: shmem_ulonglong_wait_until_some)(a0, a1, a2, a3, a4, a5)
 #define shmem_wait_until_all_vector(a0, a1, a2, a3, a4) _Generic(*(a0), \
-	short: shmem_short_wait_until_all_vector, \
 	int: shmem_int_wait_until_all_vector, \
 	long: shmem_long_wait_until_all_vector, \
 	long long: shmem_longlong_wait_until_all_vector, \
-	unsigned short: shmem_ushort_wait_until_all_vector, \
 	unsigned int: shmem_uint_wait_until_all_vector, \
 	unsigned long: shmem_ulong_wait_until_all_vector, \
 	unsigned long long: shmem_ulonglong_wait_until_all_vector)(a0, a1, a2, a3, a4)
 #define shmem_wait_until_any_vector(a0, a1, a2, a3, a4) _Generic(*(a0), \
-	short: shmem_short_wait_until_any_vector, \
 	int: shmem_int_wait_until_any_vector, \
 	long: shmem_long_wait_until_any_vector, \
 	long long: shmem_longlong_wait_until_any_vector, \
-	unsigned short: shmem_ushort_wait_until_any_vector, \
 	unsigned int: shmem_uint_wait_until_any_vector, \
 	unsigned long: shmem_ulong_wait_until_any_vector, \
 	unsigned long long: shmem_ulonglong_wait_until_any_vector)(a0, a1, a2, a3, a4)
 #define shmem_wait_until_some_vector(a0, a1, a2, a3, a4, a5) _Generic(*(a0), \
-	short: shmem_short_wait_until_some_vector, \
 	int: shmem_int_wait_until_some_vector, \
 	long: shmem_long_wait_until_some_vector, \
 	long long: shmem_longlong_wait_until_some_vector, \
-	unsigned short: shmem_ushort_wait_until_some_vector, \
 	unsigned int: shmem_uint_wait_until_some_vector, \
 	unsigned long: shmem_ulong_wait_until_some_vector, \
 	unsigned long long: shmem_ulonglong_wait_until_some_vector)(a0, a1, a2, a3, a4, a5)
 #define shmem_test_all(a0, a1, a2, a3, a4) _Generic(*(a0), \
-	short: shmem_short_test_all, \
 	int: shmem_int_test_all, \
 	long: shmem_long_test_all, \
 	long long: shmem_longlong_test_all, \
-	unsigned short: shmem_ushort_test_all, \
 	unsigned int: shmem_uint_test_all, \
 	unsigned long: shmem_ulong_test_all, \
 	unsigned long long: shmem_ulonglong_test_all)(a0, a1, a2, a3, a4)
 #define shmem_test_any(a0, a1, a2, a3, a4) _Generic(*(a0), \
-	short: shmem_short_test_any, \
 	int: shmem_int_test_any, \
 	long: shmem_long_test_any, \
 	long long: shmem_longlong_test_any, \
-	unsigned short: shmem_ushort_test_any, \
 	unsigned int: shmem_uint_test_any, \
 	unsigned long: shmem_ulong_test_any, \
 	unsigned long long: shmem_ulonglong_test_any)(a0, a1, a2, a3, a4)
 #define shmem_test_some(a0, a1, a2, a3, a4, a5) _Generic(*(a0), \
-	short: shmem_short_test_some, \
 	int: shmem_int_test_some, \
 	long: shmem_long_test_some, \
 	long long: shmem_longlong_test_some, \
-	unsigned short: shmem_ushort_test_some, \
 	unsigned int: shmem_uint_test_some, \
 	unsigned long: shmem_ulong_test_some, \
 	unsigned long long: shmem_ulonglong_test_some)(a0, a1, a2, a3, a4, a5)
 #define shmem_test_all_vector(a0, a1, a2, a3, a4) _Generic(*(a0), \
-	short: shmem_short_test_all_vector, \
 	int: shmem_int_test_all_vector, \
 	long: shmem_long_test_all_vector, \
 	long long: shmem_longlong_test_all_vector, \
-	unsigned short: shmem_ushort_test_all_vector, \
 	unsigned int: shmem_uint_test_all_vector, \
 	unsigned long: shmem_ulong_test_all_vector, \
 	unsigned long long: shmem_ulonglong_test_all_vector)(a0, a1, a2, a3, a4)
 #define shmem_test_any_vector(a0, a1, a2, a3, a4) _Generic(*(a0), \
-	short: shmem_short_test_any_vector, \
 	int: shmem_int_test_any_vector, \
 	long: shmem_long_test_any_vector, \
 	long long: shmem_longlong_test_any_vector, \
-	unsigned short: shmem_ushort_test_any_vector, \
 	unsigned int: shmem_uint_test_any_vector, \
 	unsigned long: shmem_ulong_test_any_vector, \
 	unsigned long long: shmem_ulonglong_test_any_vector)(a0, a1, a2, a3, a4)
 #define shmem_test_some_vector(a0, a1, a2, a3, a4, a5) _Generic(*(a0), \
-	short: shmem_short_test_some_vector, \
 	int: shmem_int_test_some_vector, \
 	long: shmem_long_test_some_vector, \
 	long long: shmem_longlong_test_some_vector, \
-	unsigned short: shmem_ushort_test_some_vector, \
 	unsigned int: shmem_uint_test_some_vector, \
 	unsigned long: shmem_ulong_test_some_vector, \
 	unsigned long long: shmem_ulonglong_test_some_vector)(a0, a1, a2, a3, a4, a5)
@@ -2695,19 +2683,31 @@ void shmem_wait(long *ivar, long cmp_value);
 	unsigned short: shmem_ushort_and_reduce, \
 	unsigned int: shmem_uint_and_reduce, \
 	unsigned long: shmem_ulong_and_reduce, \
-	unsigned long long: shmem_ulonglong_and_reduce)(a0, a1, a2, a3)
+	unsigned long long: shmem_ulonglong_and_reduce, \
+	int8_t: shmem_int8_and_reduce, \
+	int16_t: shmem_int16_and_reduce, \
+	int32_t: shmem_int32_and_reduce, \
+	int64_t: shmem_int64_and_reduce)(a0, a1, a2, a3)
 #define shmem_or_reduce(a0, a1, a2, a3) _Generic(*(a1), \
 	unsigned char: shmem_uchar_or_reduce, \
 	unsigned short: shmem_ushort_or_reduce, \
 	unsigned int: shmem_uint_or_reduce, \
 	unsigned long: shmem_ulong_or_reduce, \
-	unsigned long long: shmem_ulonglong_or_reduce)(a0, a1, a2, a3)
+	unsigned long long: shmem_ulonglong_or_reduce, \
+	int8_t: shmem_int8_or_reduce, \
+	int16_t: shmem_int16_or_reduce, \
+	int32_t: shmem_int32_or_reduce, \
+	int64_t: shmem_int64_or_reduce)(a0, a1, a2, a3)
 #define shmem_xor_reduce(a0, a1, a2, a3) _Generic(*(a1), \
 	unsigned char: shmem_uchar_xor_reduce, \
 	unsigned short: shmem_ushort_xor_reduce, \
 	unsigned int: shmem_uint_xor_reduce, \
 	unsigned long: shmem_ulong_xor_reduce, \
-	unsigned long long: shmem_ulonglong_xor_reduce)(a0, a1, a2, a3)
+	unsigned long long: shmem_ulonglong_xor_reduce, \
+	int8_t: shmem_int8_xor_reduce, \
+	int16_t: shmem_int16_xor_reduce, \
+	int32_t: shmem_int32_xor_reduce, \
+	int64_t: shmem_int64_xor_reduce)(a0, a1, a2, a3)
 #define shmem_max_reduce(a0, a1, a2, a3) _Generic(*(a1), \
 	char: shmem_char_max_reduce, \
 	signed char: shmem_schar_max_reduce, \
@@ -2752,7 +2752,9 @@ void shmem_wait(long *ivar, long cmp_value);
 	unsigned long long: shmem_ulonglong_sum_reduce, \
 	float: shmem_float_sum_reduce, \
 	double: shmem_double_sum_reduce, \
-	long double: shmem_longdouble_sum_reduce)(a0, a1, a2, a3)
+	long double: shmem_longdouble_sum_reduce, \
+	double _Complex: shmem_complexd_sum_reduce, \
+	float _Complex: shmem_complexf_sum_reduce)(a0, a1, a2, a3)
 #define shmem_prod_reduce(a0, a1, a2, a3) _Generic(*(a1), \
 	char: shmem_char_prod_reduce, \
 	signed char: shmem_schar_prod_reduce, \
@@ -2767,7 +2769,9 @@ void shmem_wait(long *ivar, long cmp_value);
 	unsigned long long: shmem_ulonglong_prod_reduce, \
 	float: shmem_float_prod_reduce, \
 	double: shmem_double_prod_reduce, \
-	long double: shmem_longdouble_prod_reduce)(a0, a1, a2, a3)
+	long double: shmem_longdouble_prod_reduce, \
+	double _Complex: shmem_complexd_prod_reduce, \
+	float _Complex: shmem_complexf_prod_reduce)(a0, a1, a2, a3)
 #define shmem_broadcast(a0, a1, a2, a3, a4) _Generic(*(a1), \
 	float: shmem_float_broadcast, \
 	double: shmem_double_broadcast, \
@@ -2864,26 +2868,51 @@ void shmem_wait(long *ivar, long cmp_value);
 	long: shmem_long_cswap, \
 	long long: shmem_longlong_cswap)(a0, a1, a2, a3)
 #define shmem_swap(a0, a1, a2) _Generic(*(a0), \
+	float: shmem_float_swap, \
+	double: shmem_double_swap, \
 	int: shmem_int_swap, \
 	long: shmem_long_swap, \
-	long long: shmem_longlong_swap, \
-	float: shmem_float_swap, \
-	double: shmem_double_swap)(a0, a1, a2)
+	long long: shmem_longlong_swap)(a0, a1, a2)
 #define shmem_fetch(a0, a1) _Generic(*(a0), \
+	float: shmem_float_fetch, \
+	double: shmem_double_fetch, \
 	int: shmem_int_fetch, \
 	long: shmem_long_fetch, \
-	long long: shmem_longlong_fetch, \
-	float: shmem_float_fetch, \
-	double: shmem_double_fetch)(a0, a1)
+	long long: shmem_longlong_fetch)(a0, a1)
 #define shmem_set(a0, a1, a2) _Generic(*(a0), \
+	float: shmem_float_set, \
+	double: shmem_double_set, \
 	int: shmem_int_set, \
 	long: shmem_long_set, \
-	long long: shmem_longlong_set, \
-	float: shmem_float_set, \
-	double: shmem_double_set)(a0, a1, a2)
+	long long: shmem_longlong_set)(a0, a1, a2)
+
+/* shmem_sync(team), OpenSHMEM 1.5's C11 form, beside the deprecated
+ * shmem_sync(PE_start, logPE_stride, PE_size, pSync): by the number of
+ * arguments. */
+#define shmem_sync(...) SHMEMI_CAT(shmemi_sync_, SHMEMI_NARG(__VA_ARGS__))(__VA_ARGS__)
+#define shmemi_sync_1(team) shmem_team_sync(team)
+#define shmemi_sync_4(PE_start, logPE_stride, PE_size, pSync) (shmem_sync)(PE_start, logPE_stride, PE_size, pSync)
+_Static_assert(_Generic((int16_t)0, short: 1, default: 0) &&
+	_Generic((int32_t)0, int: 1, default: 0) &&
+	_Generic((int64_t)0, long: 1, default: 0) &&
+	_Generic((int8_t)0, signed char: 1, default: 0) &&
+	_Generic((ptrdiff_t)0, long: 1, default: 0) &&
+	_Generic((size_t)0, unsigned long: 1, default: 0) &&
+	_Generic((uint16_t)0, unsigned short: 1, default: 0) &&
+	_Generic((uint32_t)0, unsigned int: 1, default: 0) &&
+	_Generic((uint64_t)0, unsigned long: 1, default: 0) &&
+	_Generic((uint8_t)0, unsigned char: 1, default: 0),
+	"shmem.h: the generic selections take int64_t for long, size_t for unsigned long and so on (LP64)");
 #endif
 
 #ifdef __cplusplus
+}
+
+/* C++ has no _Generic: shmem_sync(team), OpenSHMEM 1.5's form, by
+ * overloading. */
+static inline int shmem_sync(shmem_team_t team)
+{
+	return shmem_team_sync(team);
 }
 #endif
 

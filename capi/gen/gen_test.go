@@ -73,21 +73,101 @@ func TestEveryPrototypeDefined(t *testing.T) {
 	}
 }
 
-// TestGenericsSelectBaseTypesOnce: a _Generic selection may not name one
-// type twice (int64_t is long here), so only base C types are listed.
-func TestGenericsSelectBaseTypesOnce(t *testing.T) {
+// TestGenericsSelectEachTypeOnce: a _Generic selection may not name one
+// C type twice (int64_t is long here), so each type is listed once.
+func TestGenericsSelectEachTypeOnce(t *testing.T) {
 	var g gen
 	g.all()
+	under := map[string]string{}
+	for _, ty := range allTypes {
+		under[ty.c] = ty.under()
+	}
 	for _, gn := range g.generics {
 		seen := map[string]bool{}
 		for _, s := range gn.plain {
-			if seen[s.ctype] {
-				t.Errorf("%s selects %s twice", gn.name, s.ctype)
+			u := under[s.ctype]
+			if seen[u] {
+				t.Errorf("%s selects %s twice", gn.name, u)
 			}
-			seen[s.ctype] = true
+			seen[u] = true
 		}
 		if len(gn.plain) == 0 {
 			t.Errorf("%s selects nothing", gn.name)
+		}
+	}
+}
+
+// TestGenericsSelectEveryRow: each generic name selects every row of its
+// table, a typedef'd row through its base type's selection or its own.
+// The bitwise AMO table has int32_t and int64_t but neither int nor long:
+// shmem_atomic_and on an int once found no selection.
+func TestGenericsSelectEveryRow(t *testing.T) {
+	tables := map[string][]typ{
+		"shmem_put": rmaTypes, "shmem_p": rmaTypes, "shmem_put_signal": rmaTypes, "shmem_broadcast": rmaTypes,
+		"shmem_alltoalls": rmaTypes, "shmem_atomic_fetch_add": amoTypes, "shmem_atomic_swap": extAmoTypes,
+		"shmem_atomic_and": bitAmoTypes, "shmem_atomic_fetch_xor_nbi": bitAmoTypes,
+		"shmem_wait_until": syncTypes, "shmem_test": syncTypes, "shmem_test_any": amoTypes,
+		"shmem_wait_until_some_vector": amoTypes, "shmem_and_reduce": bitRedTypes,
+		"shmem_max_reduce": cmpRedTypes, "shmem_prod_reduce": arithRedTypes,
+		"shmem_fadd": oldAmoTypes, "shmem_fetch": oldExtAmoTypes,
+	}
+	var g gen
+	g.all()
+	found := 0
+	for _, gn := range g.generics {
+		ts, ok := tables[gn.name]
+		if !ok {
+			continue
+		}
+		found++
+		sel := map[string]bool{}
+		for _, s := range gn.plain {
+			sel[allTypesByC(t, s.ctype).under()] = true
+		}
+		for _, ty := range ts {
+			if !sel[ty.under()] {
+				t.Errorf("%s selects nothing for %s (%s)", gn.name, ty.c, ty.under())
+			}
+		}
+		if len(gn.plain) != len(selectRows(ts)) {
+			t.Errorf("%s has %d selections, want %d", gn.name, len(gn.plain), len(selectRows(ts)))
+		}
+	}
+	if found != len(tables) {
+		t.Errorf("found %d of the %d generic names", found, len(tables))
+	}
+}
+
+func allTypesByC(t *testing.T, c string) typ {
+	t.Helper()
+	for _, ty := range allTypes {
+		if ty.c == c {
+			return ty
+		}
+	}
+	t.Fatalf("no type %q", c)
+	return typ{}
+}
+
+// TestSyncTables: wait_until and test take the point-to-point table
+// (short and unsigned short, deprecated, beside the standard AMO types);
+// the _all, _any and _some forms the standard AMO types only, as
+// OpenSHMEM 1.5 has them.
+func TestSyncTables(t *testing.T) {
+	files, err := render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := string(files["include/shmem.h"])
+	for _, want := range []string{"void shmem_short_wait_until(", "int shmem_ushort_test(", "size_t shmem_int32_test_any(",
+		"void shmem_wait_until(long *ivar, int cmp, long cmp_value);", "#define shmem_sync(...)"} {
+		if !strings.Contains(h, want) {
+			t.Errorf("shmem.h has no %q", want)
+		}
+	}
+	for _, not := range []string{"shmem_short_test_any(", "shmem_ushort_wait_until_all(", "#define OSHMEM_"} {
+		if strings.Contains(h, not) {
+			t.Errorf("shmem.h has %q", not)
 		}
 	}
 }

@@ -5,7 +5,8 @@
 // over the fast path of capi/shmem_internal.h. It also writes the formats
 // the C library shares with the runtime, from their Go types
 // (capi/shmemi_formats.h, formats.go), and the call words
-// (capi/shmemi_calls.h, calls.go). Run it with
+// (capi/shmemi_calls.h, calls.go), and the C test of every row of every
+// table (capi/tests/t_tables.c, ctest.go). Run it with
 //
 //	go generate ./capi/gen
 //
@@ -84,6 +85,7 @@ func render() (map[string][]byte, error) {
 		"capi/shmemi_calls.h":   []byte(callsH()),
 		"capi/shmemi_formats.h": []byte(formats),
 		"capi/shmem_gen.c":      []byte(cTop + g.c.String()),
+		"capi/tests/t_tables.c": []byte(tablesTest()),
 	}, nil
 }
 
@@ -147,19 +149,41 @@ func sub(s string, t typ) string {
 }
 
 // addGeneric records routine pattern (with $N for the type name) under a
-// generic name for the types of the table that are base C types.
+// generic name for every row of the table ts: each C type once, by its
+// own name where the table has a row of it, else by the name of the
+// table's first typedef of it (selectRows).
 func (g *gen) addGeneric(name string, nargs, disp int, pattern string, ts []typ, ctx bool) {
 	gn := generic{name: name, nargs: nargs, disp: disp}
-	for _, t := range ts {
-		if !t.generic {
-			continue
-		}
+	for _, t := range selectRows(ts) {
 		gn.plain = append(gn.plain, sel{t.c, "shmem_" + sub(pattern, t)})
 		if ctx {
 			gn.ctx = append(gn.ctx, sel{t.c, "shmem_ctx_" + sub(pattern, t)})
 		}
 	}
 	g.generics = append(g.generics, gn)
+}
+
+// selectRows returns the rows of a table that a _Generic selection lists:
+// one per distinct C type (typ.under), in the table's order, the row of
+// the type itself rather than a typedef of it (int rather than int32_t).
+func selectRows(ts []typ) []typ {
+	own := map[string]bool{}
+	for _, t := range ts {
+		if t.base == "" {
+			own[t.c] = true
+		}
+	}
+	seen := map[string]bool{}
+	var out []typ
+	for _, t := range ts {
+		u := t.under()
+		if seen[u] || (t.base != "" && own[u]) {
+			continue
+		}
+		seen[u] = true
+		out = append(out, t)
+	}
+	return out
 }
 
 func (g *gen) all() {
@@ -356,6 +380,9 @@ func (g *gen) waits() {
 			"\tshmemi_wait_until(ivar, "+c+", cmp, &cmp_value, $OP);\n")
 		g.fn("int", "shmem_"+t.name+"_test", sub("$T *ivar, int cmp, $T cmp_value", t),
 			"\treturn shmemi_test(ivar, "+c+", cmp, &cmp_value, $OP);\n")
+	}
+	for _, t := range amoTypes {
+		c := cmpOf(t)
 		for _, v := range []struct{ suffix, val, arg string }{{"", "$T cmp_value", "&cmp_value, 0"}, {"_vector", "$T *cmp_values", "cmp_values, 1"}} {
 			for _, block := range []struct {
 				verb string
@@ -385,9 +412,9 @@ func (g *gen) waits() {
 	g.addGeneric("shmem_test", 3, 0, "$N_test", syncTypes, false)
 	for _, verb := range []string{"wait_until", "test"} {
 		for _, v := range []string{"", "_vector"} {
-			g.addGeneric("shmem_"+verb+"_all"+v, 5, 0, "$N_"+verb+"_all"+v, syncTypes, false)
-			g.addGeneric("shmem_"+verb+"_any"+v, 5, 0, "$N_"+verb+"_any"+v, syncTypes, false)
-			g.addGeneric("shmem_"+verb+"_some"+v, 6, 0, "$N_"+verb+"_some"+v, syncTypes, false)
+			g.addGeneric("shmem_"+verb+"_all"+v, 5, 0, "$N_"+verb+"_all"+v, amoTypes, false)
+			g.addGeneric("shmem_"+verb+"_any"+v, 5, 0, "$N_"+verb+"_any"+v, amoTypes, false)
+			g.addGeneric("shmem_"+verb+"_some"+v, 6, 0, "$N_"+verb+"_some"+v, amoTypes, false)
 		}
 	}
 }
@@ -532,6 +559,35 @@ func (g *gen) genericBlock() string {
 		fmt.Fprintf(&b, "#define %s_%d(%s) _Generic(*(a%d), \\\n\t%s)(%s)\n", inner, gn.nargs, list, gn.disp, sels(gn.plain), list)
 		fmt.Fprintf(&b, "#define %s_%d(ctx, %s) _Generic(*(a%d), \\\n\t%s)(ctx, %s)\n", inner, gn.nargs+1, list, gn.disp, sels(gn.ctx), list)
 	}
+	b.WriteString(`
+/* shmem_sync(team), OpenSHMEM 1.5's C11 form, beside the deprecated
+ * shmem_sync(PE_start, logPE_stride, PE_size, pSync): by the number of
+ * arguments. */
+#define shmem_sync(...) SHMEMI_CAT(shmemi_sync_, SHMEMI_NARG(__VA_ARGS__))(__VA_ARGS__)
+#define shmemi_sync_1(team) shmem_team_sync(team)
+#define shmemi_sync_4(PE_start, logPE_stride, PE_size, pSync) (shmem_sync)(PE_start, logPE_stride, PE_size, pSync)
+`)
+	b.WriteString(lp64Assert())
 	b.WriteString("#endif\n")
 	return b.String()
+}
+
+// lp64Assert is the check, at a program's compile time, that each
+// typedef'd integer of the tables is the C type the selections take it
+// for (typ.base): were int64_t long long, shmem_atomic_and would select
+// nothing for it.
+func lp64Assert() string {
+	names := make([]string, 0, len(allTypes))
+	for n := range allTypes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var conds []string
+	for _, n := range names {
+		if t := allTypes[n]; t.base != "" {
+			conds = append(conds, fmt.Sprintf("_Generic((%s)0, %s: 1, default: 0)", t.c, t.base))
+		}
+	}
+	return "_Static_assert(" + strings.Join(conds, " &&\n\t") +
+		",\n\t\"shmem.h: the generic selections take int64_t for long, size_t for unsigned long and so on (LP64)\");\n"
 }

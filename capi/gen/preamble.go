@@ -33,16 +33,12 @@ extern "C" {
 #define SHMEM_VENDOR_STRING "symheap"
 #define _SHMEM_VENDOR_STRING SHMEM_VENDOR_STRING
 
-/* symheap's version, and the names programs written for Open MPI's OSHMEM
- * print (bench/peers/csrc/osh_bench.c does): they give symheap's. */
+/* symheap's version. A program tells implementations apart by their own
+ * macros (Open MPI's OSHMEM_MAJOR_VERSION, SOS's SHMEM_VENDOR_STRING...):
+ * this header defines none of another implementation's. */
 #define SYMHEAP_MAJOR_VERSION 0
 #define SYMHEAP_MINOR_VERSION 1
 #define SYMHEAP_RELEASE_VERSION 0
-#ifndef OSHMEM_MAJOR_VERSION
-#define OSHMEM_MAJOR_VERSION SYMHEAP_MAJOR_VERSION
-#define OSHMEM_MINOR_VERSION SYMHEAP_MINOR_VERSION
-#define OSHMEM_RELEASE_VERSION SYMHEAP_RELEASE_VERSION
-#endif
 
 #define SHMEM_THREAD_SINGLE 0
 #define SHMEM_THREAD_FUNNELED 1
@@ -172,7 +168,11 @@ void shfree(void *ptr);
 void *shrealloc(void *ptr, size_t size);
 void *shmemalign(size_t alignment, size_t size);
 void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long *pSync);
+/* In C11 shmem_sync(team) is shmem_team_sync (a macro at the end of this
+ * header selects by the number of arguments), and the generic
+ * shmem_wait_until stands in front of its deprecated long form. */
 void shmem_sync(int PE_start, int logPE_stride, int PE_size, long *pSync);
+void shmem_wait_until(long *ivar, int cmp, long cmp_value);
 void shmem_clear_cache_inv(void);
 void shmem_set_cache_inv(void);
 void shmem_clear_cache_line_inv(void *dest);
@@ -186,6 +186,13 @@ void shmem_pcontrol(const int level, ...);
 
 const headerBottom = `
 #ifdef __cplusplus
+}
+
+/* C++ has no _Generic: shmem_sync(team), OpenSHMEM 1.5's form, by
+ * overloading. */
+static inline int shmem_sync(shmem_team_t team)
+{
+	return shmem_team_sync(team);
 }
 #endif
 

@@ -1,6 +1,6 @@
 /* t_sync.c - point-to-point synchronisation (wait_until, test and their
  * _all/_any/_some and vector forms, the deprecated shmem_wait), signals,
- * and distributed locks on static data. */
+ * distributed locks on static data, and shmem_sync in its two forms. */
 #include "check.h"
 #include <unistd.h>
 
@@ -126,6 +126,27 @@ int main(void)
 		long want_v = (long)it * 10 + (me + n - 1) % n;
 		CHECK(ring[it & 1] == want_v, "barrier round %d: slot %ld, want %ld", it, ring[it & 1], want_v);
 	}
+	shmem_barrier_all();
+
+	/* shmem_sync in both forms OpenSHMEM 1.5 has: shmem_sync(team) (C11)
+	 * and the deprecated shmem_sync(PE_start, logPE_stride, PE_size,
+	 * pSync); and the deprecated C function shmem_wait_until on a long.
+	 * Each sync orders the put of the round before it (symheap's puts
+	 * are complete when they return). */
+	static long psync_s[SHMEM_BARRIER_SYNC_SIZE];
+	for (int i = 0; i < SHMEM_BARRIER_SYNC_SIZE; i++)
+		psync_s[i] = SHMEM_SYNC_VALUE;
+	shmem_barrier_all();
+	for (int it = 1; it <= 20; it++) {
+		shmem_long_p(&ring[it & 1], (long)it * 10 + me, right);
+		if (it % 2)
+			CHECK(shmem_sync(SHMEM_TEAM_WORLD) == 0, "shmem_sync(SHMEM_TEAM_WORLD)");
+		else
+			shmem_sync(0, 0, n, psync_s);
+		long want_v = (long)it * 10 + (me + n - 1) % n;
+		CHECK(ring[it & 1] == want_v, "sync round %d: slot %ld, want %ld", it, ring[it & 1], want_v);
+	}
+	(shmem_wait_until)(&ring[0], SHMEM_CMP_NE, 0L);
 	shmem_barrier_all();
 	shmem_free(hv);
 	DONE("t_sync");

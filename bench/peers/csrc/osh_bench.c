@@ -434,8 +434,15 @@ int main(int argc, char **argv)
 	int major = 0, minor = 0;
 	shmem_info_get_version(&major, &minor);
 	if (me == 0) {
+#if defined(OSHMEM_MAJOR_VERSION)
 		printf("# osh_bench: Open MPI OSHMEM %d.%d.%d, OpenSHMEM %d.%d\n", OSHMEM_MAJOR_VERSION,
 		       OSHMEM_MINOR_VERSION, OSHMEM_RELEASE_VERSION, major, minor);
+#elif defined(SYMHEAP_MAJOR_VERSION)
+		printf("# osh_bench: symheap %d.%d.%d, OpenSHMEM %d.%d\n", SYMHEAP_MAJOR_VERSION,
+		       SYMHEAP_MINOR_VERSION, SYMHEAP_RELEASE_VERSION, major, minor);
+#else
+		printf("# osh_bench: %s, OpenSHMEM %d.%d\n", SHMEM_VENDOR_STRING, major, minor);
+#endif
 		printf("# npes %d\n", npes);
 		printf("# <harness> <metric> <size-bytes> <value>\n");
 		fflush(stdout);
