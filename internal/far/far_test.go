@@ -1,0 +1,259 @@
+package far_test
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/symheap/symheap"
+	"github.com/symheap/symheap/internal/petest"
+)
+
+// The multi-node layer, tested in every build without cgo, mpirun or
+// namespaces: a job of four plain processes, two "nodes" of two PEs (each
+// PE names its node with SYMHEAP_NODE; the nodes' segments share this
+// machine's /dev/shm under different names), joined by the rendezvous
+// and the TCP transport. Every family that crosses nodes runs across
+// them; the cluster tests of the root package run the same over fake
+// hosts, and over UCX too in the ucx build.
+
+// nodeJob is the environment of a job over TCP through a rendezvous at a
+// free port of this machine. In a child it is not used: the child has the
+// parent's.
+func nodeJob(t *testing.T) petest.Option {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return petest.Env("SYMHEAP_BOOT="+addr, "SYMHEAP_TRANSPORT=tcp", "SYMHEAP_BOOTSTRAP=rendezvous",
+		"SHMEM_SYMMETRIC_SIZE=16m", "SYMHEAP_SHARED_SIZE=1m", "SYMHEAP_PEER_TIMEOUT=5s")
+}
+
+// initNode joins the job as a PE of node rank/2.
+func initNode(t *testing.T) *symheap.PE {
+	t.Helper()
+	os.Setenv("SYMHEAP_NODE", fmt.Sprintf("node%d", petest.Rank()/2))
+	pe, err := symheap.Init(symheap.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pe
+}
+
+func TestTwoNodes(t *testing.T) {
+	petest.Run(t, 4, func(t *testing.T) {
+		pe := initNode(t)
+		defer func() {
+			if err := pe.Close(); err != nil {
+				t.Error(err)
+			}
+		}()
+		me, far := pe.Rank(), pe.Rank()^2 // the partner on the other node
+		if pe.Nodes() != 2 || pe.Node(me) != me/2 || pe.Node(far) == pe.Node(me) {
+			t.Fatalf("PE %d: %d nodes, node %d, partner's %d", me, pe.Nodes(), pe.Node(me), pe.Node(far))
+		}
+		if fmt.Sprint(pe.NodePEs()) != fmt.Sprint([]int{me &^ 1, me | 1}) {
+			t.Fatalf("PE %d: NodePEs %v", me, pe.NodePEs())
+		}
+
+		// One-sided: a put and a get across, every PE's fetch-adds on one
+		// word of PE 0, counted exactly.
+		x, err := symheap.Calloc[int64](pe, 1024)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := make([]int64, 1024)
+		for i := range src {
+			src[i] = int64(me*10000 + i)
+		}
+		if err := symheap.Put(pe, x, src, far); err != nil {
+			t.Fatal(err)
+		}
+		if err := pe.Barrier(); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range x {
+			if v != int64(far*10000+i) {
+				t.Fatalf("PE %d: x[%d] = %d after PE %d's put", me, i, v, far)
+			}
+		}
+		got := make([]int64, 8)
+		if err := symheap.Get(pe, got, x[:8], far); err != nil || got[3] != int64(me*10000+3) {
+			t.Fatalf("PE %d: get from PE %d: %v %v", me, far, got, err)
+		}
+		c, err := symheap.Calloc[int64](pe, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const adds = 500
+		for range adds {
+			if _, err := symheap.AtomicFetchAdd(pe, &c[0], 1, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := pe.Barrier(); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := symheap.AtomicFetch(pe, &c[0], 0); err != nil || v != 4*adds {
+			t.Fatalf("PE %d: the counter on PE 0 is %d (%v), want %d", me, v, err, 4*adds)
+		}
+
+		// Collectives on the world team and on a team across nodes.
+		w := pe.World()
+		sum, err := symheap.Malloc[int64](pe, 1024)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := symheap.Reduce(w, sum, x, symheap.OpSum); err != nil {
+			t.Fatal(err)
+		}
+		// x[i] on PE p is PE p^2's 10000*(p^2) + i: the sum over the PEs
+		// is 10000*(0+1+2+3) + 4i.
+		if want := int64(10000*6 + 4*512); sum[512] != want {
+			t.Fatalf("PE %d: Reduce gave %d at 512, want %d", me, sum[512], want)
+		}
+		all := make([]int64, 4)
+		one, err := symheap.Malloc[int64](pe, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		one[0] = int64(me)
+		all2, err := symheap.Malloc[int64](pe, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := symheap.FCollect(w, all2, one); err != nil {
+			t.Fatal(err)
+		}
+		copy(all, all2)
+		if fmt.Sprint(all) != "[0 1 2 3]" {
+			t.Fatalf("PE %d: FCollect %v", me, all)
+		}
+		cross, err := w.Split(me&1, 2, 2) // {0, 2} and {1, 3}: each spans both nodes
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cross.Size() != 2 || cross.Rank() != me/2 {
+			t.Fatalf("PE %d: team of %d, rank %d", me, cross.Size(), cross.Rank())
+		}
+		if err := cross.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		b, err := symheap.Malloc[int64](pe, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range b {
+			b[i] = int64(100*me + i)
+		}
+		if err := symheap.Broadcast(cross, b, b, 1); err != nil { // from the member on node 1
+			t.Fatal(err)
+		}
+		if root := (me & 1) | 2; b[2] != int64(100*root+2) {
+			t.Fatalf("PE %d: Broadcast from PE %d gave %v", me, root, b)
+		}
+		if err := cross.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+
+		// Messages across: sizes from 0 to 1 MiB in order with one tag,
+		// then one from any source.
+		for _, n := range []int{0, 1, 1000, 64 << 10, 1 << 20} {
+			out := make([]byte, n)
+			for i := range out {
+				out[i] = byte(me + i)
+			}
+			in := make([]byte, n)
+			if me < 2 {
+				if err := pe.Send(out, far, 7); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := pe.Recv(in, far, 7); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				if _, err := pe.Recv(in, far, 7); err != nil {
+					t.Fatal(err)
+				}
+				if err := pe.Send(out, far, 7); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range in {
+				if in[i] != byte(far+i) {
+					t.Fatalf("PE %d: %d B from PE %d: byte %d is %d", me, n, far, i, in[i])
+				}
+			}
+		}
+		if me == 3 {
+			for range 3 {
+				buf := make([]byte, 8)
+				st, err := pe.Recv(buf, symheap.AnySource, 9)
+				if err != nil || st.Count != 8 || int(buf[0]) != st.Source {
+					t.Fatalf("PE 3: from AnySource: %+v %v %v", st, buf, err)
+				}
+			}
+		} else if err := pe.Send([]byte{byte(me), 0, 0, 0, 0, 0, 0, 0}, 3, 9); err != nil {
+			t.Fatal(err)
+		}
+
+		// A lock taken by every PE in turn guards a counter on PE 0.
+		lk, err := symheap.Calloc[int64](pe, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 20 {
+			if err := pe.SetLock(&lk[0]); err != nil {
+				t.Fatal(err)
+			}
+			v, err := symheap.AtomicFetch(pe, &lk[1], 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := symheap.AtomicSet(pe, &lk[1], v+1, 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := pe.ClearLock(&lk[0]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := pe.Barrier(); err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := symheap.AtomicFetch(pe, &lk[1], 0); v != 80 {
+			t.Fatalf("PE %d: 80 increments under the lock made %d", me, v)
+		}
+	}, nodeJob(t), petest.Timeout(3*time.Minute))
+}
+
+// TestTwoNodesLostPE: PE 3 vanishes (exits without Close) while the
+// others wait in barriers; each of them, on both nodes, ends with
+// ErrPeerLost naming it (a loss never reported is a job that does not end
+// before its timeout), and no segment is left.
+func TestTwoNodesLostPE(t *testing.T) {
+	petest.Run(t, 4, func(t *testing.T) {
+		pe := initNode(t)
+		if err := pe.Barrier(); err != nil {
+			t.Fatal(err)
+		}
+		if pe.Rank() == 3 {
+			petest.Exit(0) // gone, without Close: its connections break
+		}
+		var err error
+		for err == nil {
+			err = pe.Barrier()
+		}
+		if !errors.Is(err, symheap.ErrPeerLost) || !strings.Contains(err.Error(), "PE 3") {
+			t.Fatalf("PE %d: %v, want ErrPeerLost naming PE 3", pe.Rank(), err)
+		}
+		if err := pe.Close(); !errors.Is(err, symheap.ErrPeerLost) {
+			t.Errorf("PE %d: Close after the loss: %v, want ErrPeerLost", pe.Rank(), err)
+		}
+	}, nodeJob(t), petest.Timeout(2*time.Minute))
+}
