@@ -117,8 +117,10 @@ func TestBarrierCtxCancel(t *testing.T) {
 					}
 					err := pe.Barrier()
 					wantErr(t, "PE 2's Barrier #3", err, ErrDiverged, "on PE 0, which was cancelled there")
-					ok(t, AtomicSet(pe, &flag[1], 1, 0))
+					// PE 1 first: PE 0 leaves once it sees its flag, and a
+					// PE still waiting then would find it gone.
 					ok(t, AtomicSet(pe, &flag[1], 1, 1))
+					ok(t, AtomicSet(pe, &flag[1], 1, 0))
 				}
 				wantErr(t, "Close", pe.Close(), ErrDiverged, "cancelled")
 			}, ctxOpts...)
