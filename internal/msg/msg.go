@@ -291,9 +291,19 @@ func (r *Request) inMsgOf() *inMsg {
 func (r *Request) sleepFuncs() (poll func() bool, check func() error) {
 	l := r.l
 	l.lock.Lock() // r.big: the layer may be making it (startRecv)
+	b := r.makeSleepFuncs()
+	l.lock.Unlock() // nothing queued (unlock)
+	return b.pollFn, b.checkFn
+}
+
+// makeSleepFuncs makes r's sleep functions (sleepFuncs) if it has none
+// yet, and returns r's reqBig. Called with the lock held: by a wait, and
+// when r is released for reuse or kept as the spare, so that a reused
+// request's first sleep allocates nothing.
+func (r *Request) makeSleepFuncs() *reqBig {
+	l := r.l
 	b := r.more()
-	l.lock.Unlock()      // nothing queued (unlock)
-	if b.pollFn == nil { // only the waiting goroutine touches the closures
+	if b.pollFn == nil { // made under the lock, once per request
 		b.pollFn = func() bool {
 			l.lock.Lock()
 			l.progress()
@@ -306,7 +316,7 @@ func (r *Request) sleepFuncs() (poll func() bool, check func() error) {
 		}
 		b.checkFn = func() error { return l.waitCheck(r) }
 	}
-	return b.pollFn, b.checkFn
+	return b
 }
 
 // Init maps the rings of this PE's messaging and applies its settings.
@@ -732,6 +742,7 @@ func (l *Layer) recycle(r *Request) {
 		return
 	}
 	r.buf = nil
+	r.makeSleepFuncs()
 	l.spare = r
 }
 
@@ -784,6 +795,7 @@ func (l *Layer) releaseLocked(r *Request) error {
 	r.released = true
 	r.buf = nil
 	if !r.large && !r.inWork && len(l.freeReqs) < maxFreeReqs {
+		r.makeSleepFuncs()
 		l.freeReqs = append(l.freeReqs, r)
 	}
 	return nil
