@@ -215,8 +215,15 @@ cluster: cluster-deps
 	SYMHEAP_REQUIRE_CLUSTER=1 $(GO) test -tags ucx -count=1 -timeout 10m .
 
 # The multi-node example on two fake hosts of two PEs each.
+# DEMO_PORT is where the TCP demo's first PE listens (any free port).
+DEMO_PORT ?= 7311
+
 demo-cluster: cluster-deps
 	@mkdir -p $(BIN)
+	@echo "== demo-cluster: over TCP (every build), PE 0 listening at 127.0.0.1:$(DEMO_PORT) for the others"
+	$(GO) build -o $(BIN)/cluster-demo-tcp ./examples/cluster
+	$(GO) run ./internal/cluster/cmd/fakehosts -hosts 2 -per-host 2 -x SHMEM_SYMMETRIC_SIZE=32m -x SYMHEAP_BOOT=127.0.0.1:$(DEMO_PORT) $(BIN)/cluster-demo-tcp
+	@echo "== demo-cluster: over UCX (the ucx build), joined by PMIx"
 	$(GO) build -tags ucx -o $(BIN)/cluster-demo ./examples/cluster
 	$(GO) run ./internal/cluster/cmd/fakehosts -hosts 2 -per-host 2 -x SHMEM_SYMMETRIC_SIZE=32m $(BIN)/cluster-demo
 

@@ -2,12 +2,17 @@
 // its right-hand neighbour, through a plain slice (Ptr) when the
 // neighbour runs on the same node and with Put when it runs on another,
 // counts itself on PE 0 with an atomic, and the world team sums the
-// ranks. Build it with -tags ucx and start it with a PMIx launcher:
+// ranks. Built as it is, it joins the nodes over TCP through a rendezvous
+// its first PE listens on; built with -tags ucx, over UCX under a PMIx
+// launcher:
+//
+//	go build -o cluster ./examples/cluster
+//	mpirun -np 4 --host a:2,b:2 -x SYMHEAP_BOOT=a:7311 ./cluster
 //
 //	go build -tags ucx -o cluster ./examples/cluster
 //	mpirun -np 4 --host a:2,b:2 ./cluster
 //
-// (make demo-cluster runs it on two fake hosts of this machine.)
+// (make demo-cluster runs it on two fake hosts of this machine, both ways.)
 package main
 
 import (
