@@ -3898,6 +3898,28 @@ void shmem_ctx_putmem_signal_nbi(shmem_ctx_t ctx, void *dest, const void *source
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, 1, "shmem_ctx_putmem_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_putmem_signal_nbi");
 }
 
+void shmem_signal_add(uint64_t *sig_addr, uint64_t signal, int pe)
+{
+	shmemi_signal_update(sig_addr, signal, SHMEM_SIGNAL_ADD, pe, "shmem_signal_add");
+}
+
+void shmem_ctx_signal_add(shmem_ctx_t ctx, uint64_t *sig_addr, uint64_t signal, int pe)
+{
+	shmemi_ctx_check(ctx, "shmem_ctx_signal_add");
+	shmemi_signal_update(sig_addr, signal, SHMEM_SIGNAL_ADD, pe, "shmem_ctx_signal_add");
+}
+
+void shmem_signal_set(uint64_t *sig_addr, uint64_t signal, int pe)
+{
+	shmemi_signal_update(sig_addr, signal, SHMEM_SIGNAL_SET, pe, "shmem_signal_set");
+}
+
+void shmem_ctx_signal_set(shmem_ctx_t ctx, uint64_t *sig_addr, uint64_t signal, int pe)
+{
+	shmemi_ctx_check(ctx, "shmem_ctx_signal_set");
+	shmemi_signal_update(sig_addr, signal, SHMEM_SIGNAL_SET, pe, "shmem_ctx_signal_set");
+}
+
 /* ---- Atomic memory operations ---- */
 
 float shmem_float_atomic_fetch(const float *source, int pe)
@@ -7469,32 +7491,32 @@ size_t shmem_int_test_some(int *ivars, size_t nelems, size_t *indices, const int
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(int), 1}, cmp, &cmp_value, 0, SHMEMI_SOME, indices, 0, "shmem_int_test_some");
 }
 
-void shmem_int_wait_until_all_vector(int *ivars, size_t nelems, const int *status, int cmp, int *cmp_values)
+void shmem_int_wait_until_all_vector(int *ivars, size_t nelems, const int *status, int cmp, const int *cmp_values)
 {
 	(void)shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(int), 1}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 1, "shmem_int_wait_until_all_vector");
 }
 
-size_t shmem_int_wait_until_any_vector(int *ivars, size_t nelems, const int *status, int cmp, int *cmp_values)
+size_t shmem_int_wait_until_any_vector(int *ivars, size_t nelems, const int *status, int cmp, const int *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(int), 1}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 1, "shmem_int_wait_until_any_vector");
 }
 
-size_t shmem_int_wait_until_some_vector(int *ivars, size_t nelems, size_t *indices, const int *status, int cmp, int *cmp_values)
+size_t shmem_int_wait_until_some_vector(int *ivars, size_t nelems, size_t *indices, const int *status, int cmp, const int *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(int), 1}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 1, "shmem_int_wait_until_some_vector");
 }
 
-int shmem_int_test_all_vector(int *ivars, size_t nelems, const int *status, int cmp, int *cmp_values)
+int shmem_int_test_all_vector(int *ivars, size_t nelems, const int *status, int cmp, const int *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(int), 1}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 0, "shmem_int_test_all_vector");
 }
 
-size_t shmem_int_test_any_vector(int *ivars, size_t nelems, const int *status, int cmp, int *cmp_values)
+size_t shmem_int_test_any_vector(int *ivars, size_t nelems, const int *status, int cmp, const int *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(int), 1}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 0, "shmem_int_test_any_vector");
 }
 
-size_t shmem_int_test_some_vector(int *ivars, size_t nelems, size_t *indices, const int *status, int cmp, int *cmp_values)
+size_t shmem_int_test_some_vector(int *ivars, size_t nelems, size_t *indices, const int *status, int cmp, const int *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(int), 1}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 0, "shmem_int_test_some_vector");
 }
@@ -7529,32 +7551,32 @@ size_t shmem_long_test_some(long *ivars, size_t nelems, size_t *indices, const i
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(long), 1}, cmp, &cmp_value, 0, SHMEMI_SOME, indices, 0, "shmem_long_test_some");
 }
 
-void shmem_long_wait_until_all_vector(long *ivars, size_t nelems, const int *status, int cmp, long *cmp_values)
+void shmem_long_wait_until_all_vector(long *ivars, size_t nelems, const int *status, int cmp, const long *cmp_values)
 {
 	(void)shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(long), 1}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 1, "shmem_long_wait_until_all_vector");
 }
 
-size_t shmem_long_wait_until_any_vector(long *ivars, size_t nelems, const int *status, int cmp, long *cmp_values)
+size_t shmem_long_wait_until_any_vector(long *ivars, size_t nelems, const int *status, int cmp, const long *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(long), 1}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 1, "shmem_long_wait_until_any_vector");
 }
 
-size_t shmem_long_wait_until_some_vector(long *ivars, size_t nelems, size_t *indices, const int *status, int cmp, long *cmp_values)
+size_t shmem_long_wait_until_some_vector(long *ivars, size_t nelems, size_t *indices, const int *status, int cmp, const long *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(long), 1}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 1, "shmem_long_wait_until_some_vector");
 }
 
-int shmem_long_test_all_vector(long *ivars, size_t nelems, const int *status, int cmp, long *cmp_values)
+int shmem_long_test_all_vector(long *ivars, size_t nelems, const int *status, int cmp, const long *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(long), 1}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 0, "shmem_long_test_all_vector");
 }
 
-size_t shmem_long_test_any_vector(long *ivars, size_t nelems, const int *status, int cmp, long *cmp_values)
+size_t shmem_long_test_any_vector(long *ivars, size_t nelems, const int *status, int cmp, const long *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(long), 1}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 0, "shmem_long_test_any_vector");
 }
 
-size_t shmem_long_test_some_vector(long *ivars, size_t nelems, size_t *indices, const int *status, int cmp, long *cmp_values)
+size_t shmem_long_test_some_vector(long *ivars, size_t nelems, size_t *indices, const int *status, int cmp, const long *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(long), 1}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 0, "shmem_long_test_some_vector");
 }
@@ -7589,32 +7611,32 @@ size_t shmem_longlong_test_some(long long *ivars, size_t nelems, size_t *indices
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(long long), 1}, cmp, &cmp_value, 0, SHMEMI_SOME, indices, 0, "shmem_longlong_test_some");
 }
 
-void shmem_longlong_wait_until_all_vector(long long *ivars, size_t nelems, const int *status, int cmp, long long *cmp_values)
+void shmem_longlong_wait_until_all_vector(long long *ivars, size_t nelems, const int *status, int cmp, const long long *cmp_values)
 {
 	(void)shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(long long), 1}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 1, "shmem_longlong_wait_until_all_vector");
 }
 
-size_t shmem_longlong_wait_until_any_vector(long long *ivars, size_t nelems, const int *status, int cmp, long long *cmp_values)
+size_t shmem_longlong_wait_until_any_vector(long long *ivars, size_t nelems, const int *status, int cmp, const long long *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(long long), 1}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 1, "shmem_longlong_wait_until_any_vector");
 }
 
-size_t shmem_longlong_wait_until_some_vector(long long *ivars, size_t nelems, size_t *indices, const int *status, int cmp, long long *cmp_values)
+size_t shmem_longlong_wait_until_some_vector(long long *ivars, size_t nelems, size_t *indices, const int *status, int cmp, const long long *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(long long), 1}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 1, "shmem_longlong_wait_until_some_vector");
 }
 
-int shmem_longlong_test_all_vector(long long *ivars, size_t nelems, const int *status, int cmp, long long *cmp_values)
+int shmem_longlong_test_all_vector(long long *ivars, size_t nelems, const int *status, int cmp, const long long *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(long long), 1}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 0, "shmem_longlong_test_all_vector");
 }
 
-size_t shmem_longlong_test_any_vector(long long *ivars, size_t nelems, const int *status, int cmp, long long *cmp_values)
+size_t shmem_longlong_test_any_vector(long long *ivars, size_t nelems, const int *status, int cmp, const long long *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(long long), 1}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 0, "shmem_longlong_test_any_vector");
 }
 
-size_t shmem_longlong_test_some_vector(long long *ivars, size_t nelems, size_t *indices, const int *status, int cmp, long long *cmp_values)
+size_t shmem_longlong_test_some_vector(long long *ivars, size_t nelems, size_t *indices, const int *status, int cmp, const long long *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(long long), 1}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 0, "shmem_longlong_test_some_vector");
 }
@@ -7649,32 +7671,32 @@ size_t shmem_uint_test_some(unsigned int *ivars, size_t nelems, size_t *indices,
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned int), 0}, cmp, &cmp_value, 0, SHMEMI_SOME, indices, 0, "shmem_uint_test_some");
 }
 
-void shmem_uint_wait_until_all_vector(unsigned int *ivars, size_t nelems, const int *status, int cmp, unsigned int *cmp_values)
+void shmem_uint_wait_until_all_vector(unsigned int *ivars, size_t nelems, const int *status, int cmp, const unsigned int *cmp_values)
 {
 	(void)shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned int), 0}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 1, "shmem_uint_wait_until_all_vector");
 }
 
-size_t shmem_uint_wait_until_any_vector(unsigned int *ivars, size_t nelems, const int *status, int cmp, unsigned int *cmp_values)
+size_t shmem_uint_wait_until_any_vector(unsigned int *ivars, size_t nelems, const int *status, int cmp, const unsigned int *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned int), 0}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 1, "shmem_uint_wait_until_any_vector");
 }
 
-size_t shmem_uint_wait_until_some_vector(unsigned int *ivars, size_t nelems, size_t *indices, const int *status, int cmp, unsigned int *cmp_values)
+size_t shmem_uint_wait_until_some_vector(unsigned int *ivars, size_t nelems, size_t *indices, const int *status, int cmp, const unsigned int *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned int), 0}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 1, "shmem_uint_wait_until_some_vector");
 }
 
-int shmem_uint_test_all_vector(unsigned int *ivars, size_t nelems, const int *status, int cmp, unsigned int *cmp_values)
+int shmem_uint_test_all_vector(unsigned int *ivars, size_t nelems, const int *status, int cmp, const unsigned int *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned int), 0}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 0, "shmem_uint_test_all_vector");
 }
 
-size_t shmem_uint_test_any_vector(unsigned int *ivars, size_t nelems, const int *status, int cmp, unsigned int *cmp_values)
+size_t shmem_uint_test_any_vector(unsigned int *ivars, size_t nelems, const int *status, int cmp, const unsigned int *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned int), 0}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 0, "shmem_uint_test_any_vector");
 }
 
-size_t shmem_uint_test_some_vector(unsigned int *ivars, size_t nelems, size_t *indices, const int *status, int cmp, unsigned int *cmp_values)
+size_t shmem_uint_test_some_vector(unsigned int *ivars, size_t nelems, size_t *indices, const int *status, int cmp, const unsigned int *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned int), 0}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 0, "shmem_uint_test_some_vector");
 }
@@ -7709,32 +7731,32 @@ size_t shmem_ulong_test_some(unsigned long *ivars, size_t nelems, size_t *indice
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned long), 0}, cmp, &cmp_value, 0, SHMEMI_SOME, indices, 0, "shmem_ulong_test_some");
 }
 
-void shmem_ulong_wait_until_all_vector(unsigned long *ivars, size_t nelems, const int *status, int cmp, unsigned long *cmp_values)
+void shmem_ulong_wait_until_all_vector(unsigned long *ivars, size_t nelems, const int *status, int cmp, const unsigned long *cmp_values)
 {
 	(void)shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned long), 0}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 1, "shmem_ulong_wait_until_all_vector");
 }
 
-size_t shmem_ulong_wait_until_any_vector(unsigned long *ivars, size_t nelems, const int *status, int cmp, unsigned long *cmp_values)
+size_t shmem_ulong_wait_until_any_vector(unsigned long *ivars, size_t nelems, const int *status, int cmp, const unsigned long *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned long), 0}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 1, "shmem_ulong_wait_until_any_vector");
 }
 
-size_t shmem_ulong_wait_until_some_vector(unsigned long *ivars, size_t nelems, size_t *indices, const int *status, int cmp, unsigned long *cmp_values)
+size_t shmem_ulong_wait_until_some_vector(unsigned long *ivars, size_t nelems, size_t *indices, const int *status, int cmp, const unsigned long *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned long), 0}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 1, "shmem_ulong_wait_until_some_vector");
 }
 
-int shmem_ulong_test_all_vector(unsigned long *ivars, size_t nelems, const int *status, int cmp, unsigned long *cmp_values)
+int shmem_ulong_test_all_vector(unsigned long *ivars, size_t nelems, const int *status, int cmp, const unsigned long *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned long), 0}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 0, "shmem_ulong_test_all_vector");
 }
 
-size_t shmem_ulong_test_any_vector(unsigned long *ivars, size_t nelems, const int *status, int cmp, unsigned long *cmp_values)
+size_t shmem_ulong_test_any_vector(unsigned long *ivars, size_t nelems, const int *status, int cmp, const unsigned long *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned long), 0}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 0, "shmem_ulong_test_any_vector");
 }
 
-size_t shmem_ulong_test_some_vector(unsigned long *ivars, size_t nelems, size_t *indices, const int *status, int cmp, unsigned long *cmp_values)
+size_t shmem_ulong_test_some_vector(unsigned long *ivars, size_t nelems, size_t *indices, const int *status, int cmp, const unsigned long *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned long), 0}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 0, "shmem_ulong_test_some_vector");
 }
@@ -7769,32 +7791,32 @@ size_t shmem_ulonglong_test_some(unsigned long long *ivars, size_t nelems, size_
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned long long), 0}, cmp, &cmp_value, 0, SHMEMI_SOME, indices, 0, "shmem_ulonglong_test_some");
 }
 
-void shmem_ulonglong_wait_until_all_vector(unsigned long long *ivars, size_t nelems, const int *status, int cmp, unsigned long long *cmp_values)
+void shmem_ulonglong_wait_until_all_vector(unsigned long long *ivars, size_t nelems, const int *status, int cmp, const unsigned long long *cmp_values)
 {
 	(void)shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned long long), 0}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 1, "shmem_ulonglong_wait_until_all_vector");
 }
 
-size_t shmem_ulonglong_wait_until_any_vector(unsigned long long *ivars, size_t nelems, const int *status, int cmp, unsigned long long *cmp_values)
+size_t shmem_ulonglong_wait_until_any_vector(unsigned long long *ivars, size_t nelems, const int *status, int cmp, const unsigned long long *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned long long), 0}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 1, "shmem_ulonglong_wait_until_any_vector");
 }
 
-size_t shmem_ulonglong_wait_until_some_vector(unsigned long long *ivars, size_t nelems, size_t *indices, const int *status, int cmp, unsigned long long *cmp_values)
+size_t shmem_ulonglong_wait_until_some_vector(unsigned long long *ivars, size_t nelems, size_t *indices, const int *status, int cmp, const unsigned long long *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned long long), 0}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 1, "shmem_ulonglong_wait_until_some_vector");
 }
 
-int shmem_ulonglong_test_all_vector(unsigned long long *ivars, size_t nelems, const int *status, int cmp, unsigned long long *cmp_values)
+int shmem_ulonglong_test_all_vector(unsigned long long *ivars, size_t nelems, const int *status, int cmp, const unsigned long long *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned long long), 0}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 0, "shmem_ulonglong_test_all_vector");
 }
 
-size_t shmem_ulonglong_test_any_vector(unsigned long long *ivars, size_t nelems, const int *status, int cmp, unsigned long long *cmp_values)
+size_t shmem_ulonglong_test_any_vector(unsigned long long *ivars, size_t nelems, const int *status, int cmp, const unsigned long long *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned long long), 0}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 0, "shmem_ulonglong_test_any_vector");
 }
 
-size_t shmem_ulonglong_test_some_vector(unsigned long long *ivars, size_t nelems, size_t *indices, const int *status, int cmp, unsigned long long *cmp_values)
+size_t shmem_ulonglong_test_some_vector(unsigned long long *ivars, size_t nelems, size_t *indices, const int *status, int cmp, const unsigned long long *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(unsigned long long), 0}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 0, "shmem_ulonglong_test_some_vector");
 }
@@ -7829,32 +7851,32 @@ size_t shmem_int32_test_some(int32_t *ivars, size_t nelems, size_t *indices, con
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(int32_t), 1}, cmp, &cmp_value, 0, SHMEMI_SOME, indices, 0, "shmem_int32_test_some");
 }
 
-void shmem_int32_wait_until_all_vector(int32_t *ivars, size_t nelems, const int *status, int cmp, int32_t *cmp_values)
+void shmem_int32_wait_until_all_vector(int32_t *ivars, size_t nelems, const int *status, int cmp, const int32_t *cmp_values)
 {
 	(void)shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(int32_t), 1}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 1, "shmem_int32_wait_until_all_vector");
 }
 
-size_t shmem_int32_wait_until_any_vector(int32_t *ivars, size_t nelems, const int *status, int cmp, int32_t *cmp_values)
+size_t shmem_int32_wait_until_any_vector(int32_t *ivars, size_t nelems, const int *status, int cmp, const int32_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(int32_t), 1}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 1, "shmem_int32_wait_until_any_vector");
 }
 
-size_t shmem_int32_wait_until_some_vector(int32_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, int32_t *cmp_values)
+size_t shmem_int32_wait_until_some_vector(int32_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, const int32_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(int32_t), 1}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 1, "shmem_int32_wait_until_some_vector");
 }
 
-int shmem_int32_test_all_vector(int32_t *ivars, size_t nelems, const int *status, int cmp, int32_t *cmp_values)
+int shmem_int32_test_all_vector(int32_t *ivars, size_t nelems, const int *status, int cmp, const int32_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(int32_t), 1}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 0, "shmem_int32_test_all_vector");
 }
 
-size_t shmem_int32_test_any_vector(int32_t *ivars, size_t nelems, const int *status, int cmp, int32_t *cmp_values)
+size_t shmem_int32_test_any_vector(int32_t *ivars, size_t nelems, const int *status, int cmp, const int32_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(int32_t), 1}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 0, "shmem_int32_test_any_vector");
 }
 
-size_t shmem_int32_test_some_vector(int32_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, int32_t *cmp_values)
+size_t shmem_int32_test_some_vector(int32_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, const int32_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(int32_t), 1}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 0, "shmem_int32_test_some_vector");
 }
@@ -7889,32 +7911,32 @@ size_t shmem_int64_test_some(int64_t *ivars, size_t nelems, size_t *indices, con
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(int64_t), 1}, cmp, &cmp_value, 0, SHMEMI_SOME, indices, 0, "shmem_int64_test_some");
 }
 
-void shmem_int64_wait_until_all_vector(int64_t *ivars, size_t nelems, const int *status, int cmp, int64_t *cmp_values)
+void shmem_int64_wait_until_all_vector(int64_t *ivars, size_t nelems, const int *status, int cmp, const int64_t *cmp_values)
 {
 	(void)shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(int64_t), 1}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 1, "shmem_int64_wait_until_all_vector");
 }
 
-size_t shmem_int64_wait_until_any_vector(int64_t *ivars, size_t nelems, const int *status, int cmp, int64_t *cmp_values)
+size_t shmem_int64_wait_until_any_vector(int64_t *ivars, size_t nelems, const int *status, int cmp, const int64_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(int64_t), 1}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 1, "shmem_int64_wait_until_any_vector");
 }
 
-size_t shmem_int64_wait_until_some_vector(int64_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, int64_t *cmp_values)
+size_t shmem_int64_wait_until_some_vector(int64_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, const int64_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(int64_t), 1}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 1, "shmem_int64_wait_until_some_vector");
 }
 
-int shmem_int64_test_all_vector(int64_t *ivars, size_t nelems, const int *status, int cmp, int64_t *cmp_values)
+int shmem_int64_test_all_vector(int64_t *ivars, size_t nelems, const int *status, int cmp, const int64_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(int64_t), 1}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 0, "shmem_int64_test_all_vector");
 }
 
-size_t shmem_int64_test_any_vector(int64_t *ivars, size_t nelems, const int *status, int cmp, int64_t *cmp_values)
+size_t shmem_int64_test_any_vector(int64_t *ivars, size_t nelems, const int *status, int cmp, const int64_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(int64_t), 1}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 0, "shmem_int64_test_any_vector");
 }
 
-size_t shmem_int64_test_some_vector(int64_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, int64_t *cmp_values)
+size_t shmem_int64_test_some_vector(int64_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, const int64_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(int64_t), 1}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 0, "shmem_int64_test_some_vector");
 }
@@ -7949,32 +7971,32 @@ size_t shmem_uint32_test_some(uint32_t *ivars, size_t nelems, size_t *indices, c
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(uint32_t), 0}, cmp, &cmp_value, 0, SHMEMI_SOME, indices, 0, "shmem_uint32_test_some");
 }
 
-void shmem_uint32_wait_until_all_vector(uint32_t *ivars, size_t nelems, const int *status, int cmp, uint32_t *cmp_values)
+void shmem_uint32_wait_until_all_vector(uint32_t *ivars, size_t nelems, const int *status, int cmp, const uint32_t *cmp_values)
 {
 	(void)shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(uint32_t), 0}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 1, "shmem_uint32_wait_until_all_vector");
 }
 
-size_t shmem_uint32_wait_until_any_vector(uint32_t *ivars, size_t nelems, const int *status, int cmp, uint32_t *cmp_values)
+size_t shmem_uint32_wait_until_any_vector(uint32_t *ivars, size_t nelems, const int *status, int cmp, const uint32_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(uint32_t), 0}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 1, "shmem_uint32_wait_until_any_vector");
 }
 
-size_t shmem_uint32_wait_until_some_vector(uint32_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, uint32_t *cmp_values)
+size_t shmem_uint32_wait_until_some_vector(uint32_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, const uint32_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(uint32_t), 0}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 1, "shmem_uint32_wait_until_some_vector");
 }
 
-int shmem_uint32_test_all_vector(uint32_t *ivars, size_t nelems, const int *status, int cmp, uint32_t *cmp_values)
+int shmem_uint32_test_all_vector(uint32_t *ivars, size_t nelems, const int *status, int cmp, const uint32_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(uint32_t), 0}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 0, "shmem_uint32_test_all_vector");
 }
 
-size_t shmem_uint32_test_any_vector(uint32_t *ivars, size_t nelems, const int *status, int cmp, uint32_t *cmp_values)
+size_t shmem_uint32_test_any_vector(uint32_t *ivars, size_t nelems, const int *status, int cmp, const uint32_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(uint32_t), 0}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 0, "shmem_uint32_test_any_vector");
 }
 
-size_t shmem_uint32_test_some_vector(uint32_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, uint32_t *cmp_values)
+size_t shmem_uint32_test_some_vector(uint32_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, const uint32_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(uint32_t), 0}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 0, "shmem_uint32_test_some_vector");
 }
@@ -8009,32 +8031,32 @@ size_t shmem_uint64_test_some(uint64_t *ivars, size_t nelems, size_t *indices, c
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(uint64_t), 0}, cmp, &cmp_value, 0, SHMEMI_SOME, indices, 0, "shmem_uint64_test_some");
 }
 
-void shmem_uint64_wait_until_all_vector(uint64_t *ivars, size_t nelems, const int *status, int cmp, uint64_t *cmp_values)
+void shmem_uint64_wait_until_all_vector(uint64_t *ivars, size_t nelems, const int *status, int cmp, const uint64_t *cmp_values)
 {
 	(void)shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(uint64_t), 0}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 1, "shmem_uint64_wait_until_all_vector");
 }
 
-size_t shmem_uint64_wait_until_any_vector(uint64_t *ivars, size_t nelems, const int *status, int cmp, uint64_t *cmp_values)
+size_t shmem_uint64_wait_until_any_vector(uint64_t *ivars, size_t nelems, const int *status, int cmp, const uint64_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(uint64_t), 0}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 1, "shmem_uint64_wait_until_any_vector");
 }
 
-size_t shmem_uint64_wait_until_some_vector(uint64_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, uint64_t *cmp_values)
+size_t shmem_uint64_wait_until_some_vector(uint64_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, const uint64_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(uint64_t), 0}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 1, "shmem_uint64_wait_until_some_vector");
 }
 
-int shmem_uint64_test_all_vector(uint64_t *ivars, size_t nelems, const int *status, int cmp, uint64_t *cmp_values)
+int shmem_uint64_test_all_vector(uint64_t *ivars, size_t nelems, const int *status, int cmp, const uint64_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(uint64_t), 0}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 0, "shmem_uint64_test_all_vector");
 }
 
-size_t shmem_uint64_test_any_vector(uint64_t *ivars, size_t nelems, const int *status, int cmp, uint64_t *cmp_values)
+size_t shmem_uint64_test_any_vector(uint64_t *ivars, size_t nelems, const int *status, int cmp, const uint64_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(uint64_t), 0}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 0, "shmem_uint64_test_any_vector");
 }
 
-size_t shmem_uint64_test_some_vector(uint64_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, uint64_t *cmp_values)
+size_t shmem_uint64_test_some_vector(uint64_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, const uint64_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(uint64_t), 0}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 0, "shmem_uint64_test_some_vector");
 }
@@ -8069,32 +8091,32 @@ size_t shmem_size_test_some(size_t *ivars, size_t nelems, size_t *indices, const
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(size_t), 0}, cmp, &cmp_value, 0, SHMEMI_SOME, indices, 0, "shmem_size_test_some");
 }
 
-void shmem_size_wait_until_all_vector(size_t *ivars, size_t nelems, const int *status, int cmp, size_t *cmp_values)
+void shmem_size_wait_until_all_vector(size_t *ivars, size_t nelems, const int *status, int cmp, const size_t *cmp_values)
 {
 	(void)shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(size_t), 0}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 1, "shmem_size_wait_until_all_vector");
 }
 
-size_t shmem_size_wait_until_any_vector(size_t *ivars, size_t nelems, const int *status, int cmp, size_t *cmp_values)
+size_t shmem_size_wait_until_any_vector(size_t *ivars, size_t nelems, const int *status, int cmp, const size_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(size_t), 0}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 1, "shmem_size_wait_until_any_vector");
 }
 
-size_t shmem_size_wait_until_some_vector(size_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, size_t *cmp_values)
+size_t shmem_size_wait_until_some_vector(size_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, const size_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(size_t), 0}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 1, "shmem_size_wait_until_some_vector");
 }
 
-int shmem_size_test_all_vector(size_t *ivars, size_t nelems, const int *status, int cmp, size_t *cmp_values)
+int shmem_size_test_all_vector(size_t *ivars, size_t nelems, const int *status, int cmp, const size_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(size_t), 0}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 0, "shmem_size_test_all_vector");
 }
 
-size_t shmem_size_test_any_vector(size_t *ivars, size_t nelems, const int *status, int cmp, size_t *cmp_values)
+size_t shmem_size_test_any_vector(size_t *ivars, size_t nelems, const int *status, int cmp, const size_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(size_t), 0}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 0, "shmem_size_test_any_vector");
 }
 
-size_t shmem_size_test_some_vector(size_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, size_t *cmp_values)
+size_t shmem_size_test_some_vector(size_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, const size_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(size_t), 0}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 0, "shmem_size_test_some_vector");
 }
@@ -8129,32 +8151,32 @@ size_t shmem_ptrdiff_test_some(ptrdiff_t *ivars, size_t nelems, size_t *indices,
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(ptrdiff_t), 1}, cmp, &cmp_value, 0, SHMEMI_SOME, indices, 0, "shmem_ptrdiff_test_some");
 }
 
-void shmem_ptrdiff_wait_until_all_vector(ptrdiff_t *ivars, size_t nelems, const int *status, int cmp, ptrdiff_t *cmp_values)
+void shmem_ptrdiff_wait_until_all_vector(ptrdiff_t *ivars, size_t nelems, const int *status, int cmp, const ptrdiff_t *cmp_values)
 {
 	(void)shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(ptrdiff_t), 1}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 1, "shmem_ptrdiff_wait_until_all_vector");
 }
 
-size_t shmem_ptrdiff_wait_until_any_vector(ptrdiff_t *ivars, size_t nelems, const int *status, int cmp, ptrdiff_t *cmp_values)
+size_t shmem_ptrdiff_wait_until_any_vector(ptrdiff_t *ivars, size_t nelems, const int *status, int cmp, const ptrdiff_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(ptrdiff_t), 1}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 1, "shmem_ptrdiff_wait_until_any_vector");
 }
 
-size_t shmem_ptrdiff_wait_until_some_vector(ptrdiff_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, ptrdiff_t *cmp_values)
+size_t shmem_ptrdiff_wait_until_some_vector(ptrdiff_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, const ptrdiff_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(ptrdiff_t), 1}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 1, "shmem_ptrdiff_wait_until_some_vector");
 }
 
-int shmem_ptrdiff_test_all_vector(ptrdiff_t *ivars, size_t nelems, const int *status, int cmp, ptrdiff_t *cmp_values)
+int shmem_ptrdiff_test_all_vector(ptrdiff_t *ivars, size_t nelems, const int *status, int cmp, const ptrdiff_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(ptrdiff_t), 1}, cmp, cmp_values, 1, SHMEMI_ALL, NULL, 0, "shmem_ptrdiff_test_all_vector");
 }
 
-size_t shmem_ptrdiff_test_any_vector(ptrdiff_t *ivars, size_t nelems, const int *status, int cmp, ptrdiff_t *cmp_values)
+size_t shmem_ptrdiff_test_any_vector(ptrdiff_t *ivars, size_t nelems, const int *status, int cmp, const ptrdiff_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(ptrdiff_t), 1}, cmp, cmp_values, 1, SHMEMI_ANY, NULL, 0, "shmem_ptrdiff_test_any_vector");
 }
 
-size_t shmem_ptrdiff_test_some_vector(ptrdiff_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, ptrdiff_t *cmp_values)
+size_t shmem_ptrdiff_test_some_vector(ptrdiff_t *ivars, size_t nelems, size_t *indices, const int *status, int cmp, const ptrdiff_t *cmp_values)
 {
 	return shmemi_wait_set(ivars, nelems, status, (struct shmemi_cmp){sizeof(ptrdiff_t), 1}, cmp, cmp_values, 1, SHMEMI_SOME, indices, 0, "shmem_ptrdiff_test_some_vector");
 }
@@ -11386,6 +11408,268 @@ int shmem_alltoallmem(shmem_team_t team, void *dest, const void *source, size_t 
 int shmem_alltoallsmem(shmem_team_t team, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems)
 {
 	return shmemi_team_alltoalls(team, dest, source, dst, sst, nelems, 1, "shmem_alltoallsmem");
+}
+
+/* ---- Team scans (OpenSHMEM 1.6) ---- */
+
+int shmem_char_sum_inscan(shmem_team_t team, char *dest, const char *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(char), shmemi_comb_char_sum, 0, "shmem_char_sum_inscan");
+}
+
+int shmem_schar_sum_inscan(shmem_team_t team, signed char *dest, const signed char *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(signed char), shmemi_comb_schar_sum, 0, "shmem_schar_sum_inscan");
+}
+
+int shmem_short_sum_inscan(shmem_team_t team, short *dest, const short *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(short), shmemi_comb_short_sum, 0, "shmem_short_sum_inscan");
+}
+
+int shmem_int_sum_inscan(shmem_team_t team, int *dest, const int *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(int), shmemi_comb_int_sum, 0, "shmem_int_sum_inscan");
+}
+
+int shmem_long_sum_inscan(shmem_team_t team, long *dest, const long *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(long), shmemi_comb_long_sum, 0, "shmem_long_sum_inscan");
+}
+
+int shmem_longlong_sum_inscan(shmem_team_t team, long long *dest, const long long *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(long long), shmemi_comb_longlong_sum, 0, "shmem_longlong_sum_inscan");
+}
+
+int shmem_ptrdiff_sum_inscan(shmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(ptrdiff_t), shmemi_comb_ptrdiff_sum, 0, "shmem_ptrdiff_sum_inscan");
+}
+
+int shmem_uchar_sum_inscan(shmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(unsigned char), shmemi_comb_uchar_sum, 0, "shmem_uchar_sum_inscan");
+}
+
+int shmem_ushort_sum_inscan(shmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(unsigned short), shmemi_comb_ushort_sum, 0, "shmem_ushort_sum_inscan");
+}
+
+int shmem_uint_sum_inscan(shmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(unsigned int), shmemi_comb_uint_sum, 0, "shmem_uint_sum_inscan");
+}
+
+int shmem_ulong_sum_inscan(shmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(unsigned long), shmemi_comb_ulong_sum, 0, "shmem_ulong_sum_inscan");
+}
+
+int shmem_ulonglong_sum_inscan(shmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(unsigned long long), shmemi_comb_ulonglong_sum, 0, "shmem_ulonglong_sum_inscan");
+}
+
+int shmem_int8_sum_inscan(shmem_team_t team, int8_t *dest, const int8_t *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(int8_t), shmemi_comb_int8_sum, 0, "shmem_int8_sum_inscan");
+}
+
+int shmem_int16_sum_inscan(shmem_team_t team, int16_t *dest, const int16_t *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(int16_t), shmemi_comb_int16_sum, 0, "shmem_int16_sum_inscan");
+}
+
+int shmem_int32_sum_inscan(shmem_team_t team, int32_t *dest, const int32_t *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(int32_t), shmemi_comb_int32_sum, 0, "shmem_int32_sum_inscan");
+}
+
+int shmem_int64_sum_inscan(shmem_team_t team, int64_t *dest, const int64_t *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(int64_t), shmemi_comb_int64_sum, 0, "shmem_int64_sum_inscan");
+}
+
+int shmem_uint8_sum_inscan(shmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(uint8_t), shmemi_comb_uint8_sum, 0, "shmem_uint8_sum_inscan");
+}
+
+int shmem_uint16_sum_inscan(shmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(uint16_t), shmemi_comb_uint16_sum, 0, "shmem_uint16_sum_inscan");
+}
+
+int shmem_uint32_sum_inscan(shmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(uint32_t), shmemi_comb_uint32_sum, 0, "shmem_uint32_sum_inscan");
+}
+
+int shmem_uint64_sum_inscan(shmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(uint64_t), shmemi_comb_uint64_sum, 0, "shmem_uint64_sum_inscan");
+}
+
+int shmem_size_sum_inscan(shmem_team_t team, size_t *dest, const size_t *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(size_t), shmemi_comb_size_sum, 0, "shmem_size_sum_inscan");
+}
+
+int shmem_float_sum_inscan(shmem_team_t team, float *dest, const float *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(float), shmemi_comb_float_sum, 0, "shmem_float_sum_inscan");
+}
+
+int shmem_double_sum_inscan(shmem_team_t team, double *dest, const double *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(double), shmemi_comb_double_sum, 0, "shmem_double_sum_inscan");
+}
+
+int shmem_longdouble_sum_inscan(shmem_team_t team, long double *dest, const long double *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(long double), shmemi_comb_longdouble_sum, 0, "shmem_longdouble_sum_inscan");
+}
+
+int shmem_complexd_sum_inscan(shmem_team_t team, double _Complex *dest, const double _Complex *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(double _Complex), shmemi_comb_complexd_sum, 0, "shmem_complexd_sum_inscan");
+}
+
+int shmem_complexf_sum_inscan(shmem_team_t team, float _Complex *dest, const float _Complex *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(float _Complex), shmemi_comb_complexf_sum, 0, "shmem_complexf_sum_inscan");
+}
+
+int shmem_char_sum_exscan(shmem_team_t team, char *dest, const char *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(char), shmemi_comb_char_sum, 1, "shmem_char_sum_exscan");
+}
+
+int shmem_schar_sum_exscan(shmem_team_t team, signed char *dest, const signed char *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(signed char), shmemi_comb_schar_sum, 1, "shmem_schar_sum_exscan");
+}
+
+int shmem_short_sum_exscan(shmem_team_t team, short *dest, const short *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(short), shmemi_comb_short_sum, 1, "shmem_short_sum_exscan");
+}
+
+int shmem_int_sum_exscan(shmem_team_t team, int *dest, const int *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(int), shmemi_comb_int_sum, 1, "shmem_int_sum_exscan");
+}
+
+int shmem_long_sum_exscan(shmem_team_t team, long *dest, const long *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(long), shmemi_comb_long_sum, 1, "shmem_long_sum_exscan");
+}
+
+int shmem_longlong_sum_exscan(shmem_team_t team, long long *dest, const long long *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(long long), shmemi_comb_longlong_sum, 1, "shmem_longlong_sum_exscan");
+}
+
+int shmem_ptrdiff_sum_exscan(shmem_team_t team, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(ptrdiff_t), shmemi_comb_ptrdiff_sum, 1, "shmem_ptrdiff_sum_exscan");
+}
+
+int shmem_uchar_sum_exscan(shmem_team_t team, unsigned char *dest, const unsigned char *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(unsigned char), shmemi_comb_uchar_sum, 1, "shmem_uchar_sum_exscan");
+}
+
+int shmem_ushort_sum_exscan(shmem_team_t team, unsigned short *dest, const unsigned short *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(unsigned short), shmemi_comb_ushort_sum, 1, "shmem_ushort_sum_exscan");
+}
+
+int shmem_uint_sum_exscan(shmem_team_t team, unsigned int *dest, const unsigned int *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(unsigned int), shmemi_comb_uint_sum, 1, "shmem_uint_sum_exscan");
+}
+
+int shmem_ulong_sum_exscan(shmem_team_t team, unsigned long *dest, const unsigned long *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(unsigned long), shmemi_comb_ulong_sum, 1, "shmem_ulong_sum_exscan");
+}
+
+int shmem_ulonglong_sum_exscan(shmem_team_t team, unsigned long long *dest, const unsigned long long *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(unsigned long long), shmemi_comb_ulonglong_sum, 1, "shmem_ulonglong_sum_exscan");
+}
+
+int shmem_int8_sum_exscan(shmem_team_t team, int8_t *dest, const int8_t *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(int8_t), shmemi_comb_int8_sum, 1, "shmem_int8_sum_exscan");
+}
+
+int shmem_int16_sum_exscan(shmem_team_t team, int16_t *dest, const int16_t *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(int16_t), shmemi_comb_int16_sum, 1, "shmem_int16_sum_exscan");
+}
+
+int shmem_int32_sum_exscan(shmem_team_t team, int32_t *dest, const int32_t *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(int32_t), shmemi_comb_int32_sum, 1, "shmem_int32_sum_exscan");
+}
+
+int shmem_int64_sum_exscan(shmem_team_t team, int64_t *dest, const int64_t *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(int64_t), shmemi_comb_int64_sum, 1, "shmem_int64_sum_exscan");
+}
+
+int shmem_uint8_sum_exscan(shmem_team_t team, uint8_t *dest, const uint8_t *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(uint8_t), shmemi_comb_uint8_sum, 1, "shmem_uint8_sum_exscan");
+}
+
+int shmem_uint16_sum_exscan(shmem_team_t team, uint16_t *dest, const uint16_t *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(uint16_t), shmemi_comb_uint16_sum, 1, "shmem_uint16_sum_exscan");
+}
+
+int shmem_uint32_sum_exscan(shmem_team_t team, uint32_t *dest, const uint32_t *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(uint32_t), shmemi_comb_uint32_sum, 1, "shmem_uint32_sum_exscan");
+}
+
+int shmem_uint64_sum_exscan(shmem_team_t team, uint64_t *dest, const uint64_t *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(uint64_t), shmemi_comb_uint64_sum, 1, "shmem_uint64_sum_exscan");
+}
+
+int shmem_size_sum_exscan(shmem_team_t team, size_t *dest, const size_t *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(size_t), shmemi_comb_size_sum, 1, "shmem_size_sum_exscan");
+}
+
+int shmem_float_sum_exscan(shmem_team_t team, float *dest, const float *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(float), shmemi_comb_float_sum, 1, "shmem_float_sum_exscan");
+}
+
+int shmem_double_sum_exscan(shmem_team_t team, double *dest, const double *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(double), shmemi_comb_double_sum, 1, "shmem_double_sum_exscan");
+}
+
+int shmem_longdouble_sum_exscan(shmem_team_t team, long double *dest, const long double *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(long double), shmemi_comb_longdouble_sum, 1, "shmem_longdouble_sum_exscan");
+}
+
+int shmem_complexd_sum_exscan(shmem_team_t team, double _Complex *dest, const double _Complex *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(double _Complex), shmemi_comb_complexd_sum, 1, "shmem_complexd_sum_exscan");
+}
+
+int shmem_complexf_sum_exscan(shmem_team_t team, float _Complex *dest, const float _Complex *source, size_t nelems)
+{
+	return shmemi_team_scan(team, dest, source, nelems, sizeof(float _Complex), shmemi_comb_complexf_sum, 1, "shmem_complexf_sum_exscan");
 }
 
 /* ---- Deprecated: active-set collectives with pSync (OpenSHMEM 1.4) ---- */

@@ -197,6 +197,8 @@ func (g *gen) all() {
 	g.waits()
 	g.section("Team collectives and reductions")
 	g.collectives()
+	g.section("Team scans (OpenSHMEM 1.6)")
+	g.scans()
 	g.section("Deprecated: active-set collectives with pSync (OpenSHMEM 1.4)")
 	g.oldCollectives()
 	g.section("Deprecated: the atomics and waits of OpenSHMEM 1.0 to 1.4")
@@ -278,7 +280,18 @@ func (g *gen) putSignal() {
 		}
 		g.withCtx("void", "putmem_signal"+nbi, strings.ReplaceAll(params, "$T", "void"), strings.ReplaceAll(body, "$S", "1"))
 	}
+	// OpenSHMEM 1.6: a signal update without data (shmem_signal_add.tex,
+	// shmem_signal_set.tex), and their context forms. In C11 the context
+	// form also goes by the plain name (genericBlock).
+	for _, s := range signalOps {
+		g.withCtx("void", "signal_"+s.name, "uint64_t *sig_addr, uint64_t signal, int pe",
+			"\tshmemi_signal_update(sig_addr, signal, "+s.op+", pe, $OP);\n")
+	}
 }
+
+// signalOps are the signal updates of OpenSHMEM 1.6 without data:
+// shmem_signal_add and shmem_signal_set, by the signal operator each is.
+var signalOps = []struct{ name, op string }{{"add", "SHMEM_SIGNAL_ADD"}, {"set", "SHMEM_SIGNAL_SET"}}
 
 // amoKinds: the atomics. body computes into r (when ret is $T) over w,
 // PE pe's copy of the variable.
@@ -383,7 +396,7 @@ func (g *gen) waits() {
 	}
 	for _, t := range amoTypes {
 		c := cmpOf(t)
-		for _, v := range []struct{ suffix, val, arg string }{{"", "$T cmp_value", "&cmp_value, 0"}, {"_vector", "$T *cmp_values", "cmp_values, 1"}} {
+		for _, v := range []struct{ suffix, val, arg string }{{"", "$T cmp_value", "&cmp_value, 0"}, {"_vector", "const $T *cmp_values", "cmp_values, 1"}} {
 			for _, block := range []struct {
 				verb string
 				b    int
@@ -472,6 +485,22 @@ func (g *gen) collectives() {
 	g.addGeneric("shmem_fcollect", 4, 1, "$N_fcollect", rmaTypes, false)
 	g.addGeneric("shmem_alltoall", 4, 1, "$N_alltoall", rmaTypes, false)
 	g.addGeneric("shmem_alltoalls", 6, 1, "$N_alltoalls", rmaTypes, false)
+}
+
+// scans writes shmem_TYPENAME_sum_inscan and _exscan (OpenSHMEM 1.6,
+// shmem_scan.tex) for every row of scanTypes, over the SUM combination
+// the reductions defined above them, and their C11 generic names.
+func (g *gen) scans() {
+	for _, k := range []struct {
+		name      string
+		exclusive int
+	}{{"inscan", 0}, {"exscan", 1}} {
+		for _, t := range scanTypes {
+			g.fn("int", "shmem_"+t.name+"_sum_"+k.name, sub("shmem_team_t team, $T *dest, const $T *source, size_t nelems", t),
+				sub(fmt.Sprintf("\treturn shmemi_team_scan(team, dest, source, nelems, sizeof($T), shmemi_comb_$N_sum, %d, $OP);\n", k.exclusive), t))
+		}
+		g.addGeneric("shmem_sum_"+k.name, 4, 1, "$N_sum_"+k.name, scanTypes, false)
+	}
 }
 
 // oldName is a type's name in the 1.4 routines (complexf and complexd
@@ -567,6 +596,16 @@ func (g *gen) genericBlock() string {
 #define shmemi_sync_1(team) shmem_team_sync(team)
 #define shmemi_sync_4(PE_start, logPE_stride, PE_size, pSync) (shmem_sync)(PE_start, logPE_stride, PE_size, pSync)
 `)
+	// OpenSHMEM 1.6's C11 signal_add and signal_set take a context as
+	// their first argument as well (shmem_signal_add.tex): by the number
+	// of arguments, as shmem_sync.
+	for _, s := range signalOps {
+		fmt.Fprintf(&b, `
+#define shmem_signal_%[1]s(...) SHMEMI_CAT(shmemi_signal_%[1]s_, SHMEMI_NARG(__VA_ARGS__))(__VA_ARGS__)
+#define shmemi_signal_%[1]s_3(sig_addr, signal, pe) (shmem_signal_%[1]s)(sig_addr, signal, pe)
+#define shmemi_signal_%[1]s_4(ctx, sig_addr, signal, pe) shmem_ctx_signal_%[1]s(ctx, sig_addr, signal, pe)
+`, s.name)
+	}
 	b.WriteString(lp64Assert())
 	b.WriteString("#endif\n")
 	return b.String()

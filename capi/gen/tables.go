@@ -103,6 +103,10 @@ var (
 		"uint", "ulong", "ulonglong", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
 		"uint64", "size", "float", "double", "longdouble")
 	arithRedTypes = append(append([]typ(nil), cmpRedTypes...), types("complexd", "complexf")...)
+	// The scans of OpenSHMEM 1.6 (shmem_scan.tex at tag v1.6:
+	// shmem_sum_inscan, shmem_sum_exscan): "the integer, real, or
+	// complex types supported for the SUM operation" of teamreducetypes.
+	scanTypes = arithRedTypes
 
 	// The active-set reductions of OpenSHMEM 1.4 (deprecated), *_to_all
 	// (asetreducetypes).
