@@ -28,6 +28,7 @@ func tablesTest() string {
 #define MAXPE 8
 
 static int me, npes, right, left;
+static shmem_team_t rev; /* the world in reverse order: rank r is PE npes-1-r (a split of stride -1) */
 `)
 	var calls []string
 	emit := func(fn, tmpl string, t typ, extra ...string) {
@@ -64,6 +65,9 @@ static int me, npes, right, left;
 			emit("to_all_"+r.op+"_"+t.name, toAllTest, t, "$OP", r.op, "$EXPR", r.expr)
 		}
 	}
+	for _, t := range scanTypes {
+		emit("scan_"+t.name, scanTest, t)
+	}
 	for _, t := range oldAmoTypes {
 		emit("old_amo_"+t.name, oldAmoTest, t)
 	}
@@ -87,10 +91,16 @@ int main(void)
 		shmem_finalize();
 		return 1;
 	}
+	if (shmem_team_split_strided(SHMEM_TEAM_WORLD, npes - 1, -1, npes, NULL, 0, &rev) != 0 ||
+	    shmem_team_my_pe(rev) != npes - 1 - me) {
+		printf("t_tables: PE %d: the reversed team (split of stride -1) is wrong\n", me);
+		shmem_global_exit(1);
+	}
 `)
 	for _, c := range calls {
 		fmt.Fprintf(&b, "\t%s();\n", c)
 	}
+	b.WriteString("\tshmem_team_destroy(rev);\n")
 	fmt.Fprintf(&b, "\tif (me == 0)\n\t\tprintf(\"t_tables: %d (routine, type) rows\\n\");\n", len(calls))
 	b.WriteString("\tDONE(\"t_tables\");\n}\n")
 	return b.String()
@@ -425,6 +435,55 @@ static void reduce_$OP_$N(void)
 	CHECK(shmem_$OP_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "$N: $OP_reduce");
 	CHECK(shmem_$N_$OP_reduce(SHMEM_TEAM_WORLD, &dst[1], &src[1], 1) == 0, "$N: $OP_reduce");
 	CHECK(dst[0] == want && dst[1] == want, "$N: $OP_reduce result");
+}
+`
+
+// scanTest: the scans of OpenSHMEM 1.6, inclusive and exclusive, generic
+// and typed, over the world and over rev (the world reversed, so that
+// the PEs before this one in rank order are those after it in the
+// world), out of place and in place (dest == source). PE p's element j
+// is p+1+j; the expected sums are folded in $T.
+const scanTest = `
+static void scan_$N(void)
+{
+	static $T src[3], in[2][3], ex[2][3], rin[2], rex[2], ip[2][2];
+	for (int j = 0; j < 3; j++)
+		src[j] = ($T)(me + 1 + j);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 2; j++)
+			ip[k][j] = src[j];
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, in[0], src, 3) == 0, "$N: sum_inscan");
+	CHECK(shmem_$N_sum_inscan(SHMEM_TEAM_WORLD, in[1], src, 3) == 0, "$N: sum_inscan");
+	CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, ex[0], src, 3) == 0, "$N: sum_exscan");
+	CHECK(shmem_$N_sum_exscan(SHMEM_TEAM_WORLD, ex[1], src, 3) == 0, "$N: sum_exscan");
+	CHECK(shmem_sum_inscan(rev, rin, src, 2) == 0, "$N: sum_inscan over rev");
+	CHECK(shmem_$N_sum_exscan(rev, rex, src, 2) == 0, "$N: sum_exscan over rev");
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, ip[0], ip[0], 2) == 0, "$N: sum_inscan in place");
+	CHECK(shmem_$N_sum_exscan(SHMEM_TEAM_WORLD, ip[1], ip[1], 2) == 0, "$N: sum_exscan in place");
+	for (int j = 0; j < 3; j++) {
+		$T win = ($T)0, wex = ($T)0, wrin = ($T)0, wrex = ($T)0;
+		for (int p = 0; p < npes; p++) {
+			$T v = ($T)(p + 1 + j);
+			if (p <= me)
+				win = win + v;
+			if (p < me)
+				wex = wex + v;
+			if (p >= me)
+				wrin = wrin + v;
+			if (p > me)
+				wrex = wrex + v;
+		}
+		for (int k = 0; k < 2; k++) {
+			CHECK(in[k][j] == win, "$N: sum_inscan %d element %d", k, j);
+			CHECK(ex[k][j] == wex, "$N: sum_exscan %d element %d", k, j);
+		}
+		if (j < 2) {
+			CHECK(rin[j] == wrin, "$N: sum_inscan over rev element %d", j);
+			CHECK(rex[j] == wrex, "$N: sum_exscan over rev element %d", j);
+			CHECK(ip[0][j] == win, "$N: sum_inscan in place element %d", j);
+			CHECK(ip[1][j] == wex, "$N: sum_exscan in place element %d", j);
+		}
+	}
 }
 `
 

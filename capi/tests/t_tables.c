@@ -9,6 +9,7 @@
 #define MAXPE 8
 
 static int me, npes, right, left;
+static shmem_team_t rev; /* the world in reverse order: rank r is PE npes-1-r (a split of stride -1) */
 
 static void rma_float(void)
 {
@@ -7227,6 +7228,1098 @@ static void to_all_prod_complexf(void)
 	shmem_barrier_all();
 }
 
+static void scan_char(void)
+{
+	static char src[3], in[2][3], ex[2][3], rin[2], rex[2], ip[2][2];
+	for (int j = 0; j < 3; j++)
+		src[j] = (char)(me + 1 + j);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 2; j++)
+			ip[k][j] = src[j];
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, in[0], src, 3) == 0, "char: sum_inscan");
+	CHECK(shmem_char_sum_inscan(SHMEM_TEAM_WORLD, in[1], src, 3) == 0, "char: sum_inscan");
+	CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, ex[0], src, 3) == 0, "char: sum_exscan");
+	CHECK(shmem_char_sum_exscan(SHMEM_TEAM_WORLD, ex[1], src, 3) == 0, "char: sum_exscan");
+	CHECK(shmem_sum_inscan(rev, rin, src, 2) == 0, "char: sum_inscan over rev");
+	CHECK(shmem_char_sum_exscan(rev, rex, src, 2) == 0, "char: sum_exscan over rev");
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, ip[0], ip[0], 2) == 0, "char: sum_inscan in place");
+	CHECK(shmem_char_sum_exscan(SHMEM_TEAM_WORLD, ip[1], ip[1], 2) == 0, "char: sum_exscan in place");
+	for (int j = 0; j < 3; j++) {
+		char win = (char)0, wex = (char)0, wrin = (char)0, wrex = (char)0;
+		for (int p = 0; p < npes; p++) {
+			char v = (char)(p + 1 + j);
+			if (p <= me)
+				win = win + v;
+			if (p < me)
+				wex = wex + v;
+			if (p >= me)
+				wrin = wrin + v;
+			if (p > me)
+				wrex = wrex + v;
+		}
+		for (int k = 0; k < 2; k++) {
+			CHECK(in[k][j] == win, "char: sum_inscan %d element %d", k, j);
+			CHECK(ex[k][j] == wex, "char: sum_exscan %d element %d", k, j);
+		}
+		if (j < 2) {
+			CHECK(rin[j] == wrin, "char: sum_inscan over rev element %d", j);
+			CHECK(rex[j] == wrex, "char: sum_exscan over rev element %d", j);
+			CHECK(ip[0][j] == win, "char: sum_inscan in place element %d", j);
+			CHECK(ip[1][j] == wex, "char: sum_exscan in place element %d", j);
+		}
+	}
+}
+
+static void scan_schar(void)
+{
+	static signed char src[3], in[2][3], ex[2][3], rin[2], rex[2], ip[2][2];
+	for (int j = 0; j < 3; j++)
+		src[j] = (signed char)(me + 1 + j);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 2; j++)
+			ip[k][j] = src[j];
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, in[0], src, 3) == 0, "schar: sum_inscan");
+	CHECK(shmem_schar_sum_inscan(SHMEM_TEAM_WORLD, in[1], src, 3) == 0, "schar: sum_inscan");
+	CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, ex[0], src, 3) == 0, "schar: sum_exscan");
+	CHECK(shmem_schar_sum_exscan(SHMEM_TEAM_WORLD, ex[1], src, 3) == 0, "schar: sum_exscan");
+	CHECK(shmem_sum_inscan(rev, rin, src, 2) == 0, "schar: sum_inscan over rev");
+	CHECK(shmem_schar_sum_exscan(rev, rex, src, 2) == 0, "schar: sum_exscan over rev");
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, ip[0], ip[0], 2) == 0, "schar: sum_inscan in place");
+	CHECK(shmem_schar_sum_exscan(SHMEM_TEAM_WORLD, ip[1], ip[1], 2) == 0, "schar: sum_exscan in place");
+	for (int j = 0; j < 3; j++) {
+		signed char win = (signed char)0, wex = (signed char)0, wrin = (signed char)0, wrex = (signed char)0;
+		for (int p = 0; p < npes; p++) {
+			signed char v = (signed char)(p + 1 + j);
+			if (p <= me)
+				win = win + v;
+			if (p < me)
+				wex = wex + v;
+			if (p >= me)
+				wrin = wrin + v;
+			if (p > me)
+				wrex = wrex + v;
+		}
+		for (int k = 0; k < 2; k++) {
+			CHECK(in[k][j] == win, "schar: sum_inscan %d element %d", k, j);
+			CHECK(ex[k][j] == wex, "schar: sum_exscan %d element %d", k, j);
+		}
+		if (j < 2) {
+			CHECK(rin[j] == wrin, "schar: sum_inscan over rev element %d", j);
+			CHECK(rex[j] == wrex, "schar: sum_exscan over rev element %d", j);
+			CHECK(ip[0][j] == win, "schar: sum_inscan in place element %d", j);
+			CHECK(ip[1][j] == wex, "schar: sum_exscan in place element %d", j);
+		}
+	}
+}
+
+static void scan_short(void)
+{
+	static short src[3], in[2][3], ex[2][3], rin[2], rex[2], ip[2][2];
+	for (int j = 0; j < 3; j++)
+		src[j] = (short)(me + 1 + j);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 2; j++)
+			ip[k][j] = src[j];
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, in[0], src, 3) == 0, "short: sum_inscan");
+	CHECK(shmem_short_sum_inscan(SHMEM_TEAM_WORLD, in[1], src, 3) == 0, "short: sum_inscan");
+	CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, ex[0], src, 3) == 0, "short: sum_exscan");
+	CHECK(shmem_short_sum_exscan(SHMEM_TEAM_WORLD, ex[1], src, 3) == 0, "short: sum_exscan");
+	CHECK(shmem_sum_inscan(rev, rin, src, 2) == 0, "short: sum_inscan over rev");
+	CHECK(shmem_short_sum_exscan(rev, rex, src, 2) == 0, "short: sum_exscan over rev");
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, ip[0], ip[0], 2) == 0, "short: sum_inscan in place");
+	CHECK(shmem_short_sum_exscan(SHMEM_TEAM_WORLD, ip[1], ip[1], 2) == 0, "short: sum_exscan in place");
+	for (int j = 0; j < 3; j++) {
+		short win = (short)0, wex = (short)0, wrin = (short)0, wrex = (short)0;
+		for (int p = 0; p < npes; p++) {
+			short v = (short)(p + 1 + j);
+			if (p <= me)
+				win = win + v;
+			if (p < me)
+				wex = wex + v;
+			if (p >= me)
+				wrin = wrin + v;
+			if (p > me)
+				wrex = wrex + v;
+		}
+		for (int k = 0; k < 2; k++) {
+			CHECK(in[k][j] == win, "short: sum_inscan %d element %d", k, j);
+			CHECK(ex[k][j] == wex, "short: sum_exscan %d element %d", k, j);
+		}
+		if (j < 2) {
+			CHECK(rin[j] == wrin, "short: sum_inscan over rev element %d", j);
+			CHECK(rex[j] == wrex, "short: sum_exscan over rev element %d", j);
+			CHECK(ip[0][j] == win, "short: sum_inscan in place element %d", j);
+			CHECK(ip[1][j] == wex, "short: sum_exscan in place element %d", j);
+		}
+	}
+}
+
+static void scan_int(void)
+{
+	static int src[3], in[2][3], ex[2][3], rin[2], rex[2], ip[2][2];
+	for (int j = 0; j < 3; j++)
+		src[j] = (int)(me + 1 + j);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 2; j++)
+			ip[k][j] = src[j];
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, in[0], src, 3) == 0, "int: sum_inscan");
+	CHECK(shmem_int_sum_inscan(SHMEM_TEAM_WORLD, in[1], src, 3) == 0, "int: sum_inscan");
+	CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, ex[0], src, 3) == 0, "int: sum_exscan");
+	CHECK(shmem_int_sum_exscan(SHMEM_TEAM_WORLD, ex[1], src, 3) == 0, "int: sum_exscan");
+	CHECK(shmem_sum_inscan(rev, rin, src, 2) == 0, "int: sum_inscan over rev");
+	CHECK(shmem_int_sum_exscan(rev, rex, src, 2) == 0, "int: sum_exscan over rev");
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, ip[0], ip[0], 2) == 0, "int: sum_inscan in place");
+	CHECK(shmem_int_sum_exscan(SHMEM_TEAM_WORLD, ip[1], ip[1], 2) == 0, "int: sum_exscan in place");
+	for (int j = 0; j < 3; j++) {
+		int win = (int)0, wex = (int)0, wrin = (int)0, wrex = (int)0;
+		for (int p = 0; p < npes; p++) {
+			int v = (int)(p + 1 + j);
+			if (p <= me)
+				win = win + v;
+			if (p < me)
+				wex = wex + v;
+			if (p >= me)
+				wrin = wrin + v;
+			if (p > me)
+				wrex = wrex + v;
+		}
+		for (int k = 0; k < 2; k++) {
+			CHECK(in[k][j] == win, "int: sum_inscan %d element %d", k, j);
+			CHECK(ex[k][j] == wex, "int: sum_exscan %d element %d", k, j);
+		}
+		if (j < 2) {
+			CHECK(rin[j] == wrin, "int: sum_inscan over rev element %d", j);
+			CHECK(rex[j] == wrex, "int: sum_exscan over rev element %d", j);
+			CHECK(ip[0][j] == win, "int: sum_inscan in place element %d", j);
+			CHECK(ip[1][j] == wex, "int: sum_exscan in place element %d", j);
+		}
+	}
+}
+
+static void scan_long(void)
+{
+	static long src[3], in[2][3], ex[2][3], rin[2], rex[2], ip[2][2];
+	for (int j = 0; j < 3; j++)
+		src[j] = (long)(me + 1 + j);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 2; j++)
+			ip[k][j] = src[j];
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, in[0], src, 3) == 0, "long: sum_inscan");
+	CHECK(shmem_long_sum_inscan(SHMEM_TEAM_WORLD, in[1], src, 3) == 0, "long: sum_inscan");
+	CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, ex[0], src, 3) == 0, "long: sum_exscan");
+	CHECK(shmem_long_sum_exscan(SHMEM_TEAM_WORLD, ex[1], src, 3) == 0, "long: sum_exscan");
+	CHECK(shmem_sum_inscan(rev, rin, src, 2) == 0, "long: sum_inscan over rev");
+	CHECK(shmem_long_sum_exscan(rev, rex, src, 2) == 0, "long: sum_exscan over rev");
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, ip[0], ip[0], 2) == 0, "long: sum_inscan in place");
+	CHECK(shmem_long_sum_exscan(SHMEM_TEAM_WORLD, ip[1], ip[1], 2) == 0, "long: sum_exscan in place");
+	for (int j = 0; j < 3; j++) {
+		long win = (long)0, wex = (long)0, wrin = (long)0, wrex = (long)0;
+		for (int p = 0; p < npes; p++) {
+			long v = (long)(p + 1 + j);
+			if (p <= me)
+				win = win + v;
+			if (p < me)
+				wex = wex + v;
+			if (p >= me)
+				wrin = wrin + v;
+			if (p > me)
+				wrex = wrex + v;
+		}
+		for (int k = 0; k < 2; k++) {
+			CHECK(in[k][j] == win, "long: sum_inscan %d element %d", k, j);
+			CHECK(ex[k][j] == wex, "long: sum_exscan %d element %d", k, j);
+		}
+		if (j < 2) {
+			CHECK(rin[j] == wrin, "long: sum_inscan over rev element %d", j);
+			CHECK(rex[j] == wrex, "long: sum_exscan over rev element %d", j);
+			CHECK(ip[0][j] == win, "long: sum_inscan in place element %d", j);
+			CHECK(ip[1][j] == wex, "long: sum_exscan in place element %d", j);
+		}
+	}
+}
+
+static void scan_longlong(void)
+{
+	static long long src[3], in[2][3], ex[2][3], rin[2], rex[2], ip[2][2];
+	for (int j = 0; j < 3; j++)
+		src[j] = (long long)(me + 1 + j);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 2; j++)
+			ip[k][j] = src[j];
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, in[0], src, 3) == 0, "longlong: sum_inscan");
+	CHECK(shmem_longlong_sum_inscan(SHMEM_TEAM_WORLD, in[1], src, 3) == 0, "longlong: sum_inscan");
+	CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, ex[0], src, 3) == 0, "longlong: sum_exscan");
+	CHECK(shmem_longlong_sum_exscan(SHMEM_TEAM_WORLD, ex[1], src, 3) == 0, "longlong: sum_exscan");
+	CHECK(shmem_sum_inscan(rev, rin, src, 2) == 0, "longlong: sum_inscan over rev");
+	CHECK(shmem_longlong_sum_exscan(rev, rex, src, 2) == 0, "longlong: sum_exscan over rev");
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, ip[0], ip[0], 2) == 0, "longlong: sum_inscan in place");
+	CHECK(shmem_longlong_sum_exscan(SHMEM_TEAM_WORLD, ip[1], ip[1], 2) == 0, "longlong: sum_exscan in place");
+	for (int j = 0; j < 3; j++) {
+		long long win = (long long)0, wex = (long long)0, wrin = (long long)0, wrex = (long long)0;
+		for (int p = 0; p < npes; p++) {
+			long long v = (long long)(p + 1 + j);
+			if (p <= me)
+				win = win + v;
+			if (p < me)
+				wex = wex + v;
+			if (p >= me)
+				wrin = wrin + v;
+			if (p > me)
+				wrex = wrex + v;
+		}
+		for (int k = 0; k < 2; k++) {
+			CHECK(in[k][j] == win, "longlong: sum_inscan %d element %d", k, j);
+			CHECK(ex[k][j] == wex, "longlong: sum_exscan %d element %d", k, j);
+		}
+		if (j < 2) {
+			CHECK(rin[j] == wrin, "longlong: sum_inscan over rev element %d", j);
+			CHECK(rex[j] == wrex, "longlong: sum_exscan over rev element %d", j);
+			CHECK(ip[0][j] == win, "longlong: sum_inscan in place element %d", j);
+			CHECK(ip[1][j] == wex, "longlong: sum_exscan in place element %d", j);
+		}
+	}
+}
+
+static void scan_ptrdiff(void)
+{
+	static ptrdiff_t src[3], in[2][3], ex[2][3], rin[2], rex[2], ip[2][2];
+	for (int j = 0; j < 3; j++)
+		src[j] = (ptrdiff_t)(me + 1 + j);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 2; j++)
+			ip[k][j] = src[j];
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, in[0], src, 3) == 0, "ptrdiff: sum_inscan");
+	CHECK(shmem_ptrdiff_sum_inscan(SHMEM_TEAM_WORLD, in[1], src, 3) == 0, "ptrdiff: sum_inscan");
+	CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, ex[0], src, 3) == 0, "ptrdiff: sum_exscan");
+	CHECK(shmem_ptrdiff_sum_exscan(SHMEM_TEAM_WORLD, ex[1], src, 3) == 0, "ptrdiff: sum_exscan");
+	CHECK(shmem_sum_inscan(rev, rin, src, 2) == 0, "ptrdiff: sum_inscan over rev");
+	CHECK(shmem_ptrdiff_sum_exscan(rev, rex, src, 2) == 0, "ptrdiff: sum_exscan over rev");
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, ip[0], ip[0], 2) == 0, "ptrdiff: sum_inscan in place");
+	CHECK(shmem_ptrdiff_sum_exscan(SHMEM_TEAM_WORLD, ip[1], ip[1], 2) == 0, "ptrdiff: sum_exscan in place");
+	for (int j = 0; j < 3; j++) {
+		ptrdiff_t win = (ptrdiff_t)0, wex = (ptrdiff_t)0, wrin = (ptrdiff_t)0, wrex = (ptrdiff_t)0;
+		for (int p = 0; p < npes; p++) {
+			ptrdiff_t v = (ptrdiff_t)(p + 1 + j);
+			if (p <= me)
+				win = win + v;
+			if (p < me)
+				wex = wex + v;
+			if (p >= me)
+				wrin = wrin + v;
+			if (p > me)
+				wrex = wrex + v;
+		}
+		for (int k = 0; k < 2; k++) {
+			CHECK(in[k][j] == win, "ptrdiff: sum_inscan %d element %d", k, j);
+			CHECK(ex[k][j] == wex, "ptrdiff: sum_exscan %d element %d", k, j);
+		}
+		if (j < 2) {
+			CHECK(rin[j] == wrin, "ptrdiff: sum_inscan over rev element %d", j);
+			CHECK(rex[j] == wrex, "ptrdiff: sum_exscan over rev element %d", j);
+			CHECK(ip[0][j] == win, "ptrdiff: sum_inscan in place element %d", j);
+			CHECK(ip[1][j] == wex, "ptrdiff: sum_exscan in place element %d", j);
+		}
+	}
+}
+
+static void scan_uchar(void)
+{
+	static unsigned char src[3], in[2][3], ex[2][3], rin[2], rex[2], ip[2][2];
+	for (int j = 0; j < 3; j++)
+		src[j] = (unsigned char)(me + 1 + j);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 2; j++)
+			ip[k][j] = src[j];
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, in[0], src, 3) == 0, "uchar: sum_inscan");
+	CHECK(shmem_uchar_sum_inscan(SHMEM_TEAM_WORLD, in[1], src, 3) == 0, "uchar: sum_inscan");
+	CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, ex[0], src, 3) == 0, "uchar: sum_exscan");
+	CHECK(shmem_uchar_sum_exscan(SHMEM_TEAM_WORLD, ex[1], src, 3) == 0, "uchar: sum_exscan");
+	CHECK(shmem_sum_inscan(rev, rin, src, 2) == 0, "uchar: sum_inscan over rev");
+	CHECK(shmem_uchar_sum_exscan(rev, rex, src, 2) == 0, "uchar: sum_exscan over rev");
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, ip[0], ip[0], 2) == 0, "uchar: sum_inscan in place");
+	CHECK(shmem_uchar_sum_exscan(SHMEM_TEAM_WORLD, ip[1], ip[1], 2) == 0, "uchar: sum_exscan in place");
+	for (int j = 0; j < 3; j++) {
+		unsigned char win = (unsigned char)0, wex = (unsigned char)0, wrin = (unsigned char)0, wrex = (unsigned char)0;
+		for (int p = 0; p < npes; p++) {
+			unsigned char v = (unsigned char)(p + 1 + j);
+			if (p <= me)
+				win = win + v;
+			if (p < me)
+				wex = wex + v;
+			if (p >= me)
+				wrin = wrin + v;
+			if (p > me)
+				wrex = wrex + v;
+		}
+		for (int k = 0; k < 2; k++) {
+			CHECK(in[k][j] == win, "uchar: sum_inscan %d element %d", k, j);
+			CHECK(ex[k][j] == wex, "uchar: sum_exscan %d element %d", k, j);
+		}
+		if (j < 2) {
+			CHECK(rin[j] == wrin, "uchar: sum_inscan over rev element %d", j);
+			CHECK(rex[j] == wrex, "uchar: sum_exscan over rev element %d", j);
+			CHECK(ip[0][j] == win, "uchar: sum_inscan in place element %d", j);
+			CHECK(ip[1][j] == wex, "uchar: sum_exscan in place element %d", j);
+		}
+	}
+}
+
+static void scan_ushort(void)
+{
+	static unsigned short src[3], in[2][3], ex[2][3], rin[2], rex[2], ip[2][2];
+	for (int j = 0; j < 3; j++)
+		src[j] = (unsigned short)(me + 1 + j);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 2; j++)
+			ip[k][j] = src[j];
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, in[0], src, 3) == 0, "ushort: sum_inscan");
+	CHECK(shmem_ushort_sum_inscan(SHMEM_TEAM_WORLD, in[1], src, 3) == 0, "ushort: sum_inscan");
+	CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, ex[0], src, 3) == 0, "ushort: sum_exscan");
+	CHECK(shmem_ushort_sum_exscan(SHMEM_TEAM_WORLD, ex[1], src, 3) == 0, "ushort: sum_exscan");
+	CHECK(shmem_sum_inscan(rev, rin, src, 2) == 0, "ushort: sum_inscan over rev");
+	CHECK(shmem_ushort_sum_exscan(rev, rex, src, 2) == 0, "ushort: sum_exscan over rev");
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, ip[0], ip[0], 2) == 0, "ushort: sum_inscan in place");
+	CHECK(shmem_ushort_sum_exscan(SHMEM_TEAM_WORLD, ip[1], ip[1], 2) == 0, "ushort: sum_exscan in place");
+	for (int j = 0; j < 3; j++) {
+		unsigned short win = (unsigned short)0, wex = (unsigned short)0, wrin = (unsigned short)0, wrex = (unsigned short)0;
+		for (int p = 0; p < npes; p++) {
+			unsigned short v = (unsigned short)(p + 1 + j);
+			if (p <= me)
+				win = win + v;
+			if (p < me)
+				wex = wex + v;
+			if (p >= me)
+				wrin = wrin + v;
+			if (p > me)
+				wrex = wrex + v;
+		}
+		for (int k = 0; k < 2; k++) {
+			CHECK(in[k][j] == win, "ushort: sum_inscan %d element %d", k, j);
+			CHECK(ex[k][j] == wex, "ushort: sum_exscan %d element %d", k, j);
+		}
+		if (j < 2) {
+			CHECK(rin[j] == wrin, "ushort: sum_inscan over rev element %d", j);
+			CHECK(rex[j] == wrex, "ushort: sum_exscan over rev element %d", j);
+			CHECK(ip[0][j] == win, "ushort: sum_inscan in place element %d", j);
+			CHECK(ip[1][j] == wex, "ushort: sum_exscan in place element %d", j);
+		}
+	}
+}
+
+static void scan_uint(void)
+{
+	static unsigned int src[3], in[2][3], ex[2][3], rin[2], rex[2], ip[2][2];
+	for (int j = 0; j < 3; j++)
+		src[j] = (unsigned int)(me + 1 + j);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 2; j++)
+			ip[k][j] = src[j];
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, in[0], src, 3) == 0, "uint: sum_inscan");
+	CHECK(shmem_uint_sum_inscan(SHMEM_TEAM_WORLD, in[1], src, 3) == 0, "uint: sum_inscan");
+	CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, ex[0], src, 3) == 0, "uint: sum_exscan");
+	CHECK(shmem_uint_sum_exscan(SHMEM_TEAM_WORLD, ex[1], src, 3) == 0, "uint: sum_exscan");
+	CHECK(shmem_sum_inscan(rev, rin, src, 2) == 0, "uint: sum_inscan over rev");
+	CHECK(shmem_uint_sum_exscan(rev, rex, src, 2) == 0, "uint: sum_exscan over rev");
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, ip[0], ip[0], 2) == 0, "uint: sum_inscan in place");
+	CHECK(shmem_uint_sum_exscan(SHMEM_TEAM_WORLD, ip[1], ip[1], 2) == 0, "uint: sum_exscan in place");
+	for (int j = 0; j < 3; j++) {
+		unsigned int win = (unsigned int)0, wex = (unsigned int)0, wrin = (unsigned int)0, wrex = (unsigned int)0;
+		for (int p = 0; p < npes; p++) {
+			unsigned int v = (unsigned int)(p + 1 + j);
+			if (p <= me)
+				win = win + v;
+			if (p < me)
+				wex = wex + v;
+			if (p >= me)
+				wrin = wrin + v;
+			if (p > me)
+				wrex = wrex + v;
+		}
+		for (int k = 0; k < 2; k++) {
+			CHECK(in[k][j] == win, "uint: sum_inscan %d element %d", k, j);
+			CHECK(ex[k][j] == wex, "uint: sum_exscan %d element %d", k, j);
+		}
+		if (j < 2) {
+			CHECK(rin[j] == wrin, "uint: sum_inscan over rev element %d", j);
+			CHECK(rex[j] == wrex, "uint: sum_exscan over rev element %d", j);
+			CHECK(ip[0][j] == win, "uint: sum_inscan in place element %d", j);
+			CHECK(ip[1][j] == wex, "uint: sum_exscan in place element %d", j);
+		}
+	}
+}
+
+static void scan_ulong(void)
+{
+	static unsigned long src[3], in[2][3], ex[2][3], rin[2], rex[2], ip[2][2];
+	for (int j = 0; j < 3; j++)
+		src[j] = (unsigned long)(me + 1 + j);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 2; j++)
+			ip[k][j] = src[j];
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, in[0], src, 3) == 0, "ulong: sum_inscan");
+	CHECK(shmem_ulong_sum_inscan(SHMEM_TEAM_WORLD, in[1], src, 3) == 0, "ulong: sum_inscan");
+	CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, ex[0], src, 3) == 0, "ulong: sum_exscan");
+	CHECK(shmem_ulong_sum_exscan(SHMEM_TEAM_WORLD, ex[1], src, 3) == 0, "ulong: sum_exscan");
+	CHECK(shmem_sum_inscan(rev, rin, src, 2) == 0, "ulong: sum_inscan over rev");
+	CHECK(shmem_ulong_sum_exscan(rev, rex, src, 2) == 0, "ulong: sum_exscan over rev");
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, ip[0], ip[0], 2) == 0, "ulong: sum_inscan in place");
+	CHECK(shmem_ulong_sum_exscan(SHMEM_TEAM_WORLD, ip[1], ip[1], 2) == 0, "ulong: sum_exscan in place");
+	for (int j = 0; j < 3; j++) {
+		unsigned long win = (unsigned long)0, wex = (unsigned long)0, wrin = (unsigned long)0, wrex = (unsigned long)0;
+		for (int p = 0; p < npes; p++) {
+			unsigned long v = (unsigned long)(p + 1 + j);
+			if (p <= me)
+				win = win + v;
+			if (p < me)
+				wex = wex + v;
+			if (p >= me)
+				wrin = wrin + v;
+			if (p > me)
+				wrex = wrex + v;
+		}
+		for (int k = 0; k < 2; k++) {
+			CHECK(in[k][j] == win, "ulong: sum_inscan %d element %d", k, j);
+			CHECK(ex[k][j] == wex, "ulong: sum_exscan %d element %d", k, j);
+		}
+		if (j < 2) {
+			CHECK(rin[j] == wrin, "ulong: sum_inscan over rev element %d", j);
+			CHECK(rex[j] == wrex, "ulong: sum_exscan over rev element %d", j);
+			CHECK(ip[0][j] == win, "ulong: sum_inscan in place element %d", j);
+			CHECK(ip[1][j] == wex, "ulong: sum_exscan in place element %d", j);
+		}
+	}
+}
+
+static void scan_ulonglong(void)
+{
+	static unsigned long long src[3], in[2][3], ex[2][3], rin[2], rex[2], ip[2][2];
+	for (int j = 0; j < 3; j++)
+		src[j] = (unsigned long long)(me + 1 + j);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 2; j++)
+			ip[k][j] = src[j];
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, in[0], src, 3) == 0, "ulonglong: sum_inscan");
+	CHECK(shmem_ulonglong_sum_inscan(SHMEM_TEAM_WORLD, in[1], src, 3) == 0, "ulonglong: sum_inscan");
+	CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, ex[0], src, 3) == 0, "ulonglong: sum_exscan");
+	CHECK(shmem_ulonglong_sum_exscan(SHMEM_TEAM_WORLD, ex[1], src, 3) == 0, "ulonglong: sum_exscan");
+	CHECK(shmem_sum_inscan(rev, rin, src, 2) == 0, "ulonglong: sum_inscan over rev");
+	CHECK(shmem_ulonglong_sum_exscan(rev, rex, src, 2) == 0, "ulonglong: sum_exscan over rev");
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, ip[0], ip[0], 2) == 0, "ulonglong: sum_inscan in place");
+	CHECK(shmem_ulonglong_sum_exscan(SHMEM_TEAM_WORLD, ip[1], ip[1], 2) == 0, "ulonglong: sum_exscan in place");
+	for (int j = 0; j < 3; j++) {
+		unsigned long long win = (unsigned long long)0, wex = (unsigned long long)0, wrin = (unsigned long long)0, wrex = (unsigned long long)0;
+		for (int p = 0; p < npes; p++) {
+			unsigned long long v = (unsigned long long)(p + 1 + j);
+			if (p <= me)
+				win = win + v;
+			if (p < me)
+				wex = wex + v;
+			if (p >= me)
+				wrin = wrin + v;
+			if (p > me)
+				wrex = wrex + v;
+		}
+		for (int k = 0; k < 2; k++) {
+			CHECK(in[k][j] == win, "ulonglong: sum_inscan %d element %d", k, j);
+			CHECK(ex[k][j] == wex, "ulonglong: sum_exscan %d element %d", k, j);
+		}
+		if (j < 2) {
+			CHECK(rin[j] == wrin, "ulonglong: sum_inscan over rev element %d", j);
+			CHECK(rex[j] == wrex, "ulonglong: sum_exscan over rev element %d", j);
+			CHECK(ip[0][j] == win, "ulonglong: sum_inscan in place element %d", j);
+			CHECK(ip[1][j] == wex, "ulonglong: sum_exscan in place element %d", j);
+		}
+	}
+}
+
+static void scan_int8(void)
+{
+	static int8_t src[3], in[2][3], ex[2][3], rin[2], rex[2], ip[2][2];
+	for (int j = 0; j < 3; j++)
+		src[j] = (int8_t)(me + 1 + j);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 2; j++)
+			ip[k][j] = src[j];
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, in[0], src, 3) == 0, "int8: sum_inscan");
+	CHECK(shmem_int8_sum_inscan(SHMEM_TEAM_WORLD, in[1], src, 3) == 0, "int8: sum_inscan");
+	CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, ex[0], src, 3) == 0, "int8: sum_exscan");
+	CHECK(shmem_int8_sum_exscan(SHMEM_TEAM_WORLD, ex[1], src, 3) == 0, "int8: sum_exscan");
+	CHECK(shmem_sum_inscan(rev, rin, src, 2) == 0, "int8: sum_inscan over rev");
+	CHECK(shmem_int8_sum_exscan(rev, rex, src, 2) == 0, "int8: sum_exscan over rev");
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, ip[0], ip[0], 2) == 0, "int8: sum_inscan in place");
+	CHECK(shmem_int8_sum_exscan(SHMEM_TEAM_WORLD, ip[1], ip[1], 2) == 0, "int8: sum_exscan in place");
+	for (int j = 0; j < 3; j++) {
+		int8_t win = (int8_t)0, wex = (int8_t)0, wrin = (int8_t)0, wrex = (int8_t)0;
+		for (int p = 0; p < npes; p++) {
+			int8_t v = (int8_t)(p + 1 + j);
+			if (p <= me)
+				win = win + v;
+			if (p < me)
+				wex = wex + v;
+			if (p >= me)
+				wrin = wrin + v;
+			if (p > me)
+				wrex = wrex + v;
+		}
+		for (int k = 0; k < 2; k++) {
+			CHECK(in[k][j] == win, "int8: sum_inscan %d element %d", k, j);
+			CHECK(ex[k][j] == wex, "int8: sum_exscan %d element %d", k, j);
+		}
+		if (j < 2) {
+			CHECK(rin[j] == wrin, "int8: sum_inscan over rev element %d", j);
+			CHECK(rex[j] == wrex, "int8: sum_exscan over rev element %d", j);
+			CHECK(ip[0][j] == win, "int8: sum_inscan in place element %d", j);
+			CHECK(ip[1][j] == wex, "int8: sum_exscan in place element %d", j);
+		}
+	}
+}
+
+static void scan_int16(void)
+{
+	static int16_t src[3], in[2][3], ex[2][3], rin[2], rex[2], ip[2][2];
+	for (int j = 0; j < 3; j++)
+		src[j] = (int16_t)(me + 1 + j);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 2; j++)
+			ip[k][j] = src[j];
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, in[0], src, 3) == 0, "int16: sum_inscan");
+	CHECK(shmem_int16_sum_inscan(SHMEM_TEAM_WORLD, in[1], src, 3) == 0, "int16: sum_inscan");
+	CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, ex[0], src, 3) == 0, "int16: sum_exscan");
+	CHECK(shmem_int16_sum_exscan(SHMEM_TEAM_WORLD, ex[1], src, 3) == 0, "int16: sum_exscan");
+	CHECK(shmem_sum_inscan(rev, rin, src, 2) == 0, "int16: sum_inscan over rev");
+	CHECK(shmem_int16_sum_exscan(rev, rex, src, 2) == 0, "int16: sum_exscan over rev");
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, ip[0], ip[0], 2) == 0, "int16: sum_inscan in place");
+	CHECK(shmem_int16_sum_exscan(SHMEM_TEAM_WORLD, ip[1], ip[1], 2) == 0, "int16: sum_exscan in place");
+	for (int j = 0; j < 3; j++) {
+		int16_t win = (int16_t)0, wex = (int16_t)0, wrin = (int16_t)0, wrex = (int16_t)0;
+		for (int p = 0; p < npes; p++) {
+			int16_t v = (int16_t)(p + 1 + j);
+			if (p <= me)
+				win = win + v;
+			if (p < me)
+				wex = wex + v;
+			if (p >= me)
+				wrin = wrin + v;
+			if (p > me)
+				wrex = wrex + v;
+		}
+		for (int k = 0; k < 2; k++) {
+			CHECK(in[k][j] == win, "int16: sum_inscan %d element %d", k, j);
+			CHECK(ex[k][j] == wex, "int16: sum_exscan %d element %d", k, j);
+		}
+		if (j < 2) {
+			CHECK(rin[j] == wrin, "int16: sum_inscan over rev element %d", j);
+			CHECK(rex[j] == wrex, "int16: sum_exscan over rev element %d", j);
+			CHECK(ip[0][j] == win, "int16: sum_inscan in place element %d", j);
+			CHECK(ip[1][j] == wex, "int16: sum_exscan in place element %d", j);
+		}
+	}
+}
+
+static void scan_int32(void)
+{
+	static int32_t src[3], in[2][3], ex[2][3], rin[2], rex[2], ip[2][2];
+	for (int j = 0; j < 3; j++)
+		src[j] = (int32_t)(me + 1 + j);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 2; j++)
+			ip[k][j] = src[j];
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, in[0], src, 3) == 0, "int32: sum_inscan");
+	CHECK(shmem_int32_sum_inscan(SHMEM_TEAM_WORLD, in[1], src, 3) == 0, "int32: sum_inscan");
+	CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, ex[0], src, 3) == 0, "int32: sum_exscan");
+	CHECK(shmem_int32_sum_exscan(SHMEM_TEAM_WORLD, ex[1], src, 3) == 0, "int32: sum_exscan");
+	CHECK(shmem_sum_inscan(rev, rin, src, 2) == 0, "int32: sum_inscan over rev");
+	CHECK(shmem_int32_sum_exscan(rev, rex, src, 2) == 0, "int32: sum_exscan over rev");
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, ip[0], ip[0], 2) == 0, "int32: sum_inscan in place");
+	CHECK(shmem_int32_sum_exscan(SHMEM_TEAM_WORLD, ip[1], ip[1], 2) == 0, "int32: sum_exscan in place");
+	for (int j = 0; j < 3; j++) {
+		int32_t win = (int32_t)0, wex = (int32_t)0, wrin = (int32_t)0, wrex = (int32_t)0;
+		for (int p = 0; p < npes; p++) {
+			int32_t v = (int32_t)(p + 1 + j);
+			if (p <= me)
+				win = win + v;
+			if (p < me)
+				wex = wex + v;
+			if (p >= me)
+				wrin = wrin + v;
+			if (p > me)
+				wrex = wrex + v;
+		}
+		for (int k = 0; k < 2; k++) {
+			CHECK(in[k][j] == win, "int32: sum_inscan %d element %d", k, j);
+			CHECK(ex[k][j] == wex, "int32: sum_exscan %d element %d", k, j);
+		}
+		if (j < 2) {
+			CHECK(rin[j] == wrin, "int32: sum_inscan over rev element %d", j);
+			CHECK(rex[j] == wrex, "int32: sum_exscan over rev element %d", j);
+			CHECK(ip[0][j] == win, "int32: sum_inscan in place element %d", j);
+			CHECK(ip[1][j] == wex, "int32: sum_exscan in place element %d", j);
+		}
+	}
+}
+
+static void scan_int64(void)
+{
+	static int64_t src[3], in[2][3], ex[2][3], rin[2], rex[2], ip[2][2];
+	for (int j = 0; j < 3; j++)
+		src[j] = (int64_t)(me + 1 + j);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 2; j++)
+			ip[k][j] = src[j];
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, in[0], src, 3) == 0, "int64: sum_inscan");
+	CHECK(shmem_int64_sum_inscan(SHMEM_TEAM_WORLD, in[1], src, 3) == 0, "int64: sum_inscan");
+	CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, ex[0], src, 3) == 0, "int64: sum_exscan");
+	CHECK(shmem_int64_sum_exscan(SHMEM_TEAM_WORLD, ex[1], src, 3) == 0, "int64: sum_exscan");
+	CHECK(shmem_sum_inscan(rev, rin, src, 2) == 0, "int64: sum_inscan over rev");
+	CHECK(shmem_int64_sum_exscan(rev, rex, src, 2) == 0, "int64: sum_exscan over rev");
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, ip[0], ip[0], 2) == 0, "int64: sum_inscan in place");
+	CHECK(shmem_int64_sum_exscan(SHMEM_TEAM_WORLD, ip[1], ip[1], 2) == 0, "int64: sum_exscan in place");
+	for (int j = 0; j < 3; j++) {
+		int64_t win = (int64_t)0, wex = (int64_t)0, wrin = (int64_t)0, wrex = (int64_t)0;
+		for (int p = 0; p < npes; p++) {
+			int64_t v = (int64_t)(p + 1 + j);
+			if (p <= me)
+				win = win + v;
+			if (p < me)
+				wex = wex + v;
+			if (p >= me)
+				wrin = wrin + v;
+			if (p > me)
+				wrex = wrex + v;
+		}
+		for (int k = 0; k < 2; k++) {
+			CHECK(in[k][j] == win, "int64: sum_inscan %d element %d", k, j);
+			CHECK(ex[k][j] == wex, "int64: sum_exscan %d element %d", k, j);
+		}
+		if (j < 2) {
+			CHECK(rin[j] == wrin, "int64: sum_inscan over rev element %d", j);
+			CHECK(rex[j] == wrex, "int64: sum_exscan over rev element %d", j);
+			CHECK(ip[0][j] == win, "int64: sum_inscan in place element %d", j);
+			CHECK(ip[1][j] == wex, "int64: sum_exscan in place element %d", j);
+		}
+	}
+}
+
+static void scan_uint8(void)
+{
+	static uint8_t src[3], in[2][3], ex[2][3], rin[2], rex[2], ip[2][2];
+	for (int j = 0; j < 3; j++)
+		src[j] = (uint8_t)(me + 1 + j);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 2; j++)
+			ip[k][j] = src[j];
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, in[0], src, 3) == 0, "uint8: sum_inscan");
+	CHECK(shmem_uint8_sum_inscan(SHMEM_TEAM_WORLD, in[1], src, 3) == 0, "uint8: sum_inscan");
+	CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, ex[0], src, 3) == 0, "uint8: sum_exscan");
+	CHECK(shmem_uint8_sum_exscan(SHMEM_TEAM_WORLD, ex[1], src, 3) == 0, "uint8: sum_exscan");
+	CHECK(shmem_sum_inscan(rev, rin, src, 2) == 0, "uint8: sum_inscan over rev");
+	CHECK(shmem_uint8_sum_exscan(rev, rex, src, 2) == 0, "uint8: sum_exscan over rev");
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, ip[0], ip[0], 2) == 0, "uint8: sum_inscan in place");
+	CHECK(shmem_uint8_sum_exscan(SHMEM_TEAM_WORLD, ip[1], ip[1], 2) == 0, "uint8: sum_exscan in place");
+	for (int j = 0; j < 3; j++) {
+		uint8_t win = (uint8_t)0, wex = (uint8_t)0, wrin = (uint8_t)0, wrex = (uint8_t)0;
+		for (int p = 0; p < npes; p++) {
+			uint8_t v = (uint8_t)(p + 1 + j);
+			if (p <= me)
+				win = win + v;
+			if (p < me)
+				wex = wex + v;
+			if (p >= me)
+				wrin = wrin + v;
+			if (p > me)
+				wrex = wrex + v;
+		}
+		for (int k = 0; k < 2; k++) {
+			CHECK(in[k][j] == win, "uint8: sum_inscan %d element %d", k, j);
+			CHECK(ex[k][j] == wex, "uint8: sum_exscan %d element %d", k, j);
+		}
+		if (j < 2) {
+			CHECK(rin[j] == wrin, "uint8: sum_inscan over rev element %d", j);
+			CHECK(rex[j] == wrex, "uint8: sum_exscan over rev element %d", j);
+			CHECK(ip[0][j] == win, "uint8: sum_inscan in place element %d", j);
+			CHECK(ip[1][j] == wex, "uint8: sum_exscan in place element %d", j);
+		}
+	}
+}
+
+static void scan_uint16(void)
+{
+	static uint16_t src[3], in[2][3], ex[2][3], rin[2], rex[2], ip[2][2];
+	for (int j = 0; j < 3; j++)
+		src[j] = (uint16_t)(me + 1 + j);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 2; j++)
+			ip[k][j] = src[j];
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, in[0], src, 3) == 0, "uint16: sum_inscan");
+	CHECK(shmem_uint16_sum_inscan(SHMEM_TEAM_WORLD, in[1], src, 3) == 0, "uint16: sum_inscan");
+	CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, ex[0], src, 3) == 0, "uint16: sum_exscan");
+	CHECK(shmem_uint16_sum_exscan(SHMEM_TEAM_WORLD, ex[1], src, 3) == 0, "uint16: sum_exscan");
+	CHECK(shmem_sum_inscan(rev, rin, src, 2) == 0, "uint16: sum_inscan over rev");
+	CHECK(shmem_uint16_sum_exscan(rev, rex, src, 2) == 0, "uint16: sum_exscan over rev");
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, ip[0], ip[0], 2) == 0, "uint16: sum_inscan in place");
+	CHECK(shmem_uint16_sum_exscan(SHMEM_TEAM_WORLD, ip[1], ip[1], 2) == 0, "uint16: sum_exscan in place");
+	for (int j = 0; j < 3; j++) {
+		uint16_t win = (uint16_t)0, wex = (uint16_t)0, wrin = (uint16_t)0, wrex = (uint16_t)0;
+		for (int p = 0; p < npes; p++) {
+			uint16_t v = (uint16_t)(p + 1 + j);
+			if (p <= me)
+				win = win + v;
+			if (p < me)
+				wex = wex + v;
+			if (p >= me)
+				wrin = wrin + v;
+			if (p > me)
+				wrex = wrex + v;
+		}
+		for (int k = 0; k < 2; k++) {
+			CHECK(in[k][j] == win, "uint16: sum_inscan %d element %d", k, j);
+			CHECK(ex[k][j] == wex, "uint16: sum_exscan %d element %d", k, j);
+		}
+		if (j < 2) {
+			CHECK(rin[j] == wrin, "uint16: sum_inscan over rev element %d", j);
+			CHECK(rex[j] == wrex, "uint16: sum_exscan over rev element %d", j);
+			CHECK(ip[0][j] == win, "uint16: sum_inscan in place element %d", j);
+			CHECK(ip[1][j] == wex, "uint16: sum_exscan in place element %d", j);
+		}
+	}
+}
+
+static void scan_uint32(void)
+{
+	static uint32_t src[3], in[2][3], ex[2][3], rin[2], rex[2], ip[2][2];
+	for (int j = 0; j < 3; j++)
+		src[j] = (uint32_t)(me + 1 + j);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 2; j++)
+			ip[k][j] = src[j];
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, in[0], src, 3) == 0, "uint32: sum_inscan");
+	CHECK(shmem_uint32_sum_inscan(SHMEM_TEAM_WORLD, in[1], src, 3) == 0, "uint32: sum_inscan");
+	CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, ex[0], src, 3) == 0, "uint32: sum_exscan");
+	CHECK(shmem_uint32_sum_exscan(SHMEM_TEAM_WORLD, ex[1], src, 3) == 0, "uint32: sum_exscan");
+	CHECK(shmem_sum_inscan(rev, rin, src, 2) == 0, "uint32: sum_inscan over rev");
+	CHECK(shmem_uint32_sum_exscan(rev, rex, src, 2) == 0, "uint32: sum_exscan over rev");
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, ip[0], ip[0], 2) == 0, "uint32: sum_inscan in place");
+	CHECK(shmem_uint32_sum_exscan(SHMEM_TEAM_WORLD, ip[1], ip[1], 2) == 0, "uint32: sum_exscan in place");
+	for (int j = 0; j < 3; j++) {
+		uint32_t win = (uint32_t)0, wex = (uint32_t)0, wrin = (uint32_t)0, wrex = (uint32_t)0;
+		for (int p = 0; p < npes; p++) {
+			uint32_t v = (uint32_t)(p + 1 + j);
+			if (p <= me)
+				win = win + v;
+			if (p < me)
+				wex = wex + v;
+			if (p >= me)
+				wrin = wrin + v;
+			if (p > me)
+				wrex = wrex + v;
+		}
+		for (int k = 0; k < 2; k++) {
+			CHECK(in[k][j] == win, "uint32: sum_inscan %d element %d", k, j);
+			CHECK(ex[k][j] == wex, "uint32: sum_exscan %d element %d", k, j);
+		}
+		if (j < 2) {
+			CHECK(rin[j] == wrin, "uint32: sum_inscan over rev element %d", j);
+			CHECK(rex[j] == wrex, "uint32: sum_exscan over rev element %d", j);
+			CHECK(ip[0][j] == win, "uint32: sum_inscan in place element %d", j);
+			CHECK(ip[1][j] == wex, "uint32: sum_exscan in place element %d", j);
+		}
+	}
+}
+
+static void scan_uint64(void)
+{
+	static uint64_t src[3], in[2][3], ex[2][3], rin[2], rex[2], ip[2][2];
+	for (int j = 0; j < 3; j++)
+		src[j] = (uint64_t)(me + 1 + j);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 2; j++)
+			ip[k][j] = src[j];
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, in[0], src, 3) == 0, "uint64: sum_inscan");
+	CHECK(shmem_uint64_sum_inscan(SHMEM_TEAM_WORLD, in[1], src, 3) == 0, "uint64: sum_inscan");
+	CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, ex[0], src, 3) == 0, "uint64: sum_exscan");
+	CHECK(shmem_uint64_sum_exscan(SHMEM_TEAM_WORLD, ex[1], src, 3) == 0, "uint64: sum_exscan");
+	CHECK(shmem_sum_inscan(rev, rin, src, 2) == 0, "uint64: sum_inscan over rev");
+	CHECK(shmem_uint64_sum_exscan(rev, rex, src, 2) == 0, "uint64: sum_exscan over rev");
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, ip[0], ip[0], 2) == 0, "uint64: sum_inscan in place");
+	CHECK(shmem_uint64_sum_exscan(SHMEM_TEAM_WORLD, ip[1], ip[1], 2) == 0, "uint64: sum_exscan in place");
+	for (int j = 0; j < 3; j++) {
+		uint64_t win = (uint64_t)0, wex = (uint64_t)0, wrin = (uint64_t)0, wrex = (uint64_t)0;
+		for (int p = 0; p < npes; p++) {
+			uint64_t v = (uint64_t)(p + 1 + j);
+			if (p <= me)
+				win = win + v;
+			if (p < me)
+				wex = wex + v;
+			if (p >= me)
+				wrin = wrin + v;
+			if (p > me)
+				wrex = wrex + v;
+		}
+		for (int k = 0; k < 2; k++) {
+			CHECK(in[k][j] == win, "uint64: sum_inscan %d element %d", k, j);
+			CHECK(ex[k][j] == wex, "uint64: sum_exscan %d element %d", k, j);
+		}
+		if (j < 2) {
+			CHECK(rin[j] == wrin, "uint64: sum_inscan over rev element %d", j);
+			CHECK(rex[j] == wrex, "uint64: sum_exscan over rev element %d", j);
+			CHECK(ip[0][j] == win, "uint64: sum_inscan in place element %d", j);
+			CHECK(ip[1][j] == wex, "uint64: sum_exscan in place element %d", j);
+		}
+	}
+}
+
+static void scan_size(void)
+{
+	static size_t src[3], in[2][3], ex[2][3], rin[2], rex[2], ip[2][2];
+	for (int j = 0; j < 3; j++)
+		src[j] = (size_t)(me + 1 + j);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 2; j++)
+			ip[k][j] = src[j];
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, in[0], src, 3) == 0, "size: sum_inscan");
+	CHECK(shmem_size_sum_inscan(SHMEM_TEAM_WORLD, in[1], src, 3) == 0, "size: sum_inscan");
+	CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, ex[0], src, 3) == 0, "size: sum_exscan");
+	CHECK(shmem_size_sum_exscan(SHMEM_TEAM_WORLD, ex[1], src, 3) == 0, "size: sum_exscan");
+	CHECK(shmem_sum_inscan(rev, rin, src, 2) == 0, "size: sum_inscan over rev");
+	CHECK(shmem_size_sum_exscan(rev, rex, src, 2) == 0, "size: sum_exscan over rev");
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, ip[0], ip[0], 2) == 0, "size: sum_inscan in place");
+	CHECK(shmem_size_sum_exscan(SHMEM_TEAM_WORLD, ip[1], ip[1], 2) == 0, "size: sum_exscan in place");
+	for (int j = 0; j < 3; j++) {
+		size_t win = (size_t)0, wex = (size_t)0, wrin = (size_t)0, wrex = (size_t)0;
+		for (int p = 0; p < npes; p++) {
+			size_t v = (size_t)(p + 1 + j);
+			if (p <= me)
+				win = win + v;
+			if (p < me)
+				wex = wex + v;
+			if (p >= me)
+				wrin = wrin + v;
+			if (p > me)
+				wrex = wrex + v;
+		}
+		for (int k = 0; k < 2; k++) {
+			CHECK(in[k][j] == win, "size: sum_inscan %d element %d", k, j);
+			CHECK(ex[k][j] == wex, "size: sum_exscan %d element %d", k, j);
+		}
+		if (j < 2) {
+			CHECK(rin[j] == wrin, "size: sum_inscan over rev element %d", j);
+			CHECK(rex[j] == wrex, "size: sum_exscan over rev element %d", j);
+			CHECK(ip[0][j] == win, "size: sum_inscan in place element %d", j);
+			CHECK(ip[1][j] == wex, "size: sum_exscan in place element %d", j);
+		}
+	}
+}
+
+static void scan_float(void)
+{
+	static float src[3], in[2][3], ex[2][3], rin[2], rex[2], ip[2][2];
+	for (int j = 0; j < 3; j++)
+		src[j] = (float)(me + 1 + j);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 2; j++)
+			ip[k][j] = src[j];
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, in[0], src, 3) == 0, "float: sum_inscan");
+	CHECK(shmem_float_sum_inscan(SHMEM_TEAM_WORLD, in[1], src, 3) == 0, "float: sum_inscan");
+	CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, ex[0], src, 3) == 0, "float: sum_exscan");
+	CHECK(shmem_float_sum_exscan(SHMEM_TEAM_WORLD, ex[1], src, 3) == 0, "float: sum_exscan");
+	CHECK(shmem_sum_inscan(rev, rin, src, 2) == 0, "float: sum_inscan over rev");
+	CHECK(shmem_float_sum_exscan(rev, rex, src, 2) == 0, "float: sum_exscan over rev");
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, ip[0], ip[0], 2) == 0, "float: sum_inscan in place");
+	CHECK(shmem_float_sum_exscan(SHMEM_TEAM_WORLD, ip[1], ip[1], 2) == 0, "float: sum_exscan in place");
+	for (int j = 0; j < 3; j++) {
+		float win = (float)0, wex = (float)0, wrin = (float)0, wrex = (float)0;
+		for (int p = 0; p < npes; p++) {
+			float v = (float)(p + 1 + j);
+			if (p <= me)
+				win = win + v;
+			if (p < me)
+				wex = wex + v;
+			if (p >= me)
+				wrin = wrin + v;
+			if (p > me)
+				wrex = wrex + v;
+		}
+		for (int k = 0; k < 2; k++) {
+			CHECK(in[k][j] == win, "float: sum_inscan %d element %d", k, j);
+			CHECK(ex[k][j] == wex, "float: sum_exscan %d element %d", k, j);
+		}
+		if (j < 2) {
+			CHECK(rin[j] == wrin, "float: sum_inscan over rev element %d", j);
+			CHECK(rex[j] == wrex, "float: sum_exscan over rev element %d", j);
+			CHECK(ip[0][j] == win, "float: sum_inscan in place element %d", j);
+			CHECK(ip[1][j] == wex, "float: sum_exscan in place element %d", j);
+		}
+	}
+}
+
+static void scan_double(void)
+{
+	static double src[3], in[2][3], ex[2][3], rin[2], rex[2], ip[2][2];
+	for (int j = 0; j < 3; j++)
+		src[j] = (double)(me + 1 + j);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 2; j++)
+			ip[k][j] = src[j];
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, in[0], src, 3) == 0, "double: sum_inscan");
+	CHECK(shmem_double_sum_inscan(SHMEM_TEAM_WORLD, in[1], src, 3) == 0, "double: sum_inscan");
+	CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, ex[0], src, 3) == 0, "double: sum_exscan");
+	CHECK(shmem_double_sum_exscan(SHMEM_TEAM_WORLD, ex[1], src, 3) == 0, "double: sum_exscan");
+	CHECK(shmem_sum_inscan(rev, rin, src, 2) == 0, "double: sum_inscan over rev");
+	CHECK(shmem_double_sum_exscan(rev, rex, src, 2) == 0, "double: sum_exscan over rev");
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, ip[0], ip[0], 2) == 0, "double: sum_inscan in place");
+	CHECK(shmem_double_sum_exscan(SHMEM_TEAM_WORLD, ip[1], ip[1], 2) == 0, "double: sum_exscan in place");
+	for (int j = 0; j < 3; j++) {
+		double win = (double)0, wex = (double)0, wrin = (double)0, wrex = (double)0;
+		for (int p = 0; p < npes; p++) {
+			double v = (double)(p + 1 + j);
+			if (p <= me)
+				win = win + v;
+			if (p < me)
+				wex = wex + v;
+			if (p >= me)
+				wrin = wrin + v;
+			if (p > me)
+				wrex = wrex + v;
+		}
+		for (int k = 0; k < 2; k++) {
+			CHECK(in[k][j] == win, "double: sum_inscan %d element %d", k, j);
+			CHECK(ex[k][j] == wex, "double: sum_exscan %d element %d", k, j);
+		}
+		if (j < 2) {
+			CHECK(rin[j] == wrin, "double: sum_inscan over rev element %d", j);
+			CHECK(rex[j] == wrex, "double: sum_exscan over rev element %d", j);
+			CHECK(ip[0][j] == win, "double: sum_inscan in place element %d", j);
+			CHECK(ip[1][j] == wex, "double: sum_exscan in place element %d", j);
+		}
+	}
+}
+
+static void scan_longdouble(void)
+{
+	static long double src[3], in[2][3], ex[2][3], rin[2], rex[2], ip[2][2];
+	for (int j = 0; j < 3; j++)
+		src[j] = (long double)(me + 1 + j);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 2; j++)
+			ip[k][j] = src[j];
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, in[0], src, 3) == 0, "longdouble: sum_inscan");
+	CHECK(shmem_longdouble_sum_inscan(SHMEM_TEAM_WORLD, in[1], src, 3) == 0, "longdouble: sum_inscan");
+	CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, ex[0], src, 3) == 0, "longdouble: sum_exscan");
+	CHECK(shmem_longdouble_sum_exscan(SHMEM_TEAM_WORLD, ex[1], src, 3) == 0, "longdouble: sum_exscan");
+	CHECK(shmem_sum_inscan(rev, rin, src, 2) == 0, "longdouble: sum_inscan over rev");
+	CHECK(shmem_longdouble_sum_exscan(rev, rex, src, 2) == 0, "longdouble: sum_exscan over rev");
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, ip[0], ip[0], 2) == 0, "longdouble: sum_inscan in place");
+	CHECK(shmem_longdouble_sum_exscan(SHMEM_TEAM_WORLD, ip[1], ip[1], 2) == 0, "longdouble: sum_exscan in place");
+	for (int j = 0; j < 3; j++) {
+		long double win = (long double)0, wex = (long double)0, wrin = (long double)0, wrex = (long double)0;
+		for (int p = 0; p < npes; p++) {
+			long double v = (long double)(p + 1 + j);
+			if (p <= me)
+				win = win + v;
+			if (p < me)
+				wex = wex + v;
+			if (p >= me)
+				wrin = wrin + v;
+			if (p > me)
+				wrex = wrex + v;
+		}
+		for (int k = 0; k < 2; k++) {
+			CHECK(in[k][j] == win, "longdouble: sum_inscan %d element %d", k, j);
+			CHECK(ex[k][j] == wex, "longdouble: sum_exscan %d element %d", k, j);
+		}
+		if (j < 2) {
+			CHECK(rin[j] == wrin, "longdouble: sum_inscan over rev element %d", j);
+			CHECK(rex[j] == wrex, "longdouble: sum_exscan over rev element %d", j);
+			CHECK(ip[0][j] == win, "longdouble: sum_inscan in place element %d", j);
+			CHECK(ip[1][j] == wex, "longdouble: sum_exscan in place element %d", j);
+		}
+	}
+}
+
+static void scan_complexd(void)
+{
+	static double _Complex src[3], in[2][3], ex[2][3], rin[2], rex[2], ip[2][2];
+	for (int j = 0; j < 3; j++)
+		src[j] = (double _Complex)(me + 1 + j);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 2; j++)
+			ip[k][j] = src[j];
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, in[0], src, 3) == 0, "complexd: sum_inscan");
+	CHECK(shmem_complexd_sum_inscan(SHMEM_TEAM_WORLD, in[1], src, 3) == 0, "complexd: sum_inscan");
+	CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, ex[0], src, 3) == 0, "complexd: sum_exscan");
+	CHECK(shmem_complexd_sum_exscan(SHMEM_TEAM_WORLD, ex[1], src, 3) == 0, "complexd: sum_exscan");
+	CHECK(shmem_sum_inscan(rev, rin, src, 2) == 0, "complexd: sum_inscan over rev");
+	CHECK(shmem_complexd_sum_exscan(rev, rex, src, 2) == 0, "complexd: sum_exscan over rev");
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, ip[0], ip[0], 2) == 0, "complexd: sum_inscan in place");
+	CHECK(shmem_complexd_sum_exscan(SHMEM_TEAM_WORLD, ip[1], ip[1], 2) == 0, "complexd: sum_exscan in place");
+	for (int j = 0; j < 3; j++) {
+		double _Complex win = (double _Complex)0, wex = (double _Complex)0, wrin = (double _Complex)0, wrex = (double _Complex)0;
+		for (int p = 0; p < npes; p++) {
+			double _Complex v = (double _Complex)(p + 1 + j);
+			if (p <= me)
+				win = win + v;
+			if (p < me)
+				wex = wex + v;
+			if (p >= me)
+				wrin = wrin + v;
+			if (p > me)
+				wrex = wrex + v;
+		}
+		for (int k = 0; k < 2; k++) {
+			CHECK(in[k][j] == win, "complexd: sum_inscan %d element %d", k, j);
+			CHECK(ex[k][j] == wex, "complexd: sum_exscan %d element %d", k, j);
+		}
+		if (j < 2) {
+			CHECK(rin[j] == wrin, "complexd: sum_inscan over rev element %d", j);
+			CHECK(rex[j] == wrex, "complexd: sum_exscan over rev element %d", j);
+			CHECK(ip[0][j] == win, "complexd: sum_inscan in place element %d", j);
+			CHECK(ip[1][j] == wex, "complexd: sum_exscan in place element %d", j);
+		}
+	}
+}
+
+static void scan_complexf(void)
+{
+	static float _Complex src[3], in[2][3], ex[2][3], rin[2], rex[2], ip[2][2];
+	for (int j = 0; j < 3; j++)
+		src[j] = (float _Complex)(me + 1 + j);
+	for (int k = 0; k < 2; k++)
+		for (int j = 0; j < 2; j++)
+			ip[k][j] = src[j];
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, in[0], src, 3) == 0, "complexf: sum_inscan");
+	CHECK(shmem_complexf_sum_inscan(SHMEM_TEAM_WORLD, in[1], src, 3) == 0, "complexf: sum_inscan");
+	CHECK(shmem_sum_exscan(SHMEM_TEAM_WORLD, ex[0], src, 3) == 0, "complexf: sum_exscan");
+	CHECK(shmem_complexf_sum_exscan(SHMEM_TEAM_WORLD, ex[1], src, 3) == 0, "complexf: sum_exscan");
+	CHECK(shmem_sum_inscan(rev, rin, src, 2) == 0, "complexf: sum_inscan over rev");
+	CHECK(shmem_complexf_sum_exscan(rev, rex, src, 2) == 0, "complexf: sum_exscan over rev");
+	CHECK(shmem_sum_inscan(SHMEM_TEAM_WORLD, ip[0], ip[0], 2) == 0, "complexf: sum_inscan in place");
+	CHECK(shmem_complexf_sum_exscan(SHMEM_TEAM_WORLD, ip[1], ip[1], 2) == 0, "complexf: sum_exscan in place");
+	for (int j = 0; j < 3; j++) {
+		float _Complex win = (float _Complex)0, wex = (float _Complex)0, wrin = (float _Complex)0, wrex = (float _Complex)0;
+		for (int p = 0; p < npes; p++) {
+			float _Complex v = (float _Complex)(p + 1 + j);
+			if (p <= me)
+				win = win + v;
+			if (p < me)
+				wex = wex + v;
+			if (p >= me)
+				wrin = wrin + v;
+			if (p > me)
+				wrex = wrex + v;
+		}
+		for (int k = 0; k < 2; k++) {
+			CHECK(in[k][j] == win, "complexf: sum_inscan %d element %d", k, j);
+			CHECK(ex[k][j] == wex, "complexf: sum_exscan %d element %d", k, j);
+		}
+		if (j < 2) {
+			CHECK(rin[j] == wrin, "complexf: sum_inscan over rev element %d", j);
+			CHECK(rex[j] == wrex, "complexf: sum_exscan over rev element %d", j);
+			CHECK(ip[0][j] == win, "complexf: sum_inscan in place element %d", j);
+			CHECK(ip[1][j] == wex, "complexf: sum_exscan in place element %d", j);
+		}
+	}
+}
+
 static void old_amo_int(void)
 {
 	static int x[10];
@@ -7455,6 +8548,11 @@ int main(void)
 			printf("t_tables: needs at most %d PEs, has %d\n", MAXPE, npes);
 		shmem_finalize();
 		return 1;
+	}
+	if (shmem_team_split_strided(SHMEM_TEAM_WORLD, npes - 1, -1, npes, NULL, 0, &rev) != 0 ||
+	    shmem_team_my_pe(rev) != npes - 1 - me) {
+		printf("t_tables: PE %d: the reversed team (split of stride -1) is wrong\n", me);
+		shmem_global_exit(1);
 	}
 	rma_float();
 	rma_double();
@@ -7749,6 +8847,32 @@ int main(void)
 	to_all_prod_longdouble();
 	to_all_prod_complexd();
 	to_all_prod_complexf();
+	scan_char();
+	scan_schar();
+	scan_short();
+	scan_int();
+	scan_long();
+	scan_longlong();
+	scan_ptrdiff();
+	scan_uchar();
+	scan_ushort();
+	scan_uint();
+	scan_ulong();
+	scan_ulonglong();
+	scan_int8();
+	scan_int16();
+	scan_int32();
+	scan_int64();
+	scan_uint8();
+	scan_uint16();
+	scan_uint32();
+	scan_uint64();
+	scan_size();
+	scan_float();
+	scan_double();
+	scan_longdouble();
+	scan_complexd();
+	scan_complexf();
 	old_amo_int();
 	old_amo_long();
 	old_amo_longlong();
@@ -7761,7 +8885,8 @@ int main(void)
 	old_wait_int();
 	old_wait_long();
 	old_wait_longlong();
+	shmem_team_destroy(rev);
 	if (me == 0)
-		printf("t_tables: 305 (routine, type) rows\n");
+		printf("t_tables: 331 (routine, type) rows\n");
 	DONE("t_tables");
 }
