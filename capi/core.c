@@ -270,6 +270,8 @@ void *shmem_ptr(const void *dest, int pe)
 
 void *shmem_team_ptr(shmem_team_t team, const void *dest, int pe)
 {
+	if (team == SHMEM_TEAM_INVALID)
+		return NULL; /* OpenSHMEM 1.6, shmem_team_ptr.tex */
 	int w = shmemi_team_world_pe(team, pe, "shmem_team_ptr");
 	return w < 0 ? NULL : shmem_ptr(dest, w);
 }
