@@ -99,7 +99,7 @@ run() { # run NAME NP ALLOC ARGS...: the job's exit status
 	job SYMHEAP_ALLOCATOR="$alloc" -- -n "$np" "$OUT/$name" "$@"
 }
 
-for t in t_rma t_amo t_sync t_coll t_mem t_thread t_tables t_zero t_any t_rma_static t_sync_nopie; do
+for t in t_rma t_amo t_sync t_coll t_mem t_thread t_tables t_zero t_any t_v16 t_rma_static t_sync_nopie; do
 	want suites || break
 	[ -x "$OUT/$t" ] || continue
 	for alloc in "" buddy; do
