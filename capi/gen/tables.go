@@ -2,7 +2,8 @@ package main
 
 // The type tables of OpenSHMEM 1.5, row for row as the specification
 // has them (content/*.tex of github.com/openshmem-org/specification at
-// tag v1.5; each table below names its label there): each typed family is
+// tag v1.5, unchanged at v1.6 but for the scans' table, which 1.6 adds;
+// each table below names its label there): each typed family is
 // generated for the types of its table, and its C11 generic name selects
 // every row of it.
 
