@@ -931,3 +931,51 @@ void shmemi_set_alltoalls(void *dest, const void *src, ptrdiff_t dst, ptrdiff_t 
 	alltoalls(&g, dest, src, dst, sst, nelems, size, op);
 	call_leave(&g);
 }
+
+/* ---- scans (OpenSHMEM 1.6) ---- */
+
+/*
+ * shmemi_team_scan: shmem_sum_inscan and shmem_sum_exscan
+ * (shmem_scan.tex). As a reduction (the top): a sync, so that every
+ * member's source is ready (the specification does not ask the caller to
+ * synchronise first) and every destination free; then each member folds
+ * the sources of the ranks before it, read directly from their
+ * partitions, in rank order (ranks 0 to i, or 0 to i-1 for the exclusive
+ * scan, whose rank 0 gets zero: all bits clear, which is 0 and +0.0 for
+ * every type of the table); a sync, after which no member reads a
+ * source; and the copy into dest, which may be the source itself ("in
+ * place"). Published as a call of its own kind (internal/calls), so that
+ * a scan met by a reduction on another PE is reported as a divergence.
+ */
+int shmemi_team_scan(shmem_team_t team, void *dest, const void *src, size_t n, size_t size,
+		     shmemi_combine_fn combine, int exclusive, const char *op)
+{
+	struct group g;
+	team_group(team, &g, op);
+	if (size && n > SIZE_MAX / size)
+		shmemi_fatal(op, "%zu elements overflow", n);
+	size_t bytes = n * size;
+	(void)shmemi_addr(dest, bytes, shmemi_L.me, op);
+	(void)shmemi_addr(src, bytes, shmemi_L.me, op);
+	call_enter(&g, SHMEMI_CALL_SCAN);
+	char stackbuf[512];
+	char *acc = bytes <= sizeof stackbuf ? stackbuf : malloc(bytes);
+	if (acc == NULL)
+		shmemi_fatal(op, "out of memory for %zu bytes", bytes);
+	gsync(&g, op);
+	int upto = exclusive ? g.rank : g.rank + 1; /* the ranks whose sources count */
+	if (bytes > 0) {
+		if (upto == 0)
+			memset(acc, 0, bytes);
+		else
+			memcpy(acc, shmemi_addr(src, bytes, gpe(&g, 0), op), bytes);
+		for (int r = 1; r < upto; r++)
+			combine(acc, shmemi_addr(src, bytes, gpe(&g, r), op), n);
+	}
+	gsync(&g, op);
+	shmemi_memcpy(dest, acc, bytes);
+	if (acc != stackbuf)
+		free(acc);
+	call_leave(&g);
+	return 0;
+}

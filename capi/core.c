@@ -97,19 +97,37 @@ void shmemi_static_finalize(void); /* static.c */
 void shmemi_symalloc_finalize(void); /* symalloc.c */
 void shmemi_teams_init(void);     /* coll.c */
 
+/*
+ * The initialisation calls made and not yet matched by a shmem_finalize
+ * (OpenSHMEM 1.6, shmem_init.tex: init may be called more than once, each
+ * call matched by a finalize; only the last finalize finalises). The
+ * threads of a PE may make these calls, hence the atomics; the first
+ * initialisation and the last finalisation are the program's to order
+ * against the others, as the specification asks.
+ */
+static int shmemi_inits;
+
 static void shmemi_atexit(void)
 {
 	/* A program that returns from main without shmem_finalize leaves
-	 * the job as if it had called it. */
-	if (shmemi_L.initialized && !shmemi_L.finalized)
+	 * the job as if it had called it: as if it had made every call
+	 * still owed, so this one is the last. */
+	if (shmemi_L.initialized && !shmemi_L.finalized) {
+		__atomic_store_n(&shmemi_inits, 1, __ATOMIC_SEQ_CST);
 		shmem_finalize();
+	}
 }
 
 static int shmemi_init(int requested, int *provided, const char *op)
 {
 	if (shmemi_L.finalized)
-		shmemi_fatal(op, "called after shmem_finalize: a process joins a job once");
+		shmemi_fatal(op, "called after the last shmem_finalize: symheap joins a process to its job once "
+				 "(OpenSHMEM 1.6 allows initialising again after finalising; symheap does not: "
+				 "make one more shmem_init before the last shmem_finalize instead)");
 	if (shmemi_L.initialized) {
+		/* A later call: counted, to be matched by a finalize; the
+		 * thread level stays the one the first call set. */
+		__atomic_fetch_add(&shmemi_inits, 1, __ATOMIC_SEQ_CST);
 		if (provided)
 			*provided = shmemi_L.thread_level;
 		return 0;
@@ -123,6 +141,7 @@ static int shmemi_init(int requested, int *provided, const char *op)
 		exit(1);
 	}
 	shmemi_L.thread_level = requested;
+	__atomic_store_n(&shmemi_inits, 1, __ATOMIC_SEQ_CST);
 	shmemi_L.initialized = 1;
 	shmemi_teams_init();
 	if (shmemi_static_init() != 0)
@@ -156,16 +175,32 @@ int shmem_init_thread(int requested, int *provided)
 	return shmemi_init(requested, provided, "shmem_init_thread");
 }
 
+/* shmem_query_thread may be called at any time (OpenSHMEM 1.6): before
+ * the first initialisation it answers the level shmem_init grants here,
+ * after the last finalisation the level the library had. */
 void shmem_query_thread(int *provided)
 {
-	shmemi_need_init("shmem_query_thread");
-	*provided = shmemi_L.thread_level;
+	*provided = shmemi_L.initialized ? shmemi_L.thread_level : SHMEM_THREAD_MULTIPLE;
+}
+
+/* shmem_query_initialized (OpenSHMEM 1.6): nonzero between the first
+ * initialisation and the finalize that matches the last one; may be
+ * called at any time. */
+void shmem_query_initialized(int *initialized)
+{
+	*initialized = shmemi_L.initialized && !shmemi_L.finalized;
 }
 
 void shmem_finalize(void)
 {
 	if (!shmemi_L.initialized || shmemi_L.finalized)
 		return;
+	/* Not the last: a barrier of every PE, as OpenSHMEM 1.6 asks of
+	 * such a call, and nothing is released. */
+	if (__atomic_sub_fetch(&shmemi_inits, 1, __ATOMIC_SEQ_CST) > 0) {
+		shmem_barrier_all();
+		return;
+	}
 	shmemi_quiet();
 	char err[2048];
 	shmemi_flush();
@@ -235,6 +270,8 @@ void *shmem_ptr(const void *dest, int pe)
 
 void *shmem_team_ptr(shmem_team_t team, const void *dest, int pe)
 {
+	if (team == SHMEM_TEAM_INVALID)
+		return NULL; /* OpenSHMEM 1.6, shmem_team_ptr.tex */
 	int w = shmemi_team_world_pe(team, pe, "shmem_team_ptr");
 	return w < 0 ? NULL : shmem_ptr(dest, w);
 }
@@ -275,6 +312,42 @@ void shmem_ctx_fence(shmem_ctx_t ctx)
 {
 	if (ctx != SHMEM_CTX_INVALID)
 		shmemi_quiet();
+}
+
+/*
+ * shmem_pe_quiet (OpenSHMEM 1.6): completion of the operations to some
+ * PEs only. Every put and AMO here is a store into coherent memory that
+ * is complete once made; what quiet adds (the fences, waking sleepers) is
+ * not per PE, so this is quiet itself, once the PEs are checked, as the
+ * specification's note allows ("might be equivalent to shmem_quiet").
+ * The PE numbers are the world's, as every context operation's here
+ * (docs/c.md).
+ */
+static void pe_quiet(const int *target_pes, size_t npes, const char *op)
+{
+	if (npes == 0)
+		return; /* target_pes is ignored, and may be NULL */
+	shmemi_need_init(op);
+	if (target_pes == NULL)
+		shmemi_fatal(op, "target_pes is NULL with npes %zu", npes);
+	for (size_t i = 0; i < npes; i++)
+		if ((unsigned)target_pes[i] >= (unsigned)shmemi_L.npes)
+			shmemi_fatal(op, "target_pes[%zu]: PE %d does not exist (the job has %d PEs, 0 to %d)", i,
+				     target_pes[i], shmemi_L.npes, shmemi_L.npes - 1);
+	shmemi_quiet();
+}
+
+void shmem_pe_quiet(const int *target_pes, size_t npes)
+{
+	pe_quiet(target_pes, npes, "shmem_pe_quiet");
+}
+
+void shmem_ctx_pe_quiet(shmem_ctx_t ctx, const int *target_pes, size_t npes)
+{
+	if (ctx == SHMEM_CTX_INVALID)
+		return; /* as shmem_ctx_quiet */
+	shmemi_ctx_check(ctx, "shmem_ctx_pe_quiet");
+	pe_quiet(target_pes, npes, "shmem_ctx_pe_quiet");
 }
 
 void shmemi_world_barrier(const char *op); /* coll.c */
@@ -467,11 +540,64 @@ int shmem_ctx_get_team(shmem_ctx_t ctx, shmem_team_t *team)
 	return 0;
 }
 
+/* ---- sessions (OpenSHMEM 1.6) ---- */
+
+/*
+ * A session is a hint that a run of operations on a context may be
+ * batched. Here every put and AMO is a store into coherent memory, made
+ * when it is called, so there is nothing to batch: start and stop record
+ * the session (options or'ed by each start, total_ops replaced when
+ * masked in, as the specification says) and change no result, as it
+ * requires. SHMEM_CTX_DEFAULT is a constant handle; its session lives
+ * here.
+ */
+static struct shmemi_session shmemi_default_session;
+
+static struct shmemi_session *session_of(shmem_ctx_t ctx, const char *op)
+{
+	if (ctx == SHMEM_CTX_DEFAULT)
+		return &shmemi_default_session;
+	shmemi_ctx_check(ctx, op);
+	return &ctx->session;
+}
+
+void shmem_ctx_session_start(shmem_ctx_t ctx, long options, const shmem_ctx_session_config_t *config,
+			     long config_mask)
+{
+	const char *op = "shmem_ctx_session_start";
+	if (ctx == SHMEM_CTX_INVALID)
+		return; /* "performs no action and returns immediately" */
+	shmemi_need_init(op);
+	struct shmemi_session *s = session_of(ctx, op);
+	if ((config_mask & SHMEM_CTX_SESSION_TOTAL_OPS) && config == NULL)
+		shmemi_fatal(op, "config is NULL, but config_mask asks for its total_ops");
+	/* A session already started keeps its options and adds these. */
+	if (!__atomic_exchange_n(&s->started, 1, __ATOMIC_SEQ_CST)) {
+		__atomic_store_n(&s->options, 0, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&s->total_ops, SIZE_MAX, __ATOMIC_SEQ_CST);
+	}
+	__atomic_fetch_or(&s->options, options, __ATOMIC_SEQ_CST);
+	if (config_mask & SHMEM_CTX_SESSION_TOTAL_OPS)
+		__atomic_store_n(&s->total_ops, config->total_ops, __ATOMIC_SEQ_CST);
+}
+
+void shmem_ctx_session_stop(shmem_ctx_t ctx)
+{
+	const char *op = "shmem_ctx_session_stop";
+	if (ctx == SHMEM_CTX_INVALID)
+		return;
+	shmemi_need_init(op);
+	/* Stopping a stopped session has no effect. */
+	__atomic_store_n(&session_of(ctx, op)->started, 0, __ATOMIC_SEQ_CST);
+}
+
 /* ---- deprecated names ---- */
 
 void start_pes(int npes)
 {
 	(void)npes; /* the launcher sets the number of PEs */
+	if (shmemi_L.initialized && !shmemi_L.finalized)
+		return; /* a later start_pes is a no-op, not an initialisation to match (shmem_init.tex) */
 	shmemi_init(SHMEM_THREAD_SINGLE, NULL, "start_pes");
 }
 

@@ -444,6 +444,20 @@ static inline void shmemi_put_signal(void *dst, const void *src, size_t n, uint6
 	shmemi_amo_done(pe);
 }
 
+/* A signal update without data (shmem_signal_add, shmem_signal_set of
+ * OpenSHMEM 1.6): the update of put with signal alone, an AMO on the
+ * signal word (seq-cst: a full fence, so that the puts before it are seen
+ * first), then the wake-up step. */
+static inline void shmemi_signal_update(uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, const char *op)
+{
+	uint64_t *s = shmemi_amo_addr(sig_addr, sizeof(uint64_t), pe, op);
+	if (sig_op == SHMEM_SIGNAL_SET)
+		__atomic_store_n(s, signal, __ATOMIC_SEQ_CST);
+	else
+		__atomic_fetch_add(s, signal, __ATOMIC_SEQ_CST);
+	shmemi_amo_done(pe);
+}
+
 /* Waits (wait.c). A comparison on an integer of size 2, 4 or 8 bytes,
  * signed or not. */
 struct shmemi_cmp {
@@ -477,6 +491,10 @@ int shmemi_team_broadcast(shmem_team_t team, void *dest, const void *src, size_t
 int shmemi_team_collect(shmem_team_t team, void *dest, const void *src, size_t n, int fixed, const char *op);
 int shmemi_team_alltoalls(shmem_team_t team, void *dest, const void *src, ptrdiff_t dst, ptrdiff_t sst,
 			  size_t nelems, size_t size, const char *op);
+/* The scans of OpenSHMEM 1.6: dest on team rank i gets the combination of
+ * the sources of ranks 0 to i (exclusive: 0 to i-1, zero on rank 0). */
+int shmemi_team_scan(shmem_team_t team, void *dest, const void *src, size_t n, size_t size,
+		     shmemi_combine_fn combine, int exclusive, const char *op);
 void shmemi_set_broadcast(void *dest, const void *src, size_t n, int root, int start, int logstride,
 			  int size, long *pSync, const char *op);
 void shmemi_set_collect(void *dest, const void *src, size_t n, int fixed, int start, int logstride, int size,
@@ -490,6 +508,14 @@ struct shmemi_ctx {
 	shmem_team_t team;
 	long options;
 	int valid;
+	/* Its session (OpenSHMEM 1.6; core.c): hints that change nothing
+	 * here, kept so that a start adds to the options of a started
+	 * session as the specification says. */
+	struct shmemi_session {
+		long options;     /* SHMEM_CTX_SESSION_*, or'ed by each start */
+		size_t total_ops; /* the hint; SIZE_MAX by default */
+		int started;
+	} session;
 };
 
 static inline void shmemi_ctx_check(shmem_ctx_t ctx, const char *op)

@@ -27,6 +27,7 @@
 #define SHMEMI_CALL_ALLTOALLS 16 /* AllToAlls */
 #define SHMEMI_CALL_CLOSE 17 /* Close */
 #define SHMEMI_CALL_CLOSE_LEFT 18 /* Close (left) */
+#define SHMEMI_CALL_SCAN 19 /* Scan */
 
 #define SHMEMI_CALL_NUM_MASK ((UINT64_C(1) << 40) - 1)
 #define SHMEMI_CALL_TEAM_SHIFT 40

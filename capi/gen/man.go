@@ -317,8 +317,8 @@ func (f *family) page(generic bool) *manpage.Page {
 		summary = strings.Join(sections, "; ")
 	}
 	desc := []string{
-		fmt.Sprintf("The %s routine%s of OpenSHMEM 1.5 as libsymheap implements %s, declared in <%s> (its part \"%s\"). "+
-			"Semantics are those of the OpenSHMEM 1.5 specification; docs/c.md of symheap says what runs in C and what calls into its Go runtime.",
+		fmt.Sprintf("The %s routine%s of OpenSHMEM 1.6 as libsymheap implements %s, declared in <%s> (its part \"%s\"). "+
+			"Semantics are those of the OpenSHMEM 1.6 specification; docs/c.md of symheap says what runs in C and what calls into its Go runtime.",
 			f.name, plural(len(f.members) > 1, "s"), plural(len(f.members) > 1, "them", "it"), header, strings.Join(sections, "; ")),
 		"Build programs with symcc(1) (or pkg-config --cflags --libs symheap) and run them with shrun(1).",
 	}
@@ -392,6 +392,15 @@ var summaries = map[string]string{
 	"shmem_put_signal_nbi":      "copy data to a remote PE, then update a signal there, complete at the next quiet",
 	"shmem_signal_fetch":        "read a local signal word",
 	"shmem_signal_wait_until":   "wait until a local signal word satisfies a comparison",
+	"shmem_signal_add":          "add to a signal word on a remote PE",
+	"shmem_signal_set":          "write a signal word on a remote PE",
+	"shmem_pe_quiet":            "complete the outstanding operations to some PEs",
+	"shmem_ctx_session_start":   "start a session of a context: a hint that its operations may be batched",
+	"shmem_ctx_session_stop":    "stop a context's session",
+	"shmem_query_initialized":   "whether the library is initialised",
+	"shmem_team_ptr":            "a direct pointer to a symmetric object on a PE of a team",
+	"shmem_sum_inscan":          "inclusive prefix sums of arrays across the PEs of a team",
+	"shmem_sum_exscan":          "exclusive prefix sums of arrays across the PEs of a team",
 	"shmem_atomic_fetch":        "atomically read a remote object",
 	"shmem_atomic_set":          "atomically write a remote object",
 	"shmem_atomic_swap":         "atomically swap a remote object",

@@ -2,7 +2,8 @@ package main
 
 // The type tables of OpenSHMEM 1.5, row for row as the specification
 // has them (content/*.tex of github.com/openshmem-org/specification at
-// tag v1.5; each table below names its label there): each typed family is
+// tag v1.5, unchanged at v1.6 but for the scans' table, which 1.6 adds;
+// each table below names its label there): each typed family is
 // generated for the types of its table, and its C11 generic name selects
 // every row of it.
 
@@ -103,6 +104,10 @@ var (
 		"uint", "ulong", "ulonglong", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
 		"uint64", "size", "float", "double", "longdouble")
 	arithRedTypes = append(append([]typ(nil), cmpRedTypes...), types("complexd", "complexf")...)
+	// The scans of OpenSHMEM 1.6 (shmem_scan.tex at tag v1.6:
+	// shmem_sum_inscan, shmem_sum_exscan): "the integer, real, or
+	// complex types supported for the SUM operation" of teamreducetypes.
+	scanTypes = arithRedTypes
 
 	// The active-set reductions of OpenSHMEM 1.4 (deprecated), *_to_all
 	// (asetreducetypes).

@@ -99,7 +99,7 @@ run() { # run NAME NP ALLOC ARGS...: the job's exit status
 	job SYMHEAP_ALLOCATOR="$alloc" -- -n "$np" "$OUT/$name" "$@"
 }
 
-for t in t_rma t_amo t_sync t_coll t_mem t_thread t_tables t_zero t_any t_rma_static t_sync_nopie; do
+for t in t_rma t_amo t_sync t_coll t_mem t_thread t_tables t_zero t_any t_v16 t_rma_static t_sync_nopie; do
 	want suites || break
 	[ -x "$OUT/$t" ] || continue
 	for alloc in "" buddy; do
@@ -168,6 +168,7 @@ expect noinit 2 1 'symheap: shmem_long_p: called before shmem_init'
 expect doublefree 2 1 'symheap: Free: tlsf: free of offset 0x[0-9a-f]+: not a live block \(double free'
 expect diverge 2 1 'symheap: collective allocation diverged: PE [01] call #[0-9]+ Free\(offset 0x[0-9a-f]+\); but PE [01] call #[0-9]+ Free\(offset 0x[0-9a-f]+\): PEs made different'
 expect mallocbarrier 3 1 '(Barrier \(call #[0-9]+\) on PE [12] met Malloc of 64 B|Malloc of 64 B \(call #[0-9]+\) on PE 0 met Barrier) \(call #[0-9]+\) on PE [0-2]: PEs made different collective calls'
+expect reinit 2 1 'symheap: shmem_init: called after the last shmem_finalize: symheap joins a process to its job once'
 expect gexit0 3 0 ''
 expect nofinalize 2 0 ''
 expect gexit 3 3 ''

@@ -66,6 +66,12 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(c, "gexit0") == 0 && me == n - 1)
 		shmem_global_exit(0);
+	if (strcmp(c, "reinit") == 0) {
+		/* OpenSHMEM 1.6 allows it; symheap says it does not. */
+		shmem_finalize();
+		shmem_init();
+		return 0;
+	}
 	if (strcmp(c, "nofinalize") == 0)
 		return 0; /* exits without shmem_finalize: left at exit */
 	shmem_barrier_all();

@@ -13,7 +13,7 @@ int main(void)
 	char name[SHMEM_MAX_NAME_LEN];
 	shmem_info_get_version(&major, &minor);
 	shmem_info_get_name(name);
-	CHECK(major == 1 && minor == 5, "version %d.%d", major, minor);
+	CHECK(major == 1 && minor == 6, "version %d.%d", major, minor);
 	CHECK(strcmp(name, "symheap") == 0, "name %s", name);
 	int level;
 	shmem_query_thread(&level);

@@ -97,13 +97,15 @@ const (
 	AllToAlls
 	Close
 	Left
+	Scan // the C library's shmem_sum_inscan and shmem_sum_exscan (OpenSHMEM 1.6)
 	numKinds
 )
 
 var names = [numKinds]string{None: "no call", Barrier: "Barrier", Sync: "Sync", Malloc: "Malloc", Calloc: "Calloc",
 	Align: "Align", MallocWithHints: "MallocWithHints", Realloc: "Realloc", Free: "Free", Split: "Split",
 	Destroy: "Destroy", Broadcast: "Broadcast", Reduce: "Reduce", FCollect: "FCollect", Collect: "Collect",
-	AllToAll: "AllToAll", AllToAlls: "AllToAlls", Close: "Close", Left: "Close (left)"}
+	AllToAll: "AllToAll", AllToAlls: "AllToAlls", Close: "Close", Left: "Close (left)",
+	Scan: "Scan"}
 
 func (k Kind) String() string {
 	if k < numKinds {
