@@ -518,28 +518,7 @@ func (l *Layer) Isend(buf []byte, dest, tag int) (*Request, error) {
 // Recv receives a message from PE source (or AnySource) with tag (or
 // AnyTag) into buf.
 func (l *Layer) Recv(buf []byte, source, tag int) (Status, error) {
-	if err := l.recvArgs(source, tag, "Recv"); err != nil {
-		return Status{}, err
-	}
-	l.lock.Lock()
-	if res, ok := l.recvFast(buf, source, tag); ok {
-		l.lock.Unlock() // recvFast queues no bounce work
-		return res, nil
-	}
-	r := l.newRequest(true, false, buf, source, tag)
-	l.postRecv(r)
-	if l.bouncing() {
-		l.flushBounce()
-	}
-	if r.over() {
-		res, err := r.finish()
-		l.unlock()
-		return res, err
-	}
-	// Still holding the lock: spin keeps it while it polls, starting
-	// with a look at the rings and boxes (postRecv has just made
-	// progress).
-	return r.waitLocked(1, nil)
+	return l.RecvStop(buf, source, tag, nil)
 }
 
 // isend validates and starts a send. For a blocking call it returns a nil

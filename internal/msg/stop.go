@@ -27,7 +27,8 @@ import (
 // A wait whose request is done when stop is found ended returns the
 // request's result (shmsync.Lost re-tests the condition).
 
-// RecvStop is Recv that stop can end (see above).
+// RecvStop is Recv that stop can end (see above); Recv is RecvStop with
+// a nil stop.
 func (l *Layer) RecvStop(buf []byte, source, tag int, stop func() error) (Status, error) {
 	if err := l.recvArgs(source, tag, "Recv"); err != nil {
 		return Status{}, err
@@ -46,6 +47,12 @@ func (l *Layer) RecvStop(buf []byte, source, tag int, stop func() error) (Status
 		res, err := r.finish()
 		l.unlock()
 		return res, err
+	}
+	if stop == nil {
+		// Still holding the lock: spin keeps it while it polls, starting
+		// with a look at the rings and boxes (postRecv has just made
+		// progress).
+		return r.waitLocked(1, nil)
 	}
 	if err := stop(); err != nil {
 		return l.withdraw(r, err)

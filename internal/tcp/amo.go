@@ -2,7 +2,6 @@ package tcp
 
 import (
 	"fmt"
-	"sync/atomic"
 
 	"github.com/symheap/symheap/internal/errs"
 	"github.com/symheap/symheap/internal/transport"
@@ -67,63 +66,49 @@ func performAMO(b []byte, op transport.AMO, off uint64, size int, v, cmp uint64)
 		return 0, fmt.Errorf("atomic on %d bytes at offset %d: %w (the word's address is not aligned)", size, off, errs.ErrBadArg)
 	}
 	if size == 4 {
-		w, v, cmp := word32(b, off), uint32(v), uint32(cmp)
-		var old uint32
-		switch op {
-		case transport.AMOFetch:
-			old = atomic.LoadUint32(w)
-		case transport.AMOSet, transport.AMOSwap:
-			old = atomic.SwapUint32(w, v)
-		case transport.AMOCompareSwap:
-			for {
-				old = atomic.LoadUint32(w)
-				if old != cmp || atomic.CompareAndSwapUint32(w, cmp, v) {
-					break
-				}
-			}
-		case transport.AMOFetchAdd, transport.AMOAdd:
-			old = atomic.AddUint32(w, v) - v
-		case transport.AMOFetchAnd, transport.AMOAnd:
-			old = atomic.AndUint32(w, v)
-		case transport.AMOFetchOr, transport.AMOOr:
-			old = atomic.OrUint32(w, v)
-		case transport.AMOFetchXor, transport.AMOXor:
-			for {
-				old = atomic.LoadUint32(w)
-				if atomic.CompareAndSwapUint32(w, old, old^v) {
-					break
-				}
-			}
-		}
-		return uint64(old), nil
+		return uint64(perform(word32(b, off), op, uint32(v), uint32(cmp))), nil
 	}
-	w := word64(b, off)
-	var old uint64
+	return perform(word64(b, off), op, v, cmp), nil
+}
+
+// word is sync/atomic's Uint32 or Uint64.
+type word[T uint32 | uint64] interface {
+	Load() T
+	Swap(T) T
+	CompareAndSwap(old, new T) bool
+	Add(T) T
+	And(T) T
+	Or(T) T
+}
+
+// perform performs op on w and returns the previous value.
+func perform[T uint32 | uint64, W word[T]](w W, op transport.AMO, v, cmp T) T {
+	var old T
 	switch op {
 	case transport.AMOFetch:
-		old = atomic.LoadUint64(w)
+		old = w.Load()
 	case transport.AMOSet, transport.AMOSwap:
-		old = atomic.SwapUint64(w, v)
+		old = w.Swap(v)
 	case transport.AMOCompareSwap:
 		for {
-			old = atomic.LoadUint64(w)
-			if old != cmp || atomic.CompareAndSwapUint64(w, cmp, v) {
+			old = w.Load()
+			if old != cmp || w.CompareAndSwap(cmp, v) {
 				break
 			}
 		}
 	case transport.AMOFetchAdd, transport.AMOAdd:
-		old = atomic.AddUint64(w, v) - v
+		old = w.Add(v) - v
 	case transport.AMOFetchAnd, transport.AMOAnd:
-		old = atomic.AndUint64(w, v)
+		old = w.And(v)
 	case transport.AMOFetchOr, transport.AMOOr:
-		old = atomic.OrUint64(w, v)
+		old = w.Or(v)
 	case transport.AMOFetchXor, transport.AMOXor:
 		for {
-			old = atomic.LoadUint64(w)
-			if atomic.CompareAndSwapUint64(w, old, old^v) {
+			old = w.Load()
+			if w.CompareAndSwap(old, old^v) {
 				break
 			}
 		}
 	}
-	return old, nil
+	return old
 }

@@ -1,6 +1,9 @@
 package tcp
 
-import "unsafe"
+import (
+	"sync/atomic"
+	"unsafe"
+)
 
 // The one place that turns region bytes into words. A region is memory
 // the PE registered (its symmetric heap or the node's control blocks, a
@@ -14,5 +17,5 @@ func aligned(b []byte, off uint64, size int) bool {
 }
 
 // word32 and word64 return the word at b[off], for sync/atomic.
-func word32(b []byte, off uint64) *uint32 { return (*uint32)(unsafe.Pointer(&b[off])) }
-func word64(b []byte, off uint64) *uint64 { return (*uint64)(unsafe.Pointer(&b[off])) }
+func word32(b []byte, off uint64) *atomic.Uint32 { return (*atomic.Uint32)(unsafe.Pointer(&b[off])) }
+func word64(b []byte, off uint64) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&b[off])) }

@@ -291,36 +291,34 @@ func RegisterBoot(b Boot) {
 	boots[b.Name] = b
 }
 
-// Transports returns the registered transports, highest priority first.
+// Transports returns the registered transports, highest priority first
+// (ties by name).
 func Transports() []Transport {
-	mu.RLock()
-	defer mu.RUnlock()
-	out := make([]Transport, 0, len(transports))
-	for _, t := range transports {
-		out = append(out, t)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Priority != out[j].Priority {
-			return out[i].Priority > out[j].Priority
-		}
-		return out[i].Name < out[j].Name
-	})
-	return out
+	return byPriority(transports, func(t Transport) (int, string) { return t.Priority, t.Name })
 }
 
-// Boots returns the registered bootstraps, highest priority first.
+// Boots returns the registered bootstraps, highest priority first (ties
+// by name).
 func Boots() []Boot {
+	return byPriority(boots, func(b Boot) (int, string) { return b.Priority, b.Name })
+}
+
+// byPriority returns the values of m, highest priority first, then by
+// name.
+func byPriority[T any](m map[string]T, key func(T) (int, string)) []T {
 	mu.RLock()
 	defer mu.RUnlock()
-	out := make([]Boot, 0, len(boots))
-	for _, b := range boots {
-		out = append(out, b)
+	out := make([]T, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
 	}
 	sort.Slice(out, func(i, j int) bool {
-		if out[i].Priority != out[j].Priority {
-			return out[i].Priority > out[j].Priority
+		pi, ni := key(out[i])
+		pj, nj := key(out[j])
+		if pi != pj {
+			return pi > pj
 		}
-		return out[i].Name < out[j].Name
+		return ni < nj
 	})
 	return out
 }
