@@ -122,7 +122,13 @@ func (l *Lock) lockSlow(me uint32, alive func(uint32) bool) error {
 			}
 			v |= lockWaiters
 		}
+		tr, start := shmsync.Traced() // nil but in tests
 		err := unix.FutexWait(l.w, v, lockSleep)
+		if tr != nil {
+			// Met: the word is free, the next round's CAS may take it.
+			tr(shmsync.Sleep{Word: l.word(), Start: start, Slice: lockSleep, TimedOut: err == unix.ETIMEDOUT,
+				Met: atomic.LoadUint32(l.w) == 0, Check: err == unix.ETIMEDOUT && alive != nil})
+		}
 		switch err {
 		case nil, unix.EAGAIN:
 			continue // woken, or the word changed: look again

@@ -2,6 +2,7 @@ package alloc
 
 import (
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/symheap/symheap/internal/errs"
@@ -15,3 +16,6 @@ func LockAt(mem []byte, off Off) (*Lock, error) {
 	}
 	return NewLock((*uint32)(unsafe.Pointer(&mem[off]))), nil
 }
+
+// word is the lock word as the atomic type shmsync's Sleep names it by.
+func (l *Lock) word() *atomic.Uint32 { return (*atomic.Uint32)(unsafe.Pointer(l.w)) }

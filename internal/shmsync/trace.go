@@ -35,7 +35,8 @@ import (
 // for.
 //
 // TraceSleeps reports every futex sleep of WaitWord, SleepFenced and
-// WaitCount to a function the test sets; with none set a sleep reads no
+// WaitCount, and of waits elsewhere that report through Traced (alloc's
+// Lock), to a function the test sets; with none set a sleep reads no
 // clock. The protocol is the same either way.
 
 // Sleep is one futex sleep of a wait, as TraceSleeps reports it.
@@ -81,4 +82,16 @@ func traceStart() (*func(Sleep), int64) {
 		return nil, 0
 	}
 	return t, Monotonic()
+}
+
+// Traced is traceStart for a futex wait outside this package (alloc's
+// Lock): the tracer TraceSleeps set, for the wait to report its sleep to
+// after the futex call, and the sleep's start (Monotonic, read now, before
+// that call); nil and 0, reading no clock, when none is set.
+func Traced() (trace func(Sleep), start int64) {
+	t, start := traceStart()
+	if t == nil {
+		return nil, 0
+	}
+	return *t, start
 }
