@@ -241,6 +241,12 @@ func (p proc) alive() bool {
 	return err == nil && state != 'Z'
 }
 
+// hangLimit bounds the waits for processes to end: a guard against a
+// hang, which only a process that is never going to end reaches, not a
+// check of speed (the tests check what ended the processes, and log the
+// time).
+const hangLimit = 30 * time.Second
+
 // waitGone waits up to limit for every process to end and returns how long
 // it took; it fails the test if one is still alive then.
 func waitGone(t *testing.T, limit time.Duration, procs ...proc) time.Duration {
