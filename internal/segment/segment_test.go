@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/symheap/symheap/internal/errs"
+	"github.com/symheap/symheap/internal/shmsync"
 	"github.com/symheap/symheap/internal/unix"
 )
 
@@ -151,13 +153,23 @@ func TestPeerDeathSeenByBarrier(t *testing.T) {
 	// "Kill" rank 1: drop its descriptor, as the kernel does for a dead
 	// process, without the orderly Close.
 	die(segs[1])
+	// Counted, not timed: PE 1 is gone before the barrier starts, so the
+	// first liveness check of the barrier's sleep must end it (a later
+	// one would mean a check that missed the loss).
+	var checks atomic.Int32
+	defer shmsync.TraceSleeps(func(s shmsync.Sleep) {
+		if s.Check {
+			checks.Add(1)
+		}
+	})()
 	start := time.Now()
 	err := segs[0].Barrier()
 	if !errors.Is(err, errs.ErrPeerLost) {
 		t.Fatalf("barrier with a dead peer: %v, want ErrPeerLost", err)
 	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("ErrPeerLost after %v, want within a second", d)
+	t.Logf("ErrPeerLost after %v, %d liveness checks", time.Since(start), checks.Load())
+	if n := checks.Load(); n > 1 {
+		t.Errorf("the barrier ran %d liveness checks with PE 1 already gone; the first must end it", n)
 	}
 	if !strings.Contains(err.Error(), "PE 1") {
 		t.Errorf("error does not name the PE: %v", err)
@@ -324,13 +336,13 @@ func TestCreatorDiesBeforeReady(t *testing.T) {
 	}
 	start := time.Now()
 	_, err = Open(params(job, 1, 2))
+	// Gave up because the creator died (ErrPeerLost, "died"), not at
+	// the init timeout (ErrSegment, "timed out"): the cause, not the
+	// time, tells the two apart.
 	if !errors.Is(err, errs.ErrPeerLost) || !strings.Contains(err.Error(), "died") {
 		t.Fatalf("joiner after the creator died: %v", err)
 	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("joiner took %v to give up", d)
-	}
-	t.Log(err)
+	t.Logf("joiner gave up after %v: %v", time.Since(start), err)
 	// The next job with this id starts cleanly.
 	segs := openAll(t, job, 2, nil)
 	segs[0].Close()
@@ -403,13 +415,14 @@ func TestStalledPeerLost(t *testing.T) {
 	segs[1].beatStop = nil
 	start := time.Now()
 	err := segs[0].Barrier()
-	if !errors.Is(err, errs.ErrPeerLost) || !strings.Contains(err.Error(), "SYMHEAP_PEER_TIMEOUT") {
-		t.Fatalf("barrier with a stalled peer: %v", err)
+	// Reported because PE 1 stalled for the peer timeout set here: the
+	// error names the PE and that timeout. No bound on the time: a stall
+	// never reported meets the test's timeout.
+	if !errors.Is(err, errs.ErrPeerLost) || !strings.Contains(err.Error(), "PE 1 ") ||
+		!strings.Contains(err.Error(), "SYMHEAP_PEER_TIMEOUT is 300ms") {
+		t.Fatalf("barrier with a stalled peer: %v, want ErrPeerLost naming PE 1 and SYMHEAP_PEER_TIMEOUT is 300ms", err)
 	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("stalled peer reported after %v", d)
-	}
-	t.Log(err)
+	t.Logf("stalled peer reported after %v: %v", time.Since(start), err)
 	segs[0].Close()
 	segs[1].Close()
 }
