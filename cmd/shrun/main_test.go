@@ -243,9 +243,13 @@ func TestExitStatus(t *testing.T) {
 	if status != 3 || !strings.Contains(stderr, "PE 2") || !strings.Contains(stderr, "exit status 3") {
 		t.Errorf("status %d, stderr %q; want 3 naming PE 2", status, stderr)
 	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("took %v", d)
+	// The sleepers ended because shrun stopped them after PE 2's failure
+	// (it says so), not by a timeout: a shrun that never stops them
+	// meets the test's timeout. No bound on the time.
+	if !strings.Contains(stderr, "stopped the 2 PEs still running") {
+		t.Errorf("stderr %q does not say shrun stopped the 2 sleeping PEs", stderr)
 	}
+	t.Logf("shrun ended %v after its start", time.Since(start))
 	t.Setenv(peEnv, "sleep")
 	status, _, stderr = run("-n", "2", "--timeout", "200ms", self(t))
 	if status != 124 || !strings.Contains(stderr, "timed out") || !strings.Contains(stderr, "past --timeout 200ms") {
