@@ -117,8 +117,9 @@ func TestExpectFailure(t *testing.T) {
 	}
 }
 
-// TestKill: a PE killed with SIGKILL ends the job within 2 s with status
-// 137, and neither a process nor the job's segment is left.
+// TestKill: a PE killed with SIGKILL ends the job (the launcher stops the
+// others; a hang meets the job timeout) with status 137, and neither a
+// process nor the job's segment is left.
 func TestKill(t *testing.T) {
 	t.Parallel()
 	j := petest.Start(t, 3, func(t *testing.T) {
@@ -153,8 +154,19 @@ func TestKill(t *testing.T) {
 	res := j.Wait()
 	took := time.Since(killed)
 	t.Logf("job ended %v after the kill", took)
-	if res.Status != 137 || res.FirstFailed != 2 || took > 2*time.Second {
-		t.Errorf("status %d, first failed %d, %v after the kill; want 137, PE 2, < 2s", res.Status, res.FirstFailed, took)
+	if res.Status != 137 || res.FirstFailed != 2 {
+		t.Errorf("status %d, first failed %d; want 137, PE 2", res.Status, res.FirstFailed)
+	}
+	// Ended because of the kill: the launcher stopped the other PEs
+	// (they sleep for an hour), not the job's timeout. No bound on the
+	// time: a job never ended meets that timeout.
+	for _, p := range res.PEs {
+		if p.Rank != 2 && !p.Stopped {
+			t.Errorf("PE %d was not stopped by the launcher: %v", p.Rank, p)
+		}
+	}
+	if res.TimedOut {
+		t.Error("the job ended by its timeout, not by the kill")
 	}
 	for _, pid := range pids {
 		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
