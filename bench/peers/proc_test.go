@@ -44,9 +44,9 @@ func TestRunSessionTimeoutKillsOtherGroups(t *testing.T) {
 	if !errors.Is(err, ErrTimeout) {
 		t.Fatalf("err = %v, want ErrTimeout", err)
 	}
-	if d := time.Since(start); d > termGrace+2*time.Second {
-		t.Errorf("took %v", d)
-	}
+	// Ended by the timeout (ErrTimeout; the sleeps last 300 s) with no
+	// child left, checked below: the time is logged, not bounded.
+	t.Logf("took %v", time.Since(start))
 	pids := pidsFrom(t, out.stdout)
 	if len(pids) != 2 {
 		t.Fatalf("stdout %q: want two pids", out.stdout)
@@ -70,8 +70,14 @@ func TestRunSessionTermIgnored(t *testing.T) {
 	if !errors.Is(err, ErrTimeout) {
 		t.Fatalf("err = %v, want ErrTimeout", err)
 	}
-	if d := time.Since(start); d < termGrace || d > termGrace+3*time.Second {
-		t.Errorf("took %v, want about %v", d, termGrace)
+	// Killed after the grace period, not before: a lower bound, which
+	// load cannot break. The leader ignores SIGTERM and loops for ever,
+	// so only the SIGKILL that follows the grace ends it; one that never
+	// comes meets the test's deadline.
+	if d := time.Since(start); d < termGrace {
+		t.Errorf("took %v, less than the grace period %v", d, termGrace)
+	} else {
+		t.Logf("took %v (grace %v)", d, termGrace)
 	}
 	for _, pid := range pidsFrom(t, out.stdout) {
 		if processAlive(pid) {
