@@ -67,9 +67,12 @@ func TestTransferProbe(t *testing.T) {
 						t.Errorf("PE %d paces by a transfer time of %d ns, the probe found %v (-1: none)", p, got, d)
 					}
 				}
-				if d > 0 && (d < time.Nanosecond || d > 100*time.Microsecond) {
-					t.Errorf("transfer time %v: not a cache-line transfer", d)
-				}
+				// No ceiling on d: the best block of a probe preempted on
+				// a loaded machine can be slow, and a fixed bound would
+				// fail there. That the figure is a transfer time (no unit
+				// or division lost) is checked against the probe's own
+				// duration in internal/shmsync (TestProbeLine); here, that
+				// every PE paces by what the probe found.
 				t.Logf("%d PEs on %d CPUs: transfer time %v", n, cpus, d)
 			})
 		})

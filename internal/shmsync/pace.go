@@ -425,14 +425,17 @@ func (p *Pacer) Until(cond func() bool) bool {
 // threads (measureLine), which the kernel runs on two cores when two are
 // free; it gives up after a millisecond when they are not (the default
 // stands in then).
+// measure's poll timing: the best of measureRuns runs of measurePolls
+// polls.
+const measureRuns, measurePolls = 3, 2000
+
 func measure() Machine {
 	m := Machine{Cores: runtime.NumCPU()}
-	const polls = 2000
 	var w atomic.Uint32
 	best := time.Duration(math.MaxInt64)
-	for range 3 {
+	for range measureRuns {
 		t := time.Now()
-		for range polls {
+		for range measurePolls {
 			Pause()
 			if w.Load() != 0 {
 				break
@@ -440,7 +443,7 @@ func measure() Machine {
 		}
 		best = min(best, time.Since(t))
 	}
-	m.Poll = max(best/polls, time.Nanosecond)
+	m.Poll = max(best/measurePolls, time.Nanosecond)
 	// The cheapest of 16 yields, each timed: a yield with nothing else to
 	// run. Their mean counted the yields that did hand the core over (at
 	// start-up the PEs and the runtime's threads all want one, and the
