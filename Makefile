@@ -14,7 +14,7 @@ export GOFLAGS ?=
 VERSION     := $(shell sed -n 's/^const Version = "\(.*\)"$$/\1/p' internal/config/settings.go)
 SONAME      := libsymheap.so.$(firstword $(subst ., ,$(VERSION)))
 
-.PHONY: all build capi man install uninstall demo demo-c test test-loaded test-c fmt vet staticcheck unit unit-race unit-norace bench-smoke chaos fuzz peers tools clean-shm mutate cluster cluster-deps demo-cluster bench-cluster
+.PHONY: all build capi man install uninstall demo demo-c test test-loaded test-c fmt vet staticcheck unit unit-race unit-norace linecount bench-smoke chaos fuzz peers tools clean-shm mutate cluster cluster-deps demo-cluster bench-cluster
 
 all: build
 
@@ -146,7 +146,7 @@ staticcheck: $(STATICCHECK)
 # The tests run in both builds: with -race, and as users build it, where
 # other code is compiled (the store-release assembly of shmsync, the
 # messaging lock's parking and steal path, which -race turns off).
-unit: unit-race unit-norace
+unit: unit-race unit-norace linecount
 
 unit-race:
 	@echo "== unit-race: every package's tests with -race (the root package's take minutes; a line per package as it ends)"
@@ -155,6 +155,12 @@ unit-race:
 unit-norace:
 	@echo "== unit-norace: every package's tests as users build them"
 	$(GO) test $(TEST_FLAGS) ./...
+
+# The line-count model of the full barrier (internal/team, linecount_on.go):
+# its bound checked in-process for 2..256 PEs and on real jobs of 2..16.
+linecount:
+	@echo "== linecount: the barrier's line transfers (build tag linecount)"
+	$(GO) test -race -tags linecount -run 'LineCount' ./internal/team/ .
 
 # Every benchmark once, so that none can rot.
 bench-smoke:

@@ -10,6 +10,7 @@ import (
 	"github.com/symheap/symheap/internal/calls"
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/shmsync"
+	"github.com/symheap/symheap/internal/team"
 )
 
 // The formats the C library shares with the runtime (internal/cabi): the
@@ -96,6 +97,8 @@ func (pe *PE) describeForC() cabi.Layout {
 		StatSymAllocs: core.AddrOf(&pe.stats.SymAllocs),
 		StatSymFrees:  core.AddrOf(&pe.stats.SymFrees),
 		Calls:         uint64(calls.Off(pe.npes)),
+		Barrier:       team.BarrierOff(pe.npes),
+		BarrierRounds: team.BarrierRounds(pe.npes),
 		SegPath:       pe.seg.Path(),
 	}
 }

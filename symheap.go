@@ -227,8 +227,10 @@ func initPE(cfg Config, stop func() error) (*PE, error) {
 	if probing(len(topo.local)) {
 		shmsync.DeferLine() // measured between the PEs after the barrier (probe.go)
 	}
+	home := j.rank // this PE's index among the node's PEs
 	for i, r := range topo.local {
 		if r == j.rank {
+			home = i
 			shmsync.SetHome(i) // the core this PE moves to if it finds its peer on its own ("Placement")
 		}
 	}
@@ -283,7 +285,7 @@ func initPE(cfg Config, stop func() error) (*PE, error) {
 		return fail(err)
 	}
 	go pe.watchExit()
-	pe.ext.teams.Init((*teamRuntime)(pe), team.Config{Space: &pe.sp, Closed: &pe.closed, Calls: pe.calls})
+	pe.ext.teams.Init((*teamRuntime)(pe), team.Config{Space: &pe.sp, Closed: &pe.closed, Calls: pe.calls, Home: home})
 	// PEs on other nodes: UCX, and the bootstrap's fence, which is the
 	// cross-node part of the barrier below.
 	if err := startFar(pe); err != nil {

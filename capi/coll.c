@@ -22,10 +22,12 @@
  * (post_broadcast, post_reduce).
  *
  * The sync of the world (barrier_all, sync_all, the syncs of
- * SHMEM_TEAM_WORLD and SHMEM_TEAM_SHARED) and of the active sets of
- * OpenSHMEM 1.4 (PE_start, logPE_stride, PE_size, pSync) is a counter
- * barrier in C (counter_barrier), but for the world's sync in a job of two
- * PEs, which is a pair barrier (pair_barrier). The words each routine
+ * SHMEM_TEAM_WORLD and SHMEM_TEAM_SHARED) is the Go runtime's
+ * dissemination barrier on the same words of the control blocks
+ * (world_dissem); a split team's sync calls into Go, which runs the same
+ * barrier. The active sets of OpenSHMEM 1.4 (PE_start, logPE_stride,
+ * PE_size, pSync) keep a counter barrier in C (counter_barrier), whose
+ * words must be back at SHMEM_SYNC_VALUE after each call. The words each routine
  * uses are a struct shmemi_sync (shmemi_formats.h, from capi/gen's
  * formats.go): in pSync for an active set, at the head of the world's
  * scratch block (struct shmemi_scratch, which also holds the collectives'
@@ -96,18 +98,73 @@ static struct shmemi_sync *psync(long *pSync)
  * The lines and their block are the Go runtime's (internal/team's postLine
  * and the post lines of its teamSlot), generated into shmemi_formats.h
  * with the constants SHMEMI_POST_*: a PE's block holds the ring (post),
- * the gather lines, the done line, and the two lines of the pair barrier
- * (sync), as a team slot of the Go runtime does.
+ * the gather lines and the done line, as a team slot of the Go runtime
+ * does.
  */
 static struct shmemi_post_block *shmemi_post;       /* this PE's (symmetric) */
 static struct shmemi_post_block **shmemi_post_peer; /* every PE's, by PE */
 static uint32_t post_bcasts, post_gathers;          /* small broadcasts, reductions so far */
 static uint32_t *post_seen_done;                    /* each PE's done count, as last read */
 
-/* The pair barrier (pair_barrier) of a job of two PEs uses the sync lines
- * of the post block: post lines whose count is the owner's count of
- * barriers. */
-static uint32_t pair_k; /* this PE's barriers on the pair lines */
+/* The world's full barrier (world_dissem) is the Go runtime's
+ * dissemination barrier on the same words: the barrier area of each PE's
+ * control block (internal/team, dissem.go; struct shmemi_barrier_* in
+ * shmemi_formats.h), the world team's (id 0) count word and round lines,
+ * in the order of the PEs' topology keys. */
+static struct shmemi_barrier_count *dis_count;  /* this PE's count word for the world */
+static struct shmemi_barrier_round **dis_mine;  /* this PE's round lines */
+static struct shmemi_barrier_round **dis_from;  /* round r: the lines of the PE it waits for */
+
+/* barrier_area is PE pe's barrier area; team id's count line follows the
+ * head, its round lines follow the count line. */
+static char *barrier_team(int pe, int id)
+{
+	return shmemi_L.cb_base + (uint64_t)pe * shmemi_L.cb_stride + shmemi_L.barrier +
+	       sizeof(struct shmemi_barrier_head) +
+	       (uint64_t)id * (sizeof(struct shmemi_barrier_count) +
+			       (uint64_t)shmemi_L.barrier_rounds * sizeof(struct shmemi_barrier_round));
+}
+
+static struct shmemi_barrier_round *barrier_round(int pe, int id, int r)
+{
+	return (struct shmemi_barrier_round *)(barrier_team(pe, id) + sizeof(struct shmemi_barrier_count)) + r;
+}
+
+/* barrier_order places this PE in the world's barrier as the Go runtime
+ * does (internal/team, topo.go barrierOrder and dissem.go place): the
+ * PEs sorted by (topology key, rank); in round r this PE waits for the
+ * PE 2^r places before it. Every key was stored before the runtime's
+ * Init barrier. */
+static void barrier_order(void)
+{
+	int n = shmemi_L.npes, pos = 0;
+	int *order = malloc(sizeof(int) * (size_t)n);
+	uint64_t *key = malloc(sizeof(uint64_t) * (size_t)n);
+	dis_mine = malloc(sizeof(*dis_mine) * (size_t)(shmemi_L.barrier_rounds + 1));
+	dis_from = malloc(sizeof(*dis_from) * (size_t)(shmemi_L.barrier_rounds + 1));
+	if (order == NULL || key == NULL || dis_mine == NULL || dis_from == NULL)
+		shmemi_fatal("shmem_init", "out of memory");
+	for (int p = 0; p < n; p++) {
+		struct shmemi_barrier_head *h =
+			(struct shmemi_barrier_head *)(shmemi_L.cb_base + (uint64_t)p * shmemi_L.cb_stride + shmemi_L.barrier);
+		key[p] = __atomic_load_n(&h->key, __ATOMIC_SEQ_CST);
+		/* Insertion sort: stable, by key then rank. */
+		int i = p;
+		for (; i > 0 && key[order[i - 1]] > key[p]; i--)
+			order[i] = order[i - 1];
+		order[i] = p;
+	}
+	for (int i = 0; i < n; i++)
+		if (order[i] == shmemi_L.me)
+			pos = i;
+	dis_count = (struct shmemi_barrier_count *)barrier_team(shmemi_L.me, 0);
+	for (int r = 0; r < shmemi_L.barrier_rounds; r++) {
+		dis_mine[r] = barrier_round(shmemi_L.me, 0, r);
+		dis_from[r] = barrier_round(order[(pos - (1 << r) + n) % n], 0, r);
+	}
+	free(order);
+	free(key);
+}
 
 static void team_fill(struct shmemi_team *t, int id, int size, int *world)
 {
@@ -155,6 +212,7 @@ void shmemi_teams_init(void)
 	for (int p = 0; p < shmemi_L.npes; p++)
 		shmemi_post_peer[p] = (struct shmemi_post_block *)shmemi_addr(shmemi_post, sizeof(struct shmemi_post_block),
 									     p, "shmem_init");
+	barrier_order();
 }
 
 static struct shmemi_team *team_of(shmem_team_t team, const char *op)
@@ -376,7 +434,7 @@ static void set_check(int start, int logstride, int size, const char *op)
 }
 
 /*
- * counter_barrier: the barrier of the world team and of the active sets.
+ * counter_barrier: the barrier of the active sets (pSync).
  * Every member adds one to every other member's copy of the counter word
  * cnt (seq-cst RMWs: full fences, so every store before the barrier is
  * visible to whoever sees the arrival), wakes them, then waits until its
@@ -423,28 +481,6 @@ static void set_barrier(int start, int logstride, int size, long *pSync, const c
 {
 	counter_barrier(&psync(pSync)->barrier, start, logstride, size, op);
 }
-
-/*
- * pair_barrier: the world barrier of a job of two PEs, as the Go runtime's
- * barrier of a team of two (internal/team, pairBarrier). Each PE publishes
- * its count of barriers in a line of its own and waits until the other's
- * count has reached it. Two lines by parity: a PE's next publication goes
- * to the line the other is not reading, and once the other's count has
- * come the PE asks for that line in the exclusive state (PREFETCHW), so
- * that its next store does not wait for the other's copy to be
- * invalidated (asked for before the wait, the line went back and forth
- * while the other still read it). Where the process registered for
- * membarrier the publication is a release store (post_publish, relaxed):
- * every store before the barrier (puts included, after quiet's SFENCE) is
- * visible to the PE that sees the count, and a waiter that goes to sleep
- * fences for the publisher's load of sleepers (wait.c W2), as the Go
- * runtime's relaxed publication does. 2-PE shmem_barrier_all: 0.099-0.112
- * us against 0.142-0.183 with a seq-cst store (XCHG) and the prefetch
- * before the wait (docs/bench/design-measurements.md). A waiter announces
- * itself in the publisher's line, next to the count it waits for, so that
- * the publisher learns from its own line whether anyone sleeps. The lines
- * are post lines (see the top).
- */
 
 /* ---- post lines: publishing a count, waiting for one ---- */
 
@@ -514,24 +550,47 @@ static void post_await_done(struct shmemi_post_line *d, uint32_t want, uint32_t 
 	shmemi_block_word(&d->seq, &d->sleepers, 0, post_reached_spaced, &w, op);
 }
 
-static void pair_barrier(const char *op)
+/*
+ * world_dissem: the world's full barrier, the Go runtime's dissemination
+ * barrier (internal/team, dissem.go) on the same words, so that a Go call
+ * and a C call of one process take their numbers from one count word and
+ * meet the other PEs' rounds alike. In barrier c (this PE's count for the
+ * world, plus one; the world's bases are 0), for each of the
+ * barrier_rounds rounds: publish c in this PE's line (r, c%2), then wait
+ * until the line (r, c%2) of the PE 2^r places before it in the order
+ * holds c. Each line has one writer and one reader: ⌈log₂ N⌉ lines
+ * written and read per PE, ⌈log₂ N⌉ transfers on the critical path. With
+ * two PEs it is the pair barrier it replaced: one line each way. Where
+ * the process registered for membarrier the publication is a release
+ * store (post_publish, relaxed): every store before the barrier (puts
+ * included, after quiet's SFENCE) is visible to the PE that sees the
+ * count, and transitively to the later rounds' readers; a waiter that
+ * goes to sleep fences for the publisher's load of sleepers (wait.c W2).
+ * Once through, this PE asks for the next barrier's lines in the
+ * exclusive state: their reader read them in the barrier before.
+ */
+static void world_dissem(const char *op)
 {
 	shmemi_quiet();
-	uint32_t k = ++pair_k;
-	struct shmemi_post_line *mine = &shmemi_post->sync[k & 1];
+	/* Owner only: a relaxed load, a release store (the runtime's). */
+	uint32_t c = __atomic_load_n(&dis_count->count, __ATOMIC_RELAXED) + 1;
+	__atomic_store_n(&dis_count->count, c, __ATOMIC_RELEASE);
 	int relaxed = shmemi_L.mb_ready;
-	post_publish(mine, k, relaxed);
-	/* A few pauses before the first look at the other's line, which a PE
-	 * arriving about now is writing (shmsync.SettlePolls). */
-	for (int i = 0; i < shmemi_L.settle; i++)
-		shmemi_pause();
-	post_await(&shmemi_post_peer[1 - shmemi_L.me]->sync[k & 1], k, relaxed, op);
-	shmemi_prefetch_w(&shmemi_post->sync[(k + 1) & 1]);
+	for (int r = 0; r < shmemi_L.barrier_rounds; r++) {
+		post_publish(&dis_mine[r]->line[c & 1], c, relaxed);
+		/* A few pauses before the first look at the other's line, which a
+		 * PE arriving about now is writing (shmsync.SettlePolls). */
+		for (int i = 0; i < shmemi_L.settle; i++)
+			shmemi_pause();
+		post_await(&dis_from[r]->line[c & 1], c, relaxed, op);
+	}
+	for (int r = 0; r < shmemi_L.barrier_rounds; r++)
+		shmemi_prefetch_w(&dis_mine[r]->line[(c + 1) & 1]);
 }
 
 /* shmemi_world_barrier is barrier_all and the sync of SHMEM_TEAM_WORLD and
- * SHMEM_TEAM_SHARED (the same PEs on one node): the pair barrier in a job
- * of two PEs, else a counter of their own. */
+ * SHMEM_TEAM_SHARED (the same PEs on one node): the dissemination barrier
+ * of the world team, the Go runtime's. */
 /* shmemi_call_broken ends the job at a collective call made after the
  * runtime found the PEs' calls diverged (it said how on stderr). */
 void shmemi_call_broken(int kind)
@@ -546,10 +605,10 @@ void shmemi_world_barrier(const char *op)
 	/* Published as a Barrier whatever the caller (barrier_all, the sync
 	 * of the world team): they all meet here (internal/calls). */
 	shmemi_call_enter(SHMEMI_CALL_BARRIER, 0);
-	if (shmemi_L.npes == 2)
-		pair_barrier(op);
+	if (shmemi_L.npes > 1)
+		world_dissem(op);
 	else
-		counter_barrier(&shmemi_scratch->sync.barrier, 0, 0, shmemi_L.npes, op);
+		shmemi_quiet();
 	shmemi_call_leave();
 }
 
@@ -691,7 +750,7 @@ static void post_reduce(void *dest, const void *src, size_t n, size_t bytes, shm
 	shmemi_memcpy(mine->data, src, bytes);
 	post_publish(mine, g + 1, 0);
 	/* A few pauses before the first look at another PE's line, which a PE
-	 * arriving about now is writing (shmsync.SettlePolls, as pair_barrier). */
+	 * arriving about now is writing (shmsync.SettlePolls, as world_dissem). */
 	for (int i = 0; i < shmemi_L.settle; i++)
 		shmemi_pause();
 	for (int j = 0; j < shmemi_L.npes; j++)

@@ -99,6 +99,8 @@ func symheapc_go_init(l *C.struct_shmemi_layout, errbuf *C.char, n C.size_t) C.i
 	l.polls, l.yields, l.yield_ns = C.int(d.Polls), C.int(d.Yields), C.int64_t(d.YieldNs)
 	l.settle = C.int(d.Settle)
 	l.calls = C.uint64_t(d.Calls)
+	l.barrier = C.uint64_t(d.Barrier)
+	l.barrier_rounds = C.int(d.BarrierRounds)
 	l.stat_sym_allocs = (*C.uint64_t)(d.StatSymAllocs)
 	l.stat_sym_frees = (*C.uint64_t)(d.StatSymFrees)
 	// symalloc.c publishes allocation records of this PE too.

@@ -71,6 +71,8 @@ struct shmemi_layout {
 	int64_t yield_ns; /* the yields go on this long at least (shmsync.YieldSpan) */
 	int settle;       /* pauses between a pair barrier's publication and its first look (shmsync.SettlePolls) */
 	uint64_t calls; /* the call words' area in a control block (internal/calls) */
+	uint64_t barrier;   /* the full barrier's area in a control block (internal/team, dissem.go) */
+	int barrier_rounds; /* round lines per team id there */
 	uint64_t *stat_sym_allocs, *stat_sym_frees;
 	int initialized, finalized;
 	int thread_level;

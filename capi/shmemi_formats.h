@@ -20,7 +20,7 @@
 
 /* The digest of the runtime's formats (internal/cabi.Sum): shmem_init
  * refuses to run with a runtime whose formats are not these. */
-#define SHMEMI_FORMATS_SUM UINT64_C(0x513d9728a9c4390f)
+#define SHMEMI_FORMATS_SUM UINT64_C(0x4749b667404056a0)
 
 #define SHMEMI_ALLOC_CALL_ALIGN 3 /* an allocation record's kind (symalloc.go) */
 #define SHMEMI_ALLOC_CALL_CALLOC 2 /* an allocation record's kind (symalloc.go) */
@@ -29,6 +29,7 @@
 #define SHMEMI_ALLOC_CALL_MALLOC 1 /* an allocation record's kind (symalloc.go) */
 #define SHMEMI_ALLOC_CALL_REALLOC 5 /* an allocation record's kind (symalloc.go) */
 #define SHMEMI_ALLOC_NO_OFF UINT64_C(0xffffffffffffffff) /* an allocation record's in or out when there is no offset (symalloc.go) */
+#define SHMEMI_BARRIER_TEAMS 64 /* team ids in a barrier area, each a count line then the round lines */
 #define SHMEMI_CONTROL_SIZE 4096 /* bytes of the fixed part of a control block (core.ControlSize) */
 #define SHMEMI_GO_MALLOC_ALIGN 2 /* symheapc_go_malloc: shmem_align */
 #define SHMEMI_GO_MALLOC_CALLOC 1 /* symheapc_go_malloc: shmem_calloc */
@@ -38,6 +39,43 @@
 #define SHMEMI_POST_DATA 56 /* bytes a post line carries: broadcasts and reductions of at most this many go through post lines */
 #define SHMEMI_POST_DONE_PAUSES 8 /* pauses between a waiting root's reads of a done line */
 #define SHMEMI_POST_RING 32 /* post lines of a PE's ring for small broadcasts */
+
+/* struct shmemi_barrier_count: team.barrierCount, 64 bytes:
+ * a PE's count of full barriers on one team id, owner only (internal/team, dissem.go). */
+struct shmemi_barrier_count {
+	uint32_t count; /* 0 */
+	unsigned char pad_4[60]; /* 4 */
+};
+_Static_assert(sizeof(struct shmemi_barrier_count) == 64, "struct shmemi_barrier_count is not team.barrierCount: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_barrier_count, count) == 0, "struct shmemi_barrier_count is not team.barrierCount: run go generate ./capi/gen");
+
+/* struct shmemi_barrier_head: team.barrierHead, 64 bytes:
+ * the head of a PE's barrier area: its topology key (internal/team, dissem.go, topo.go). */
+struct shmemi_barrier_head {
+	uint64_t key; /* 0 */
+	unsigned char pad_8[56]; /* 8 */
+};
+_Static_assert(sizeof(struct shmemi_barrier_head) == 64, "struct shmemi_barrier_head is not team.barrierHead: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_barrier_head, key) == 0, "struct shmemi_barrier_head is not team.barrierHead: run go generate ./capi/gen");
+
+/* struct shmemi_post_line: team.postLine, 64 bytes. */
+struct shmemi_post_line {
+	uint32_t seq; /* 0 */
+	uint32_t sleepers; /* 4 */
+	unsigned char data[56]; /* 8 */
+};
+_Static_assert(sizeof(struct shmemi_post_line) == 64, "struct shmemi_post_line is not team.postLine: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_post_line, seq) == 0, "struct shmemi_post_line is not team.postLine: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_post_line, sleepers) == 4, "struct shmemi_post_line is not team.postLine: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_post_line, data) == 8, "struct shmemi_post_line is not team.postLine: run go generate ./capi/gen");
+
+/* struct shmemi_barrier_round: team.barrierRound, 128 bytes:
+ * a PE's post lines of one barrier round for one team id, by the parity of its count (internal/team, dissem.go). */
+struct shmemi_barrier_round {
+	struct shmemi_post_line line[2]; /* 0 */
+};
+_Static_assert(sizeof(struct shmemi_barrier_round) == 128, "struct shmemi_barrier_round is not team.barrierRound: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_barrier_round, line) == 0, "struct shmemi_barrier_round is not team.barrierRound: run go generate ./capi/gen");
 
 /* struct shmemi_calls_area: calls.Area, 576 bytes:
  * a PE's call words (internal/calls, Area): the call it is in, its count of calls on each team. */
@@ -119,30 +157,17 @@ _Static_assert(offsetof(struct shmemi_control, sleeping) == 128, "struct shmemi_
 _Static_assert(offsetof(struct shmemi_control, alloc_rec) == 256, "struct shmemi_control is not symheap.control: run go generate ./capi/gen");
 _Static_assert(offsetof(struct shmemi_control, probe) == 512, "struct shmemi_control is not symheap.control: run go generate ./capi/gen");
 
-/* struct shmemi_post_line: team.postLine, 64 bytes. */
-struct shmemi_post_line {
-	uint32_t seq; /* 0 */
-	uint32_t sleepers; /* 4 */
-	unsigned char data[56]; /* 8 */
-};
-_Static_assert(sizeof(struct shmemi_post_line) == 64, "struct shmemi_post_line is not team.postLine: run go generate ./capi/gen");
-_Static_assert(offsetof(struct shmemi_post_line, seq) == 0, "struct shmemi_post_line is not team.postLine: run go generate ./capi/gen");
-_Static_assert(offsetof(struct shmemi_post_line, sleepers) == 4, "struct shmemi_post_line is not team.postLine: run go generate ./capi/gen");
-_Static_assert(offsetof(struct shmemi_post_line, data) == 8, "struct shmemi_post_line is not team.postLine: run go generate ./capi/gen");
-
-/* struct shmemi_post_block: team.teamSlot from post, 2368 bytes:
+/* struct shmemi_post_block: team.teamSlot from post, 2240 bytes:
  * a PE's post lines (internal/team, teamSlot from post on; "Post lines" in team.go, post.go). */
 struct shmemi_post_block {
 	struct shmemi_post_line post[32]; /* 0 */
 	struct shmemi_post_line gather[2]; /* 2048 */
 	struct shmemi_post_line done; /* 2176 */
-	struct shmemi_post_line sync[2]; /* 2240 */
 };
-_Static_assert(sizeof(struct shmemi_post_block) == 2368, "struct shmemi_post_block is not team.teamSlot from post: run go generate ./capi/gen");
+_Static_assert(sizeof(struct shmemi_post_block) == 2240, "struct shmemi_post_block is not team.teamSlot from post: run go generate ./capi/gen");
 _Static_assert(offsetof(struct shmemi_post_block, post) == 0, "struct shmemi_post_block is not team.teamSlot from post: run go generate ./capi/gen");
 _Static_assert(offsetof(struct shmemi_post_block, gather) == 2048, "struct shmemi_post_block is not team.teamSlot from post: run go generate ./capi/gen");
 _Static_assert(offsetof(struct shmemi_post_block, done) == 2176, "struct shmemi_post_block is not team.teamSlot from post: run go generate ./capi/gen");
-_Static_assert(offsetof(struct shmemi_post_block, sync) == 2240, "struct shmemi_post_block is not team.teamSlot from post: run go generate ./capi/gen");
 
 /* struct shmemi_sync: cSync (capi/gen/formats.go), 32 bytes:
  * an active set's pSync and the head of the world's scratch block (capi/coll.c). */

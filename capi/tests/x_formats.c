@@ -66,8 +66,8 @@ static void control(struct shmemi_control *c)
 	}
 }
 
-/* line checks post line number l of the block (post, gather, done, sync
- * in order), which the block calls what. */
+/* line checks post line number l of the block (post, gather, done in
+ * order), which the block calls what. */
 static void line(struct shmemi_post_line *p, int l, const char *what)
 {
 	uint32_t seq = T32(0x100 + l), sleepers = T32(0x200 + l);
@@ -96,8 +96,6 @@ static void post(struct shmemi_post_block *b)
 	for (int i = 0; i < 2; i++)
 		line(&b->gather[i], l++, "gather");
 	line(&b->done, l++, "done");
-	for (int i = 0; i < 2; i++)
-		line(&b->sync[i], l++, "sync");
 }
 
 int main(int argc, char **argv)

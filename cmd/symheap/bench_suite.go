@@ -25,6 +25,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/bits"
 	"runtime"
 	"slices"
 	"sort"
@@ -418,18 +419,16 @@ func (r *runner) newSection(id string) *section {
 				add(r.peerUnit(fmt.Sprintf("symheap (C), %d PEs", np), peers.SymheapC, []string{"barrier_lat"}, np, nil), 2)
 			}
 		}
-		// Floor: N line transfers for N PEs, while every PE has a CPU of
-		// its own. Each arrival is an add to one counter, so the line
-		// goes to each PE in turn (the first arriver's add may find it
-		// already there: N-1), and the PEs waiting must then fetch the
-		// final count (1 more, in parallel). With 2 PEs: 2, the line
-		// there and back, which is also what any barrier needs when the
-		// two PEs' arrivals must each reach the other in turn (two
-		// flags written at once could overlap the directions: 1).
+		// Floor: 2·⌈log₂ N⌉ line transfers for N PEs, while every PE
+		// has a CPU of its own. The barrier is a dissemination barrier
+		// (internal/team, dissem.go): ⌈log₂ N⌉ rounds in sequence, and in
+		// each the writer's store must take its line from the reader
+		// polling it (one transfer) before the reader fetches it back
+		// (one more). With 2 PEs: 2, the line there and back.
 		// More PEs than CPUs: no floor, the scheduler decides.
 		r.addFloor(s, floorSpec{kind: "latency", np: 2, lines: func(k int64) (int, bool) {
-			return int(k), k >= 2 && k <= int64(runtime.NumCPU())
-		}, why: "N line transfers for N PEs on N CPUs: the counter line goes to each arriving PE in turn, then back to the waiters; none with more PEs than CPUs"})
+			return 2 * bits.Len64(uint64(k-1)), k >= 2 && k <= int64(runtime.NumCPU())
+		}, why: "2·⌈log₂ N⌉ line transfers for N PEs on N CPUs: each of the dissemination barrier's rounds takes a line from its reader and back; none with more PEs than CPUs"})
 	case "bcast", "reduce":
 		metric, title, peerOp := "bcast_lat", "Broadcast latency", "shmem_broadcast64"
 		what := "Broadcast from PE 0 of size/8 int64 over the world team"

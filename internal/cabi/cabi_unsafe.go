@@ -37,8 +37,14 @@ type Layout struct {
 	// Calls is the offset in a control block of the call words' area
 	// (internal/calls), where the C library publishes its collective
 	// calls as the runtime does.
-	Calls   uint64
-	SegPath string
+	Calls uint64
+	// Barrier is the offset in a control block of the full barrier's
+	// area (internal/team, dissem.go), BarrierRounds the round lines of
+	// each team id there: the world barrier of the C library is the
+	// runtime's, on the same words.
+	Barrier       uint64
+	BarrierRounds int
+	SegPath       string
 }
 
 // Hooks the root fills (see package comment). p is the root's *PE.

@@ -8,11 +8,22 @@ import (
 
 // The post lines as the C library lays them out too (capi/coll.c): a post
 // line is postLine, and its block of a PE's post lines is a teamSlot from
-// its post lines on (post, gather, done, sync), generated into
+// its post lines on (post, gather, done); the barrier area's head, count
+// and round lines are barrierHead, barrierCount and barrierRound; all
+// generated into
 // capi/shmemi_formats.h from these types (internal/cabi, capi/gen).
 func init() {
 	cabi.RegisterStruct(cabi.Struct{Name: "post_block", Type: reflect.TypeFor[teamSlot](), From: "post",
 		Doc: "a PE's post lines (internal/team, teamSlot from post on; \"Post lines\" in team.go, post.go)"})
+	// The full barrier's area (dissem.go): a PE's head, then per team id
+	// a count line and BarrierRounds round lines (cabi.Layout).
+	cabi.RegisterStruct(cabi.Struct{Type: reflect.TypeFor[barrierHead](),
+		Doc: "the head of a PE's barrier area: its topology key (internal/team, dissem.go, topo.go)"})
+	cabi.RegisterStruct(cabi.Struct{Type: reflect.TypeFor[barrierCount](),
+		Doc: "a PE's count of full barriers on one team id, owner only (internal/team, dissem.go)"})
+	cabi.RegisterStruct(cabi.Struct{Type: reflect.TypeFor[barrierRound](),
+		Doc: "a PE's post lines of one barrier round for one team id, by the parity of its count (internal/team, dissem.go)"})
+	cabi.RegisterConst("BARRIER_TEAMS", MaxTeams, "team ids in a barrier area, each a count line then the round lines")
 	cabi.RegisterConst("POST_RING", postRing, "post lines of a PE's ring for small broadcasts")
 	cabi.RegisterConst("POST_DATA", postData, "bytes a post line carries: broadcasts and reductions of at most this many go through post lines")
 	cabi.RegisterConst("POST_AHEAD", postAhead, "calls ahead a reader of a root's ring asks for a line")

@@ -14,13 +14,13 @@ func tag32(n uint32) uint32    { return 0xc0de0000 | n }
 func tagByte(line, j int) byte { return byte(line*31 + j*7 + 1) }
 
 // postLines returns the post lines of s in the order of the C side's
-// block (post, gather, done, sync).
+// block (post, gather, done).
 func postLines(s *teamSlot) []*postLine {
 	var ls []*postLine
 	for i := range s.post {
 		ls = append(ls, &s.post[i])
 	}
-	ls = append(ls, &s.gather[0], &s.gather[1], &s.done, &s.sync[0], &s.sync[1])
+	ls = append(ls, &s.gather[0], &s.gather[1], &s.done)
 	return ls
 }
 

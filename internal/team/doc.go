@@ -20,6 +20,10 @@
 //	               that its folding loops are compiled for the element type
 //	post.go        post lines: the Broadcasts and Reduces of a few words,
 //	               their publication and their sleep
+//	dissem.go      the full barrier: dissemination over post lines of each
+//	               member's own, its area, why not a tree
+//	topo.go        the members' topology keys and the barrier's order
+//	linecount_*.go the line-count model (build tag linecount)
 //	view.go        views of the team area, the scratch buffers and peers'
 //	               heaps (internal/core does the arithmetic)
 //	calllock.go    CallLock, the mutex of calls that synchronise with other
@@ -38,10 +42,11 @@
 //	                     overlapping another call of the PE is refused;
 //	                     plain loads and release stores, best effort
 //	                     (team.go, "Full barriers")
-//	Team.groupEnd        the end of this PE's latest full barrier: touched
-//	                     by one call at a time (mu, or busy for Sync and
-//	                     Barrier), with plain loads and release stores
-//	Team.pairs           a team of two's count of full barriers: as groupEnd
+//	Team.bar             the full barrier's partners (placed once) and the
+//	                     line counts: one call at a time (mu, or busy for
+//	                     Sync and Barrier); its count word lives in the
+//	                     control block, owner only, plain loads and
+//	                     release stores
 //
 // Sync and Layer.Barrier take no lock at all: any atomic read-modify-write
 // besides the barrier's own add costs a sizeable share of a 2-PE barrier

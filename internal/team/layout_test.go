@@ -14,7 +14,9 @@ func TestLayoutSizes(t *testing.T) {
 		size, want uint64
 	}{
 		{"teamSlot", core.SizeOf[teamSlot](), teamSlotSize},
-		{"teamCounter", core.SizeOf[teamCounter](), teamCounterSize},
+		{"barrierHead", core.SizeOf[barrierHead](), 64},
+		{"barrierCount", core.SizeOf[barrierCount](), 64},
+		{"barrierRound", core.SizeOf[barrierRound](), 128},
 	} {
 		if c.size != c.want {
 			t.Errorf("%s is %d bytes, the layout reserves %d", c.name, c.size, c.want)

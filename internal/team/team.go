@@ -13,8 +13,10 @@ package team
 //
 // Each PE's control block holds a team area (teamArea):
 //
-//	counter 0 .. MaxTeams-1, 128 B each  PE 0's only: one barrier counter per team id
 //	slot 0 .. MaxTeams-1, teamSlotSize each, one per team id; id 0 is the world team
+//
+// and a barrier area (barrierArea, dissem.go): its count word and round
+// lines per team id for the full barrier.
 //
 // A team has a job-wide id, and each member uses the slot of that number in
 // its own control block. A slot holds
@@ -33,71 +35,54 @@ package team
 //	          postData bytes
 //	done      a line whose number counts the small Broadcasts the member
 //	          is done with
-//	sync      two lines whose numbers count a team of two's full barriers
 //
-// # Full barriers: one counter per team
+// # Full barriers: dissemination
 //
 // A full barrier (Sync, PE.Barrier, and every collective that must know
-// all members are there) uses the team's counter, a 64-bit word in PE 0's
-// control block with a 128-byte pair of lines to itself (a shmsync
-// counter: arrivals below, sleepers above). Each member adds 1 to it per
-// full barrier, and waits until the count reaches base + size*b for its
-// b-th barrier on the team (base: the count when the team was made), the
-// end of the barrier's group of size arrivals. The counter is never
-// reset. No member can add for barrier b+1 before it has left barrier b,
-// which needs all size*b additions, so a member's b-th add falls in group
-// b and the count reaches the group's end only when every member has
-// arrived.
+// all members are there) is a dissemination barrier (dissem.go has its
+// words, its steps and why it beat a tree): in ⌈log₂ n⌉ rounds each
+// member publishes its count of barriers in a line of its own, one per
+// round, and waits for one other member's line, 2^r places before it in
+// the team's order, which puts members that share an L3 or a NUMA node
+// next to each other (topo.go). No line has two writers; each member
+// writes ⌈log₂ n⌉ lines and reads ⌈log₂ n⌉ lines per barrier, and the
+// critical path is ⌈log₂ n⌉ line transfers, where the counter that every
+// member added to in turn had n. The counts are never reset: a member's
+// count word for the team id (in its own control block, which the C
+// library's world barrier reads and writes too) says which barrier comes
+// next, and each waiter compares the line's number with the one its
+// owner publishes in the same barrier (its base when the team was made,
+// plus the barrier's number on the team). A team of two is the case of
+// one round: each member publishes in its line and waits for the
+// other's, both lines crossing at once, as the pair barrier that came
+// before did.
 //
 // A barrier that found a member gone can never complete correctly again,
-// and the surviving members must not go on adding: a survivor's next
-// barrier would fill the dead member's share of a group and release a
-// member still waiting in the broken one. So the first full barrier of a
-// PE that fails remembers its error (lost), and every later one returns
-// it at once, without adding. The survivors then stop at the group the
-// dead member missed, which none of them can complete.
+// and the surviving members must not go on: their next barrier would
+// count a round the dead member never made. So the first full barrier of
+// a PE that fails remembers its error (lost), and every later one returns
+// it at once, without publishing. The survivors then stop in the barrier
+// the dead member missed, which none of them can complete: every member's
+// last round depends, through the earlier rounds, on every other
+// member's arrival.
 //
-// The only state a barrier keeps in the process is the end of this PE's
-// latest group (groupEnd), touched by plain loads and release stores, so
-// Sync and PE.Barrier take no lock. This matters for speed: besides the add,
-// any other atomic read-modify-write on the barrier's path (a lock's, an
-// unlock's) adds a sizeable share to a 2-PE barrier (figures:
-// docs/bench/design-measurements.md). The
-// calls of a PE on a team must not overlap, as OpenSHMEM demands of the
-// threads of a PE; the collectives, which keep state, are serialised by
-// a mutex, and Sync finds overlapping calls with a busy word that only
-// plain loads and stores touch (inUse), on a best-effort basis: two calls
-// that start within nanoseconds of each other may both pass, and then the
-// barrier no longer separates the PEs' calls (two arrivals of one PE can
-// fill a group). Detected, an overlapping Sync returns ErrBadArg without
-// arriving.
-//
-// A team of two does without the counter (pairBarrier): each member
-// publishes its count of barriers in its sync line b%2 with a release
-// store and waits for the other's ("Post lines" has the publication and
-// the sleep). Both lines cross at once, where the counter's line crosses
-// twice one after the other, and with two lines and the next one asked
-// for ahead, a member's write finds its line ready; it measured faster
-// than the counter (docs/bench/design-measurements.md). PE.Barrier first
-// completes the PE's puts as Quiet does (Runtime.Quiet), with no
-// read-modify-write where waiters fence for puts themselves. A pair that
-// found its peer gone stays broken as the counter does.
-//
-// One word instead of a line per member: with two PEs the line then
-// moves between the cores twice per barrier (each member's add), and the
-// waiting member polls the line that the other's add brings over, which
-// measured well below an arrival word per member (each member writes its
-// own line and polls the other's; docs/bench/design-measurements.md).
-// With many members the adds queue for the line; a tree of counters
-// would scale better on a large node.
-//
-// The sleepers of a barrier count themselves in the counter's high bits
-// and sleep on its low 32 bits, which every add changes; the add that
-// completes a group sees them in its own result and wakes them, without a
-// second access to the line that the waiting members are polling (that
-// load, and dividing by size to find the group's end, cost a large share
-// of a 2-PE barrier when measured: docs/bench/design-measurements.md,
-// «internal/team/team.go, sleepers in the counter word»).
+// The only state a barrier keeps in the process is the team's partners
+// and this PE's base (placed once), so Sync and PE.Barrier take no lock;
+// the count word is touched by plain loads and release stores. Besides
+// the stores of the rounds, any atomic read-modify-write on the barrier's
+// path (a lock's, an unlock's) adds a sizeable share to a 2-PE barrier
+// (figures: docs/bench/design-measurements.md). The calls of a PE on a
+// team must not overlap, as OpenSHMEM demands of the threads of a PE; the
+// collectives, which keep state, are serialised by a mutex, and Sync
+// finds overlapping calls with a busy word that only plain loads and
+// stores touch (inUse), on a best-effort basis: two calls that start
+// within nanoseconds of each other may both pass, and then the barrier no
+// longer separates the PEs' calls. Detected, an overlapping Sync returns
+// ErrBadArg without arriving. PE.Barrier first completes the PE's puts as
+// Quiet does (Runtime.Quiet), with no read-modify-write where waiters
+// fence for puts themselves: a member that sees a round's number sees
+// every store its publisher saw, the release stores being ordered after
+// them.
 //
 // Inside a collective a full barrier also counts as an arrival of every
 // member (arrivals, below), but it does not store the members' arrived
@@ -199,8 +184,8 @@ package team
 // slices.
 //
 // Every new team reads, at Split step 4, the largest number in each
-// member's ring and gather lines and its done and sync numbers: the
-// bases, as for arrived. A line of the slot's previous team holds at most
+// member's ring and gather lines, its done number and its barrier count:
+// the bases, as for arrived. A line of the slot's previous team holds at most
 // its base, below anything this team waits for.
 //
 // # Making a team (Split), step by step
@@ -213,7 +198,8 @@ package team
 //     when all are taken, in its parent scratch buffer.
 //  3. Parent barrier. Every PE reads the id; noTeam is an error on all.
 //  4. Every member of the new team reads every member's arrived word of the
-//     id's slot, and its post lines' numbers: the bases. They are stable:
+//     id's slot, its post lines' numbers and its barrier count: the
+//     bases. They are stable:
 //     the slot's previous team ended with a barrier (Destroy), and nobody
 //     arrives on the new team before step 5 is over on every PE.
 //  5. Parent barrier. Members return the new team, the others nil.
@@ -237,21 +223,13 @@ const (
 	// included. Split fails with ErrOutOfMemory when all are in use.
 	MaxTeams = 64
 
-	inlineSize      = 24                                   // bytes of one buffer in the arrived word's line
-	scratchSize     = 512                                  // bytes of one scratch buffer
-	teamCounterSize = 128                                  // one team's barrier counter
-	teamSlotSize    = 64 + 2*scratchSize + (postRing+5)*64 // one slot
-	noTeam          = ^uint64(0)                           // "no id left" in Split's exchange
-	worldTeam       = 0                                    // the world team's id
-	teamIDMask      = ^uint64(0) >> (64 - MaxTeams)        // every id
+	inlineSize   = 24                                   // bytes of one buffer in the arrived word's line
+	scratchSize  = 512                                  // bytes of one scratch buffer
+	teamSlotSize = 64 + 2*scratchSize + (postRing+3)*64 // one slot
+	noTeam       = ^uint64(0)                           // "no id left" in Split's exchange
+	worldTeam    = 0                                    // the world team's id
+	teamIDMask   = ^uint64(0) >> (64 - MaxTeams)        // every id
 )
-
-// teamCounter is the barrier counter of one team id (see "Full barriers").
-// Only PE 0's are used.
-type teamCounter struct {
-	count atomic.Uint64 // a shmsync counter: the members' full-barrier arrivals, never reset, and the sleepers
-	_     [teamCounterSize - 8]byte
-}
 
 // teamSlot is one PE's share of one team. A contribution of up to
 // inlineSize bytes goes in the arrived word's own cache line, so that the
@@ -265,7 +243,6 @@ type teamSlot struct {
 	post     [postRing]postLine   // small Broadcasts this PE roots, by the team's count of them modulo postRing ("Post lines")
 	gather   [2]postLine          // this PE's contributions to small Reduces, by the parity of their count
 	done     postLine             // the small Broadcasts this PE is done with (seq only)
-	sync     [2]postLine          // a team of two's full barriers, by parity (seq only; "Full barriers")
 }
 
 // teamArea is the teams' area of every control block.
@@ -273,7 +250,7 @@ var teamArea = core.RegisterArea("team", teamAreaSize)
 
 // teamAreaSize is the bytes of each control block reserved for teams.
 func teamAreaSize(npes int) uint64 {
-	return MaxTeams*teamCounterSize + MaxTeams*teamSlotSize
+	return MaxTeams * teamSlotSize
 }
 
 // Runtime is what the layer asks of the runtime of its PE. Every method
@@ -309,6 +286,9 @@ type Config struct {
 	// Calls publishes every call of the layer and checks, in every wait,
 	// that the members make the same calls (package calls).
 	Calls *calls.Tracker
+	// Home is this PE's index among its node's PEs, which names the CPU
+	// it is expected to run on (unix.HomeCPU; "Topology", topo.go).
+	Home int
 }
 
 // Layer is a PE's teams: the world team and the count of the handles of
@@ -333,12 +313,21 @@ type Layer struct {
 	handles atomic.Int32 // this PE's handles of split teams not yet destroyed; any goroutine
 }
 
-// Init makes the world team. Every PE's words of slot 0, and counter 0,
-// are zero in a fresh segment, so the bases are zero.
+// Init publishes this PE's topology key and makes the world team. Every
+// PE's words of slot 0 and its barrier count for id 0 are zero in a fresh
+// segment, so the bases are zero. The caller's barrier after Init orders
+// the key before any member's first full barrier, which reads it.
 func (l *Layer) Init(rt Runtime, c Config) {
 	l.rt, l.sp, l.closed, l.calls = rt, c.Space, c.Closed, c.Calls
 	l.relaxed = unix.MembarrierRegister() == nil
 	l.Retune()
+	cpu, err := unix.HomeCPU(c.Home)
+	if err != nil {
+		cpu = -1 // key 0: ordered by rank
+	}
+	// Seq-cst store, before the Init barrier; pairs with the loads of
+	// placeBarrier on every member.
+	l.headOf(l.sp.Rank).key.Store(topoKey(sysRoot, cpu))
 	l.world = l.newTeam(worldTeam, 0, 1, l.sp.NPEs, l.sp.Rank, false)
 }
 
@@ -387,13 +376,12 @@ type Team struct {
 	members             []int
 	slots               []*teamSlot // every member's slot, by rank
 	bases               []uint32    // every member's arrived word when the team was made
-	counter             *teamCounter
-	counterBase         uint64 // the counter's count when the team was made
+	barBase             []uint32    // every member's barrier count when the team was made
 	live                func() error
 
 	mu        CallLock
 	busy      atomic.Uint32         // 1 while a goroutine of this PE is in a call (best effort: see "Full barriers")
-	groupEnd  atomic.Uint64         // the count that ends this PE's latest full barrier (see "Full barriers"); Sync and Barrier, without mu
+	bar       dissem                // the full barrier's partners and counts (dissem.go); one call at a time (busy), placed at the first barrier or by Split
 	destroyed atomic.Bool           // set by Destroy, under mu; read by Sync without it
 	lost      atomic.Pointer[error] // the error of the full barrier that found a member gone; every later one returns it (see "Full barriers")
 	calls     uint64                // collective calls made on the team; call k uses scratch k%2
@@ -407,8 +395,6 @@ type Team struct {
 	postBase  []uint32              // per member: the largest seq of its post ring when the team was made
 	gathBase  []uint32              // per member: the largest seq of its gather lines then
 	doneBase  []uint32              // per member: its done line's seq then
-	syncBase  []uint32              // per member: its sync line's seq then (teams of two)
-	pairs     atomic.Uint32         // a team of two: this PE's full barriers; like groupEnd
 	seenDone  []uint32              // per member: small Broadcasts it is known to be done with
 	memo      [2]offMemo            // the last dst and src found in the symmetric heap
 }
@@ -419,15 +405,8 @@ func (l *Layer) newTeam(id, start, stride, size, rank int, readBases bool) *Team
 	rt := l.rt
 	t := &Team{rt: rt, l: l, closed: l.closed, id: id, start: start, stride: stride, size: size, rank: rank,
 		members: make([]int, size), slots: make([]*teamSlot, size), bases: make([]uint32, size), seen: make([]uint32, size),
-		postBase: make([]uint32, size), gathBase: make([]uint32, size), doneBase: make([]uint32, size), seenDone: make([]uint32, size), syncBase: make([]uint32, size),
-		counter: l.counterOf(id)}
-	if readBases {
-		// Seq-cst load of a word nobody changes now (step 4 of Split):
-		// the slot's previous team made all its additions before any of
-		// its members left its last barrier (Destroy).
-		t.counterBase = t.counter.count.Load() & shmsync.CountMask
-		t.groupEnd.Store(t.counterBase)
-	}
+		postBase: make([]uint32, size), gathBase: make([]uint32, size), doneBase: make([]uint32, size), seenDone: make([]uint32, size),
+		barBase: make([]uint32, size)}
 	for i := range size {
 		p := start + stride*i
 		t.members[i] = p
@@ -440,8 +419,16 @@ func (l *Layer) newTeam(id, start, stride, size, rank int, readBases bool) *Team
 			t.postBase[i] = lastPost(t.slots[i].post[:])
 			t.gathBase[i] = lastPost(t.slots[i].gather[:])
 			t.doneBase[i] = t.slots[i].done.seq.Load()
-			t.syncBase[i] = lastPost(t.slots[i].sync[:])
+			// The slot's previous team made its last full barrier
+			// (Destroy's) before any member left it.
+			t.barBase[i] = l.countOf(p, id).count.Load()
 		}
+	}
+	t.bar.count = &l.countOf(l.sp.Rank, id).count
+	t.bar.base = t.barBase[rank]
+	if readBases {
+		// Every member published its topology key at Init.
+		t.placeBarrier()
 	}
 	members := t.members
 	tr := l.calls
@@ -679,90 +666,12 @@ func (t *Team) barrier() error {
 	return nil
 }
 
-// fullBarrier is a full barrier of the team (see "Full barriers"): a
-// pair's (pairBarrier) for a team of two, else the counter's. quiet is as
-// in counterBarrier; check is the liveness check of the wait's sleeps,
-// nil for the team's (live).
+// fullBarrier is a full barrier of the team (see "Full barriers"):
+// dissemination (dissem.go). quiet: complete this PE's puts first
+// (PE.Barrier); check is the liveness check of the wait's sleeps, nil for
+// the team's (live).
 func (t *Team) fullBarrier(quiet bool, check func() error) error {
-	if t.size == 2 {
-		return t.pairBarrier(quiet, check)
-	}
-	return t.counterBarrier(quiet, check)
-}
-
-// pairBarrier is the full barrier of a team of two (see "Full
-// barriers"): each member publishes its count of barriers in its sync
-// line and waits for the other's. With quiet it first completes this
-// PE's puts as Quiet does (Runtime.Quiet): a member that sees the count
-// sees every store before it (the release store is ordered after them),
-// and the store-to-load fence, where membarrier stands in for it at the
-// waiters, is owed to this PE's next load through the API, not paid here
-// with a read-modify-write. Of the process's state it touches pairs only.
-func (t *Team) pairBarrier(quiet bool, check func() error) error {
-	if lost := t.lost.Load(); lost != nil {
-		return *lost
-	}
-	// Plain load and release store (no read-modify-write): Sync and
-	// Barrier take no lock.
-	b := t.pairs.Load() + 1
-	shmsync.StoreRelease32(&t.pairs, b)
-	if quiet {
-		t.rt.Quiet()
-	}
-	me, peer := t.rank, 1-t.rank
-	// Release store (publish): every earlier store of this PE (data,
-	// puts) is visible to the peer once it sees the count.
-	t.l.publish(&t.slots[me].sync[b&1], t.syncBase[me]+b)
-	// A few pauses before the first look at the peer's line, which a
-	// peer arriving about now is writing (shmsync.SettlePolls).
-	for range t.l.settle {
-		shmsync.Pause()
-	}
-	if err := t.awaitPost(peer, &t.slots[peer].sync[b&1], t.syncBase[peer], b, check); err != nil {
-		lost := fmt.Errorf("symheap: team %d (%d PEs) waiting in a barrier for rank %d (PE %d): %w", t.id, t.size, peer, t.members[peer], err)
-		t.lost.Store(&lost)
-		return lost
-	}
-	// The next barrier's line: the peer has read it (it published b, which
-	// it does only after it saw our b-1).
-	shmsync.PrefetchW(addr(&t.slots[me].sync[(b+1)&1]))
-	return nil
-}
-
-// counterBarrier adds this PE's arrival to the team's counter and waits
-// for the rest of its group (see "Full barriers"). With quiet it also
-// takes Quiet's wake-up step for this PE's earlier puts right after the
-// add, which is the full fence that completes them (PE.Barrier). Of the
-// process's state it touches groupEnd only.
-func (t *Team) counterBarrier(quiet bool, check func() error) error {
-	if lost := t.lost.Load(); lost != nil {
-		return *lost
-	}
-	c := &t.counter.count
-	// This PE's b-th arrival falls in group b: its end is the previous
-	// group's plus size. Plain load and release store (no read-modify-
-	// write): Sync and Barrier take no lock (see "Full barriers").
-	want := (t.groupEnd.Load() + uint64(t.size)) & shmsync.CountMask
-	shmsync.StoreRelease64(&t.groupEnd, want)
-	// Seq-cst add: publishes every earlier store of this PE (scratch,
-	// data, puts) to the members that see the count reach want; pairs
-	// with their loads in WaitCount. The arrival that ends the group
-	// wakes the sleepers.
-	v := shmsync.Arrive(c, want)
-	if quiet {
-		t.rt.WakeSleepers()
-	}
-	if !shmsync.Reached(v, want) {
-		if check == nil {
-			check = t.live
-		}
-		if err := shmsync.WaitCount(c, want, shmsync.Pace(), check); err != nil {
-			lost := fmt.Errorf("symheap: team %d (%d PEs) waiting in a barrier: %w", t.id, t.size, err)
-			t.lost.Store(&lost) // lost, not err: err's address would put every call's err on the heap
-			return lost
-		}
-	}
-	return nil
+	return t.dissemBarrier(quiet, check)
 }
 
 // Sync waits until every member of the team has called Sync
@@ -795,7 +704,7 @@ func (t *Team) SyncStop(stop func() error) error {
 }
 
 // lockFreeBarrier is the barrier of Sync and PE.Barrier (kind k): the
-// busy check of inUse around counterBarrier (quiet as there), published
+// busy check of inUse around fullBarrier (quiet as there), published
 // as a call (package calls). stop, if not nil, can end the wait
 // (Stoppable barriers).
 func (t *Team) lockFreeBarrier(k calls.Kind, quiet bool, stop func() error) error {

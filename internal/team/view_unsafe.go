@@ -7,12 +7,7 @@ import "github.com/symheap/symheap/internal/core"
 
 // slotOf views slot id of PE p's team area.
 func (l *Layer) slotOf(p, id int) *teamSlot {
-	return core.At[teamSlot](l.sp.CBAddr(p, teamArea.Off(l.sp.NPEs)+MaxTeams*teamCounterSize+core.CBOff(id)*teamSlotSize))
-}
-
-// counterOf views the barrier counter of team id, in PE 0's block.
-func (l *Layer) counterOf(id int) *teamCounter {
-	return core.At[teamCounter](l.sp.CBAddr(0, teamArea.Off(l.sp.NPEs)+core.CBOff(id)*teamCounterSize))
+	return core.At[teamSlot](l.sp.CBAddr(p, teamArea.Off(l.sp.NPEs)+core.CBOff(id)*teamSlotSize))
 }
 
 // bufAt returns the buffer of slot s for call k that holds nb bytes: the
@@ -65,3 +60,26 @@ func addr[T any](x *T) core.Ptr { return core.AddrOf(x) }
 
 // addOff is p moved on by n bytes.
 func addOff(p core.Ptr, n uint64) core.Ptr { return core.Add(p, n) }
+
+// barrierBase is the address of PE p's barrier area.
+func (l *Layer) barrierBase(p int) core.Ptr { return l.sp.CBAddr(p, barrierArea.Off(l.sp.NPEs)) }
+
+// headOf views PE p's barrier head.
+func (l *Layer) headOf(p int) *barrierHead { return core.At[barrierHead](l.barrierBase(p)) }
+
+// countOf views PE p's count line for team id.
+func (l *Layer) countOf(p, id int) *barrierCount {
+	off := core.SizeOf[barrierHead]() + uint64(id)*barrierTeamSize(l.sp.NPEs)
+	return core.At[barrierCount](core.Add(l.barrierBase(p), off))
+}
+
+// roundsOf views PE p's round lines for team id, rounds(size) of them
+// for a team of size members (at most rounds(npes)).
+func (l *Layer) roundsOf(p, id int) []*barrierRound {
+	first := core.Add(core.AddrOf(l.countOf(p, id)), core.SizeOf[barrierCount]())
+	rs := make([]*barrierRound, rounds(l.sp.NPEs))
+	for r := range rs {
+		rs[r] = core.At[barrierRound](core.Add(first, uint64(r)*core.SizeOf[barrierRound]()))
+	}
+	return rs
+}

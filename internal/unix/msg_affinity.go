@@ -85,3 +85,20 @@ func nthCPU(set *unix.CPUSet, i int) int {
 	}
 	return -1
 }
+
+// HomeCPU returns the n-th (modulo their number) of the CPUs this process
+// may run on: the CPU that Nudge moves it to, and the one PinProcess binds
+// it to. A process bound to one CPU gets that CPU. It is where a PE is
+// expected to run, which the barrier's topology-aware order reads
+// (internal/team, "Topology").
+func HomeCPU(n int) (int, error) {
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
+		return -1, fmt.Errorf("sched_getaffinity: %w", err)
+	}
+	count := allowed.Count()
+	if count == 0 {
+		return -1, fmt.Errorf("sched_getaffinity: no CPU allowed")
+	}
+	return nthCPU(&allowed, n%count), nil
+}
