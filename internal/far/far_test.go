@@ -239,13 +239,25 @@ func TestTwoNodes(t *testing.T) {
 func TestTwoNodesLostPE(t *testing.T) {
 	petest.Run(t, 4, func(t *testing.T) {
 		pe := initNode(t)
+		left, err := symheap.Calloc[int64](pe, 1) // on PE 3: the PEs out of the first barrier
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := pe.Barrier(); err != nil {
 			t.Fatal(err)
 		}
 		if pe.Rank() == 3 {
-			petest.Exit(0) // gone, without Close: its connections break
+			// Gone, without Close (its connections break), once the
+			// others have left the barrier: a loss while they still
+			// complete it would be reported there.
+			if err := symheap.WaitUntil(pe, &left[0], symheap.CmpEQ, 3); err != nil {
+				t.Fatal(err)
+			}
+			petest.Exit(0)
 		}
-		var err error
+		if err := symheap.AtomicAdd(pe, &left[0], 1, 3); err != nil {
+			t.Fatal(err)
+		}
 		for err == nil {
 			err = pe.Barrier()
 		}
