@@ -14,15 +14,10 @@ import (
 // them. It is for benchmarks, which compare with launchers that bind their
 // ranks to cores (mpirun does by default). It returns the CPU chosen.
 func PinProcess(n int) (int, error) {
-	var allowed unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &allowed); err != nil {
-		return -1, fmt.Errorf("sched_getaffinity: %w", err)
+	cpu, err := HomeCPU(n)
+	if err != nil {
+		return -1, err
 	}
-	count := allowed.Count()
-	if count == 0 {
-		return -1, fmt.Errorf("sched_getaffinity: no CPU allowed")
-	}
-	cpu := nthCPU(&allowed, n%count)
 	var one unix.CPUSet
 	one.Set(cpu)
 	tasks, err := os.ReadDir("/proc/self/task")
