@@ -195,11 +195,7 @@ func parentJob(t *testing.T, l net.Listener, k, size int, job string, mod func(*
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if r == 0 {
-				bs[r], errs[r] = tcp.RendezvousOn(l, size, job)
-			} else {
-				bs[r], errs[r] = tcp.Rendezvous(l.Addr().String(), r, size, job)
-			}
+			bs[r], errs[r] = join(l, r, size, job)
 			if errs[r] != nil {
 				return
 			}

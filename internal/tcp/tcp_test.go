@@ -68,11 +68,7 @@ func boots(t *testing.T, n int) []transport.Bootstrap {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if r == 0 {
-				bs[r], errs[r] = tcp.RendezvousOn(l, n, job)
-			} else {
-				bs[r], errs[r] = tcp.Rendezvous(l.Addr().String(), r, n, job)
-			}
+			bs[r], errs[r] = join(l, r, n, job)
 		}()
 	}
 	wg.Wait()
@@ -87,6 +83,15 @@ func boots(t *testing.T, n int) []transport.Bootstrap {
 		t.Fatal(err)
 	}
 	return bs
+}
+
+// join makes rank r's rendezvous bootstrap of a job of size PEs, rank 0
+// listening on l.
+func join(l net.Listener, r, size int, job string) (transport.Bootstrap, error) {
+	if r == 0 {
+		return tcp.RendezvousOn(l, size, job)
+	}
+	return tcp.Rendezvous(l.Addr().String(), r, size, job)
 }
 
 // regions are the regions nettest asks for.
