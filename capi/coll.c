@@ -254,9 +254,15 @@ int shmem_team_n_pes(shmem_team_t team)
 
 int shmem_team_get_config(shmem_team_t team, long config_mask, shmem_team_config_t *config)
 {
-	if (team == SHMEM_TEAM_INVALID || config == NULL)
+	if (team == SHMEM_TEAM_INVALID)
 		return -1;
 	struct shmemi_team *t = team_of(team, "shmem_team_get_config");
+	/* A mask of 0 asks for nothing, and config may then be NULL (1.6);
+	 * NULL with a nonzero mask is undefined: refused. */
+	if (config_mask == 0)
+		return 0;
+	if (config == NULL)
+		return -1;
 	if (config_mask & SHMEM_TEAM_NUM_CONTEXTS)
 		config->num_contexts = t->config.num_contexts;
 	return 0;

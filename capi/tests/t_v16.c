@@ -268,6 +268,7 @@ static void smaller(void)
 	shmem_team_config_t cfg = {.num_contexts = -1};
 	CHECK(shmem_team_get_config(SHMEM_TEAM_WORLD, 0, &cfg) == 0 && cfg.num_contexts == -1,
 	      "get_config with mask 0 changes nothing");
+	CHECK(shmem_team_get_config(SHMEM_TEAM_WORLD, 0, NULL) == 0, "get_config with mask 0 and a null config");
 	int major = 0, minor = 0;
 	shmem_info_get_version(&major, &minor);
 	CHECK(major == 1 && minor == 6 && SHMEM_MAJOR_VERSION == 1 && SHMEM_MINOR_VERSION == 6, "version %d.%d",
