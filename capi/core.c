@@ -347,7 +347,27 @@ void shmem_ctx_pe_quiet(shmem_ctx_t ctx, const int *target_pes, size_t npes)
 	if (ctx == SHMEM_CTX_INVALID)
 		return; /* as shmem_ctx_quiet */
 	shmemi_ctx_check(ctx, "shmem_ctx_pe_quiet");
-	pe_quiet(target_pes, npes, "shmem_ctx_pe_quiet");
+	if (ctx == SHMEM_CTX_DEFAULT || ctx->team == SHMEM_TEAM_WORLD || npes == 0) {
+		pe_quiet(target_pes, npes, "shmem_ctx_pe_quiet");
+		return;
+	}
+	/* Numbered in the context's team: each must be one of its ranks. */
+	shmemi_need_init("shmem_ctx_pe_quiet");
+	if (target_pes == NULL)
+		shmemi_fatal("shmem_ctx_pe_quiet", "target_pes is NULL with npes %zu", npes);
+	for (size_t i = 0; i < npes; i++)
+		shmemi_ctx_team_pe(ctx, target_pes[i], "shmem_ctx_pe_quiet");
+	shmemi_quiet();
+}
+
+int shmemi_ctx_team_pe(shmem_ctx_t ctx, int pe, const char *op)
+{
+	int w = shmemi_team_world_pe(ctx->team, pe, op);
+	if (w < 0)
+		shmemi_fatal(op, "PE %d is not in the context's team of %d PEs (a context's PE numbers are its team's, 0 to %d: "
+				 "translate a world PE with shmem_team_translate_pe)",
+			     pe, shmem_team_n_pes(ctx->team), shmem_team_n_pes(ctx->team) - 1);
+	return w;
 }
 
 void shmemi_world_barrier(const char *op); /* coll.c */

@@ -23,7 +23,7 @@ void shmem_float_put(float *dest, const float *source, size_t nelems, int pe)
 
 void shmem_ctx_float_put(shmem_ctx_t ctx, float *dest, const float *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_float_put");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_float_put");
 	shmemi_put(dest, source, shmemi_bytes(nelems, sizeof(float), "shmem_ctx_float_put"), pe, "shmem_ctx_float_put");
 }
 
@@ -34,7 +34,7 @@ void shmem_double_put(double *dest, const double *source, size_t nelems, int pe)
 
 void shmem_ctx_double_put(shmem_ctx_t ctx, double *dest, const double *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_double_put");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_double_put");
 	shmemi_put(dest, source, shmemi_bytes(nelems, sizeof(double), "shmem_ctx_double_put"), pe, "shmem_ctx_double_put");
 }
 
@@ -45,7 +45,7 @@ void shmem_longdouble_put(long double *dest, const long double *source, size_t n
 
 void shmem_ctx_longdouble_put(shmem_ctx_t ctx, long double *dest, const long double *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longdouble_put");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longdouble_put");
 	shmemi_put(dest, source, shmemi_bytes(nelems, sizeof(long double), "shmem_ctx_longdouble_put"), pe, "shmem_ctx_longdouble_put");
 }
 
@@ -56,7 +56,7 @@ void shmem_char_put(char *dest, const char *source, size_t nelems, int pe)
 
 void shmem_ctx_char_put(shmem_ctx_t ctx, char *dest, const char *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_char_put");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_char_put");
 	shmemi_put(dest, source, shmemi_bytes(nelems, sizeof(char), "shmem_ctx_char_put"), pe, "shmem_ctx_char_put");
 }
 
@@ -67,7 +67,7 @@ void shmem_schar_put(signed char *dest, const signed char *source, size_t nelems
 
 void shmem_ctx_schar_put(shmem_ctx_t ctx, signed char *dest, const signed char *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_schar_put");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_schar_put");
 	shmemi_put(dest, source, shmemi_bytes(nelems, sizeof(signed char), "shmem_ctx_schar_put"), pe, "shmem_ctx_schar_put");
 }
 
@@ -78,7 +78,7 @@ void shmem_short_put(short *dest, const short *source, size_t nelems, int pe)
 
 void shmem_ctx_short_put(shmem_ctx_t ctx, short *dest, const short *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_short_put");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_short_put");
 	shmemi_put(dest, source, shmemi_bytes(nelems, sizeof(short), "shmem_ctx_short_put"), pe, "shmem_ctx_short_put");
 }
 
@@ -89,7 +89,7 @@ void shmem_int_put(int *dest, const int *source, size_t nelems, int pe)
 
 void shmem_ctx_int_put(shmem_ctx_t ctx, int *dest, const int *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int_put");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_put");
 	shmemi_put(dest, source, shmemi_bytes(nelems, sizeof(int), "shmem_ctx_int_put"), pe, "shmem_ctx_int_put");
 }
 
@@ -100,7 +100,7 @@ void shmem_long_put(long *dest, const long *source, size_t nelems, int pe)
 
 void shmem_ctx_long_put(shmem_ctx_t ctx, long *dest, const long *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_long_put");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_put");
 	shmemi_put(dest, source, shmemi_bytes(nelems, sizeof(long), "shmem_ctx_long_put"), pe, "shmem_ctx_long_put");
 }
 
@@ -111,7 +111,7 @@ void shmem_longlong_put(long long *dest, const long long *source, size_t nelems,
 
 void shmem_ctx_longlong_put(shmem_ctx_t ctx, long long *dest, const long long *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longlong_put");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_put");
 	shmemi_put(dest, source, shmemi_bytes(nelems, sizeof(long long), "shmem_ctx_longlong_put"), pe, "shmem_ctx_longlong_put");
 }
 
@@ -122,7 +122,7 @@ void shmem_uchar_put(unsigned char *dest, const unsigned char *source, size_t ne
 
 void shmem_ctx_uchar_put(shmem_ctx_t ctx, unsigned char *dest, const unsigned char *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uchar_put");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uchar_put");
 	shmemi_put(dest, source, shmemi_bytes(nelems, sizeof(unsigned char), "shmem_ctx_uchar_put"), pe, "shmem_ctx_uchar_put");
 }
 
@@ -133,7 +133,7 @@ void shmem_ushort_put(unsigned short *dest, const unsigned short *source, size_t
 
 void shmem_ctx_ushort_put(shmem_ctx_t ctx, unsigned short *dest, const unsigned short *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ushort_put");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ushort_put");
 	shmemi_put(dest, source, shmemi_bytes(nelems, sizeof(unsigned short), "shmem_ctx_ushort_put"), pe, "shmem_ctx_ushort_put");
 }
 
@@ -144,7 +144,7 @@ void shmem_uint_put(unsigned int *dest, const unsigned int *source, size_t nelem
 
 void shmem_ctx_uint_put(shmem_ctx_t ctx, unsigned int *dest, const unsigned int *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_put");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_put");
 	shmemi_put(dest, source, shmemi_bytes(nelems, sizeof(unsigned int), "shmem_ctx_uint_put"), pe, "shmem_ctx_uint_put");
 }
 
@@ -155,7 +155,7 @@ void shmem_ulong_put(unsigned long *dest, const unsigned long *source, size_t ne
 
 void shmem_ctx_ulong_put(shmem_ctx_t ctx, unsigned long *dest, const unsigned long *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_put");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_put");
 	shmemi_put(dest, source, shmemi_bytes(nelems, sizeof(unsigned long), "shmem_ctx_ulong_put"), pe, "shmem_ctx_ulong_put");
 }
 
@@ -166,7 +166,7 @@ void shmem_ulonglong_put(unsigned long long *dest, const unsigned long long *sou
 
 void shmem_ctx_ulonglong_put(shmem_ctx_t ctx, unsigned long long *dest, const unsigned long long *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_put");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_put");
 	shmemi_put(dest, source, shmemi_bytes(nelems, sizeof(unsigned long long), "shmem_ctx_ulonglong_put"), pe, "shmem_ctx_ulonglong_put");
 }
 
@@ -177,7 +177,7 @@ void shmem_int8_put(int8_t *dest, const int8_t *source, size_t nelems, int pe)
 
 void shmem_ctx_int8_put(shmem_ctx_t ctx, int8_t *dest, const int8_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int8_put");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int8_put");
 	shmemi_put(dest, source, shmemi_bytes(nelems, sizeof(int8_t), "shmem_ctx_int8_put"), pe, "shmem_ctx_int8_put");
 }
 
@@ -188,7 +188,7 @@ void shmem_int16_put(int16_t *dest, const int16_t *source, size_t nelems, int pe
 
 void shmem_ctx_int16_put(shmem_ctx_t ctx, int16_t *dest, const int16_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int16_put");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int16_put");
 	shmemi_put(dest, source, shmemi_bytes(nelems, sizeof(int16_t), "shmem_ctx_int16_put"), pe, "shmem_ctx_int16_put");
 }
 
@@ -199,7 +199,7 @@ void shmem_int32_put(int32_t *dest, const int32_t *source, size_t nelems, int pe
 
 void shmem_ctx_int32_put(shmem_ctx_t ctx, int32_t *dest, const int32_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_put");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_put");
 	shmemi_put(dest, source, shmemi_bytes(nelems, sizeof(int32_t), "shmem_ctx_int32_put"), pe, "shmem_ctx_int32_put");
 }
 
@@ -210,7 +210,7 @@ void shmem_int64_put(int64_t *dest, const int64_t *source, size_t nelems, int pe
 
 void shmem_ctx_int64_put(shmem_ctx_t ctx, int64_t *dest, const int64_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_put");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_put");
 	shmemi_put(dest, source, shmemi_bytes(nelems, sizeof(int64_t), "shmem_ctx_int64_put"), pe, "shmem_ctx_int64_put");
 }
 
@@ -221,7 +221,7 @@ void shmem_uint8_put(uint8_t *dest, const uint8_t *source, size_t nelems, int pe
 
 void shmem_ctx_uint8_put(shmem_ctx_t ctx, uint8_t *dest, const uint8_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint8_put");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint8_put");
 	shmemi_put(dest, source, shmemi_bytes(nelems, sizeof(uint8_t), "shmem_ctx_uint8_put"), pe, "shmem_ctx_uint8_put");
 }
 
@@ -232,7 +232,7 @@ void shmem_uint16_put(uint16_t *dest, const uint16_t *source, size_t nelems, int
 
 void shmem_ctx_uint16_put(shmem_ctx_t ctx, uint16_t *dest, const uint16_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint16_put");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint16_put");
 	shmemi_put(dest, source, shmemi_bytes(nelems, sizeof(uint16_t), "shmem_ctx_uint16_put"), pe, "shmem_ctx_uint16_put");
 }
 
@@ -243,7 +243,7 @@ void shmem_uint32_put(uint32_t *dest, const uint32_t *source, size_t nelems, int
 
 void shmem_ctx_uint32_put(shmem_ctx_t ctx, uint32_t *dest, const uint32_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_put");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_put");
 	shmemi_put(dest, source, shmemi_bytes(nelems, sizeof(uint32_t), "shmem_ctx_uint32_put"), pe, "shmem_ctx_uint32_put");
 }
 
@@ -254,7 +254,7 @@ void shmem_uint64_put(uint64_t *dest, const uint64_t *source, size_t nelems, int
 
 void shmem_ctx_uint64_put(shmem_ctx_t ctx, uint64_t *dest, const uint64_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_put");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_put");
 	shmemi_put(dest, source, shmemi_bytes(nelems, sizeof(uint64_t), "shmem_ctx_uint64_put"), pe, "shmem_ctx_uint64_put");
 }
 
@@ -265,7 +265,7 @@ void shmem_size_put(size_t *dest, const size_t *source, size_t nelems, int pe)
 
 void shmem_ctx_size_put(shmem_ctx_t ctx, size_t *dest, const size_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_size_put");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_put");
 	shmemi_put(dest, source, shmemi_bytes(nelems, sizeof(size_t), "shmem_ctx_size_put"), pe, "shmem_ctx_size_put");
 }
 
@@ -276,7 +276,7 @@ void shmem_ptrdiff_put(ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, 
 
 void shmem_ctx_ptrdiff_put(shmem_ctx_t ctx, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ptrdiff_put");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_put");
 	shmemi_put(dest, source, shmemi_bytes(nelems, sizeof(ptrdiff_t), "shmem_ctx_ptrdiff_put"), pe, "shmem_ctx_ptrdiff_put");
 }
 
@@ -287,7 +287,7 @@ void shmem_put8(void *dest, const void *source, size_t nelems, int pe)
 
 void shmem_ctx_put8(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_put8");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_put8");
 	shmemi_put(dest, source, shmemi_bytes(nelems, 1, "shmem_ctx_put8"), pe, "shmem_ctx_put8");
 }
 
@@ -298,7 +298,7 @@ void shmem_put16(void *dest, const void *source, size_t nelems, int pe)
 
 void shmem_ctx_put16(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_put16");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_put16");
 	shmemi_put(dest, source, shmemi_bytes(nelems, 2, "shmem_ctx_put16"), pe, "shmem_ctx_put16");
 }
 
@@ -309,7 +309,7 @@ void shmem_put32(void *dest, const void *source, size_t nelems, int pe)
 
 void shmem_ctx_put32(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_put32");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_put32");
 	shmemi_put(dest, source, shmemi_bytes(nelems, 4, "shmem_ctx_put32"), pe, "shmem_ctx_put32");
 }
 
@@ -320,7 +320,7 @@ void shmem_put64(void *dest, const void *source, size_t nelems, int pe)
 
 void shmem_ctx_put64(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_put64");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_put64");
 	shmemi_put(dest, source, shmemi_bytes(nelems, 8, "shmem_ctx_put64"), pe, "shmem_ctx_put64");
 }
 
@@ -331,7 +331,7 @@ void shmem_put128(void *dest, const void *source, size_t nelems, int pe)
 
 void shmem_ctx_put128(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_put128");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_put128");
 	shmemi_put(dest, source, shmemi_bytes(nelems, 16, "shmem_ctx_put128"), pe, "shmem_ctx_put128");
 }
 
@@ -342,7 +342,7 @@ void shmem_putmem(void *dest, const void *source, size_t nelems, int pe)
 
 void shmem_ctx_putmem(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_putmem");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_putmem");
 	shmemi_put(dest, source, shmemi_bytes(nelems, 1, "shmem_ctx_putmem"), pe, "shmem_ctx_putmem");
 }
 
@@ -353,7 +353,7 @@ void shmem_float_get(float *dest, const float *source, size_t nelems, int pe)
 
 void shmem_ctx_float_get(shmem_ctx_t ctx, float *dest, const float *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_float_get");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_float_get");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(float), "shmem_ctx_float_get"), pe, "shmem_ctx_float_get");
 }
 
@@ -364,7 +364,7 @@ void shmem_double_get(double *dest, const double *source, size_t nelems, int pe)
 
 void shmem_ctx_double_get(shmem_ctx_t ctx, double *dest, const double *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_double_get");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_double_get");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(double), "shmem_ctx_double_get"), pe, "shmem_ctx_double_get");
 }
 
@@ -375,7 +375,7 @@ void shmem_longdouble_get(long double *dest, const long double *source, size_t n
 
 void shmem_ctx_longdouble_get(shmem_ctx_t ctx, long double *dest, const long double *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longdouble_get");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longdouble_get");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(long double), "shmem_ctx_longdouble_get"), pe, "shmem_ctx_longdouble_get");
 }
 
@@ -386,7 +386,7 @@ void shmem_char_get(char *dest, const char *source, size_t nelems, int pe)
 
 void shmem_ctx_char_get(shmem_ctx_t ctx, char *dest, const char *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_char_get");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_char_get");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(char), "shmem_ctx_char_get"), pe, "shmem_ctx_char_get");
 }
 
@@ -397,7 +397,7 @@ void shmem_schar_get(signed char *dest, const signed char *source, size_t nelems
 
 void shmem_ctx_schar_get(shmem_ctx_t ctx, signed char *dest, const signed char *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_schar_get");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_schar_get");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(signed char), "shmem_ctx_schar_get"), pe, "shmem_ctx_schar_get");
 }
 
@@ -408,7 +408,7 @@ void shmem_short_get(short *dest, const short *source, size_t nelems, int pe)
 
 void shmem_ctx_short_get(shmem_ctx_t ctx, short *dest, const short *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_short_get");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_short_get");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(short), "shmem_ctx_short_get"), pe, "shmem_ctx_short_get");
 }
 
@@ -419,7 +419,7 @@ void shmem_int_get(int *dest, const int *source, size_t nelems, int pe)
 
 void shmem_ctx_int_get(shmem_ctx_t ctx, int *dest, const int *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int_get");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_get");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(int), "shmem_ctx_int_get"), pe, "shmem_ctx_int_get");
 }
 
@@ -430,7 +430,7 @@ void shmem_long_get(long *dest, const long *source, size_t nelems, int pe)
 
 void shmem_ctx_long_get(shmem_ctx_t ctx, long *dest, const long *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_long_get");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_get");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(long), "shmem_ctx_long_get"), pe, "shmem_ctx_long_get");
 }
 
@@ -441,7 +441,7 @@ void shmem_longlong_get(long long *dest, const long long *source, size_t nelems,
 
 void shmem_ctx_longlong_get(shmem_ctx_t ctx, long long *dest, const long long *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longlong_get");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_get");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(long long), "shmem_ctx_longlong_get"), pe, "shmem_ctx_longlong_get");
 }
 
@@ -452,7 +452,7 @@ void shmem_uchar_get(unsigned char *dest, const unsigned char *source, size_t ne
 
 void shmem_ctx_uchar_get(shmem_ctx_t ctx, unsigned char *dest, const unsigned char *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uchar_get");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uchar_get");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(unsigned char), "shmem_ctx_uchar_get"), pe, "shmem_ctx_uchar_get");
 }
 
@@ -463,7 +463,7 @@ void shmem_ushort_get(unsigned short *dest, const unsigned short *source, size_t
 
 void shmem_ctx_ushort_get(shmem_ctx_t ctx, unsigned short *dest, const unsigned short *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ushort_get");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ushort_get");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(unsigned short), "shmem_ctx_ushort_get"), pe, "shmem_ctx_ushort_get");
 }
 
@@ -474,7 +474,7 @@ void shmem_uint_get(unsigned int *dest, const unsigned int *source, size_t nelem
 
 void shmem_ctx_uint_get(shmem_ctx_t ctx, unsigned int *dest, const unsigned int *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_get");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_get");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(unsigned int), "shmem_ctx_uint_get"), pe, "shmem_ctx_uint_get");
 }
 
@@ -485,7 +485,7 @@ void shmem_ulong_get(unsigned long *dest, const unsigned long *source, size_t ne
 
 void shmem_ctx_ulong_get(shmem_ctx_t ctx, unsigned long *dest, const unsigned long *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_get");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_get");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(unsigned long), "shmem_ctx_ulong_get"), pe, "shmem_ctx_ulong_get");
 }
 
@@ -496,7 +496,7 @@ void shmem_ulonglong_get(unsigned long long *dest, const unsigned long long *sou
 
 void shmem_ctx_ulonglong_get(shmem_ctx_t ctx, unsigned long long *dest, const unsigned long long *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_get");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_get");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(unsigned long long), "shmem_ctx_ulonglong_get"), pe, "shmem_ctx_ulonglong_get");
 }
 
@@ -507,7 +507,7 @@ void shmem_int8_get(int8_t *dest, const int8_t *source, size_t nelems, int pe)
 
 void shmem_ctx_int8_get(shmem_ctx_t ctx, int8_t *dest, const int8_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int8_get");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int8_get");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(int8_t), "shmem_ctx_int8_get"), pe, "shmem_ctx_int8_get");
 }
 
@@ -518,7 +518,7 @@ void shmem_int16_get(int16_t *dest, const int16_t *source, size_t nelems, int pe
 
 void shmem_ctx_int16_get(shmem_ctx_t ctx, int16_t *dest, const int16_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int16_get");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int16_get");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(int16_t), "shmem_ctx_int16_get"), pe, "shmem_ctx_int16_get");
 }
 
@@ -529,7 +529,7 @@ void shmem_int32_get(int32_t *dest, const int32_t *source, size_t nelems, int pe
 
 void shmem_ctx_int32_get(shmem_ctx_t ctx, int32_t *dest, const int32_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_get");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_get");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(int32_t), "shmem_ctx_int32_get"), pe, "shmem_ctx_int32_get");
 }
 
@@ -540,7 +540,7 @@ void shmem_int64_get(int64_t *dest, const int64_t *source, size_t nelems, int pe
 
 void shmem_ctx_int64_get(shmem_ctx_t ctx, int64_t *dest, const int64_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_get");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_get");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(int64_t), "shmem_ctx_int64_get"), pe, "shmem_ctx_int64_get");
 }
 
@@ -551,7 +551,7 @@ void shmem_uint8_get(uint8_t *dest, const uint8_t *source, size_t nelems, int pe
 
 void shmem_ctx_uint8_get(shmem_ctx_t ctx, uint8_t *dest, const uint8_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint8_get");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint8_get");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(uint8_t), "shmem_ctx_uint8_get"), pe, "shmem_ctx_uint8_get");
 }
 
@@ -562,7 +562,7 @@ void shmem_uint16_get(uint16_t *dest, const uint16_t *source, size_t nelems, int
 
 void shmem_ctx_uint16_get(shmem_ctx_t ctx, uint16_t *dest, const uint16_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint16_get");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint16_get");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(uint16_t), "shmem_ctx_uint16_get"), pe, "shmem_ctx_uint16_get");
 }
 
@@ -573,7 +573,7 @@ void shmem_uint32_get(uint32_t *dest, const uint32_t *source, size_t nelems, int
 
 void shmem_ctx_uint32_get(shmem_ctx_t ctx, uint32_t *dest, const uint32_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_get");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_get");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(uint32_t), "shmem_ctx_uint32_get"), pe, "shmem_ctx_uint32_get");
 }
 
@@ -584,7 +584,7 @@ void shmem_uint64_get(uint64_t *dest, const uint64_t *source, size_t nelems, int
 
 void shmem_ctx_uint64_get(shmem_ctx_t ctx, uint64_t *dest, const uint64_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_get");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_get");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(uint64_t), "shmem_ctx_uint64_get"), pe, "shmem_ctx_uint64_get");
 }
 
@@ -595,7 +595,7 @@ void shmem_size_get(size_t *dest, const size_t *source, size_t nelems, int pe)
 
 void shmem_ctx_size_get(shmem_ctx_t ctx, size_t *dest, const size_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_size_get");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_get");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(size_t), "shmem_ctx_size_get"), pe, "shmem_ctx_size_get");
 }
 
@@ -606,7 +606,7 @@ void shmem_ptrdiff_get(ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, 
 
 void shmem_ctx_ptrdiff_get(shmem_ctx_t ctx, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ptrdiff_get");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_get");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(ptrdiff_t), "shmem_ctx_ptrdiff_get"), pe, "shmem_ctx_ptrdiff_get");
 }
 
@@ -617,7 +617,7 @@ void shmem_get8(void *dest, const void *source, size_t nelems, int pe)
 
 void shmem_ctx_get8(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_get8");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_get8");
 	shmemi_get(dest, source, shmemi_bytes(nelems, 1, "shmem_ctx_get8"), pe, "shmem_ctx_get8");
 }
 
@@ -628,7 +628,7 @@ void shmem_get16(void *dest, const void *source, size_t nelems, int pe)
 
 void shmem_ctx_get16(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_get16");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_get16");
 	shmemi_get(dest, source, shmemi_bytes(nelems, 2, "shmem_ctx_get16"), pe, "shmem_ctx_get16");
 }
 
@@ -639,7 +639,7 @@ void shmem_get32(void *dest, const void *source, size_t nelems, int pe)
 
 void shmem_ctx_get32(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_get32");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_get32");
 	shmemi_get(dest, source, shmemi_bytes(nelems, 4, "shmem_ctx_get32"), pe, "shmem_ctx_get32");
 }
 
@@ -650,7 +650,7 @@ void shmem_get64(void *dest, const void *source, size_t nelems, int pe)
 
 void shmem_ctx_get64(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_get64");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_get64");
 	shmemi_get(dest, source, shmemi_bytes(nelems, 8, "shmem_ctx_get64"), pe, "shmem_ctx_get64");
 }
 
@@ -661,7 +661,7 @@ void shmem_get128(void *dest, const void *source, size_t nelems, int pe)
 
 void shmem_ctx_get128(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_get128");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_get128");
 	shmemi_get(dest, source, shmemi_bytes(nelems, 16, "shmem_ctx_get128"), pe, "shmem_ctx_get128");
 }
 
@@ -672,7 +672,7 @@ void shmem_getmem(void *dest, const void *source, size_t nelems, int pe)
 
 void shmem_ctx_getmem(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_getmem");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_getmem");
 	shmemi_get(dest, source, shmemi_bytes(nelems, 1, "shmem_ctx_getmem"), pe, "shmem_ctx_getmem");
 }
 
@@ -683,7 +683,7 @@ void shmem_float_put_nbi(float *dest, const float *source, size_t nelems, int pe
 
 void shmem_ctx_float_put_nbi(shmem_ctx_t ctx, float *dest, const float *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_float_put_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_float_put_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, sizeof(float), "shmem_ctx_float_put_nbi"), pe, "shmem_ctx_float_put_nbi");
 }
 
@@ -694,7 +694,7 @@ void shmem_double_put_nbi(double *dest, const double *source, size_t nelems, int
 
 void shmem_ctx_double_put_nbi(shmem_ctx_t ctx, double *dest, const double *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_double_put_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_double_put_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, sizeof(double), "shmem_ctx_double_put_nbi"), pe, "shmem_ctx_double_put_nbi");
 }
 
@@ -705,7 +705,7 @@ void shmem_longdouble_put_nbi(long double *dest, const long double *source, size
 
 void shmem_ctx_longdouble_put_nbi(shmem_ctx_t ctx, long double *dest, const long double *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longdouble_put_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longdouble_put_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, sizeof(long double), "shmem_ctx_longdouble_put_nbi"), pe, "shmem_ctx_longdouble_put_nbi");
 }
 
@@ -716,7 +716,7 @@ void shmem_char_put_nbi(char *dest, const char *source, size_t nelems, int pe)
 
 void shmem_ctx_char_put_nbi(shmem_ctx_t ctx, char *dest, const char *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_char_put_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_char_put_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, sizeof(char), "shmem_ctx_char_put_nbi"), pe, "shmem_ctx_char_put_nbi");
 }
 
@@ -727,7 +727,7 @@ void shmem_schar_put_nbi(signed char *dest, const signed char *source, size_t ne
 
 void shmem_ctx_schar_put_nbi(shmem_ctx_t ctx, signed char *dest, const signed char *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_schar_put_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_schar_put_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, sizeof(signed char), "shmem_ctx_schar_put_nbi"), pe, "shmem_ctx_schar_put_nbi");
 }
 
@@ -738,7 +738,7 @@ void shmem_short_put_nbi(short *dest, const short *source, size_t nelems, int pe
 
 void shmem_ctx_short_put_nbi(shmem_ctx_t ctx, short *dest, const short *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_short_put_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_short_put_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, sizeof(short), "shmem_ctx_short_put_nbi"), pe, "shmem_ctx_short_put_nbi");
 }
 
@@ -749,7 +749,7 @@ void shmem_int_put_nbi(int *dest, const int *source, size_t nelems, int pe)
 
 void shmem_ctx_int_put_nbi(shmem_ctx_t ctx, int *dest, const int *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int_put_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_put_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, sizeof(int), "shmem_ctx_int_put_nbi"), pe, "shmem_ctx_int_put_nbi");
 }
 
@@ -760,7 +760,7 @@ void shmem_long_put_nbi(long *dest, const long *source, size_t nelems, int pe)
 
 void shmem_ctx_long_put_nbi(shmem_ctx_t ctx, long *dest, const long *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_long_put_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_put_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, sizeof(long), "shmem_ctx_long_put_nbi"), pe, "shmem_ctx_long_put_nbi");
 }
 
@@ -771,7 +771,7 @@ void shmem_longlong_put_nbi(long long *dest, const long long *source, size_t nel
 
 void shmem_ctx_longlong_put_nbi(shmem_ctx_t ctx, long long *dest, const long long *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longlong_put_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_put_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, sizeof(long long), "shmem_ctx_longlong_put_nbi"), pe, "shmem_ctx_longlong_put_nbi");
 }
 
@@ -782,7 +782,7 @@ void shmem_uchar_put_nbi(unsigned char *dest, const unsigned char *source, size_
 
 void shmem_ctx_uchar_put_nbi(shmem_ctx_t ctx, unsigned char *dest, const unsigned char *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uchar_put_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uchar_put_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, sizeof(unsigned char), "shmem_ctx_uchar_put_nbi"), pe, "shmem_ctx_uchar_put_nbi");
 }
 
@@ -793,7 +793,7 @@ void shmem_ushort_put_nbi(unsigned short *dest, const unsigned short *source, si
 
 void shmem_ctx_ushort_put_nbi(shmem_ctx_t ctx, unsigned short *dest, const unsigned short *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ushort_put_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ushort_put_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, sizeof(unsigned short), "shmem_ctx_ushort_put_nbi"), pe, "shmem_ctx_ushort_put_nbi");
 }
 
@@ -804,7 +804,7 @@ void shmem_uint_put_nbi(unsigned int *dest, const unsigned int *source, size_t n
 
 void shmem_ctx_uint_put_nbi(shmem_ctx_t ctx, unsigned int *dest, const unsigned int *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_put_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_put_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, sizeof(unsigned int), "shmem_ctx_uint_put_nbi"), pe, "shmem_ctx_uint_put_nbi");
 }
 
@@ -815,7 +815,7 @@ void shmem_ulong_put_nbi(unsigned long *dest, const unsigned long *source, size_
 
 void shmem_ctx_ulong_put_nbi(shmem_ctx_t ctx, unsigned long *dest, const unsigned long *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_put_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_put_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, sizeof(unsigned long), "shmem_ctx_ulong_put_nbi"), pe, "shmem_ctx_ulong_put_nbi");
 }
 
@@ -826,7 +826,7 @@ void shmem_ulonglong_put_nbi(unsigned long long *dest, const unsigned long long 
 
 void shmem_ctx_ulonglong_put_nbi(shmem_ctx_t ctx, unsigned long long *dest, const unsigned long long *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_put_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_put_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, sizeof(unsigned long long), "shmem_ctx_ulonglong_put_nbi"), pe, "shmem_ctx_ulonglong_put_nbi");
 }
 
@@ -837,7 +837,7 @@ void shmem_int8_put_nbi(int8_t *dest, const int8_t *source, size_t nelems, int p
 
 void shmem_ctx_int8_put_nbi(shmem_ctx_t ctx, int8_t *dest, const int8_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int8_put_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int8_put_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, sizeof(int8_t), "shmem_ctx_int8_put_nbi"), pe, "shmem_ctx_int8_put_nbi");
 }
 
@@ -848,7 +848,7 @@ void shmem_int16_put_nbi(int16_t *dest, const int16_t *source, size_t nelems, in
 
 void shmem_ctx_int16_put_nbi(shmem_ctx_t ctx, int16_t *dest, const int16_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int16_put_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int16_put_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, sizeof(int16_t), "shmem_ctx_int16_put_nbi"), pe, "shmem_ctx_int16_put_nbi");
 }
 
@@ -859,7 +859,7 @@ void shmem_int32_put_nbi(int32_t *dest, const int32_t *source, size_t nelems, in
 
 void shmem_ctx_int32_put_nbi(shmem_ctx_t ctx, int32_t *dest, const int32_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_put_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_put_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, sizeof(int32_t), "shmem_ctx_int32_put_nbi"), pe, "shmem_ctx_int32_put_nbi");
 }
 
@@ -870,7 +870,7 @@ void shmem_int64_put_nbi(int64_t *dest, const int64_t *source, size_t nelems, in
 
 void shmem_ctx_int64_put_nbi(shmem_ctx_t ctx, int64_t *dest, const int64_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_put_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_put_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, sizeof(int64_t), "shmem_ctx_int64_put_nbi"), pe, "shmem_ctx_int64_put_nbi");
 }
 
@@ -881,7 +881,7 @@ void shmem_uint8_put_nbi(uint8_t *dest, const uint8_t *source, size_t nelems, in
 
 void shmem_ctx_uint8_put_nbi(shmem_ctx_t ctx, uint8_t *dest, const uint8_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint8_put_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint8_put_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, sizeof(uint8_t), "shmem_ctx_uint8_put_nbi"), pe, "shmem_ctx_uint8_put_nbi");
 }
 
@@ -892,7 +892,7 @@ void shmem_uint16_put_nbi(uint16_t *dest, const uint16_t *source, size_t nelems,
 
 void shmem_ctx_uint16_put_nbi(shmem_ctx_t ctx, uint16_t *dest, const uint16_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint16_put_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint16_put_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, sizeof(uint16_t), "shmem_ctx_uint16_put_nbi"), pe, "shmem_ctx_uint16_put_nbi");
 }
 
@@ -903,7 +903,7 @@ void shmem_uint32_put_nbi(uint32_t *dest, const uint32_t *source, size_t nelems,
 
 void shmem_ctx_uint32_put_nbi(shmem_ctx_t ctx, uint32_t *dest, const uint32_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_put_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_put_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, sizeof(uint32_t), "shmem_ctx_uint32_put_nbi"), pe, "shmem_ctx_uint32_put_nbi");
 }
 
@@ -914,7 +914,7 @@ void shmem_uint64_put_nbi(uint64_t *dest, const uint64_t *source, size_t nelems,
 
 void shmem_ctx_uint64_put_nbi(shmem_ctx_t ctx, uint64_t *dest, const uint64_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_put_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_put_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, sizeof(uint64_t), "shmem_ctx_uint64_put_nbi"), pe, "shmem_ctx_uint64_put_nbi");
 }
 
@@ -925,7 +925,7 @@ void shmem_size_put_nbi(size_t *dest, const size_t *source, size_t nelems, int p
 
 void shmem_ctx_size_put_nbi(shmem_ctx_t ctx, size_t *dest, const size_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_size_put_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_put_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, sizeof(size_t), "shmem_ctx_size_put_nbi"), pe, "shmem_ctx_size_put_nbi");
 }
 
@@ -936,7 +936,7 @@ void shmem_ptrdiff_put_nbi(ptrdiff_t *dest, const ptrdiff_t *source, size_t nele
 
 void shmem_ctx_ptrdiff_put_nbi(shmem_ctx_t ctx, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ptrdiff_put_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_put_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, sizeof(ptrdiff_t), "shmem_ctx_ptrdiff_put_nbi"), pe, "shmem_ctx_ptrdiff_put_nbi");
 }
 
@@ -947,7 +947,7 @@ void shmem_put8_nbi(void *dest, const void *source, size_t nelems, int pe)
 
 void shmem_ctx_put8_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_put8_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_put8_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, 1, "shmem_ctx_put8_nbi"), pe, "shmem_ctx_put8_nbi");
 }
 
@@ -958,7 +958,7 @@ void shmem_put16_nbi(void *dest, const void *source, size_t nelems, int pe)
 
 void shmem_ctx_put16_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_put16_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_put16_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, 2, "shmem_ctx_put16_nbi"), pe, "shmem_ctx_put16_nbi");
 }
 
@@ -969,7 +969,7 @@ void shmem_put32_nbi(void *dest, const void *source, size_t nelems, int pe)
 
 void shmem_ctx_put32_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_put32_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_put32_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, 4, "shmem_ctx_put32_nbi"), pe, "shmem_ctx_put32_nbi");
 }
 
@@ -980,7 +980,7 @@ void shmem_put64_nbi(void *dest, const void *source, size_t nelems, int pe)
 
 void shmem_ctx_put64_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_put64_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_put64_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, 8, "shmem_ctx_put64_nbi"), pe, "shmem_ctx_put64_nbi");
 }
 
@@ -991,7 +991,7 @@ void shmem_put128_nbi(void *dest, const void *source, size_t nelems, int pe)
 
 void shmem_ctx_put128_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_put128_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_put128_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, 16, "shmem_ctx_put128_nbi"), pe, "shmem_ctx_put128_nbi");
 }
 
@@ -1002,7 +1002,7 @@ void shmem_putmem_nbi(void *dest, const void *source, size_t nelems, int pe)
 
 void shmem_ctx_putmem_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_putmem_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_putmem_nbi");
 	shmemi_put_nbi(dest, source, shmemi_bytes(nelems, 1, "shmem_ctx_putmem_nbi"), pe, "shmem_ctx_putmem_nbi");
 }
 
@@ -1013,7 +1013,7 @@ void shmem_float_get_nbi(float *dest, const float *source, size_t nelems, int pe
 
 void shmem_ctx_float_get_nbi(shmem_ctx_t ctx, float *dest, const float *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_float_get_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_float_get_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(float), "shmem_ctx_float_get_nbi"), pe, "shmem_ctx_float_get_nbi");
 }
 
@@ -1024,7 +1024,7 @@ void shmem_double_get_nbi(double *dest, const double *source, size_t nelems, int
 
 void shmem_ctx_double_get_nbi(shmem_ctx_t ctx, double *dest, const double *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_double_get_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_double_get_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(double), "shmem_ctx_double_get_nbi"), pe, "shmem_ctx_double_get_nbi");
 }
 
@@ -1035,7 +1035,7 @@ void shmem_longdouble_get_nbi(long double *dest, const long double *source, size
 
 void shmem_ctx_longdouble_get_nbi(shmem_ctx_t ctx, long double *dest, const long double *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longdouble_get_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longdouble_get_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(long double), "shmem_ctx_longdouble_get_nbi"), pe, "shmem_ctx_longdouble_get_nbi");
 }
 
@@ -1046,7 +1046,7 @@ void shmem_char_get_nbi(char *dest, const char *source, size_t nelems, int pe)
 
 void shmem_ctx_char_get_nbi(shmem_ctx_t ctx, char *dest, const char *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_char_get_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_char_get_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(char), "shmem_ctx_char_get_nbi"), pe, "shmem_ctx_char_get_nbi");
 }
 
@@ -1057,7 +1057,7 @@ void shmem_schar_get_nbi(signed char *dest, const signed char *source, size_t ne
 
 void shmem_ctx_schar_get_nbi(shmem_ctx_t ctx, signed char *dest, const signed char *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_schar_get_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_schar_get_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(signed char), "shmem_ctx_schar_get_nbi"), pe, "shmem_ctx_schar_get_nbi");
 }
 
@@ -1068,7 +1068,7 @@ void shmem_short_get_nbi(short *dest, const short *source, size_t nelems, int pe
 
 void shmem_ctx_short_get_nbi(shmem_ctx_t ctx, short *dest, const short *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_short_get_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_short_get_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(short), "shmem_ctx_short_get_nbi"), pe, "shmem_ctx_short_get_nbi");
 }
 
@@ -1079,7 +1079,7 @@ void shmem_int_get_nbi(int *dest, const int *source, size_t nelems, int pe)
 
 void shmem_ctx_int_get_nbi(shmem_ctx_t ctx, int *dest, const int *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int_get_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_get_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(int), "shmem_ctx_int_get_nbi"), pe, "shmem_ctx_int_get_nbi");
 }
 
@@ -1090,7 +1090,7 @@ void shmem_long_get_nbi(long *dest, const long *source, size_t nelems, int pe)
 
 void shmem_ctx_long_get_nbi(shmem_ctx_t ctx, long *dest, const long *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_long_get_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_get_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(long), "shmem_ctx_long_get_nbi"), pe, "shmem_ctx_long_get_nbi");
 }
 
@@ -1101,7 +1101,7 @@ void shmem_longlong_get_nbi(long long *dest, const long long *source, size_t nel
 
 void shmem_ctx_longlong_get_nbi(shmem_ctx_t ctx, long long *dest, const long long *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longlong_get_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_get_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(long long), "shmem_ctx_longlong_get_nbi"), pe, "shmem_ctx_longlong_get_nbi");
 }
 
@@ -1112,7 +1112,7 @@ void shmem_uchar_get_nbi(unsigned char *dest, const unsigned char *source, size_
 
 void shmem_ctx_uchar_get_nbi(shmem_ctx_t ctx, unsigned char *dest, const unsigned char *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uchar_get_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uchar_get_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(unsigned char), "shmem_ctx_uchar_get_nbi"), pe, "shmem_ctx_uchar_get_nbi");
 }
 
@@ -1123,7 +1123,7 @@ void shmem_ushort_get_nbi(unsigned short *dest, const unsigned short *source, si
 
 void shmem_ctx_ushort_get_nbi(shmem_ctx_t ctx, unsigned short *dest, const unsigned short *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ushort_get_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ushort_get_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(unsigned short), "shmem_ctx_ushort_get_nbi"), pe, "shmem_ctx_ushort_get_nbi");
 }
 
@@ -1134,7 +1134,7 @@ void shmem_uint_get_nbi(unsigned int *dest, const unsigned int *source, size_t n
 
 void shmem_ctx_uint_get_nbi(shmem_ctx_t ctx, unsigned int *dest, const unsigned int *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_get_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_get_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(unsigned int), "shmem_ctx_uint_get_nbi"), pe, "shmem_ctx_uint_get_nbi");
 }
 
@@ -1145,7 +1145,7 @@ void shmem_ulong_get_nbi(unsigned long *dest, const unsigned long *source, size_
 
 void shmem_ctx_ulong_get_nbi(shmem_ctx_t ctx, unsigned long *dest, const unsigned long *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_get_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_get_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(unsigned long), "shmem_ctx_ulong_get_nbi"), pe, "shmem_ctx_ulong_get_nbi");
 }
 
@@ -1156,7 +1156,7 @@ void shmem_ulonglong_get_nbi(unsigned long long *dest, const unsigned long long 
 
 void shmem_ctx_ulonglong_get_nbi(shmem_ctx_t ctx, unsigned long long *dest, const unsigned long long *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_get_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_get_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(unsigned long long), "shmem_ctx_ulonglong_get_nbi"), pe, "shmem_ctx_ulonglong_get_nbi");
 }
 
@@ -1167,7 +1167,7 @@ void shmem_int8_get_nbi(int8_t *dest, const int8_t *source, size_t nelems, int p
 
 void shmem_ctx_int8_get_nbi(shmem_ctx_t ctx, int8_t *dest, const int8_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int8_get_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int8_get_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(int8_t), "shmem_ctx_int8_get_nbi"), pe, "shmem_ctx_int8_get_nbi");
 }
 
@@ -1178,7 +1178,7 @@ void shmem_int16_get_nbi(int16_t *dest, const int16_t *source, size_t nelems, in
 
 void shmem_ctx_int16_get_nbi(shmem_ctx_t ctx, int16_t *dest, const int16_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int16_get_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int16_get_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(int16_t), "shmem_ctx_int16_get_nbi"), pe, "shmem_ctx_int16_get_nbi");
 }
 
@@ -1189,7 +1189,7 @@ void shmem_int32_get_nbi(int32_t *dest, const int32_t *source, size_t nelems, in
 
 void shmem_ctx_int32_get_nbi(shmem_ctx_t ctx, int32_t *dest, const int32_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_get_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_get_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(int32_t), "shmem_ctx_int32_get_nbi"), pe, "shmem_ctx_int32_get_nbi");
 }
 
@@ -1200,7 +1200,7 @@ void shmem_int64_get_nbi(int64_t *dest, const int64_t *source, size_t nelems, in
 
 void shmem_ctx_int64_get_nbi(shmem_ctx_t ctx, int64_t *dest, const int64_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_get_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_get_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(int64_t), "shmem_ctx_int64_get_nbi"), pe, "shmem_ctx_int64_get_nbi");
 }
 
@@ -1211,7 +1211,7 @@ void shmem_uint8_get_nbi(uint8_t *dest, const uint8_t *source, size_t nelems, in
 
 void shmem_ctx_uint8_get_nbi(shmem_ctx_t ctx, uint8_t *dest, const uint8_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint8_get_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint8_get_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(uint8_t), "shmem_ctx_uint8_get_nbi"), pe, "shmem_ctx_uint8_get_nbi");
 }
 
@@ -1222,7 +1222,7 @@ void shmem_uint16_get_nbi(uint16_t *dest, const uint16_t *source, size_t nelems,
 
 void shmem_ctx_uint16_get_nbi(shmem_ctx_t ctx, uint16_t *dest, const uint16_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint16_get_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint16_get_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(uint16_t), "shmem_ctx_uint16_get_nbi"), pe, "shmem_ctx_uint16_get_nbi");
 }
 
@@ -1233,7 +1233,7 @@ void shmem_uint32_get_nbi(uint32_t *dest, const uint32_t *source, size_t nelems,
 
 void shmem_ctx_uint32_get_nbi(shmem_ctx_t ctx, uint32_t *dest, const uint32_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_get_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_get_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(uint32_t), "shmem_ctx_uint32_get_nbi"), pe, "shmem_ctx_uint32_get_nbi");
 }
 
@@ -1244,7 +1244,7 @@ void shmem_uint64_get_nbi(uint64_t *dest, const uint64_t *source, size_t nelems,
 
 void shmem_ctx_uint64_get_nbi(shmem_ctx_t ctx, uint64_t *dest, const uint64_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_get_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_get_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(uint64_t), "shmem_ctx_uint64_get_nbi"), pe, "shmem_ctx_uint64_get_nbi");
 }
 
@@ -1255,7 +1255,7 @@ void shmem_size_get_nbi(size_t *dest, const size_t *source, size_t nelems, int p
 
 void shmem_ctx_size_get_nbi(shmem_ctx_t ctx, size_t *dest, const size_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_size_get_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_get_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(size_t), "shmem_ctx_size_get_nbi"), pe, "shmem_ctx_size_get_nbi");
 }
 
@@ -1266,7 +1266,7 @@ void shmem_ptrdiff_get_nbi(ptrdiff_t *dest, const ptrdiff_t *source, size_t nele
 
 void shmem_ctx_ptrdiff_get_nbi(shmem_ctx_t ctx, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ptrdiff_get_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_get_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, sizeof(ptrdiff_t), "shmem_ctx_ptrdiff_get_nbi"), pe, "shmem_ctx_ptrdiff_get_nbi");
 }
 
@@ -1277,7 +1277,7 @@ void shmem_get8_nbi(void *dest, const void *source, size_t nelems, int pe)
 
 void shmem_ctx_get8_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_get8_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_get8_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, 1, "shmem_ctx_get8_nbi"), pe, "shmem_ctx_get8_nbi");
 }
 
@@ -1288,7 +1288,7 @@ void shmem_get16_nbi(void *dest, const void *source, size_t nelems, int pe)
 
 void shmem_ctx_get16_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_get16_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_get16_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, 2, "shmem_ctx_get16_nbi"), pe, "shmem_ctx_get16_nbi");
 }
 
@@ -1299,7 +1299,7 @@ void shmem_get32_nbi(void *dest, const void *source, size_t nelems, int pe)
 
 void shmem_ctx_get32_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_get32_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_get32_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, 4, "shmem_ctx_get32_nbi"), pe, "shmem_ctx_get32_nbi");
 }
 
@@ -1310,7 +1310,7 @@ void shmem_get64_nbi(void *dest, const void *source, size_t nelems, int pe)
 
 void shmem_ctx_get64_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_get64_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_get64_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, 8, "shmem_ctx_get64_nbi"), pe, "shmem_ctx_get64_nbi");
 }
 
@@ -1321,7 +1321,7 @@ void shmem_get128_nbi(void *dest, const void *source, size_t nelems, int pe)
 
 void shmem_ctx_get128_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_get128_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_get128_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, 16, "shmem_ctx_get128_nbi"), pe, "shmem_ctx_get128_nbi");
 }
 
@@ -1332,7 +1332,7 @@ void shmem_getmem_nbi(void *dest, const void *source, size_t nelems, int pe)
 
 void shmem_ctx_getmem_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_getmem_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_getmem_nbi");
 	shmemi_get(dest, source, shmemi_bytes(nelems, 1, "shmem_ctx_getmem_nbi"), pe, "shmem_ctx_getmem_nbi");
 }
 
@@ -1343,7 +1343,7 @@ void shmem_float_iput(float *dest, const float *source, ptrdiff_t dst, ptrdiff_t
 
 void shmem_ctx_float_iput(shmem_ctx_t ctx, float *dest, const float *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_float_iput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_float_iput");
 	shmemi_iput(dest, source, dst, sst, nelems, sizeof(float), pe, "shmem_ctx_float_iput");
 }
 
@@ -1354,7 +1354,7 @@ void shmem_double_iput(double *dest, const double *source, ptrdiff_t dst, ptrdif
 
 void shmem_ctx_double_iput(shmem_ctx_t ctx, double *dest, const double *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_double_iput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_double_iput");
 	shmemi_iput(dest, source, dst, sst, nelems, sizeof(double), pe, "shmem_ctx_double_iput");
 }
 
@@ -1365,7 +1365,7 @@ void shmem_longdouble_iput(long double *dest, const long double *source, ptrdiff
 
 void shmem_ctx_longdouble_iput(shmem_ctx_t ctx, long double *dest, const long double *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longdouble_iput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longdouble_iput");
 	shmemi_iput(dest, source, dst, sst, nelems, sizeof(long double), pe, "shmem_ctx_longdouble_iput");
 }
 
@@ -1376,7 +1376,7 @@ void shmem_char_iput(char *dest, const char *source, ptrdiff_t dst, ptrdiff_t ss
 
 void shmem_ctx_char_iput(shmem_ctx_t ctx, char *dest, const char *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_char_iput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_char_iput");
 	shmemi_iput(dest, source, dst, sst, nelems, sizeof(char), pe, "shmem_ctx_char_iput");
 }
 
@@ -1387,7 +1387,7 @@ void shmem_schar_iput(signed char *dest, const signed char *source, ptrdiff_t ds
 
 void shmem_ctx_schar_iput(shmem_ctx_t ctx, signed char *dest, const signed char *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_schar_iput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_schar_iput");
 	shmemi_iput(dest, source, dst, sst, nelems, sizeof(signed char), pe, "shmem_ctx_schar_iput");
 }
 
@@ -1398,7 +1398,7 @@ void shmem_short_iput(short *dest, const short *source, ptrdiff_t dst, ptrdiff_t
 
 void shmem_ctx_short_iput(shmem_ctx_t ctx, short *dest, const short *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_short_iput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_short_iput");
 	shmemi_iput(dest, source, dst, sst, nelems, sizeof(short), pe, "shmem_ctx_short_iput");
 }
 
@@ -1409,7 +1409,7 @@ void shmem_int_iput(int *dest, const int *source, ptrdiff_t dst, ptrdiff_t sst, 
 
 void shmem_ctx_int_iput(shmem_ctx_t ctx, int *dest, const int *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int_iput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_iput");
 	shmemi_iput(dest, source, dst, sst, nelems, sizeof(int), pe, "shmem_ctx_int_iput");
 }
 
@@ -1420,7 +1420,7 @@ void shmem_long_iput(long *dest, const long *source, ptrdiff_t dst, ptrdiff_t ss
 
 void shmem_ctx_long_iput(shmem_ctx_t ctx, long *dest, const long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_long_iput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_iput");
 	shmemi_iput(dest, source, dst, sst, nelems, sizeof(long), pe, "shmem_ctx_long_iput");
 }
 
@@ -1431,7 +1431,7 @@ void shmem_longlong_iput(long long *dest, const long long *source, ptrdiff_t dst
 
 void shmem_ctx_longlong_iput(shmem_ctx_t ctx, long long *dest, const long long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longlong_iput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_iput");
 	shmemi_iput(dest, source, dst, sst, nelems, sizeof(long long), pe, "shmem_ctx_longlong_iput");
 }
 
@@ -1442,7 +1442,7 @@ void shmem_uchar_iput(unsigned char *dest, const unsigned char *source, ptrdiff_
 
 void shmem_ctx_uchar_iput(shmem_ctx_t ctx, unsigned char *dest, const unsigned char *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uchar_iput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uchar_iput");
 	shmemi_iput(dest, source, dst, sst, nelems, sizeof(unsigned char), pe, "shmem_ctx_uchar_iput");
 }
 
@@ -1453,7 +1453,7 @@ void shmem_ushort_iput(unsigned short *dest, const unsigned short *source, ptrdi
 
 void shmem_ctx_ushort_iput(shmem_ctx_t ctx, unsigned short *dest, const unsigned short *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ushort_iput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ushort_iput");
 	shmemi_iput(dest, source, dst, sst, nelems, sizeof(unsigned short), pe, "shmem_ctx_ushort_iput");
 }
 
@@ -1464,7 +1464,7 @@ void shmem_uint_iput(unsigned int *dest, const unsigned int *source, ptrdiff_t d
 
 void shmem_ctx_uint_iput(shmem_ctx_t ctx, unsigned int *dest, const unsigned int *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_iput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_iput");
 	shmemi_iput(dest, source, dst, sst, nelems, sizeof(unsigned int), pe, "shmem_ctx_uint_iput");
 }
 
@@ -1475,7 +1475,7 @@ void shmem_ulong_iput(unsigned long *dest, const unsigned long *source, ptrdiff_
 
 void shmem_ctx_ulong_iput(shmem_ctx_t ctx, unsigned long *dest, const unsigned long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_iput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_iput");
 	shmemi_iput(dest, source, dst, sst, nelems, sizeof(unsigned long), pe, "shmem_ctx_ulong_iput");
 }
 
@@ -1486,7 +1486,7 @@ void shmem_ulonglong_iput(unsigned long long *dest, const unsigned long long *so
 
 void shmem_ctx_ulonglong_iput(shmem_ctx_t ctx, unsigned long long *dest, const unsigned long long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_iput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_iput");
 	shmemi_iput(dest, source, dst, sst, nelems, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_iput");
 }
 
@@ -1497,7 +1497,7 @@ void shmem_int8_iput(int8_t *dest, const int8_t *source, ptrdiff_t dst, ptrdiff_
 
 void shmem_ctx_int8_iput(shmem_ctx_t ctx, int8_t *dest, const int8_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int8_iput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int8_iput");
 	shmemi_iput(dest, source, dst, sst, nelems, sizeof(int8_t), pe, "shmem_ctx_int8_iput");
 }
 
@@ -1508,7 +1508,7 @@ void shmem_int16_iput(int16_t *dest, const int16_t *source, ptrdiff_t dst, ptrdi
 
 void shmem_ctx_int16_iput(shmem_ctx_t ctx, int16_t *dest, const int16_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int16_iput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int16_iput");
 	shmemi_iput(dest, source, dst, sst, nelems, sizeof(int16_t), pe, "shmem_ctx_int16_iput");
 }
 
@@ -1519,7 +1519,7 @@ void shmem_int32_iput(int32_t *dest, const int32_t *source, ptrdiff_t dst, ptrdi
 
 void shmem_ctx_int32_iput(shmem_ctx_t ctx, int32_t *dest, const int32_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_iput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_iput");
 	shmemi_iput(dest, source, dst, sst, nelems, sizeof(int32_t), pe, "shmem_ctx_int32_iput");
 }
 
@@ -1530,7 +1530,7 @@ void shmem_int64_iput(int64_t *dest, const int64_t *source, ptrdiff_t dst, ptrdi
 
 void shmem_ctx_int64_iput(shmem_ctx_t ctx, int64_t *dest, const int64_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_iput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_iput");
 	shmemi_iput(dest, source, dst, sst, nelems, sizeof(int64_t), pe, "shmem_ctx_int64_iput");
 }
 
@@ -1541,7 +1541,7 @@ void shmem_uint8_iput(uint8_t *dest, const uint8_t *source, ptrdiff_t dst, ptrdi
 
 void shmem_ctx_uint8_iput(shmem_ctx_t ctx, uint8_t *dest, const uint8_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint8_iput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint8_iput");
 	shmemi_iput(dest, source, dst, sst, nelems, sizeof(uint8_t), pe, "shmem_ctx_uint8_iput");
 }
 
@@ -1552,7 +1552,7 @@ void shmem_uint16_iput(uint16_t *dest, const uint16_t *source, ptrdiff_t dst, pt
 
 void shmem_ctx_uint16_iput(shmem_ctx_t ctx, uint16_t *dest, const uint16_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint16_iput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint16_iput");
 	shmemi_iput(dest, source, dst, sst, nelems, sizeof(uint16_t), pe, "shmem_ctx_uint16_iput");
 }
 
@@ -1563,7 +1563,7 @@ void shmem_uint32_iput(uint32_t *dest, const uint32_t *source, ptrdiff_t dst, pt
 
 void shmem_ctx_uint32_iput(shmem_ctx_t ctx, uint32_t *dest, const uint32_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_iput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_iput");
 	shmemi_iput(dest, source, dst, sst, nelems, sizeof(uint32_t), pe, "shmem_ctx_uint32_iput");
 }
 
@@ -1574,7 +1574,7 @@ void shmem_uint64_iput(uint64_t *dest, const uint64_t *source, ptrdiff_t dst, pt
 
 void shmem_ctx_uint64_iput(shmem_ctx_t ctx, uint64_t *dest, const uint64_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_iput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_iput");
 	shmemi_iput(dest, source, dst, sst, nelems, sizeof(uint64_t), pe, "shmem_ctx_uint64_iput");
 }
 
@@ -1585,7 +1585,7 @@ void shmem_size_iput(size_t *dest, const size_t *source, ptrdiff_t dst, ptrdiff_
 
 void shmem_ctx_size_iput(shmem_ctx_t ctx, size_t *dest, const size_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_size_iput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_iput");
 	shmemi_iput(dest, source, dst, sst, nelems, sizeof(size_t), pe, "shmem_ctx_size_iput");
 }
 
@@ -1596,7 +1596,7 @@ void shmem_ptrdiff_iput(ptrdiff_t *dest, const ptrdiff_t *source, ptrdiff_t dst,
 
 void shmem_ctx_ptrdiff_iput(shmem_ctx_t ctx, ptrdiff_t *dest, const ptrdiff_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ptrdiff_iput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_iput");
 	shmemi_iput(dest, source, dst, sst, nelems, sizeof(ptrdiff_t), pe, "shmem_ctx_ptrdiff_iput");
 }
 
@@ -1607,7 +1607,7 @@ void shmem_iput8(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, s
 
 void shmem_ctx_iput8(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_iput8");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_iput8");
 	shmemi_iput(dest, source, dst, sst, nelems, 1, pe, "shmem_ctx_iput8");
 }
 
@@ -1618,7 +1618,7 @@ void shmem_iput16(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, 
 
 void shmem_ctx_iput16(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_iput16");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_iput16");
 	shmemi_iput(dest, source, dst, sst, nelems, 2, pe, "shmem_ctx_iput16");
 }
 
@@ -1629,7 +1629,7 @@ void shmem_iput32(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, 
 
 void shmem_ctx_iput32(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_iput32");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_iput32");
 	shmemi_iput(dest, source, dst, sst, nelems, 4, pe, "shmem_ctx_iput32");
 }
 
@@ -1640,7 +1640,7 @@ void shmem_iput64(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, 
 
 void shmem_ctx_iput64(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_iput64");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_iput64");
 	shmemi_iput(dest, source, dst, sst, nelems, 8, pe, "shmem_ctx_iput64");
 }
 
@@ -1651,7 +1651,7 @@ void shmem_iput128(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst,
 
 void shmem_ctx_iput128(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_iput128");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_iput128");
 	shmemi_iput(dest, source, dst, sst, nelems, 16, pe, "shmem_ctx_iput128");
 }
 
@@ -1662,7 +1662,7 @@ void shmem_float_iget(float *dest, const float *source, ptrdiff_t dst, ptrdiff_t
 
 void shmem_ctx_float_iget(shmem_ctx_t ctx, float *dest, const float *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_float_iget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_float_iget");
 	shmemi_iget(dest, source, dst, sst, nelems, sizeof(float), pe, "shmem_ctx_float_iget");
 }
 
@@ -1673,7 +1673,7 @@ void shmem_double_iget(double *dest, const double *source, ptrdiff_t dst, ptrdif
 
 void shmem_ctx_double_iget(shmem_ctx_t ctx, double *dest, const double *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_double_iget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_double_iget");
 	shmemi_iget(dest, source, dst, sst, nelems, sizeof(double), pe, "shmem_ctx_double_iget");
 }
 
@@ -1684,7 +1684,7 @@ void shmem_longdouble_iget(long double *dest, const long double *source, ptrdiff
 
 void shmem_ctx_longdouble_iget(shmem_ctx_t ctx, long double *dest, const long double *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longdouble_iget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longdouble_iget");
 	shmemi_iget(dest, source, dst, sst, nelems, sizeof(long double), pe, "shmem_ctx_longdouble_iget");
 }
 
@@ -1695,7 +1695,7 @@ void shmem_char_iget(char *dest, const char *source, ptrdiff_t dst, ptrdiff_t ss
 
 void shmem_ctx_char_iget(shmem_ctx_t ctx, char *dest, const char *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_char_iget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_char_iget");
 	shmemi_iget(dest, source, dst, sst, nelems, sizeof(char), pe, "shmem_ctx_char_iget");
 }
 
@@ -1706,7 +1706,7 @@ void shmem_schar_iget(signed char *dest, const signed char *source, ptrdiff_t ds
 
 void shmem_ctx_schar_iget(shmem_ctx_t ctx, signed char *dest, const signed char *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_schar_iget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_schar_iget");
 	shmemi_iget(dest, source, dst, sst, nelems, sizeof(signed char), pe, "shmem_ctx_schar_iget");
 }
 
@@ -1717,7 +1717,7 @@ void shmem_short_iget(short *dest, const short *source, ptrdiff_t dst, ptrdiff_t
 
 void shmem_ctx_short_iget(shmem_ctx_t ctx, short *dest, const short *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_short_iget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_short_iget");
 	shmemi_iget(dest, source, dst, sst, nelems, sizeof(short), pe, "shmem_ctx_short_iget");
 }
 
@@ -1728,7 +1728,7 @@ void shmem_int_iget(int *dest, const int *source, ptrdiff_t dst, ptrdiff_t sst, 
 
 void shmem_ctx_int_iget(shmem_ctx_t ctx, int *dest, const int *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int_iget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_iget");
 	shmemi_iget(dest, source, dst, sst, nelems, sizeof(int), pe, "shmem_ctx_int_iget");
 }
 
@@ -1739,7 +1739,7 @@ void shmem_long_iget(long *dest, const long *source, ptrdiff_t dst, ptrdiff_t ss
 
 void shmem_ctx_long_iget(shmem_ctx_t ctx, long *dest, const long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_long_iget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_iget");
 	shmemi_iget(dest, source, dst, sst, nelems, sizeof(long), pe, "shmem_ctx_long_iget");
 }
 
@@ -1750,7 +1750,7 @@ void shmem_longlong_iget(long long *dest, const long long *source, ptrdiff_t dst
 
 void shmem_ctx_longlong_iget(shmem_ctx_t ctx, long long *dest, const long long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longlong_iget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_iget");
 	shmemi_iget(dest, source, dst, sst, nelems, sizeof(long long), pe, "shmem_ctx_longlong_iget");
 }
 
@@ -1761,7 +1761,7 @@ void shmem_uchar_iget(unsigned char *dest, const unsigned char *source, ptrdiff_
 
 void shmem_ctx_uchar_iget(shmem_ctx_t ctx, unsigned char *dest, const unsigned char *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uchar_iget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uchar_iget");
 	shmemi_iget(dest, source, dst, sst, nelems, sizeof(unsigned char), pe, "shmem_ctx_uchar_iget");
 }
 
@@ -1772,7 +1772,7 @@ void shmem_ushort_iget(unsigned short *dest, const unsigned short *source, ptrdi
 
 void shmem_ctx_ushort_iget(shmem_ctx_t ctx, unsigned short *dest, const unsigned short *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ushort_iget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ushort_iget");
 	shmemi_iget(dest, source, dst, sst, nelems, sizeof(unsigned short), pe, "shmem_ctx_ushort_iget");
 }
 
@@ -1783,7 +1783,7 @@ void shmem_uint_iget(unsigned int *dest, const unsigned int *source, ptrdiff_t d
 
 void shmem_ctx_uint_iget(shmem_ctx_t ctx, unsigned int *dest, const unsigned int *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_iget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_iget");
 	shmemi_iget(dest, source, dst, sst, nelems, sizeof(unsigned int), pe, "shmem_ctx_uint_iget");
 }
 
@@ -1794,7 +1794,7 @@ void shmem_ulong_iget(unsigned long *dest, const unsigned long *source, ptrdiff_
 
 void shmem_ctx_ulong_iget(shmem_ctx_t ctx, unsigned long *dest, const unsigned long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_iget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_iget");
 	shmemi_iget(dest, source, dst, sst, nelems, sizeof(unsigned long), pe, "shmem_ctx_ulong_iget");
 }
 
@@ -1805,7 +1805,7 @@ void shmem_ulonglong_iget(unsigned long long *dest, const unsigned long long *so
 
 void shmem_ctx_ulonglong_iget(shmem_ctx_t ctx, unsigned long long *dest, const unsigned long long *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_iget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_iget");
 	shmemi_iget(dest, source, dst, sst, nelems, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_iget");
 }
 
@@ -1816,7 +1816,7 @@ void shmem_int8_iget(int8_t *dest, const int8_t *source, ptrdiff_t dst, ptrdiff_
 
 void shmem_ctx_int8_iget(shmem_ctx_t ctx, int8_t *dest, const int8_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int8_iget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int8_iget");
 	shmemi_iget(dest, source, dst, sst, nelems, sizeof(int8_t), pe, "shmem_ctx_int8_iget");
 }
 
@@ -1827,7 +1827,7 @@ void shmem_int16_iget(int16_t *dest, const int16_t *source, ptrdiff_t dst, ptrdi
 
 void shmem_ctx_int16_iget(shmem_ctx_t ctx, int16_t *dest, const int16_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int16_iget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int16_iget");
 	shmemi_iget(dest, source, dst, sst, nelems, sizeof(int16_t), pe, "shmem_ctx_int16_iget");
 }
 
@@ -1838,7 +1838,7 @@ void shmem_int32_iget(int32_t *dest, const int32_t *source, ptrdiff_t dst, ptrdi
 
 void shmem_ctx_int32_iget(shmem_ctx_t ctx, int32_t *dest, const int32_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_iget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_iget");
 	shmemi_iget(dest, source, dst, sst, nelems, sizeof(int32_t), pe, "shmem_ctx_int32_iget");
 }
 
@@ -1849,7 +1849,7 @@ void shmem_int64_iget(int64_t *dest, const int64_t *source, ptrdiff_t dst, ptrdi
 
 void shmem_ctx_int64_iget(shmem_ctx_t ctx, int64_t *dest, const int64_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_iget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_iget");
 	shmemi_iget(dest, source, dst, sst, nelems, sizeof(int64_t), pe, "shmem_ctx_int64_iget");
 }
 
@@ -1860,7 +1860,7 @@ void shmem_uint8_iget(uint8_t *dest, const uint8_t *source, ptrdiff_t dst, ptrdi
 
 void shmem_ctx_uint8_iget(shmem_ctx_t ctx, uint8_t *dest, const uint8_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint8_iget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint8_iget");
 	shmemi_iget(dest, source, dst, sst, nelems, sizeof(uint8_t), pe, "shmem_ctx_uint8_iget");
 }
 
@@ -1871,7 +1871,7 @@ void shmem_uint16_iget(uint16_t *dest, const uint16_t *source, ptrdiff_t dst, pt
 
 void shmem_ctx_uint16_iget(shmem_ctx_t ctx, uint16_t *dest, const uint16_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint16_iget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint16_iget");
 	shmemi_iget(dest, source, dst, sst, nelems, sizeof(uint16_t), pe, "shmem_ctx_uint16_iget");
 }
 
@@ -1882,7 +1882,7 @@ void shmem_uint32_iget(uint32_t *dest, const uint32_t *source, ptrdiff_t dst, pt
 
 void shmem_ctx_uint32_iget(shmem_ctx_t ctx, uint32_t *dest, const uint32_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_iget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_iget");
 	shmemi_iget(dest, source, dst, sst, nelems, sizeof(uint32_t), pe, "shmem_ctx_uint32_iget");
 }
 
@@ -1893,7 +1893,7 @@ void shmem_uint64_iget(uint64_t *dest, const uint64_t *source, ptrdiff_t dst, pt
 
 void shmem_ctx_uint64_iget(shmem_ctx_t ctx, uint64_t *dest, const uint64_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_iget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_iget");
 	shmemi_iget(dest, source, dst, sst, nelems, sizeof(uint64_t), pe, "shmem_ctx_uint64_iget");
 }
 
@@ -1904,7 +1904,7 @@ void shmem_size_iget(size_t *dest, const size_t *source, ptrdiff_t dst, ptrdiff_
 
 void shmem_ctx_size_iget(shmem_ctx_t ctx, size_t *dest, const size_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_size_iget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_iget");
 	shmemi_iget(dest, source, dst, sst, nelems, sizeof(size_t), pe, "shmem_ctx_size_iget");
 }
 
@@ -1915,7 +1915,7 @@ void shmem_ptrdiff_iget(ptrdiff_t *dest, const ptrdiff_t *source, ptrdiff_t dst,
 
 void shmem_ctx_ptrdiff_iget(shmem_ctx_t ctx, ptrdiff_t *dest, const ptrdiff_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ptrdiff_iget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_iget");
 	shmemi_iget(dest, source, dst, sst, nelems, sizeof(ptrdiff_t), pe, "shmem_ctx_ptrdiff_iget");
 }
 
@@ -1926,7 +1926,7 @@ void shmem_iget8(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, s
 
 void shmem_ctx_iget8(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_iget8");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_iget8");
 	shmemi_iget(dest, source, dst, sst, nelems, 1, pe, "shmem_ctx_iget8");
 }
 
@@ -1937,7 +1937,7 @@ void shmem_iget16(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, 
 
 void shmem_ctx_iget16(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_iget16");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_iget16");
 	shmemi_iget(dest, source, dst, sst, nelems, 2, pe, "shmem_ctx_iget16");
 }
 
@@ -1948,7 +1948,7 @@ void shmem_iget32(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, 
 
 void shmem_ctx_iget32(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_iget32");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_iget32");
 	shmemi_iget(dest, source, dst, sst, nelems, 4, pe, "shmem_ctx_iget32");
 }
 
@@ -1959,7 +1959,7 @@ void shmem_iget64(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, 
 
 void shmem_ctx_iget64(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_iget64");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_iget64");
 	shmemi_iget(dest, source, dst, sst, nelems, 8, pe, "shmem_ctx_iget64");
 }
 
@@ -1970,7 +1970,7 @@ void shmem_iget128(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst,
 
 void shmem_ctx_iget128(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t nelems, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_iget128");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_iget128");
 	shmemi_iget(dest, source, dst, sst, nelems, 16, pe, "shmem_ctx_iget128");
 }
 
@@ -1981,7 +1981,7 @@ void shmem_float_ibput(float *dest, const float *source, ptrdiff_t dst, ptrdiff_
 
 void shmem_ctx_float_ibput(shmem_ctx_t ctx, float *dest, const float *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_float_ibput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_float_ibput");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, sizeof(float), pe, "shmem_ctx_float_ibput");
 }
 
@@ -1992,7 +1992,7 @@ void shmem_double_ibput(double *dest, const double *source, ptrdiff_t dst, ptrdi
 
 void shmem_ctx_double_ibput(shmem_ctx_t ctx, double *dest, const double *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_double_ibput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_double_ibput");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, sizeof(double), pe, "shmem_ctx_double_ibput");
 }
 
@@ -2003,7 +2003,7 @@ void shmem_longdouble_ibput(long double *dest, const long double *source, ptrdif
 
 void shmem_ctx_longdouble_ibput(shmem_ctx_t ctx, long double *dest, const long double *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longdouble_ibput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longdouble_ibput");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, sizeof(long double), pe, "shmem_ctx_longdouble_ibput");
 }
 
@@ -2014,7 +2014,7 @@ void shmem_char_ibput(char *dest, const char *source, ptrdiff_t dst, ptrdiff_t s
 
 void shmem_ctx_char_ibput(shmem_ctx_t ctx, char *dest, const char *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_char_ibput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_char_ibput");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, sizeof(char), pe, "shmem_ctx_char_ibput");
 }
 
@@ -2025,7 +2025,7 @@ void shmem_schar_ibput(signed char *dest, const signed char *source, ptrdiff_t d
 
 void shmem_ctx_schar_ibput(shmem_ctx_t ctx, signed char *dest, const signed char *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_schar_ibput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_schar_ibput");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, sizeof(signed char), pe, "shmem_ctx_schar_ibput");
 }
 
@@ -2036,7 +2036,7 @@ void shmem_short_ibput(short *dest, const short *source, ptrdiff_t dst, ptrdiff_
 
 void shmem_ctx_short_ibput(shmem_ctx_t ctx, short *dest, const short *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_short_ibput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_short_ibput");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, sizeof(short), pe, "shmem_ctx_short_ibput");
 }
 
@@ -2047,7 +2047,7 @@ void shmem_int_ibput(int *dest, const int *source, ptrdiff_t dst, ptrdiff_t sst,
 
 void shmem_ctx_int_ibput(shmem_ctx_t ctx, int *dest, const int *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int_ibput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_ibput");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, sizeof(int), pe, "shmem_ctx_int_ibput");
 }
 
@@ -2058,7 +2058,7 @@ void shmem_long_ibput(long *dest, const long *source, ptrdiff_t dst, ptrdiff_t s
 
 void shmem_ctx_long_ibput(shmem_ctx_t ctx, long *dest, const long *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_long_ibput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_ibput");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, sizeof(long), pe, "shmem_ctx_long_ibput");
 }
 
@@ -2069,7 +2069,7 @@ void shmem_longlong_ibput(long long *dest, const long long *source, ptrdiff_t ds
 
 void shmem_ctx_longlong_ibput(shmem_ctx_t ctx, long long *dest, const long long *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longlong_ibput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_ibput");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, sizeof(long long), pe, "shmem_ctx_longlong_ibput");
 }
 
@@ -2080,7 +2080,7 @@ void shmem_uchar_ibput(unsigned char *dest, const unsigned char *source, ptrdiff
 
 void shmem_ctx_uchar_ibput(shmem_ctx_t ctx, unsigned char *dest, const unsigned char *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uchar_ibput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uchar_ibput");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, sizeof(unsigned char), pe, "shmem_ctx_uchar_ibput");
 }
 
@@ -2091,7 +2091,7 @@ void shmem_ushort_ibput(unsigned short *dest, const unsigned short *source, ptrd
 
 void shmem_ctx_ushort_ibput(shmem_ctx_t ctx, unsigned short *dest, const unsigned short *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ushort_ibput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ushort_ibput");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, sizeof(unsigned short), pe, "shmem_ctx_ushort_ibput");
 }
 
@@ -2102,7 +2102,7 @@ void shmem_uint_ibput(unsigned int *dest, const unsigned int *source, ptrdiff_t 
 
 void shmem_ctx_uint_ibput(shmem_ctx_t ctx, unsigned int *dest, const unsigned int *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_ibput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_ibput");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, sizeof(unsigned int), pe, "shmem_ctx_uint_ibput");
 }
 
@@ -2113,7 +2113,7 @@ void shmem_ulong_ibput(unsigned long *dest, const unsigned long *source, ptrdiff
 
 void shmem_ctx_ulong_ibput(shmem_ctx_t ctx, unsigned long *dest, const unsigned long *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_ibput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_ibput");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, sizeof(unsigned long), pe, "shmem_ctx_ulong_ibput");
 }
 
@@ -2124,7 +2124,7 @@ void shmem_ulonglong_ibput(unsigned long long *dest, const unsigned long long *s
 
 void shmem_ctx_ulonglong_ibput(shmem_ctx_t ctx, unsigned long long *dest, const unsigned long long *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_ibput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_ibput");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_ibput");
 }
 
@@ -2135,7 +2135,7 @@ void shmem_int8_ibput(int8_t *dest, const int8_t *source, ptrdiff_t dst, ptrdiff
 
 void shmem_ctx_int8_ibput(shmem_ctx_t ctx, int8_t *dest, const int8_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int8_ibput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int8_ibput");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, sizeof(int8_t), pe, "shmem_ctx_int8_ibput");
 }
 
@@ -2146,7 +2146,7 @@ void shmem_int16_ibput(int16_t *dest, const int16_t *source, ptrdiff_t dst, ptrd
 
 void shmem_ctx_int16_ibput(shmem_ctx_t ctx, int16_t *dest, const int16_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int16_ibput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int16_ibput");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, sizeof(int16_t), pe, "shmem_ctx_int16_ibput");
 }
 
@@ -2157,7 +2157,7 @@ void shmem_int32_ibput(int32_t *dest, const int32_t *source, ptrdiff_t dst, ptrd
 
 void shmem_ctx_int32_ibput(shmem_ctx_t ctx, int32_t *dest, const int32_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_ibput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_ibput");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, sizeof(int32_t), pe, "shmem_ctx_int32_ibput");
 }
 
@@ -2168,7 +2168,7 @@ void shmem_int64_ibput(int64_t *dest, const int64_t *source, ptrdiff_t dst, ptrd
 
 void shmem_ctx_int64_ibput(shmem_ctx_t ctx, int64_t *dest, const int64_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_ibput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_ibput");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, sizeof(int64_t), pe, "shmem_ctx_int64_ibput");
 }
 
@@ -2179,7 +2179,7 @@ void shmem_uint8_ibput(uint8_t *dest, const uint8_t *source, ptrdiff_t dst, ptrd
 
 void shmem_ctx_uint8_ibput(shmem_ctx_t ctx, uint8_t *dest, const uint8_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint8_ibput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint8_ibput");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, sizeof(uint8_t), pe, "shmem_ctx_uint8_ibput");
 }
 
@@ -2190,7 +2190,7 @@ void shmem_uint16_ibput(uint16_t *dest, const uint16_t *source, ptrdiff_t dst, p
 
 void shmem_ctx_uint16_ibput(shmem_ctx_t ctx, uint16_t *dest, const uint16_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint16_ibput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint16_ibput");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, sizeof(uint16_t), pe, "shmem_ctx_uint16_ibput");
 }
 
@@ -2201,7 +2201,7 @@ void shmem_uint32_ibput(uint32_t *dest, const uint32_t *source, ptrdiff_t dst, p
 
 void shmem_ctx_uint32_ibput(shmem_ctx_t ctx, uint32_t *dest, const uint32_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_ibput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_ibput");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, sizeof(uint32_t), pe, "shmem_ctx_uint32_ibput");
 }
 
@@ -2212,7 +2212,7 @@ void shmem_uint64_ibput(uint64_t *dest, const uint64_t *source, ptrdiff_t dst, p
 
 void shmem_ctx_uint64_ibput(shmem_ctx_t ctx, uint64_t *dest, const uint64_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_ibput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_ibput");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, sizeof(uint64_t), pe, "shmem_ctx_uint64_ibput");
 }
 
@@ -2223,7 +2223,7 @@ void shmem_size_ibput(size_t *dest, const size_t *source, ptrdiff_t dst, ptrdiff
 
 void shmem_ctx_size_ibput(shmem_ctx_t ctx, size_t *dest, const size_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_size_ibput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_ibput");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, sizeof(size_t), pe, "shmem_ctx_size_ibput");
 }
 
@@ -2234,7 +2234,7 @@ void shmem_ptrdiff_ibput(ptrdiff_t *dest, const ptrdiff_t *source, ptrdiff_t dst
 
 void shmem_ctx_ptrdiff_ibput(shmem_ctx_t ctx, ptrdiff_t *dest, const ptrdiff_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ptrdiff_ibput");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_ibput");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, sizeof(ptrdiff_t), pe, "shmem_ctx_ptrdiff_ibput");
 }
 
@@ -2245,7 +2245,7 @@ void shmem_ibput8(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, 
 
 void shmem_ctx_ibput8(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ibput8");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ibput8");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, 1, pe, "shmem_ctx_ibput8");
 }
 
@@ -2256,7 +2256,7 @@ void shmem_ibput16(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst,
 
 void shmem_ctx_ibput16(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ibput16");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ibput16");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, 2, pe, "shmem_ctx_ibput16");
 }
 
@@ -2267,7 +2267,7 @@ void shmem_ibput32(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst,
 
 void shmem_ctx_ibput32(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ibput32");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ibput32");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, 4, pe, "shmem_ctx_ibput32");
 }
 
@@ -2278,7 +2278,7 @@ void shmem_ibput64(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst,
 
 void shmem_ctx_ibput64(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ibput64");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ibput64");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, 8, pe, "shmem_ctx_ibput64");
 }
 
@@ -2289,7 +2289,7 @@ void shmem_ibput128(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst
 
 void shmem_ctx_ibput128(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ibput128");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ibput128");
 	shmemi_ibput(dest, source, dst, sst, bsize, nblocks, 16, pe, "shmem_ctx_ibput128");
 }
 
@@ -2300,7 +2300,7 @@ void shmem_float_ibget(float *dest, const float *source, ptrdiff_t dst, ptrdiff_
 
 void shmem_ctx_float_ibget(shmem_ctx_t ctx, float *dest, const float *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_float_ibget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_float_ibget");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, sizeof(float), pe, "shmem_ctx_float_ibget");
 }
 
@@ -2311,7 +2311,7 @@ void shmem_double_ibget(double *dest, const double *source, ptrdiff_t dst, ptrdi
 
 void shmem_ctx_double_ibget(shmem_ctx_t ctx, double *dest, const double *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_double_ibget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_double_ibget");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, sizeof(double), pe, "shmem_ctx_double_ibget");
 }
 
@@ -2322,7 +2322,7 @@ void shmem_longdouble_ibget(long double *dest, const long double *source, ptrdif
 
 void shmem_ctx_longdouble_ibget(shmem_ctx_t ctx, long double *dest, const long double *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longdouble_ibget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longdouble_ibget");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, sizeof(long double), pe, "shmem_ctx_longdouble_ibget");
 }
 
@@ -2333,7 +2333,7 @@ void shmem_char_ibget(char *dest, const char *source, ptrdiff_t dst, ptrdiff_t s
 
 void shmem_ctx_char_ibget(shmem_ctx_t ctx, char *dest, const char *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_char_ibget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_char_ibget");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, sizeof(char), pe, "shmem_ctx_char_ibget");
 }
 
@@ -2344,7 +2344,7 @@ void shmem_schar_ibget(signed char *dest, const signed char *source, ptrdiff_t d
 
 void shmem_ctx_schar_ibget(shmem_ctx_t ctx, signed char *dest, const signed char *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_schar_ibget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_schar_ibget");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, sizeof(signed char), pe, "shmem_ctx_schar_ibget");
 }
 
@@ -2355,7 +2355,7 @@ void shmem_short_ibget(short *dest, const short *source, ptrdiff_t dst, ptrdiff_
 
 void shmem_ctx_short_ibget(shmem_ctx_t ctx, short *dest, const short *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_short_ibget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_short_ibget");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, sizeof(short), pe, "shmem_ctx_short_ibget");
 }
 
@@ -2366,7 +2366,7 @@ void shmem_int_ibget(int *dest, const int *source, ptrdiff_t dst, ptrdiff_t sst,
 
 void shmem_ctx_int_ibget(shmem_ctx_t ctx, int *dest, const int *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int_ibget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_ibget");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, sizeof(int), pe, "shmem_ctx_int_ibget");
 }
 
@@ -2377,7 +2377,7 @@ void shmem_long_ibget(long *dest, const long *source, ptrdiff_t dst, ptrdiff_t s
 
 void shmem_ctx_long_ibget(shmem_ctx_t ctx, long *dest, const long *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_long_ibget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_ibget");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, sizeof(long), pe, "shmem_ctx_long_ibget");
 }
 
@@ -2388,7 +2388,7 @@ void shmem_longlong_ibget(long long *dest, const long long *source, ptrdiff_t ds
 
 void shmem_ctx_longlong_ibget(shmem_ctx_t ctx, long long *dest, const long long *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longlong_ibget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_ibget");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, sizeof(long long), pe, "shmem_ctx_longlong_ibget");
 }
 
@@ -2399,7 +2399,7 @@ void shmem_uchar_ibget(unsigned char *dest, const unsigned char *source, ptrdiff
 
 void shmem_ctx_uchar_ibget(shmem_ctx_t ctx, unsigned char *dest, const unsigned char *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uchar_ibget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uchar_ibget");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, sizeof(unsigned char), pe, "shmem_ctx_uchar_ibget");
 }
 
@@ -2410,7 +2410,7 @@ void shmem_ushort_ibget(unsigned short *dest, const unsigned short *source, ptrd
 
 void shmem_ctx_ushort_ibget(shmem_ctx_t ctx, unsigned short *dest, const unsigned short *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ushort_ibget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ushort_ibget");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, sizeof(unsigned short), pe, "shmem_ctx_ushort_ibget");
 }
 
@@ -2421,7 +2421,7 @@ void shmem_uint_ibget(unsigned int *dest, const unsigned int *source, ptrdiff_t 
 
 void shmem_ctx_uint_ibget(shmem_ctx_t ctx, unsigned int *dest, const unsigned int *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_ibget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_ibget");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, sizeof(unsigned int), pe, "shmem_ctx_uint_ibget");
 }
 
@@ -2432,7 +2432,7 @@ void shmem_ulong_ibget(unsigned long *dest, const unsigned long *source, ptrdiff
 
 void shmem_ctx_ulong_ibget(shmem_ctx_t ctx, unsigned long *dest, const unsigned long *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_ibget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_ibget");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, sizeof(unsigned long), pe, "shmem_ctx_ulong_ibget");
 }
 
@@ -2443,7 +2443,7 @@ void shmem_ulonglong_ibget(unsigned long long *dest, const unsigned long long *s
 
 void shmem_ctx_ulonglong_ibget(shmem_ctx_t ctx, unsigned long long *dest, const unsigned long long *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_ibget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_ibget");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_ibget");
 }
 
@@ -2454,7 +2454,7 @@ void shmem_int8_ibget(int8_t *dest, const int8_t *source, ptrdiff_t dst, ptrdiff
 
 void shmem_ctx_int8_ibget(shmem_ctx_t ctx, int8_t *dest, const int8_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int8_ibget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int8_ibget");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, sizeof(int8_t), pe, "shmem_ctx_int8_ibget");
 }
 
@@ -2465,7 +2465,7 @@ void shmem_int16_ibget(int16_t *dest, const int16_t *source, ptrdiff_t dst, ptrd
 
 void shmem_ctx_int16_ibget(shmem_ctx_t ctx, int16_t *dest, const int16_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int16_ibget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int16_ibget");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, sizeof(int16_t), pe, "shmem_ctx_int16_ibget");
 }
 
@@ -2476,7 +2476,7 @@ void shmem_int32_ibget(int32_t *dest, const int32_t *source, ptrdiff_t dst, ptrd
 
 void shmem_ctx_int32_ibget(shmem_ctx_t ctx, int32_t *dest, const int32_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_ibget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_ibget");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, sizeof(int32_t), pe, "shmem_ctx_int32_ibget");
 }
 
@@ -2487,7 +2487,7 @@ void shmem_int64_ibget(int64_t *dest, const int64_t *source, ptrdiff_t dst, ptrd
 
 void shmem_ctx_int64_ibget(shmem_ctx_t ctx, int64_t *dest, const int64_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_ibget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_ibget");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, sizeof(int64_t), pe, "shmem_ctx_int64_ibget");
 }
 
@@ -2498,7 +2498,7 @@ void shmem_uint8_ibget(uint8_t *dest, const uint8_t *source, ptrdiff_t dst, ptrd
 
 void shmem_ctx_uint8_ibget(shmem_ctx_t ctx, uint8_t *dest, const uint8_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint8_ibget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint8_ibget");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, sizeof(uint8_t), pe, "shmem_ctx_uint8_ibget");
 }
 
@@ -2509,7 +2509,7 @@ void shmem_uint16_ibget(uint16_t *dest, const uint16_t *source, ptrdiff_t dst, p
 
 void shmem_ctx_uint16_ibget(shmem_ctx_t ctx, uint16_t *dest, const uint16_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint16_ibget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint16_ibget");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, sizeof(uint16_t), pe, "shmem_ctx_uint16_ibget");
 }
 
@@ -2520,7 +2520,7 @@ void shmem_uint32_ibget(uint32_t *dest, const uint32_t *source, ptrdiff_t dst, p
 
 void shmem_ctx_uint32_ibget(shmem_ctx_t ctx, uint32_t *dest, const uint32_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_ibget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_ibget");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, sizeof(uint32_t), pe, "shmem_ctx_uint32_ibget");
 }
 
@@ -2531,7 +2531,7 @@ void shmem_uint64_ibget(uint64_t *dest, const uint64_t *source, ptrdiff_t dst, p
 
 void shmem_ctx_uint64_ibget(shmem_ctx_t ctx, uint64_t *dest, const uint64_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_ibget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_ibget");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, sizeof(uint64_t), pe, "shmem_ctx_uint64_ibget");
 }
 
@@ -2542,7 +2542,7 @@ void shmem_size_ibget(size_t *dest, const size_t *source, ptrdiff_t dst, ptrdiff
 
 void shmem_ctx_size_ibget(shmem_ctx_t ctx, size_t *dest, const size_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_size_ibget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_ibget");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, sizeof(size_t), pe, "shmem_ctx_size_ibget");
 }
 
@@ -2553,7 +2553,7 @@ void shmem_ptrdiff_ibget(ptrdiff_t *dest, const ptrdiff_t *source, ptrdiff_t dst
 
 void shmem_ctx_ptrdiff_ibget(shmem_ctx_t ctx, ptrdiff_t *dest, const ptrdiff_t *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ptrdiff_ibget");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_ibget");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, sizeof(ptrdiff_t), pe, "shmem_ctx_ptrdiff_ibget");
 }
 
@@ -2564,7 +2564,7 @@ void shmem_ibget8(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, 
 
 void shmem_ctx_ibget8(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ibget8");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ibget8");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, 1, pe, "shmem_ctx_ibget8");
 }
 
@@ -2575,7 +2575,7 @@ void shmem_ibget16(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst,
 
 void shmem_ctx_ibget16(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ibget16");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ibget16");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, 2, pe, "shmem_ctx_ibget16");
 }
 
@@ -2586,7 +2586,7 @@ void shmem_ibget32(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst,
 
 void shmem_ctx_ibget32(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ibget32");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ibget32");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, 4, pe, "shmem_ctx_ibget32");
 }
 
@@ -2597,7 +2597,7 @@ void shmem_ibget64(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst,
 
 void shmem_ctx_ibget64(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ibget64");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ibget64");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, 8, pe, "shmem_ctx_ibget64");
 }
 
@@ -2608,7 +2608,7 @@ void shmem_ibget128(void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst
 
 void shmem_ctx_ibget128(shmem_ctx_t ctx, void *dest, const void *source, ptrdiff_t dst, ptrdiff_t sst, size_t bsize, size_t nblocks, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ibget128");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ibget128");
 	shmemi_ibget(dest, source, dst, sst, bsize, nblocks, 16, pe, "shmem_ctx_ibget128");
 }
 
@@ -2619,7 +2619,7 @@ void shmem_float_p(float *dest, float value, int pe)
 
 void shmem_ctx_float_p(shmem_ctx_t ctx, float *dest, float value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_float_p");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_float_p");
 	shmemi_put(dest, &value, sizeof(float), pe, "shmem_ctx_float_p");
 }
 
@@ -2632,7 +2632,7 @@ float shmem_float_g(const float *source, int pe)
 
 float shmem_ctx_float_g(shmem_ctx_t ctx, const float *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_float_g");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_float_g");
 	float v;
 	shmemi_get(&v, source, sizeof(float), pe, "shmem_ctx_float_g");
 	return v;
@@ -2645,7 +2645,7 @@ void shmem_double_p(double *dest, double value, int pe)
 
 void shmem_ctx_double_p(shmem_ctx_t ctx, double *dest, double value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_double_p");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_double_p");
 	shmemi_put(dest, &value, sizeof(double), pe, "shmem_ctx_double_p");
 }
 
@@ -2658,7 +2658,7 @@ double shmem_double_g(const double *source, int pe)
 
 double shmem_ctx_double_g(shmem_ctx_t ctx, const double *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_double_g");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_double_g");
 	double v;
 	shmemi_get(&v, source, sizeof(double), pe, "shmem_ctx_double_g");
 	return v;
@@ -2671,7 +2671,7 @@ void shmem_longdouble_p(long double *dest, long double value, int pe)
 
 void shmem_ctx_longdouble_p(shmem_ctx_t ctx, long double *dest, long double value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longdouble_p");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longdouble_p");
 	shmemi_put(dest, &value, sizeof(long double), pe, "shmem_ctx_longdouble_p");
 }
 
@@ -2684,7 +2684,7 @@ long double shmem_longdouble_g(const long double *source, int pe)
 
 long double shmem_ctx_longdouble_g(shmem_ctx_t ctx, const long double *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longdouble_g");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longdouble_g");
 	long double v;
 	shmemi_get(&v, source, sizeof(long double), pe, "shmem_ctx_longdouble_g");
 	return v;
@@ -2697,7 +2697,7 @@ void shmem_char_p(char *dest, char value, int pe)
 
 void shmem_ctx_char_p(shmem_ctx_t ctx, char *dest, char value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_char_p");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_char_p");
 	shmemi_put(dest, &value, sizeof(char), pe, "shmem_ctx_char_p");
 }
 
@@ -2710,7 +2710,7 @@ char shmem_char_g(const char *source, int pe)
 
 char shmem_ctx_char_g(shmem_ctx_t ctx, const char *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_char_g");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_char_g");
 	char v;
 	shmemi_get(&v, source, sizeof(char), pe, "shmem_ctx_char_g");
 	return v;
@@ -2723,7 +2723,7 @@ void shmem_schar_p(signed char *dest, signed char value, int pe)
 
 void shmem_ctx_schar_p(shmem_ctx_t ctx, signed char *dest, signed char value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_schar_p");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_schar_p");
 	shmemi_put(dest, &value, sizeof(signed char), pe, "shmem_ctx_schar_p");
 }
 
@@ -2736,7 +2736,7 @@ signed char shmem_schar_g(const signed char *source, int pe)
 
 signed char shmem_ctx_schar_g(shmem_ctx_t ctx, const signed char *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_schar_g");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_schar_g");
 	signed char v;
 	shmemi_get(&v, source, sizeof(signed char), pe, "shmem_ctx_schar_g");
 	return v;
@@ -2749,7 +2749,7 @@ void shmem_short_p(short *dest, short value, int pe)
 
 void shmem_ctx_short_p(shmem_ctx_t ctx, short *dest, short value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_short_p");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_short_p");
 	shmemi_put(dest, &value, sizeof(short), pe, "shmem_ctx_short_p");
 }
 
@@ -2762,7 +2762,7 @@ short shmem_short_g(const short *source, int pe)
 
 short shmem_ctx_short_g(shmem_ctx_t ctx, const short *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_short_g");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_short_g");
 	short v;
 	shmemi_get(&v, source, sizeof(short), pe, "shmem_ctx_short_g");
 	return v;
@@ -2775,7 +2775,7 @@ void shmem_int_p(int *dest, int value, int pe)
 
 void shmem_ctx_int_p(shmem_ctx_t ctx, int *dest, int value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int_p");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_p");
 	shmemi_put(dest, &value, sizeof(int), pe, "shmem_ctx_int_p");
 }
 
@@ -2788,7 +2788,7 @@ int shmem_int_g(const int *source, int pe)
 
 int shmem_ctx_int_g(shmem_ctx_t ctx, const int *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int_g");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_g");
 	int v;
 	shmemi_get(&v, source, sizeof(int), pe, "shmem_ctx_int_g");
 	return v;
@@ -2801,7 +2801,7 @@ void shmem_long_p(long *dest, long value, int pe)
 
 void shmem_ctx_long_p(shmem_ctx_t ctx, long *dest, long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_long_p");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_p");
 	shmemi_put(dest, &value, sizeof(long), pe, "shmem_ctx_long_p");
 }
 
@@ -2814,7 +2814,7 @@ long shmem_long_g(const long *source, int pe)
 
 long shmem_ctx_long_g(shmem_ctx_t ctx, const long *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_long_g");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_g");
 	long v;
 	shmemi_get(&v, source, sizeof(long), pe, "shmem_ctx_long_g");
 	return v;
@@ -2827,7 +2827,7 @@ void shmem_longlong_p(long long *dest, long long value, int pe)
 
 void shmem_ctx_longlong_p(shmem_ctx_t ctx, long long *dest, long long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longlong_p");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_p");
 	shmemi_put(dest, &value, sizeof(long long), pe, "shmem_ctx_longlong_p");
 }
 
@@ -2840,7 +2840,7 @@ long long shmem_longlong_g(const long long *source, int pe)
 
 long long shmem_ctx_longlong_g(shmem_ctx_t ctx, const long long *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longlong_g");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_g");
 	long long v;
 	shmemi_get(&v, source, sizeof(long long), pe, "shmem_ctx_longlong_g");
 	return v;
@@ -2853,7 +2853,7 @@ void shmem_uchar_p(unsigned char *dest, unsigned char value, int pe)
 
 void shmem_ctx_uchar_p(shmem_ctx_t ctx, unsigned char *dest, unsigned char value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uchar_p");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uchar_p");
 	shmemi_put(dest, &value, sizeof(unsigned char), pe, "shmem_ctx_uchar_p");
 }
 
@@ -2866,7 +2866,7 @@ unsigned char shmem_uchar_g(const unsigned char *source, int pe)
 
 unsigned char shmem_ctx_uchar_g(shmem_ctx_t ctx, const unsigned char *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uchar_g");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uchar_g");
 	unsigned char v;
 	shmemi_get(&v, source, sizeof(unsigned char), pe, "shmem_ctx_uchar_g");
 	return v;
@@ -2879,7 +2879,7 @@ void shmem_ushort_p(unsigned short *dest, unsigned short value, int pe)
 
 void shmem_ctx_ushort_p(shmem_ctx_t ctx, unsigned short *dest, unsigned short value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ushort_p");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ushort_p");
 	shmemi_put(dest, &value, sizeof(unsigned short), pe, "shmem_ctx_ushort_p");
 }
 
@@ -2892,7 +2892,7 @@ unsigned short shmem_ushort_g(const unsigned short *source, int pe)
 
 unsigned short shmem_ctx_ushort_g(shmem_ctx_t ctx, const unsigned short *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ushort_g");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ushort_g");
 	unsigned short v;
 	shmemi_get(&v, source, sizeof(unsigned short), pe, "shmem_ctx_ushort_g");
 	return v;
@@ -2905,7 +2905,7 @@ void shmem_uint_p(unsigned int *dest, unsigned int value, int pe)
 
 void shmem_ctx_uint_p(shmem_ctx_t ctx, unsigned int *dest, unsigned int value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_p");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_p");
 	shmemi_put(dest, &value, sizeof(unsigned int), pe, "shmem_ctx_uint_p");
 }
 
@@ -2918,7 +2918,7 @@ unsigned int shmem_uint_g(const unsigned int *source, int pe)
 
 unsigned int shmem_ctx_uint_g(shmem_ctx_t ctx, const unsigned int *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_g");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_g");
 	unsigned int v;
 	shmemi_get(&v, source, sizeof(unsigned int), pe, "shmem_ctx_uint_g");
 	return v;
@@ -2931,7 +2931,7 @@ void shmem_ulong_p(unsigned long *dest, unsigned long value, int pe)
 
 void shmem_ctx_ulong_p(shmem_ctx_t ctx, unsigned long *dest, unsigned long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_p");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_p");
 	shmemi_put(dest, &value, sizeof(unsigned long), pe, "shmem_ctx_ulong_p");
 }
 
@@ -2944,7 +2944,7 @@ unsigned long shmem_ulong_g(const unsigned long *source, int pe)
 
 unsigned long shmem_ctx_ulong_g(shmem_ctx_t ctx, const unsigned long *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_g");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_g");
 	unsigned long v;
 	shmemi_get(&v, source, sizeof(unsigned long), pe, "shmem_ctx_ulong_g");
 	return v;
@@ -2957,7 +2957,7 @@ void shmem_ulonglong_p(unsigned long long *dest, unsigned long long value, int p
 
 void shmem_ctx_ulonglong_p(shmem_ctx_t ctx, unsigned long long *dest, unsigned long long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_p");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_p");
 	shmemi_put(dest, &value, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_p");
 }
 
@@ -2970,7 +2970,7 @@ unsigned long long shmem_ulonglong_g(const unsigned long long *source, int pe)
 
 unsigned long long shmem_ctx_ulonglong_g(shmem_ctx_t ctx, const unsigned long long *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_g");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_g");
 	unsigned long long v;
 	shmemi_get(&v, source, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_g");
 	return v;
@@ -2983,7 +2983,7 @@ void shmem_int8_p(int8_t *dest, int8_t value, int pe)
 
 void shmem_ctx_int8_p(shmem_ctx_t ctx, int8_t *dest, int8_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int8_p");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int8_p");
 	shmemi_put(dest, &value, sizeof(int8_t), pe, "shmem_ctx_int8_p");
 }
 
@@ -2996,7 +2996,7 @@ int8_t shmem_int8_g(const int8_t *source, int pe)
 
 int8_t shmem_ctx_int8_g(shmem_ctx_t ctx, const int8_t *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int8_g");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int8_g");
 	int8_t v;
 	shmemi_get(&v, source, sizeof(int8_t), pe, "shmem_ctx_int8_g");
 	return v;
@@ -3009,7 +3009,7 @@ void shmem_int16_p(int16_t *dest, int16_t value, int pe)
 
 void shmem_ctx_int16_p(shmem_ctx_t ctx, int16_t *dest, int16_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int16_p");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int16_p");
 	shmemi_put(dest, &value, sizeof(int16_t), pe, "shmem_ctx_int16_p");
 }
 
@@ -3022,7 +3022,7 @@ int16_t shmem_int16_g(const int16_t *source, int pe)
 
 int16_t shmem_ctx_int16_g(shmem_ctx_t ctx, const int16_t *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int16_g");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int16_g");
 	int16_t v;
 	shmemi_get(&v, source, sizeof(int16_t), pe, "shmem_ctx_int16_g");
 	return v;
@@ -3035,7 +3035,7 @@ void shmem_int32_p(int32_t *dest, int32_t value, int pe)
 
 void shmem_ctx_int32_p(shmem_ctx_t ctx, int32_t *dest, int32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_p");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_p");
 	shmemi_put(dest, &value, sizeof(int32_t), pe, "shmem_ctx_int32_p");
 }
 
@@ -3048,7 +3048,7 @@ int32_t shmem_int32_g(const int32_t *source, int pe)
 
 int32_t shmem_ctx_int32_g(shmem_ctx_t ctx, const int32_t *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_g");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_g");
 	int32_t v;
 	shmemi_get(&v, source, sizeof(int32_t), pe, "shmem_ctx_int32_g");
 	return v;
@@ -3061,7 +3061,7 @@ void shmem_int64_p(int64_t *dest, int64_t value, int pe)
 
 void shmem_ctx_int64_p(shmem_ctx_t ctx, int64_t *dest, int64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_p");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_p");
 	shmemi_put(dest, &value, sizeof(int64_t), pe, "shmem_ctx_int64_p");
 }
 
@@ -3074,7 +3074,7 @@ int64_t shmem_int64_g(const int64_t *source, int pe)
 
 int64_t shmem_ctx_int64_g(shmem_ctx_t ctx, const int64_t *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_g");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_g");
 	int64_t v;
 	shmemi_get(&v, source, sizeof(int64_t), pe, "shmem_ctx_int64_g");
 	return v;
@@ -3087,7 +3087,7 @@ void shmem_uint8_p(uint8_t *dest, uint8_t value, int pe)
 
 void shmem_ctx_uint8_p(shmem_ctx_t ctx, uint8_t *dest, uint8_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint8_p");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint8_p");
 	shmemi_put(dest, &value, sizeof(uint8_t), pe, "shmem_ctx_uint8_p");
 }
 
@@ -3100,7 +3100,7 @@ uint8_t shmem_uint8_g(const uint8_t *source, int pe)
 
 uint8_t shmem_ctx_uint8_g(shmem_ctx_t ctx, const uint8_t *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint8_g");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint8_g");
 	uint8_t v;
 	shmemi_get(&v, source, sizeof(uint8_t), pe, "shmem_ctx_uint8_g");
 	return v;
@@ -3113,7 +3113,7 @@ void shmem_uint16_p(uint16_t *dest, uint16_t value, int pe)
 
 void shmem_ctx_uint16_p(shmem_ctx_t ctx, uint16_t *dest, uint16_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint16_p");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint16_p");
 	shmemi_put(dest, &value, sizeof(uint16_t), pe, "shmem_ctx_uint16_p");
 }
 
@@ -3126,7 +3126,7 @@ uint16_t shmem_uint16_g(const uint16_t *source, int pe)
 
 uint16_t shmem_ctx_uint16_g(shmem_ctx_t ctx, const uint16_t *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint16_g");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint16_g");
 	uint16_t v;
 	shmemi_get(&v, source, sizeof(uint16_t), pe, "shmem_ctx_uint16_g");
 	return v;
@@ -3139,7 +3139,7 @@ void shmem_uint32_p(uint32_t *dest, uint32_t value, int pe)
 
 void shmem_ctx_uint32_p(shmem_ctx_t ctx, uint32_t *dest, uint32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_p");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_p");
 	shmemi_put(dest, &value, sizeof(uint32_t), pe, "shmem_ctx_uint32_p");
 }
 
@@ -3152,7 +3152,7 @@ uint32_t shmem_uint32_g(const uint32_t *source, int pe)
 
 uint32_t shmem_ctx_uint32_g(shmem_ctx_t ctx, const uint32_t *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_g");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_g");
 	uint32_t v;
 	shmemi_get(&v, source, sizeof(uint32_t), pe, "shmem_ctx_uint32_g");
 	return v;
@@ -3165,7 +3165,7 @@ void shmem_uint64_p(uint64_t *dest, uint64_t value, int pe)
 
 void shmem_ctx_uint64_p(shmem_ctx_t ctx, uint64_t *dest, uint64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_p");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_p");
 	shmemi_put(dest, &value, sizeof(uint64_t), pe, "shmem_ctx_uint64_p");
 }
 
@@ -3178,7 +3178,7 @@ uint64_t shmem_uint64_g(const uint64_t *source, int pe)
 
 uint64_t shmem_ctx_uint64_g(shmem_ctx_t ctx, const uint64_t *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_g");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_g");
 	uint64_t v;
 	shmemi_get(&v, source, sizeof(uint64_t), pe, "shmem_ctx_uint64_g");
 	return v;
@@ -3191,7 +3191,7 @@ void shmem_size_p(size_t *dest, size_t value, int pe)
 
 void shmem_ctx_size_p(shmem_ctx_t ctx, size_t *dest, size_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_size_p");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_p");
 	shmemi_put(dest, &value, sizeof(size_t), pe, "shmem_ctx_size_p");
 }
 
@@ -3204,7 +3204,7 @@ size_t shmem_size_g(const size_t *source, int pe)
 
 size_t shmem_ctx_size_g(shmem_ctx_t ctx, const size_t *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_size_g");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_g");
 	size_t v;
 	shmemi_get(&v, source, sizeof(size_t), pe, "shmem_ctx_size_g");
 	return v;
@@ -3217,7 +3217,7 @@ void shmem_ptrdiff_p(ptrdiff_t *dest, ptrdiff_t value, int pe)
 
 void shmem_ctx_ptrdiff_p(shmem_ctx_t ctx, ptrdiff_t *dest, ptrdiff_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ptrdiff_p");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_p");
 	shmemi_put(dest, &value, sizeof(ptrdiff_t), pe, "shmem_ctx_ptrdiff_p");
 }
 
@@ -3230,7 +3230,7 @@ ptrdiff_t shmem_ptrdiff_g(const ptrdiff_t *source, int pe)
 
 ptrdiff_t shmem_ctx_ptrdiff_g(shmem_ctx_t ctx, const ptrdiff_t *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ptrdiff_g");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_g");
 	ptrdiff_t v;
 	shmemi_get(&v, source, sizeof(ptrdiff_t), pe, "shmem_ctx_ptrdiff_g");
 	return v;
@@ -3245,7 +3245,7 @@ void shmem_float_put_signal(float *dest, const float *source, size_t nelems, uin
 
 void shmem_ctx_float_put_signal(shmem_ctx_t ctx, float *dest, const float *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_float_put_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_float_put_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(float), "shmem_ctx_float_put_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_float_put_signal");
 }
 
@@ -3256,7 +3256,7 @@ void shmem_double_put_signal(double *dest, const double *source, size_t nelems, 
 
 void shmem_ctx_double_put_signal(shmem_ctx_t ctx, double *dest, const double *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_double_put_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_double_put_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(double), "shmem_ctx_double_put_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_double_put_signal");
 }
 
@@ -3267,7 +3267,7 @@ void shmem_longdouble_put_signal(long double *dest, const long double *source, s
 
 void shmem_ctx_longdouble_put_signal(shmem_ctx_t ctx, long double *dest, const long double *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longdouble_put_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longdouble_put_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(long double), "shmem_ctx_longdouble_put_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_longdouble_put_signal");
 }
 
@@ -3278,7 +3278,7 @@ void shmem_char_put_signal(char *dest, const char *source, size_t nelems, uint64
 
 void shmem_ctx_char_put_signal(shmem_ctx_t ctx, char *dest, const char *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_char_put_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_char_put_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(char), "shmem_ctx_char_put_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_char_put_signal");
 }
 
@@ -3289,7 +3289,7 @@ void shmem_schar_put_signal(signed char *dest, const signed char *source, size_t
 
 void shmem_ctx_schar_put_signal(shmem_ctx_t ctx, signed char *dest, const signed char *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_schar_put_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_schar_put_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(signed char), "shmem_ctx_schar_put_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_schar_put_signal");
 }
 
@@ -3300,7 +3300,7 @@ void shmem_short_put_signal(short *dest, const short *source, size_t nelems, uin
 
 void shmem_ctx_short_put_signal(shmem_ctx_t ctx, short *dest, const short *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_short_put_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_short_put_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(short), "shmem_ctx_short_put_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_short_put_signal");
 }
 
@@ -3311,7 +3311,7 @@ void shmem_int_put_signal(int *dest, const int *source, size_t nelems, uint64_t 
 
 void shmem_ctx_int_put_signal(shmem_ctx_t ctx, int *dest, const int *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int_put_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_put_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(int), "shmem_ctx_int_put_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_int_put_signal");
 }
 
@@ -3322,7 +3322,7 @@ void shmem_long_put_signal(long *dest, const long *source, size_t nelems, uint64
 
 void shmem_ctx_long_put_signal(shmem_ctx_t ctx, long *dest, const long *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_long_put_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_put_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(long), "shmem_ctx_long_put_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_long_put_signal");
 }
 
@@ -3333,7 +3333,7 @@ void shmem_longlong_put_signal(long long *dest, const long long *source, size_t 
 
 void shmem_ctx_longlong_put_signal(shmem_ctx_t ctx, long long *dest, const long long *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longlong_put_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_put_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(long long), "shmem_ctx_longlong_put_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_longlong_put_signal");
 }
 
@@ -3344,7 +3344,7 @@ void shmem_uchar_put_signal(unsigned char *dest, const unsigned char *source, si
 
 void shmem_ctx_uchar_put_signal(shmem_ctx_t ctx, unsigned char *dest, const unsigned char *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uchar_put_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uchar_put_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(unsigned char), "shmem_ctx_uchar_put_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_uchar_put_signal");
 }
 
@@ -3355,7 +3355,7 @@ void shmem_ushort_put_signal(unsigned short *dest, const unsigned short *source,
 
 void shmem_ctx_ushort_put_signal(shmem_ctx_t ctx, unsigned short *dest, const unsigned short *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ushort_put_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ushort_put_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(unsigned short), "shmem_ctx_ushort_put_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_ushort_put_signal");
 }
 
@@ -3366,7 +3366,7 @@ void shmem_uint_put_signal(unsigned int *dest, const unsigned int *source, size_
 
 void shmem_ctx_uint_put_signal(shmem_ctx_t ctx, unsigned int *dest, const unsigned int *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_put_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_put_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(unsigned int), "shmem_ctx_uint_put_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_uint_put_signal");
 }
 
@@ -3377,7 +3377,7 @@ void shmem_ulong_put_signal(unsigned long *dest, const unsigned long *source, si
 
 void shmem_ctx_ulong_put_signal(shmem_ctx_t ctx, unsigned long *dest, const unsigned long *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_put_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_put_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(unsigned long), "shmem_ctx_ulong_put_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_ulong_put_signal");
 }
 
@@ -3388,7 +3388,7 @@ void shmem_ulonglong_put_signal(unsigned long long *dest, const unsigned long lo
 
 void shmem_ctx_ulonglong_put_signal(shmem_ctx_t ctx, unsigned long long *dest, const unsigned long long *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_put_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_put_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(unsigned long long), "shmem_ctx_ulonglong_put_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_ulonglong_put_signal");
 }
 
@@ -3399,7 +3399,7 @@ void shmem_int8_put_signal(int8_t *dest, const int8_t *source, size_t nelems, ui
 
 void shmem_ctx_int8_put_signal(shmem_ctx_t ctx, int8_t *dest, const int8_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int8_put_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int8_put_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(int8_t), "shmem_ctx_int8_put_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_int8_put_signal");
 }
 
@@ -3410,7 +3410,7 @@ void shmem_int16_put_signal(int16_t *dest, const int16_t *source, size_t nelems,
 
 void shmem_ctx_int16_put_signal(shmem_ctx_t ctx, int16_t *dest, const int16_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int16_put_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int16_put_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(int16_t), "shmem_ctx_int16_put_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_int16_put_signal");
 }
 
@@ -3421,7 +3421,7 @@ void shmem_int32_put_signal(int32_t *dest, const int32_t *source, size_t nelems,
 
 void shmem_ctx_int32_put_signal(shmem_ctx_t ctx, int32_t *dest, const int32_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_put_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_put_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(int32_t), "shmem_ctx_int32_put_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_int32_put_signal");
 }
 
@@ -3432,7 +3432,7 @@ void shmem_int64_put_signal(int64_t *dest, const int64_t *source, size_t nelems,
 
 void shmem_ctx_int64_put_signal(shmem_ctx_t ctx, int64_t *dest, const int64_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_put_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_put_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(int64_t), "shmem_ctx_int64_put_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_int64_put_signal");
 }
 
@@ -3443,7 +3443,7 @@ void shmem_uint8_put_signal(uint8_t *dest, const uint8_t *source, size_t nelems,
 
 void shmem_ctx_uint8_put_signal(shmem_ctx_t ctx, uint8_t *dest, const uint8_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint8_put_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint8_put_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(uint8_t), "shmem_ctx_uint8_put_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_uint8_put_signal");
 }
 
@@ -3454,7 +3454,7 @@ void shmem_uint16_put_signal(uint16_t *dest, const uint16_t *source, size_t nele
 
 void shmem_ctx_uint16_put_signal(shmem_ctx_t ctx, uint16_t *dest, const uint16_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint16_put_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint16_put_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(uint16_t), "shmem_ctx_uint16_put_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_uint16_put_signal");
 }
 
@@ -3465,7 +3465,7 @@ void shmem_uint32_put_signal(uint32_t *dest, const uint32_t *source, size_t nele
 
 void shmem_ctx_uint32_put_signal(shmem_ctx_t ctx, uint32_t *dest, const uint32_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_put_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_put_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(uint32_t), "shmem_ctx_uint32_put_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_uint32_put_signal");
 }
 
@@ -3476,7 +3476,7 @@ void shmem_uint64_put_signal(uint64_t *dest, const uint64_t *source, size_t nele
 
 void shmem_ctx_uint64_put_signal(shmem_ctx_t ctx, uint64_t *dest, const uint64_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_put_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_put_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(uint64_t), "shmem_ctx_uint64_put_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_uint64_put_signal");
 }
 
@@ -3487,7 +3487,7 @@ void shmem_size_put_signal(size_t *dest, const size_t *source, size_t nelems, ui
 
 void shmem_ctx_size_put_signal(shmem_ctx_t ctx, size_t *dest, const size_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_size_put_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_put_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(size_t), "shmem_ctx_size_put_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_size_put_signal");
 }
 
@@ -3498,7 +3498,7 @@ void shmem_ptrdiff_put_signal(ptrdiff_t *dest, const ptrdiff_t *source, size_t n
 
 void shmem_ctx_ptrdiff_put_signal(shmem_ctx_t ctx, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ptrdiff_put_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_put_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(ptrdiff_t), "shmem_ctx_ptrdiff_put_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_ptrdiff_put_signal");
 }
 
@@ -3509,7 +3509,7 @@ void shmem_put8_signal(void *dest, const void *source, size_t nelems, uint64_t *
 
 void shmem_ctx_put8_signal(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_put8_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_put8_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, 1, "shmem_ctx_put8_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_put8_signal");
 }
 
@@ -3520,7 +3520,7 @@ void shmem_put16_signal(void *dest, const void *source, size_t nelems, uint64_t 
 
 void shmem_ctx_put16_signal(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_put16_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_put16_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, 2, "shmem_ctx_put16_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_put16_signal");
 }
 
@@ -3531,7 +3531,7 @@ void shmem_put32_signal(void *dest, const void *source, size_t nelems, uint64_t 
 
 void shmem_ctx_put32_signal(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_put32_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_put32_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, 4, "shmem_ctx_put32_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_put32_signal");
 }
 
@@ -3542,7 +3542,7 @@ void shmem_put64_signal(void *dest, const void *source, size_t nelems, uint64_t 
 
 void shmem_ctx_put64_signal(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_put64_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_put64_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, 8, "shmem_ctx_put64_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_put64_signal");
 }
 
@@ -3553,7 +3553,7 @@ void shmem_put128_signal(void *dest, const void *source, size_t nelems, uint64_t
 
 void shmem_ctx_put128_signal(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_put128_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_put128_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, 16, "shmem_ctx_put128_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_put128_signal");
 }
 
@@ -3564,7 +3564,7 @@ void shmem_putmem_signal(void *dest, const void *source, size_t nelems, uint64_t
 
 void shmem_ctx_putmem_signal(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_putmem_signal");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_putmem_signal");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, 1, "shmem_ctx_putmem_signal"), sig_addr, signal, sig_op, pe, "shmem_ctx_putmem_signal");
 }
 
@@ -3575,7 +3575,7 @@ void shmem_float_put_signal_nbi(float *dest, const float *source, size_t nelems,
 
 void shmem_ctx_float_put_signal_nbi(shmem_ctx_t ctx, float *dest, const float *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_float_put_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_float_put_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(float), "shmem_ctx_float_put_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_float_put_signal_nbi");
 }
 
@@ -3586,7 +3586,7 @@ void shmem_double_put_signal_nbi(double *dest, const double *source, size_t nele
 
 void shmem_ctx_double_put_signal_nbi(shmem_ctx_t ctx, double *dest, const double *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_double_put_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_double_put_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(double), "shmem_ctx_double_put_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_double_put_signal_nbi");
 }
 
@@ -3597,7 +3597,7 @@ void shmem_longdouble_put_signal_nbi(long double *dest, const long double *sourc
 
 void shmem_ctx_longdouble_put_signal_nbi(shmem_ctx_t ctx, long double *dest, const long double *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longdouble_put_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longdouble_put_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(long double), "shmem_ctx_longdouble_put_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_longdouble_put_signal_nbi");
 }
 
@@ -3608,7 +3608,7 @@ void shmem_char_put_signal_nbi(char *dest, const char *source, size_t nelems, ui
 
 void shmem_ctx_char_put_signal_nbi(shmem_ctx_t ctx, char *dest, const char *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_char_put_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_char_put_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(char), "shmem_ctx_char_put_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_char_put_signal_nbi");
 }
 
@@ -3619,7 +3619,7 @@ void shmem_schar_put_signal_nbi(signed char *dest, const signed char *source, si
 
 void shmem_ctx_schar_put_signal_nbi(shmem_ctx_t ctx, signed char *dest, const signed char *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_schar_put_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_schar_put_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(signed char), "shmem_ctx_schar_put_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_schar_put_signal_nbi");
 }
 
@@ -3630,7 +3630,7 @@ void shmem_short_put_signal_nbi(short *dest, const short *source, size_t nelems,
 
 void shmem_ctx_short_put_signal_nbi(shmem_ctx_t ctx, short *dest, const short *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_short_put_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_short_put_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(short), "shmem_ctx_short_put_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_short_put_signal_nbi");
 }
 
@@ -3641,7 +3641,7 @@ void shmem_int_put_signal_nbi(int *dest, const int *source, size_t nelems, uint6
 
 void shmem_ctx_int_put_signal_nbi(shmem_ctx_t ctx, int *dest, const int *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int_put_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_put_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(int), "shmem_ctx_int_put_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_int_put_signal_nbi");
 }
 
@@ -3652,7 +3652,7 @@ void shmem_long_put_signal_nbi(long *dest, const long *source, size_t nelems, ui
 
 void shmem_ctx_long_put_signal_nbi(shmem_ctx_t ctx, long *dest, const long *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_long_put_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_put_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(long), "shmem_ctx_long_put_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_long_put_signal_nbi");
 }
 
@@ -3663,7 +3663,7 @@ void shmem_longlong_put_signal_nbi(long long *dest, const long long *source, siz
 
 void shmem_ctx_longlong_put_signal_nbi(shmem_ctx_t ctx, long long *dest, const long long *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longlong_put_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_put_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(long long), "shmem_ctx_longlong_put_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_longlong_put_signal_nbi");
 }
 
@@ -3674,7 +3674,7 @@ void shmem_uchar_put_signal_nbi(unsigned char *dest, const unsigned char *source
 
 void shmem_ctx_uchar_put_signal_nbi(shmem_ctx_t ctx, unsigned char *dest, const unsigned char *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uchar_put_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uchar_put_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(unsigned char), "shmem_ctx_uchar_put_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_uchar_put_signal_nbi");
 }
 
@@ -3685,7 +3685,7 @@ void shmem_ushort_put_signal_nbi(unsigned short *dest, const unsigned short *sou
 
 void shmem_ctx_ushort_put_signal_nbi(shmem_ctx_t ctx, unsigned short *dest, const unsigned short *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ushort_put_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ushort_put_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(unsigned short), "shmem_ctx_ushort_put_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_ushort_put_signal_nbi");
 }
 
@@ -3696,7 +3696,7 @@ void shmem_uint_put_signal_nbi(unsigned int *dest, const unsigned int *source, s
 
 void shmem_ctx_uint_put_signal_nbi(shmem_ctx_t ctx, unsigned int *dest, const unsigned int *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_put_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_put_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(unsigned int), "shmem_ctx_uint_put_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_uint_put_signal_nbi");
 }
 
@@ -3707,7 +3707,7 @@ void shmem_ulong_put_signal_nbi(unsigned long *dest, const unsigned long *source
 
 void shmem_ctx_ulong_put_signal_nbi(shmem_ctx_t ctx, unsigned long *dest, const unsigned long *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_put_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_put_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(unsigned long), "shmem_ctx_ulong_put_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_ulong_put_signal_nbi");
 }
 
@@ -3718,7 +3718,7 @@ void shmem_ulonglong_put_signal_nbi(unsigned long long *dest, const unsigned lon
 
 void shmem_ctx_ulonglong_put_signal_nbi(shmem_ctx_t ctx, unsigned long long *dest, const unsigned long long *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_put_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_put_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(unsigned long long), "shmem_ctx_ulonglong_put_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_ulonglong_put_signal_nbi");
 }
 
@@ -3729,7 +3729,7 @@ void shmem_int8_put_signal_nbi(int8_t *dest, const int8_t *source, size_t nelems
 
 void shmem_ctx_int8_put_signal_nbi(shmem_ctx_t ctx, int8_t *dest, const int8_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int8_put_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int8_put_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(int8_t), "shmem_ctx_int8_put_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_int8_put_signal_nbi");
 }
 
@@ -3740,7 +3740,7 @@ void shmem_int16_put_signal_nbi(int16_t *dest, const int16_t *source, size_t nel
 
 void shmem_ctx_int16_put_signal_nbi(shmem_ctx_t ctx, int16_t *dest, const int16_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int16_put_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int16_put_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(int16_t), "shmem_ctx_int16_put_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_int16_put_signal_nbi");
 }
 
@@ -3751,7 +3751,7 @@ void shmem_int32_put_signal_nbi(int32_t *dest, const int32_t *source, size_t nel
 
 void shmem_ctx_int32_put_signal_nbi(shmem_ctx_t ctx, int32_t *dest, const int32_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_put_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_put_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(int32_t), "shmem_ctx_int32_put_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_int32_put_signal_nbi");
 }
 
@@ -3762,7 +3762,7 @@ void shmem_int64_put_signal_nbi(int64_t *dest, const int64_t *source, size_t nel
 
 void shmem_ctx_int64_put_signal_nbi(shmem_ctx_t ctx, int64_t *dest, const int64_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_put_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_put_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(int64_t), "shmem_ctx_int64_put_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_int64_put_signal_nbi");
 }
 
@@ -3773,7 +3773,7 @@ void shmem_uint8_put_signal_nbi(uint8_t *dest, const uint8_t *source, size_t nel
 
 void shmem_ctx_uint8_put_signal_nbi(shmem_ctx_t ctx, uint8_t *dest, const uint8_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint8_put_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint8_put_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(uint8_t), "shmem_ctx_uint8_put_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_uint8_put_signal_nbi");
 }
 
@@ -3784,7 +3784,7 @@ void shmem_uint16_put_signal_nbi(uint16_t *dest, const uint16_t *source, size_t 
 
 void shmem_ctx_uint16_put_signal_nbi(shmem_ctx_t ctx, uint16_t *dest, const uint16_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint16_put_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint16_put_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(uint16_t), "shmem_ctx_uint16_put_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_uint16_put_signal_nbi");
 }
 
@@ -3795,7 +3795,7 @@ void shmem_uint32_put_signal_nbi(uint32_t *dest, const uint32_t *source, size_t 
 
 void shmem_ctx_uint32_put_signal_nbi(shmem_ctx_t ctx, uint32_t *dest, const uint32_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_put_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_put_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(uint32_t), "shmem_ctx_uint32_put_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_uint32_put_signal_nbi");
 }
 
@@ -3806,7 +3806,7 @@ void shmem_uint64_put_signal_nbi(uint64_t *dest, const uint64_t *source, size_t 
 
 void shmem_ctx_uint64_put_signal_nbi(shmem_ctx_t ctx, uint64_t *dest, const uint64_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_put_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_put_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(uint64_t), "shmem_ctx_uint64_put_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_uint64_put_signal_nbi");
 }
 
@@ -3817,7 +3817,7 @@ void shmem_size_put_signal_nbi(size_t *dest, const size_t *source, size_t nelems
 
 void shmem_ctx_size_put_signal_nbi(shmem_ctx_t ctx, size_t *dest, const size_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_size_put_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_put_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(size_t), "shmem_ctx_size_put_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_size_put_signal_nbi");
 }
 
@@ -3828,7 +3828,7 @@ void shmem_ptrdiff_put_signal_nbi(ptrdiff_t *dest, const ptrdiff_t *source, size
 
 void shmem_ctx_ptrdiff_put_signal_nbi(shmem_ctx_t ctx, ptrdiff_t *dest, const ptrdiff_t *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ptrdiff_put_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_put_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, sizeof(ptrdiff_t), "shmem_ctx_ptrdiff_put_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_ptrdiff_put_signal_nbi");
 }
 
@@ -3839,7 +3839,7 @@ void shmem_put8_signal_nbi(void *dest, const void *source, size_t nelems, uint64
 
 void shmem_ctx_put8_signal_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_put8_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_put8_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, 1, "shmem_ctx_put8_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_put8_signal_nbi");
 }
 
@@ -3850,7 +3850,7 @@ void shmem_put16_signal_nbi(void *dest, const void *source, size_t nelems, uint6
 
 void shmem_ctx_put16_signal_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_put16_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_put16_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, 2, "shmem_ctx_put16_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_put16_signal_nbi");
 }
 
@@ -3861,7 +3861,7 @@ void shmem_put32_signal_nbi(void *dest, const void *source, size_t nelems, uint6
 
 void shmem_ctx_put32_signal_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_put32_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_put32_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, 4, "shmem_ctx_put32_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_put32_signal_nbi");
 }
 
@@ -3872,7 +3872,7 @@ void shmem_put64_signal_nbi(void *dest, const void *source, size_t nelems, uint6
 
 void shmem_ctx_put64_signal_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_put64_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_put64_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, 8, "shmem_ctx_put64_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_put64_signal_nbi");
 }
 
@@ -3883,7 +3883,7 @@ void shmem_put128_signal_nbi(void *dest, const void *source, size_t nelems, uint
 
 void shmem_ctx_put128_signal_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_put128_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_put128_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, 16, "shmem_ctx_put128_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_put128_signal_nbi");
 }
 
@@ -3894,7 +3894,7 @@ void shmem_putmem_signal_nbi(void *dest, const void *source, size_t nelems, uint
 
 void shmem_ctx_putmem_signal_nbi(shmem_ctx_t ctx, void *dest, const void *source, size_t nelems, uint64_t *sig_addr, uint64_t signal, int sig_op, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_putmem_signal_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_putmem_signal_nbi");
 	shmemi_put_signal(dest, source, shmemi_bytes(nelems, 1, "shmem_ctx_putmem_signal_nbi"), sig_addr, signal, sig_op, pe, "shmem_ctx_putmem_signal_nbi");
 }
 
@@ -3905,7 +3905,7 @@ void shmem_signal_add(uint64_t *sig_addr, uint64_t signal, int pe)
 
 void shmem_ctx_signal_add(shmem_ctx_t ctx, uint64_t *sig_addr, uint64_t signal, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_signal_add");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_signal_add");
 	shmemi_signal_update(sig_addr, signal, SHMEM_SIGNAL_ADD, pe, "shmem_ctx_signal_add");
 }
 
@@ -3916,7 +3916,7 @@ void shmem_signal_set(uint64_t *sig_addr, uint64_t signal, int pe)
 
 void shmem_ctx_signal_set(shmem_ctx_t ctx, uint64_t *sig_addr, uint64_t signal, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_signal_set");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_signal_set");
 	shmemi_signal_update(sig_addr, signal, SHMEM_SIGNAL_SET, pe, "shmem_ctx_signal_set");
 }
 
@@ -3934,7 +3934,7 @@ float shmem_float_atomic_fetch(const float *source, int pe)
 
 float shmem_ctx_float_atomic_fetch(shmem_ctx_t ctx, const float *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_float_atomic_fetch");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_float_atomic_fetch");
 	float *w = shmemi_amo_addr(source, sizeof(float), pe, "shmem_ctx_float_atomic_fetch");
 	float r;
 	shmemi_pay();
@@ -3950,7 +3950,7 @@ void shmem_float_atomic_fetch_nbi(float *fetch, const float *source, int pe)
 
 void shmem_ctx_float_atomic_fetch_nbi(shmem_ctx_t ctx, float *fetch, const float *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_float_atomic_fetch_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_float_atomic_fetch_nbi");
 	*fetch = shmem_float_atomic_fetch(source, pe);
 }
 
@@ -3966,7 +3966,7 @@ double shmem_double_atomic_fetch(const double *source, int pe)
 
 double shmem_ctx_double_atomic_fetch(shmem_ctx_t ctx, const double *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_double_atomic_fetch");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_double_atomic_fetch");
 	double *w = shmemi_amo_addr(source, sizeof(double), pe, "shmem_ctx_double_atomic_fetch");
 	double r;
 	shmemi_pay();
@@ -3982,7 +3982,7 @@ void shmem_double_atomic_fetch_nbi(double *fetch, const double *source, int pe)
 
 void shmem_ctx_double_atomic_fetch_nbi(shmem_ctx_t ctx, double *fetch, const double *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_double_atomic_fetch_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_double_atomic_fetch_nbi");
 	*fetch = shmem_double_atomic_fetch(source, pe);
 }
 
@@ -3998,7 +3998,7 @@ int shmem_int_atomic_fetch(const int *source, int pe)
 
 int shmem_ctx_int_atomic_fetch(shmem_ctx_t ctx, const int *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int_atomic_fetch");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_atomic_fetch");
 	int *w = shmemi_amo_addr(source, sizeof(int), pe, "shmem_ctx_int_atomic_fetch");
 	int r;
 	shmemi_pay();
@@ -4014,7 +4014,7 @@ void shmem_int_atomic_fetch_nbi(int *fetch, const int *source, int pe)
 
 void shmem_ctx_int_atomic_fetch_nbi(shmem_ctx_t ctx, int *fetch, const int *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int_atomic_fetch_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_atomic_fetch_nbi");
 	*fetch = shmem_int_atomic_fetch(source, pe);
 }
 
@@ -4030,7 +4030,7 @@ long shmem_long_atomic_fetch(const long *source, int pe)
 
 long shmem_ctx_long_atomic_fetch(shmem_ctx_t ctx, const long *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_long_atomic_fetch");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_atomic_fetch");
 	long *w = shmemi_amo_addr(source, sizeof(long), pe, "shmem_ctx_long_atomic_fetch");
 	long r;
 	shmemi_pay();
@@ -4046,7 +4046,7 @@ void shmem_long_atomic_fetch_nbi(long *fetch, const long *source, int pe)
 
 void shmem_ctx_long_atomic_fetch_nbi(shmem_ctx_t ctx, long *fetch, const long *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_long_atomic_fetch_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_atomic_fetch_nbi");
 	*fetch = shmem_long_atomic_fetch(source, pe);
 }
 
@@ -4062,7 +4062,7 @@ long long shmem_longlong_atomic_fetch(const long long *source, int pe)
 
 long long shmem_ctx_longlong_atomic_fetch(shmem_ctx_t ctx, const long long *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longlong_atomic_fetch");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_atomic_fetch");
 	long long *w = shmemi_amo_addr(source, sizeof(long long), pe, "shmem_ctx_longlong_atomic_fetch");
 	long long r;
 	shmemi_pay();
@@ -4078,7 +4078,7 @@ void shmem_longlong_atomic_fetch_nbi(long long *fetch, const long long *source, 
 
 void shmem_ctx_longlong_atomic_fetch_nbi(shmem_ctx_t ctx, long long *fetch, const long long *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longlong_atomic_fetch_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_atomic_fetch_nbi");
 	*fetch = shmem_longlong_atomic_fetch(source, pe);
 }
 
@@ -4094,7 +4094,7 @@ unsigned int shmem_uint_atomic_fetch(const unsigned int *source, int pe)
 
 unsigned int shmem_ctx_uint_atomic_fetch(shmem_ctx_t ctx, const unsigned int *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_atomic_fetch");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_fetch");
 	unsigned int *w = shmemi_amo_addr(source, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_fetch");
 	unsigned int r;
 	shmemi_pay();
@@ -4110,7 +4110,7 @@ void shmem_uint_atomic_fetch_nbi(unsigned int *fetch, const unsigned int *source
 
 void shmem_ctx_uint_atomic_fetch_nbi(shmem_ctx_t ctx, unsigned int *fetch, const unsigned int *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_atomic_fetch_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_fetch_nbi");
 	*fetch = shmem_uint_atomic_fetch(source, pe);
 }
 
@@ -4126,7 +4126,7 @@ unsigned long shmem_ulong_atomic_fetch(const unsigned long *source, int pe)
 
 unsigned long shmem_ctx_ulong_atomic_fetch(shmem_ctx_t ctx, const unsigned long *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_atomic_fetch");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_fetch");
 	unsigned long *w = shmemi_amo_addr(source, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_fetch");
 	unsigned long r;
 	shmemi_pay();
@@ -4142,7 +4142,7 @@ void shmem_ulong_atomic_fetch_nbi(unsigned long *fetch, const unsigned long *sou
 
 void shmem_ctx_ulong_atomic_fetch_nbi(shmem_ctx_t ctx, unsigned long *fetch, const unsigned long *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_atomic_fetch_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_fetch_nbi");
 	*fetch = shmem_ulong_atomic_fetch(source, pe);
 }
 
@@ -4158,7 +4158,7 @@ unsigned long long shmem_ulonglong_atomic_fetch(const unsigned long long *source
 
 unsigned long long shmem_ctx_ulonglong_atomic_fetch(shmem_ctx_t ctx, const unsigned long long *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_atomic_fetch");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_fetch");
 	unsigned long long *w = shmemi_amo_addr(source, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_fetch");
 	unsigned long long r;
 	shmemi_pay();
@@ -4174,7 +4174,7 @@ void shmem_ulonglong_atomic_fetch_nbi(unsigned long long *fetch, const unsigned 
 
 void shmem_ctx_ulonglong_atomic_fetch_nbi(shmem_ctx_t ctx, unsigned long long *fetch, const unsigned long long *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_atomic_fetch_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_fetch_nbi");
 	*fetch = shmem_ulonglong_atomic_fetch(source, pe);
 }
 
@@ -4190,7 +4190,7 @@ int32_t shmem_int32_atomic_fetch(const int32_t *source, int pe)
 
 int32_t shmem_ctx_int32_atomic_fetch(shmem_ctx_t ctx, const int32_t *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_atomic_fetch");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_fetch");
 	int32_t *w = shmemi_amo_addr(source, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_fetch");
 	int32_t r;
 	shmemi_pay();
@@ -4206,7 +4206,7 @@ void shmem_int32_atomic_fetch_nbi(int32_t *fetch, const int32_t *source, int pe)
 
 void shmem_ctx_int32_atomic_fetch_nbi(shmem_ctx_t ctx, int32_t *fetch, const int32_t *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_atomic_fetch_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_fetch_nbi");
 	*fetch = shmem_int32_atomic_fetch(source, pe);
 }
 
@@ -4222,7 +4222,7 @@ int64_t shmem_int64_atomic_fetch(const int64_t *source, int pe)
 
 int64_t shmem_ctx_int64_atomic_fetch(shmem_ctx_t ctx, const int64_t *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_atomic_fetch");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_fetch");
 	int64_t *w = shmemi_amo_addr(source, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_fetch");
 	int64_t r;
 	shmemi_pay();
@@ -4238,7 +4238,7 @@ void shmem_int64_atomic_fetch_nbi(int64_t *fetch, const int64_t *source, int pe)
 
 void shmem_ctx_int64_atomic_fetch_nbi(shmem_ctx_t ctx, int64_t *fetch, const int64_t *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_atomic_fetch_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_fetch_nbi");
 	*fetch = shmem_int64_atomic_fetch(source, pe);
 }
 
@@ -4254,7 +4254,7 @@ uint32_t shmem_uint32_atomic_fetch(const uint32_t *source, int pe)
 
 uint32_t shmem_ctx_uint32_atomic_fetch(shmem_ctx_t ctx, const uint32_t *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_atomic_fetch");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_fetch");
 	uint32_t *w = shmemi_amo_addr(source, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_fetch");
 	uint32_t r;
 	shmemi_pay();
@@ -4270,7 +4270,7 @@ void shmem_uint32_atomic_fetch_nbi(uint32_t *fetch, const uint32_t *source, int 
 
 void shmem_ctx_uint32_atomic_fetch_nbi(shmem_ctx_t ctx, uint32_t *fetch, const uint32_t *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_atomic_fetch_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_fetch_nbi");
 	*fetch = shmem_uint32_atomic_fetch(source, pe);
 }
 
@@ -4286,7 +4286,7 @@ uint64_t shmem_uint64_atomic_fetch(const uint64_t *source, int pe)
 
 uint64_t shmem_ctx_uint64_atomic_fetch(shmem_ctx_t ctx, const uint64_t *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_atomic_fetch");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_fetch");
 	uint64_t *w = shmemi_amo_addr(source, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_fetch");
 	uint64_t r;
 	shmemi_pay();
@@ -4302,7 +4302,7 @@ void shmem_uint64_atomic_fetch_nbi(uint64_t *fetch, const uint64_t *source, int 
 
 void shmem_ctx_uint64_atomic_fetch_nbi(shmem_ctx_t ctx, uint64_t *fetch, const uint64_t *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_atomic_fetch_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_fetch_nbi");
 	*fetch = shmem_uint64_atomic_fetch(source, pe);
 }
 
@@ -4318,7 +4318,7 @@ size_t shmem_size_atomic_fetch(const size_t *source, int pe)
 
 size_t shmem_ctx_size_atomic_fetch(shmem_ctx_t ctx, const size_t *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_size_atomic_fetch");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_atomic_fetch");
 	size_t *w = shmemi_amo_addr(source, sizeof(size_t), pe, "shmem_ctx_size_atomic_fetch");
 	size_t r;
 	shmemi_pay();
@@ -4334,7 +4334,7 @@ void shmem_size_atomic_fetch_nbi(size_t *fetch, const size_t *source, int pe)
 
 void shmem_ctx_size_atomic_fetch_nbi(shmem_ctx_t ctx, size_t *fetch, const size_t *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_size_atomic_fetch_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_atomic_fetch_nbi");
 	*fetch = shmem_size_atomic_fetch(source, pe);
 }
 
@@ -4350,7 +4350,7 @@ ptrdiff_t shmem_ptrdiff_atomic_fetch(const ptrdiff_t *source, int pe)
 
 ptrdiff_t shmem_ctx_ptrdiff_atomic_fetch(shmem_ctx_t ctx, const ptrdiff_t *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ptrdiff_atomic_fetch");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_atomic_fetch");
 	ptrdiff_t *w = shmemi_amo_addr(source, sizeof(ptrdiff_t), pe, "shmem_ctx_ptrdiff_atomic_fetch");
 	ptrdiff_t r;
 	shmemi_pay();
@@ -4366,7 +4366,7 @@ void shmem_ptrdiff_atomic_fetch_nbi(ptrdiff_t *fetch, const ptrdiff_t *source, i
 
 void shmem_ctx_ptrdiff_atomic_fetch_nbi(shmem_ctx_t ctx, ptrdiff_t *fetch, const ptrdiff_t *source, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ptrdiff_atomic_fetch_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_atomic_fetch_nbi");
 	*fetch = shmem_ptrdiff_atomic_fetch(source, pe);
 }
 
@@ -4379,7 +4379,7 @@ void shmem_float_atomic_set(float *dest, float value, int pe)
 
 void shmem_ctx_float_atomic_set(shmem_ctx_t ctx, float *dest, float value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_float_atomic_set");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_float_atomic_set");
 	float *w = shmemi_amo_addr(dest, sizeof(float), pe, "shmem_ctx_float_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4394,7 +4394,7 @@ void shmem_double_atomic_set(double *dest, double value, int pe)
 
 void shmem_ctx_double_atomic_set(shmem_ctx_t ctx, double *dest, double value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_double_atomic_set");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_double_atomic_set");
 	double *w = shmemi_amo_addr(dest, sizeof(double), pe, "shmem_ctx_double_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4409,7 +4409,7 @@ void shmem_int_atomic_set(int *dest, int value, int pe)
 
 void shmem_ctx_int_atomic_set(shmem_ctx_t ctx, int *dest, int value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int_atomic_set");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_atomic_set");
 	int *w = shmemi_amo_addr(dest, sizeof(int), pe, "shmem_ctx_int_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4424,7 +4424,7 @@ void shmem_long_atomic_set(long *dest, long value, int pe)
 
 void shmem_ctx_long_atomic_set(shmem_ctx_t ctx, long *dest, long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_long_atomic_set");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_atomic_set");
 	long *w = shmemi_amo_addr(dest, sizeof(long), pe, "shmem_ctx_long_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4439,7 +4439,7 @@ void shmem_longlong_atomic_set(long long *dest, long long value, int pe)
 
 void shmem_ctx_longlong_atomic_set(shmem_ctx_t ctx, long long *dest, long long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longlong_atomic_set");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_atomic_set");
 	long long *w = shmemi_amo_addr(dest, sizeof(long long), pe, "shmem_ctx_longlong_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4454,7 +4454,7 @@ void shmem_uint_atomic_set(unsigned int *dest, unsigned int value, int pe)
 
 void shmem_ctx_uint_atomic_set(shmem_ctx_t ctx, unsigned int *dest, unsigned int value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_atomic_set");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_set");
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4469,7 +4469,7 @@ void shmem_ulong_atomic_set(unsigned long *dest, unsigned long value, int pe)
 
 void shmem_ctx_ulong_atomic_set(shmem_ctx_t ctx, unsigned long *dest, unsigned long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_atomic_set");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_set");
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4484,7 +4484,7 @@ void shmem_ulonglong_atomic_set(unsigned long long *dest, unsigned long long val
 
 void shmem_ctx_ulonglong_atomic_set(shmem_ctx_t ctx, unsigned long long *dest, unsigned long long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_atomic_set");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_set");
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4499,7 +4499,7 @@ void shmem_int32_atomic_set(int32_t *dest, int32_t value, int pe)
 
 void shmem_ctx_int32_atomic_set(shmem_ctx_t ctx, int32_t *dest, int32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_atomic_set");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_set");
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4514,7 +4514,7 @@ void shmem_int64_atomic_set(int64_t *dest, int64_t value, int pe)
 
 void shmem_ctx_int64_atomic_set(shmem_ctx_t ctx, int64_t *dest, int64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_atomic_set");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_set");
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4529,7 +4529,7 @@ void shmem_uint32_atomic_set(uint32_t *dest, uint32_t value, int pe)
 
 void shmem_ctx_uint32_atomic_set(shmem_ctx_t ctx, uint32_t *dest, uint32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_atomic_set");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_set");
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4544,7 +4544,7 @@ void shmem_uint64_atomic_set(uint64_t *dest, uint64_t value, int pe)
 
 void shmem_ctx_uint64_atomic_set(shmem_ctx_t ctx, uint64_t *dest, uint64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_atomic_set");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_set");
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4559,7 +4559,7 @@ void shmem_size_atomic_set(size_t *dest, size_t value, int pe)
 
 void shmem_ctx_size_atomic_set(shmem_ctx_t ctx, size_t *dest, size_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_size_atomic_set");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_atomic_set");
 	size_t *w = shmemi_amo_addr(dest, sizeof(size_t), pe, "shmem_ctx_size_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4574,7 +4574,7 @@ void shmem_ptrdiff_atomic_set(ptrdiff_t *dest, ptrdiff_t value, int pe)
 
 void shmem_ctx_ptrdiff_atomic_set(shmem_ctx_t ctx, ptrdiff_t *dest, ptrdiff_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ptrdiff_atomic_set");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_atomic_set");
 	ptrdiff_t *w = shmemi_amo_addr(dest, sizeof(ptrdiff_t), pe, "shmem_ctx_ptrdiff_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4591,7 +4591,7 @@ float shmem_float_atomic_swap(float *dest, float value, int pe)
 
 float shmem_ctx_float_atomic_swap(shmem_ctx_t ctx, float *dest, float value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_float_atomic_swap");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_float_atomic_swap");
 	float *w = shmemi_amo_addr(dest, sizeof(float), pe, "shmem_ctx_float_atomic_swap");
 	float r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4606,7 +4606,7 @@ void shmem_float_atomic_swap_nbi(float *fetch, float *dest, float value, int pe)
 
 void shmem_ctx_float_atomic_swap_nbi(shmem_ctx_t ctx, float *fetch, float *dest, float value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_float_atomic_swap_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_float_atomic_swap_nbi");
 	*fetch = shmem_float_atomic_swap(dest, value, pe);
 }
 
@@ -4621,7 +4621,7 @@ double shmem_double_atomic_swap(double *dest, double value, int pe)
 
 double shmem_ctx_double_atomic_swap(shmem_ctx_t ctx, double *dest, double value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_double_atomic_swap");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_double_atomic_swap");
 	double *w = shmemi_amo_addr(dest, sizeof(double), pe, "shmem_ctx_double_atomic_swap");
 	double r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4636,7 +4636,7 @@ void shmem_double_atomic_swap_nbi(double *fetch, double *dest, double value, int
 
 void shmem_ctx_double_atomic_swap_nbi(shmem_ctx_t ctx, double *fetch, double *dest, double value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_double_atomic_swap_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_double_atomic_swap_nbi");
 	*fetch = shmem_double_atomic_swap(dest, value, pe);
 }
 
@@ -4651,7 +4651,7 @@ int shmem_int_atomic_swap(int *dest, int value, int pe)
 
 int shmem_ctx_int_atomic_swap(shmem_ctx_t ctx, int *dest, int value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int_atomic_swap");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_atomic_swap");
 	int *w = shmemi_amo_addr(dest, sizeof(int), pe, "shmem_ctx_int_atomic_swap");
 	int r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4666,7 +4666,7 @@ void shmem_int_atomic_swap_nbi(int *fetch, int *dest, int value, int pe)
 
 void shmem_ctx_int_atomic_swap_nbi(shmem_ctx_t ctx, int *fetch, int *dest, int value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int_atomic_swap_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_atomic_swap_nbi");
 	*fetch = shmem_int_atomic_swap(dest, value, pe);
 }
 
@@ -4681,7 +4681,7 @@ long shmem_long_atomic_swap(long *dest, long value, int pe)
 
 long shmem_ctx_long_atomic_swap(shmem_ctx_t ctx, long *dest, long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_long_atomic_swap");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_atomic_swap");
 	long *w = shmemi_amo_addr(dest, sizeof(long), pe, "shmem_ctx_long_atomic_swap");
 	long r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4696,7 +4696,7 @@ void shmem_long_atomic_swap_nbi(long *fetch, long *dest, long value, int pe)
 
 void shmem_ctx_long_atomic_swap_nbi(shmem_ctx_t ctx, long *fetch, long *dest, long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_long_atomic_swap_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_atomic_swap_nbi");
 	*fetch = shmem_long_atomic_swap(dest, value, pe);
 }
 
@@ -4711,7 +4711,7 @@ long long shmem_longlong_atomic_swap(long long *dest, long long value, int pe)
 
 long long shmem_ctx_longlong_atomic_swap(shmem_ctx_t ctx, long long *dest, long long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longlong_atomic_swap");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_atomic_swap");
 	long long *w = shmemi_amo_addr(dest, sizeof(long long), pe, "shmem_ctx_longlong_atomic_swap");
 	long long r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4726,7 +4726,7 @@ void shmem_longlong_atomic_swap_nbi(long long *fetch, long long *dest, long long
 
 void shmem_ctx_longlong_atomic_swap_nbi(shmem_ctx_t ctx, long long *fetch, long long *dest, long long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longlong_atomic_swap_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_atomic_swap_nbi");
 	*fetch = shmem_longlong_atomic_swap(dest, value, pe);
 }
 
@@ -4741,7 +4741,7 @@ unsigned int shmem_uint_atomic_swap(unsigned int *dest, unsigned int value, int 
 
 unsigned int shmem_ctx_uint_atomic_swap(shmem_ctx_t ctx, unsigned int *dest, unsigned int value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_atomic_swap");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_swap");
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_swap");
 	unsigned int r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4756,7 +4756,7 @@ void shmem_uint_atomic_swap_nbi(unsigned int *fetch, unsigned int *dest, unsigne
 
 void shmem_ctx_uint_atomic_swap_nbi(shmem_ctx_t ctx, unsigned int *fetch, unsigned int *dest, unsigned int value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_atomic_swap_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_swap_nbi");
 	*fetch = shmem_uint_atomic_swap(dest, value, pe);
 }
 
@@ -4771,7 +4771,7 @@ unsigned long shmem_ulong_atomic_swap(unsigned long *dest, unsigned long value, 
 
 unsigned long shmem_ctx_ulong_atomic_swap(shmem_ctx_t ctx, unsigned long *dest, unsigned long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_atomic_swap");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_swap");
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_swap");
 	unsigned long r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4786,7 +4786,7 @@ void shmem_ulong_atomic_swap_nbi(unsigned long *fetch, unsigned long *dest, unsi
 
 void shmem_ctx_ulong_atomic_swap_nbi(shmem_ctx_t ctx, unsigned long *fetch, unsigned long *dest, unsigned long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_atomic_swap_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_swap_nbi");
 	*fetch = shmem_ulong_atomic_swap(dest, value, pe);
 }
 
@@ -4801,7 +4801,7 @@ unsigned long long shmem_ulonglong_atomic_swap(unsigned long long *dest, unsigne
 
 unsigned long long shmem_ctx_ulonglong_atomic_swap(shmem_ctx_t ctx, unsigned long long *dest, unsigned long long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_atomic_swap");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_swap");
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_swap");
 	unsigned long long r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4816,7 +4816,7 @@ void shmem_ulonglong_atomic_swap_nbi(unsigned long long *fetch, unsigned long lo
 
 void shmem_ctx_ulonglong_atomic_swap_nbi(shmem_ctx_t ctx, unsigned long long *fetch, unsigned long long *dest, unsigned long long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_atomic_swap_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_swap_nbi");
 	*fetch = shmem_ulonglong_atomic_swap(dest, value, pe);
 }
 
@@ -4831,7 +4831,7 @@ int32_t shmem_int32_atomic_swap(int32_t *dest, int32_t value, int pe)
 
 int32_t shmem_ctx_int32_atomic_swap(shmem_ctx_t ctx, int32_t *dest, int32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_atomic_swap");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_swap");
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_swap");
 	int32_t r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4846,7 +4846,7 @@ void shmem_int32_atomic_swap_nbi(int32_t *fetch, int32_t *dest, int32_t value, i
 
 void shmem_ctx_int32_atomic_swap_nbi(shmem_ctx_t ctx, int32_t *fetch, int32_t *dest, int32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_atomic_swap_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_swap_nbi");
 	*fetch = shmem_int32_atomic_swap(dest, value, pe);
 }
 
@@ -4861,7 +4861,7 @@ int64_t shmem_int64_atomic_swap(int64_t *dest, int64_t value, int pe)
 
 int64_t shmem_ctx_int64_atomic_swap(shmem_ctx_t ctx, int64_t *dest, int64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_atomic_swap");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_swap");
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_swap");
 	int64_t r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4876,7 +4876,7 @@ void shmem_int64_atomic_swap_nbi(int64_t *fetch, int64_t *dest, int64_t value, i
 
 void shmem_ctx_int64_atomic_swap_nbi(shmem_ctx_t ctx, int64_t *fetch, int64_t *dest, int64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_atomic_swap_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_swap_nbi");
 	*fetch = shmem_int64_atomic_swap(dest, value, pe);
 }
 
@@ -4891,7 +4891,7 @@ uint32_t shmem_uint32_atomic_swap(uint32_t *dest, uint32_t value, int pe)
 
 uint32_t shmem_ctx_uint32_atomic_swap(shmem_ctx_t ctx, uint32_t *dest, uint32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_atomic_swap");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_swap");
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_swap");
 	uint32_t r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4906,7 +4906,7 @@ void shmem_uint32_atomic_swap_nbi(uint32_t *fetch, uint32_t *dest, uint32_t valu
 
 void shmem_ctx_uint32_atomic_swap_nbi(shmem_ctx_t ctx, uint32_t *fetch, uint32_t *dest, uint32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_atomic_swap_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_swap_nbi");
 	*fetch = shmem_uint32_atomic_swap(dest, value, pe);
 }
 
@@ -4921,7 +4921,7 @@ uint64_t shmem_uint64_atomic_swap(uint64_t *dest, uint64_t value, int pe)
 
 uint64_t shmem_ctx_uint64_atomic_swap(shmem_ctx_t ctx, uint64_t *dest, uint64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_atomic_swap");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_swap");
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_swap");
 	uint64_t r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4936,7 +4936,7 @@ void shmem_uint64_atomic_swap_nbi(uint64_t *fetch, uint64_t *dest, uint64_t valu
 
 void shmem_ctx_uint64_atomic_swap_nbi(shmem_ctx_t ctx, uint64_t *fetch, uint64_t *dest, uint64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_atomic_swap_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_swap_nbi");
 	*fetch = shmem_uint64_atomic_swap(dest, value, pe);
 }
 
@@ -4951,7 +4951,7 @@ size_t shmem_size_atomic_swap(size_t *dest, size_t value, int pe)
 
 size_t shmem_ctx_size_atomic_swap(shmem_ctx_t ctx, size_t *dest, size_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_size_atomic_swap");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_atomic_swap");
 	size_t *w = shmemi_amo_addr(dest, sizeof(size_t), pe, "shmem_ctx_size_atomic_swap");
 	size_t r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4966,7 +4966,7 @@ void shmem_size_atomic_swap_nbi(size_t *fetch, size_t *dest, size_t value, int p
 
 void shmem_ctx_size_atomic_swap_nbi(shmem_ctx_t ctx, size_t *fetch, size_t *dest, size_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_size_atomic_swap_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_atomic_swap_nbi");
 	*fetch = shmem_size_atomic_swap(dest, value, pe);
 }
 
@@ -4981,7 +4981,7 @@ ptrdiff_t shmem_ptrdiff_atomic_swap(ptrdiff_t *dest, ptrdiff_t value, int pe)
 
 ptrdiff_t shmem_ctx_ptrdiff_atomic_swap(shmem_ctx_t ctx, ptrdiff_t *dest, ptrdiff_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ptrdiff_atomic_swap");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_atomic_swap");
 	ptrdiff_t *w = shmemi_amo_addr(dest, sizeof(ptrdiff_t), pe, "shmem_ctx_ptrdiff_atomic_swap");
 	ptrdiff_t r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4996,7 +4996,7 @@ void shmem_ptrdiff_atomic_swap_nbi(ptrdiff_t *fetch, ptrdiff_t *dest, ptrdiff_t 
 
 void shmem_ctx_ptrdiff_atomic_swap_nbi(shmem_ctx_t ctx, ptrdiff_t *fetch, ptrdiff_t *dest, ptrdiff_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ptrdiff_atomic_swap_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_atomic_swap_nbi");
 	*fetch = shmem_ptrdiff_atomic_swap(dest, value, pe);
 }
 
@@ -5012,7 +5012,7 @@ int shmem_int_atomic_compare_swap(int *dest, int cond, int value, int pe)
 
 int shmem_ctx_int_atomic_compare_swap(shmem_ctx_t ctx, int *dest, int cond, int value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int_atomic_compare_swap");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_atomic_compare_swap");
 	int *w = shmemi_amo_addr(dest, sizeof(int), pe, "shmem_ctx_int_atomic_compare_swap");
 	int r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5028,7 +5028,7 @@ void shmem_int_atomic_compare_swap_nbi(int *fetch, int *dest, int cond, int valu
 
 void shmem_ctx_int_atomic_compare_swap_nbi(shmem_ctx_t ctx, int *fetch, int *dest, int cond, int value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int_atomic_compare_swap_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_atomic_compare_swap_nbi");
 	*fetch = shmem_int_atomic_compare_swap(dest, cond, value, pe);
 }
 
@@ -5044,7 +5044,7 @@ long shmem_long_atomic_compare_swap(long *dest, long cond, long value, int pe)
 
 long shmem_ctx_long_atomic_compare_swap(shmem_ctx_t ctx, long *dest, long cond, long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_long_atomic_compare_swap");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_atomic_compare_swap");
 	long *w = shmemi_amo_addr(dest, sizeof(long), pe, "shmem_ctx_long_atomic_compare_swap");
 	long r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5060,7 +5060,7 @@ void shmem_long_atomic_compare_swap_nbi(long *fetch, long *dest, long cond, long
 
 void shmem_ctx_long_atomic_compare_swap_nbi(shmem_ctx_t ctx, long *fetch, long *dest, long cond, long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_long_atomic_compare_swap_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_atomic_compare_swap_nbi");
 	*fetch = shmem_long_atomic_compare_swap(dest, cond, value, pe);
 }
 
@@ -5076,7 +5076,7 @@ long long shmem_longlong_atomic_compare_swap(long long *dest, long long cond, lo
 
 long long shmem_ctx_longlong_atomic_compare_swap(shmem_ctx_t ctx, long long *dest, long long cond, long long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longlong_atomic_compare_swap");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_atomic_compare_swap");
 	long long *w = shmemi_amo_addr(dest, sizeof(long long), pe, "shmem_ctx_longlong_atomic_compare_swap");
 	long long r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5092,7 +5092,7 @@ void shmem_longlong_atomic_compare_swap_nbi(long long *fetch, long long *dest, l
 
 void shmem_ctx_longlong_atomic_compare_swap_nbi(shmem_ctx_t ctx, long long *fetch, long long *dest, long long cond, long long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longlong_atomic_compare_swap_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_atomic_compare_swap_nbi");
 	*fetch = shmem_longlong_atomic_compare_swap(dest, cond, value, pe);
 }
 
@@ -5108,7 +5108,7 @@ unsigned int shmem_uint_atomic_compare_swap(unsigned int *dest, unsigned int con
 
 unsigned int shmem_ctx_uint_atomic_compare_swap(shmem_ctx_t ctx, unsigned int *dest, unsigned int cond, unsigned int value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_atomic_compare_swap");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_compare_swap");
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_compare_swap");
 	unsigned int r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5124,7 +5124,7 @@ void shmem_uint_atomic_compare_swap_nbi(unsigned int *fetch, unsigned int *dest,
 
 void shmem_ctx_uint_atomic_compare_swap_nbi(shmem_ctx_t ctx, unsigned int *fetch, unsigned int *dest, unsigned int cond, unsigned int value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_atomic_compare_swap_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_compare_swap_nbi");
 	*fetch = shmem_uint_atomic_compare_swap(dest, cond, value, pe);
 }
 
@@ -5140,7 +5140,7 @@ unsigned long shmem_ulong_atomic_compare_swap(unsigned long *dest, unsigned long
 
 unsigned long shmem_ctx_ulong_atomic_compare_swap(shmem_ctx_t ctx, unsigned long *dest, unsigned long cond, unsigned long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_atomic_compare_swap");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_compare_swap");
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_compare_swap");
 	unsigned long r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5156,7 +5156,7 @@ void shmem_ulong_atomic_compare_swap_nbi(unsigned long *fetch, unsigned long *de
 
 void shmem_ctx_ulong_atomic_compare_swap_nbi(shmem_ctx_t ctx, unsigned long *fetch, unsigned long *dest, unsigned long cond, unsigned long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_atomic_compare_swap_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_compare_swap_nbi");
 	*fetch = shmem_ulong_atomic_compare_swap(dest, cond, value, pe);
 }
 
@@ -5172,7 +5172,7 @@ unsigned long long shmem_ulonglong_atomic_compare_swap(unsigned long long *dest,
 
 unsigned long long shmem_ctx_ulonglong_atomic_compare_swap(shmem_ctx_t ctx, unsigned long long *dest, unsigned long long cond, unsigned long long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_atomic_compare_swap");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_compare_swap");
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_compare_swap");
 	unsigned long long r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5188,7 +5188,7 @@ void shmem_ulonglong_atomic_compare_swap_nbi(unsigned long long *fetch, unsigned
 
 void shmem_ctx_ulonglong_atomic_compare_swap_nbi(shmem_ctx_t ctx, unsigned long long *fetch, unsigned long long *dest, unsigned long long cond, unsigned long long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_atomic_compare_swap_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_compare_swap_nbi");
 	*fetch = shmem_ulonglong_atomic_compare_swap(dest, cond, value, pe);
 }
 
@@ -5204,7 +5204,7 @@ int32_t shmem_int32_atomic_compare_swap(int32_t *dest, int32_t cond, int32_t val
 
 int32_t shmem_ctx_int32_atomic_compare_swap(shmem_ctx_t ctx, int32_t *dest, int32_t cond, int32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_atomic_compare_swap");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_compare_swap");
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_compare_swap");
 	int32_t r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5220,7 +5220,7 @@ void shmem_int32_atomic_compare_swap_nbi(int32_t *fetch, int32_t *dest, int32_t 
 
 void shmem_ctx_int32_atomic_compare_swap_nbi(shmem_ctx_t ctx, int32_t *fetch, int32_t *dest, int32_t cond, int32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_atomic_compare_swap_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_compare_swap_nbi");
 	*fetch = shmem_int32_atomic_compare_swap(dest, cond, value, pe);
 }
 
@@ -5236,7 +5236,7 @@ int64_t shmem_int64_atomic_compare_swap(int64_t *dest, int64_t cond, int64_t val
 
 int64_t shmem_ctx_int64_atomic_compare_swap(shmem_ctx_t ctx, int64_t *dest, int64_t cond, int64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_atomic_compare_swap");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_compare_swap");
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_compare_swap");
 	int64_t r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5252,7 +5252,7 @@ void shmem_int64_atomic_compare_swap_nbi(int64_t *fetch, int64_t *dest, int64_t 
 
 void shmem_ctx_int64_atomic_compare_swap_nbi(shmem_ctx_t ctx, int64_t *fetch, int64_t *dest, int64_t cond, int64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_atomic_compare_swap_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_compare_swap_nbi");
 	*fetch = shmem_int64_atomic_compare_swap(dest, cond, value, pe);
 }
 
@@ -5268,7 +5268,7 @@ uint32_t shmem_uint32_atomic_compare_swap(uint32_t *dest, uint32_t cond, uint32_
 
 uint32_t shmem_ctx_uint32_atomic_compare_swap(shmem_ctx_t ctx, uint32_t *dest, uint32_t cond, uint32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_atomic_compare_swap");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_compare_swap");
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_compare_swap");
 	uint32_t r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5284,7 +5284,7 @@ void shmem_uint32_atomic_compare_swap_nbi(uint32_t *fetch, uint32_t *dest, uint3
 
 void shmem_ctx_uint32_atomic_compare_swap_nbi(shmem_ctx_t ctx, uint32_t *fetch, uint32_t *dest, uint32_t cond, uint32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_atomic_compare_swap_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_compare_swap_nbi");
 	*fetch = shmem_uint32_atomic_compare_swap(dest, cond, value, pe);
 }
 
@@ -5300,7 +5300,7 @@ uint64_t shmem_uint64_atomic_compare_swap(uint64_t *dest, uint64_t cond, uint64_
 
 uint64_t shmem_ctx_uint64_atomic_compare_swap(shmem_ctx_t ctx, uint64_t *dest, uint64_t cond, uint64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_atomic_compare_swap");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_compare_swap");
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_compare_swap");
 	uint64_t r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5316,7 +5316,7 @@ void shmem_uint64_atomic_compare_swap_nbi(uint64_t *fetch, uint64_t *dest, uint6
 
 void shmem_ctx_uint64_atomic_compare_swap_nbi(shmem_ctx_t ctx, uint64_t *fetch, uint64_t *dest, uint64_t cond, uint64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_atomic_compare_swap_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_compare_swap_nbi");
 	*fetch = shmem_uint64_atomic_compare_swap(dest, cond, value, pe);
 }
 
@@ -5332,7 +5332,7 @@ size_t shmem_size_atomic_compare_swap(size_t *dest, size_t cond, size_t value, i
 
 size_t shmem_ctx_size_atomic_compare_swap(shmem_ctx_t ctx, size_t *dest, size_t cond, size_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_size_atomic_compare_swap");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_atomic_compare_swap");
 	size_t *w = shmemi_amo_addr(dest, sizeof(size_t), pe, "shmem_ctx_size_atomic_compare_swap");
 	size_t r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5348,7 +5348,7 @@ void shmem_size_atomic_compare_swap_nbi(size_t *fetch, size_t *dest, size_t cond
 
 void shmem_ctx_size_atomic_compare_swap_nbi(shmem_ctx_t ctx, size_t *fetch, size_t *dest, size_t cond, size_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_size_atomic_compare_swap_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_atomic_compare_swap_nbi");
 	*fetch = shmem_size_atomic_compare_swap(dest, cond, value, pe);
 }
 
@@ -5364,7 +5364,7 @@ ptrdiff_t shmem_ptrdiff_atomic_compare_swap(ptrdiff_t *dest, ptrdiff_t cond, ptr
 
 ptrdiff_t shmem_ctx_ptrdiff_atomic_compare_swap(shmem_ctx_t ctx, ptrdiff_t *dest, ptrdiff_t cond, ptrdiff_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ptrdiff_atomic_compare_swap");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_atomic_compare_swap");
 	ptrdiff_t *w = shmemi_amo_addr(dest, sizeof(ptrdiff_t), pe, "shmem_ctx_ptrdiff_atomic_compare_swap");
 	ptrdiff_t r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5380,7 +5380,7 @@ void shmem_ptrdiff_atomic_compare_swap_nbi(ptrdiff_t *fetch, ptrdiff_t *dest, pt
 
 void shmem_ctx_ptrdiff_atomic_compare_swap_nbi(shmem_ctx_t ctx, ptrdiff_t *fetch, ptrdiff_t *dest, ptrdiff_t cond, ptrdiff_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ptrdiff_atomic_compare_swap_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_atomic_compare_swap_nbi");
 	*fetch = shmem_ptrdiff_atomic_compare_swap(dest, cond, value, pe);
 }
 
@@ -5394,7 +5394,7 @@ int shmem_int_atomic_fetch_inc(int *dest, int pe)
 
 int shmem_ctx_int_atomic_fetch_inc(shmem_ctx_t ctx, int *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int_atomic_fetch_inc");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_atomic_fetch_inc");
 	int *w = shmemi_amo_addr(dest, sizeof(int), pe, "shmem_ctx_int_atomic_fetch_inc");
 	int r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5408,7 +5408,7 @@ void shmem_int_atomic_fetch_inc_nbi(int *fetch, int *dest, int pe)
 
 void shmem_ctx_int_atomic_fetch_inc_nbi(shmem_ctx_t ctx, int *fetch, int *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int_atomic_fetch_inc_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_atomic_fetch_inc_nbi");
 	*fetch = shmem_int_atomic_fetch_inc(dest, pe);
 }
 
@@ -5422,7 +5422,7 @@ long shmem_long_atomic_fetch_inc(long *dest, int pe)
 
 long shmem_ctx_long_atomic_fetch_inc(shmem_ctx_t ctx, long *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_long_atomic_fetch_inc");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_atomic_fetch_inc");
 	long *w = shmemi_amo_addr(dest, sizeof(long), pe, "shmem_ctx_long_atomic_fetch_inc");
 	long r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5436,7 +5436,7 @@ void shmem_long_atomic_fetch_inc_nbi(long *fetch, long *dest, int pe)
 
 void shmem_ctx_long_atomic_fetch_inc_nbi(shmem_ctx_t ctx, long *fetch, long *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_long_atomic_fetch_inc_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_atomic_fetch_inc_nbi");
 	*fetch = shmem_long_atomic_fetch_inc(dest, pe);
 }
 
@@ -5450,7 +5450,7 @@ long long shmem_longlong_atomic_fetch_inc(long long *dest, int pe)
 
 long long shmem_ctx_longlong_atomic_fetch_inc(shmem_ctx_t ctx, long long *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longlong_atomic_fetch_inc");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_atomic_fetch_inc");
 	long long *w = shmemi_amo_addr(dest, sizeof(long long), pe, "shmem_ctx_longlong_atomic_fetch_inc");
 	long long r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5464,7 +5464,7 @@ void shmem_longlong_atomic_fetch_inc_nbi(long long *fetch, long long *dest, int 
 
 void shmem_ctx_longlong_atomic_fetch_inc_nbi(shmem_ctx_t ctx, long long *fetch, long long *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longlong_atomic_fetch_inc_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_atomic_fetch_inc_nbi");
 	*fetch = shmem_longlong_atomic_fetch_inc(dest, pe);
 }
 
@@ -5478,7 +5478,7 @@ unsigned int shmem_uint_atomic_fetch_inc(unsigned int *dest, int pe)
 
 unsigned int shmem_ctx_uint_atomic_fetch_inc(shmem_ctx_t ctx, unsigned int *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_atomic_fetch_inc");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_fetch_inc");
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_fetch_inc");
 	unsigned int r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5492,7 +5492,7 @@ void shmem_uint_atomic_fetch_inc_nbi(unsigned int *fetch, unsigned int *dest, in
 
 void shmem_ctx_uint_atomic_fetch_inc_nbi(shmem_ctx_t ctx, unsigned int *fetch, unsigned int *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_atomic_fetch_inc_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_fetch_inc_nbi");
 	*fetch = shmem_uint_atomic_fetch_inc(dest, pe);
 }
 
@@ -5506,7 +5506,7 @@ unsigned long shmem_ulong_atomic_fetch_inc(unsigned long *dest, int pe)
 
 unsigned long shmem_ctx_ulong_atomic_fetch_inc(shmem_ctx_t ctx, unsigned long *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_atomic_fetch_inc");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_fetch_inc");
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_fetch_inc");
 	unsigned long r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5520,7 +5520,7 @@ void shmem_ulong_atomic_fetch_inc_nbi(unsigned long *fetch, unsigned long *dest,
 
 void shmem_ctx_ulong_atomic_fetch_inc_nbi(shmem_ctx_t ctx, unsigned long *fetch, unsigned long *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_atomic_fetch_inc_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_fetch_inc_nbi");
 	*fetch = shmem_ulong_atomic_fetch_inc(dest, pe);
 }
 
@@ -5534,7 +5534,7 @@ unsigned long long shmem_ulonglong_atomic_fetch_inc(unsigned long long *dest, in
 
 unsigned long long shmem_ctx_ulonglong_atomic_fetch_inc(shmem_ctx_t ctx, unsigned long long *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_atomic_fetch_inc");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_fetch_inc");
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_fetch_inc");
 	unsigned long long r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5548,7 +5548,7 @@ void shmem_ulonglong_atomic_fetch_inc_nbi(unsigned long long *fetch, unsigned lo
 
 void shmem_ctx_ulonglong_atomic_fetch_inc_nbi(shmem_ctx_t ctx, unsigned long long *fetch, unsigned long long *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_atomic_fetch_inc_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_fetch_inc_nbi");
 	*fetch = shmem_ulonglong_atomic_fetch_inc(dest, pe);
 }
 
@@ -5562,7 +5562,7 @@ int32_t shmem_int32_atomic_fetch_inc(int32_t *dest, int pe)
 
 int32_t shmem_ctx_int32_atomic_fetch_inc(shmem_ctx_t ctx, int32_t *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_atomic_fetch_inc");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_fetch_inc");
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_fetch_inc");
 	int32_t r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5576,7 +5576,7 @@ void shmem_int32_atomic_fetch_inc_nbi(int32_t *fetch, int32_t *dest, int pe)
 
 void shmem_ctx_int32_atomic_fetch_inc_nbi(shmem_ctx_t ctx, int32_t *fetch, int32_t *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_atomic_fetch_inc_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_fetch_inc_nbi");
 	*fetch = shmem_int32_atomic_fetch_inc(dest, pe);
 }
 
@@ -5590,7 +5590,7 @@ int64_t shmem_int64_atomic_fetch_inc(int64_t *dest, int pe)
 
 int64_t shmem_ctx_int64_atomic_fetch_inc(shmem_ctx_t ctx, int64_t *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_atomic_fetch_inc");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_fetch_inc");
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_fetch_inc");
 	int64_t r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5604,7 +5604,7 @@ void shmem_int64_atomic_fetch_inc_nbi(int64_t *fetch, int64_t *dest, int pe)
 
 void shmem_ctx_int64_atomic_fetch_inc_nbi(shmem_ctx_t ctx, int64_t *fetch, int64_t *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_atomic_fetch_inc_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_fetch_inc_nbi");
 	*fetch = shmem_int64_atomic_fetch_inc(dest, pe);
 }
 
@@ -5618,7 +5618,7 @@ uint32_t shmem_uint32_atomic_fetch_inc(uint32_t *dest, int pe)
 
 uint32_t shmem_ctx_uint32_atomic_fetch_inc(shmem_ctx_t ctx, uint32_t *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_atomic_fetch_inc");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_fetch_inc");
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_fetch_inc");
 	uint32_t r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5632,7 +5632,7 @@ void shmem_uint32_atomic_fetch_inc_nbi(uint32_t *fetch, uint32_t *dest, int pe)
 
 void shmem_ctx_uint32_atomic_fetch_inc_nbi(shmem_ctx_t ctx, uint32_t *fetch, uint32_t *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_atomic_fetch_inc_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_fetch_inc_nbi");
 	*fetch = shmem_uint32_atomic_fetch_inc(dest, pe);
 }
 
@@ -5646,7 +5646,7 @@ uint64_t shmem_uint64_atomic_fetch_inc(uint64_t *dest, int pe)
 
 uint64_t shmem_ctx_uint64_atomic_fetch_inc(shmem_ctx_t ctx, uint64_t *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_atomic_fetch_inc");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_fetch_inc");
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_fetch_inc");
 	uint64_t r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5660,7 +5660,7 @@ void shmem_uint64_atomic_fetch_inc_nbi(uint64_t *fetch, uint64_t *dest, int pe)
 
 void shmem_ctx_uint64_atomic_fetch_inc_nbi(shmem_ctx_t ctx, uint64_t *fetch, uint64_t *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_atomic_fetch_inc_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_fetch_inc_nbi");
 	*fetch = shmem_uint64_atomic_fetch_inc(dest, pe);
 }
 
@@ -5674,7 +5674,7 @@ size_t shmem_size_atomic_fetch_inc(size_t *dest, int pe)
 
 size_t shmem_ctx_size_atomic_fetch_inc(shmem_ctx_t ctx, size_t *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_size_atomic_fetch_inc");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_atomic_fetch_inc");
 	size_t *w = shmemi_amo_addr(dest, sizeof(size_t), pe, "shmem_ctx_size_atomic_fetch_inc");
 	size_t r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5688,7 +5688,7 @@ void shmem_size_atomic_fetch_inc_nbi(size_t *fetch, size_t *dest, int pe)
 
 void shmem_ctx_size_atomic_fetch_inc_nbi(shmem_ctx_t ctx, size_t *fetch, size_t *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_size_atomic_fetch_inc_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_atomic_fetch_inc_nbi");
 	*fetch = shmem_size_atomic_fetch_inc(dest, pe);
 }
 
@@ -5702,7 +5702,7 @@ ptrdiff_t shmem_ptrdiff_atomic_fetch_inc(ptrdiff_t *dest, int pe)
 
 ptrdiff_t shmem_ctx_ptrdiff_atomic_fetch_inc(shmem_ctx_t ctx, ptrdiff_t *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ptrdiff_atomic_fetch_inc");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_atomic_fetch_inc");
 	ptrdiff_t *w = shmemi_amo_addr(dest, sizeof(ptrdiff_t), pe, "shmem_ctx_ptrdiff_atomic_fetch_inc");
 	ptrdiff_t r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5716,7 +5716,7 @@ void shmem_ptrdiff_atomic_fetch_inc_nbi(ptrdiff_t *fetch, ptrdiff_t *dest, int p
 
 void shmem_ctx_ptrdiff_atomic_fetch_inc_nbi(shmem_ctx_t ctx, ptrdiff_t *fetch, ptrdiff_t *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ptrdiff_atomic_fetch_inc_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_atomic_fetch_inc_nbi");
 	*fetch = shmem_ptrdiff_atomic_fetch_inc(dest, pe);
 }
 
@@ -5729,7 +5729,7 @@ void shmem_int_atomic_inc(int *dest, int pe)
 
 void shmem_ctx_int_atomic_inc(shmem_ctx_t ctx, int *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int_atomic_inc");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_atomic_inc");
 	int *w = shmemi_amo_addr(dest, sizeof(int), pe, "shmem_ctx_int_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5744,7 +5744,7 @@ void shmem_long_atomic_inc(long *dest, int pe)
 
 void shmem_ctx_long_atomic_inc(shmem_ctx_t ctx, long *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_long_atomic_inc");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_atomic_inc");
 	long *w = shmemi_amo_addr(dest, sizeof(long), pe, "shmem_ctx_long_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5759,7 +5759,7 @@ void shmem_longlong_atomic_inc(long long *dest, int pe)
 
 void shmem_ctx_longlong_atomic_inc(shmem_ctx_t ctx, long long *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longlong_atomic_inc");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_atomic_inc");
 	long long *w = shmemi_amo_addr(dest, sizeof(long long), pe, "shmem_ctx_longlong_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5774,7 +5774,7 @@ void shmem_uint_atomic_inc(unsigned int *dest, int pe)
 
 void shmem_ctx_uint_atomic_inc(shmem_ctx_t ctx, unsigned int *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_atomic_inc");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_inc");
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5789,7 +5789,7 @@ void shmem_ulong_atomic_inc(unsigned long *dest, int pe)
 
 void shmem_ctx_ulong_atomic_inc(shmem_ctx_t ctx, unsigned long *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_atomic_inc");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_inc");
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5804,7 +5804,7 @@ void shmem_ulonglong_atomic_inc(unsigned long long *dest, int pe)
 
 void shmem_ctx_ulonglong_atomic_inc(shmem_ctx_t ctx, unsigned long long *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_atomic_inc");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_inc");
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5819,7 +5819,7 @@ void shmem_int32_atomic_inc(int32_t *dest, int pe)
 
 void shmem_ctx_int32_atomic_inc(shmem_ctx_t ctx, int32_t *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_atomic_inc");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_inc");
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5834,7 +5834,7 @@ void shmem_int64_atomic_inc(int64_t *dest, int pe)
 
 void shmem_ctx_int64_atomic_inc(shmem_ctx_t ctx, int64_t *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_atomic_inc");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_inc");
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5849,7 +5849,7 @@ void shmem_uint32_atomic_inc(uint32_t *dest, int pe)
 
 void shmem_ctx_uint32_atomic_inc(shmem_ctx_t ctx, uint32_t *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_atomic_inc");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_inc");
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5864,7 +5864,7 @@ void shmem_uint64_atomic_inc(uint64_t *dest, int pe)
 
 void shmem_ctx_uint64_atomic_inc(shmem_ctx_t ctx, uint64_t *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_atomic_inc");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_inc");
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5879,7 +5879,7 @@ void shmem_size_atomic_inc(size_t *dest, int pe)
 
 void shmem_ctx_size_atomic_inc(shmem_ctx_t ctx, size_t *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_size_atomic_inc");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_atomic_inc");
 	size_t *w = shmemi_amo_addr(dest, sizeof(size_t), pe, "shmem_ctx_size_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5894,7 +5894,7 @@ void shmem_ptrdiff_atomic_inc(ptrdiff_t *dest, int pe)
 
 void shmem_ctx_ptrdiff_atomic_inc(shmem_ctx_t ctx, ptrdiff_t *dest, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ptrdiff_atomic_inc");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_atomic_inc");
 	ptrdiff_t *w = shmemi_amo_addr(dest, sizeof(ptrdiff_t), pe, "shmem_ctx_ptrdiff_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5910,7 +5910,7 @@ int shmem_int_atomic_fetch_add(int *dest, int value, int pe)
 
 int shmem_ctx_int_atomic_fetch_add(shmem_ctx_t ctx, int *dest, int value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int_atomic_fetch_add");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_atomic_fetch_add");
 	int *w = shmemi_amo_addr(dest, sizeof(int), pe, "shmem_ctx_int_atomic_fetch_add");
 	int r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5924,7 +5924,7 @@ void shmem_int_atomic_fetch_add_nbi(int *fetch, int *dest, int value, int pe)
 
 void shmem_ctx_int_atomic_fetch_add_nbi(shmem_ctx_t ctx, int *fetch, int *dest, int value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int_atomic_fetch_add_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_atomic_fetch_add_nbi");
 	*fetch = shmem_int_atomic_fetch_add(dest, value, pe);
 }
 
@@ -5938,7 +5938,7 @@ long shmem_long_atomic_fetch_add(long *dest, long value, int pe)
 
 long shmem_ctx_long_atomic_fetch_add(shmem_ctx_t ctx, long *dest, long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_long_atomic_fetch_add");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_atomic_fetch_add");
 	long *w = shmemi_amo_addr(dest, sizeof(long), pe, "shmem_ctx_long_atomic_fetch_add");
 	long r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5952,7 +5952,7 @@ void shmem_long_atomic_fetch_add_nbi(long *fetch, long *dest, long value, int pe
 
 void shmem_ctx_long_atomic_fetch_add_nbi(shmem_ctx_t ctx, long *fetch, long *dest, long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_long_atomic_fetch_add_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_atomic_fetch_add_nbi");
 	*fetch = shmem_long_atomic_fetch_add(dest, value, pe);
 }
 
@@ -5966,7 +5966,7 @@ long long shmem_longlong_atomic_fetch_add(long long *dest, long long value, int 
 
 long long shmem_ctx_longlong_atomic_fetch_add(shmem_ctx_t ctx, long long *dest, long long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longlong_atomic_fetch_add");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_atomic_fetch_add");
 	long long *w = shmemi_amo_addr(dest, sizeof(long long), pe, "shmem_ctx_longlong_atomic_fetch_add");
 	long long r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5980,7 +5980,7 @@ void shmem_longlong_atomic_fetch_add_nbi(long long *fetch, long long *dest, long
 
 void shmem_ctx_longlong_atomic_fetch_add_nbi(shmem_ctx_t ctx, long long *fetch, long long *dest, long long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longlong_atomic_fetch_add_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_atomic_fetch_add_nbi");
 	*fetch = shmem_longlong_atomic_fetch_add(dest, value, pe);
 }
 
@@ -5994,7 +5994,7 @@ unsigned int shmem_uint_atomic_fetch_add(unsigned int *dest, unsigned int value,
 
 unsigned int shmem_ctx_uint_atomic_fetch_add(shmem_ctx_t ctx, unsigned int *dest, unsigned int value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_atomic_fetch_add");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_fetch_add");
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_fetch_add");
 	unsigned int r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6008,7 +6008,7 @@ void shmem_uint_atomic_fetch_add_nbi(unsigned int *fetch, unsigned int *dest, un
 
 void shmem_ctx_uint_atomic_fetch_add_nbi(shmem_ctx_t ctx, unsigned int *fetch, unsigned int *dest, unsigned int value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_atomic_fetch_add_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_fetch_add_nbi");
 	*fetch = shmem_uint_atomic_fetch_add(dest, value, pe);
 }
 
@@ -6022,7 +6022,7 @@ unsigned long shmem_ulong_atomic_fetch_add(unsigned long *dest, unsigned long va
 
 unsigned long shmem_ctx_ulong_atomic_fetch_add(shmem_ctx_t ctx, unsigned long *dest, unsigned long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_atomic_fetch_add");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_fetch_add");
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_fetch_add");
 	unsigned long r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6036,7 +6036,7 @@ void shmem_ulong_atomic_fetch_add_nbi(unsigned long *fetch, unsigned long *dest,
 
 void shmem_ctx_ulong_atomic_fetch_add_nbi(shmem_ctx_t ctx, unsigned long *fetch, unsigned long *dest, unsigned long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_atomic_fetch_add_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_fetch_add_nbi");
 	*fetch = shmem_ulong_atomic_fetch_add(dest, value, pe);
 }
 
@@ -6050,7 +6050,7 @@ unsigned long long shmem_ulonglong_atomic_fetch_add(unsigned long long *dest, un
 
 unsigned long long shmem_ctx_ulonglong_atomic_fetch_add(shmem_ctx_t ctx, unsigned long long *dest, unsigned long long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_atomic_fetch_add");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_fetch_add");
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_fetch_add");
 	unsigned long long r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6064,7 +6064,7 @@ void shmem_ulonglong_atomic_fetch_add_nbi(unsigned long long *fetch, unsigned lo
 
 void shmem_ctx_ulonglong_atomic_fetch_add_nbi(shmem_ctx_t ctx, unsigned long long *fetch, unsigned long long *dest, unsigned long long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_atomic_fetch_add_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_fetch_add_nbi");
 	*fetch = shmem_ulonglong_atomic_fetch_add(dest, value, pe);
 }
 
@@ -6078,7 +6078,7 @@ int32_t shmem_int32_atomic_fetch_add(int32_t *dest, int32_t value, int pe)
 
 int32_t shmem_ctx_int32_atomic_fetch_add(shmem_ctx_t ctx, int32_t *dest, int32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_atomic_fetch_add");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_fetch_add");
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_fetch_add");
 	int32_t r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6092,7 +6092,7 @@ void shmem_int32_atomic_fetch_add_nbi(int32_t *fetch, int32_t *dest, int32_t val
 
 void shmem_ctx_int32_atomic_fetch_add_nbi(shmem_ctx_t ctx, int32_t *fetch, int32_t *dest, int32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_atomic_fetch_add_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_fetch_add_nbi");
 	*fetch = shmem_int32_atomic_fetch_add(dest, value, pe);
 }
 
@@ -6106,7 +6106,7 @@ int64_t shmem_int64_atomic_fetch_add(int64_t *dest, int64_t value, int pe)
 
 int64_t shmem_ctx_int64_atomic_fetch_add(shmem_ctx_t ctx, int64_t *dest, int64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_atomic_fetch_add");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_fetch_add");
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_fetch_add");
 	int64_t r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6120,7 +6120,7 @@ void shmem_int64_atomic_fetch_add_nbi(int64_t *fetch, int64_t *dest, int64_t val
 
 void shmem_ctx_int64_atomic_fetch_add_nbi(shmem_ctx_t ctx, int64_t *fetch, int64_t *dest, int64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_atomic_fetch_add_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_fetch_add_nbi");
 	*fetch = shmem_int64_atomic_fetch_add(dest, value, pe);
 }
 
@@ -6134,7 +6134,7 @@ uint32_t shmem_uint32_atomic_fetch_add(uint32_t *dest, uint32_t value, int pe)
 
 uint32_t shmem_ctx_uint32_atomic_fetch_add(shmem_ctx_t ctx, uint32_t *dest, uint32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_atomic_fetch_add");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_fetch_add");
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_fetch_add");
 	uint32_t r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6148,7 +6148,7 @@ void shmem_uint32_atomic_fetch_add_nbi(uint32_t *fetch, uint32_t *dest, uint32_t
 
 void shmem_ctx_uint32_atomic_fetch_add_nbi(shmem_ctx_t ctx, uint32_t *fetch, uint32_t *dest, uint32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_atomic_fetch_add_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_fetch_add_nbi");
 	*fetch = shmem_uint32_atomic_fetch_add(dest, value, pe);
 }
 
@@ -6162,7 +6162,7 @@ uint64_t shmem_uint64_atomic_fetch_add(uint64_t *dest, uint64_t value, int pe)
 
 uint64_t shmem_ctx_uint64_atomic_fetch_add(shmem_ctx_t ctx, uint64_t *dest, uint64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_atomic_fetch_add");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_fetch_add");
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_fetch_add");
 	uint64_t r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6176,7 +6176,7 @@ void shmem_uint64_atomic_fetch_add_nbi(uint64_t *fetch, uint64_t *dest, uint64_t
 
 void shmem_ctx_uint64_atomic_fetch_add_nbi(shmem_ctx_t ctx, uint64_t *fetch, uint64_t *dest, uint64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_atomic_fetch_add_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_fetch_add_nbi");
 	*fetch = shmem_uint64_atomic_fetch_add(dest, value, pe);
 }
 
@@ -6190,7 +6190,7 @@ size_t shmem_size_atomic_fetch_add(size_t *dest, size_t value, int pe)
 
 size_t shmem_ctx_size_atomic_fetch_add(shmem_ctx_t ctx, size_t *dest, size_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_size_atomic_fetch_add");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_atomic_fetch_add");
 	size_t *w = shmemi_amo_addr(dest, sizeof(size_t), pe, "shmem_ctx_size_atomic_fetch_add");
 	size_t r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6204,7 +6204,7 @@ void shmem_size_atomic_fetch_add_nbi(size_t *fetch, size_t *dest, size_t value, 
 
 void shmem_ctx_size_atomic_fetch_add_nbi(shmem_ctx_t ctx, size_t *fetch, size_t *dest, size_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_size_atomic_fetch_add_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_atomic_fetch_add_nbi");
 	*fetch = shmem_size_atomic_fetch_add(dest, value, pe);
 }
 
@@ -6218,7 +6218,7 @@ ptrdiff_t shmem_ptrdiff_atomic_fetch_add(ptrdiff_t *dest, ptrdiff_t value, int p
 
 ptrdiff_t shmem_ctx_ptrdiff_atomic_fetch_add(shmem_ctx_t ctx, ptrdiff_t *dest, ptrdiff_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ptrdiff_atomic_fetch_add");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_atomic_fetch_add");
 	ptrdiff_t *w = shmemi_amo_addr(dest, sizeof(ptrdiff_t), pe, "shmem_ctx_ptrdiff_atomic_fetch_add");
 	ptrdiff_t r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6232,7 +6232,7 @@ void shmem_ptrdiff_atomic_fetch_add_nbi(ptrdiff_t *fetch, ptrdiff_t *dest, ptrdi
 
 void shmem_ctx_ptrdiff_atomic_fetch_add_nbi(shmem_ctx_t ctx, ptrdiff_t *fetch, ptrdiff_t *dest, ptrdiff_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ptrdiff_atomic_fetch_add_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_atomic_fetch_add_nbi");
 	*fetch = shmem_ptrdiff_atomic_fetch_add(dest, value, pe);
 }
 
@@ -6245,7 +6245,7 @@ void shmem_int_atomic_add(int *dest, int value, int pe)
 
 void shmem_ctx_int_atomic_add(shmem_ctx_t ctx, int *dest, int value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int_atomic_add");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_atomic_add");
 	int *w = shmemi_amo_addr(dest, sizeof(int), pe, "shmem_ctx_int_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6260,7 +6260,7 @@ void shmem_long_atomic_add(long *dest, long value, int pe)
 
 void shmem_ctx_long_atomic_add(shmem_ctx_t ctx, long *dest, long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_long_atomic_add");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_atomic_add");
 	long *w = shmemi_amo_addr(dest, sizeof(long), pe, "shmem_ctx_long_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6275,7 +6275,7 @@ void shmem_longlong_atomic_add(long long *dest, long long value, int pe)
 
 void shmem_ctx_longlong_atomic_add(shmem_ctx_t ctx, long long *dest, long long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_longlong_atomic_add");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_atomic_add");
 	long long *w = shmemi_amo_addr(dest, sizeof(long long), pe, "shmem_ctx_longlong_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6290,7 +6290,7 @@ void shmem_uint_atomic_add(unsigned int *dest, unsigned int value, int pe)
 
 void shmem_ctx_uint_atomic_add(shmem_ctx_t ctx, unsigned int *dest, unsigned int value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_atomic_add");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_add");
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6305,7 +6305,7 @@ void shmem_ulong_atomic_add(unsigned long *dest, unsigned long value, int pe)
 
 void shmem_ctx_ulong_atomic_add(shmem_ctx_t ctx, unsigned long *dest, unsigned long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_atomic_add");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_add");
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6320,7 +6320,7 @@ void shmem_ulonglong_atomic_add(unsigned long long *dest, unsigned long long val
 
 void shmem_ctx_ulonglong_atomic_add(shmem_ctx_t ctx, unsigned long long *dest, unsigned long long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_atomic_add");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_add");
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6335,7 +6335,7 @@ void shmem_int32_atomic_add(int32_t *dest, int32_t value, int pe)
 
 void shmem_ctx_int32_atomic_add(shmem_ctx_t ctx, int32_t *dest, int32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_atomic_add");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_add");
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6350,7 +6350,7 @@ void shmem_int64_atomic_add(int64_t *dest, int64_t value, int pe)
 
 void shmem_ctx_int64_atomic_add(shmem_ctx_t ctx, int64_t *dest, int64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_atomic_add");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_add");
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6365,7 +6365,7 @@ void shmem_uint32_atomic_add(uint32_t *dest, uint32_t value, int pe)
 
 void shmem_ctx_uint32_atomic_add(shmem_ctx_t ctx, uint32_t *dest, uint32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_atomic_add");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_add");
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6380,7 +6380,7 @@ void shmem_uint64_atomic_add(uint64_t *dest, uint64_t value, int pe)
 
 void shmem_ctx_uint64_atomic_add(shmem_ctx_t ctx, uint64_t *dest, uint64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_atomic_add");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_add");
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6395,7 +6395,7 @@ void shmem_size_atomic_add(size_t *dest, size_t value, int pe)
 
 void shmem_ctx_size_atomic_add(shmem_ctx_t ctx, size_t *dest, size_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_size_atomic_add");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_atomic_add");
 	size_t *w = shmemi_amo_addr(dest, sizeof(size_t), pe, "shmem_ctx_size_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6410,7 +6410,7 @@ void shmem_ptrdiff_atomic_add(ptrdiff_t *dest, ptrdiff_t value, int pe)
 
 void shmem_ctx_ptrdiff_atomic_add(shmem_ctx_t ctx, ptrdiff_t *dest, ptrdiff_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ptrdiff_atomic_add");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_atomic_add");
 	ptrdiff_t *w = shmemi_amo_addr(dest, sizeof(ptrdiff_t), pe, "shmem_ctx_ptrdiff_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6426,7 +6426,7 @@ unsigned int shmem_uint_atomic_fetch_and(unsigned int *dest, unsigned int value,
 
 unsigned int shmem_ctx_uint_atomic_fetch_and(shmem_ctx_t ctx, unsigned int *dest, unsigned int value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_atomic_fetch_and");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_fetch_and");
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_fetch_and");
 	unsigned int r = __atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6440,7 +6440,7 @@ void shmem_uint_atomic_fetch_and_nbi(unsigned int *fetch, unsigned int *dest, un
 
 void shmem_ctx_uint_atomic_fetch_and_nbi(shmem_ctx_t ctx, unsigned int *fetch, unsigned int *dest, unsigned int value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_atomic_fetch_and_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_fetch_and_nbi");
 	*fetch = shmem_uint_atomic_fetch_and(dest, value, pe);
 }
 
@@ -6454,7 +6454,7 @@ unsigned long shmem_ulong_atomic_fetch_and(unsigned long *dest, unsigned long va
 
 unsigned long shmem_ctx_ulong_atomic_fetch_and(shmem_ctx_t ctx, unsigned long *dest, unsigned long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_atomic_fetch_and");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_fetch_and");
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_fetch_and");
 	unsigned long r = __atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6468,7 +6468,7 @@ void shmem_ulong_atomic_fetch_and_nbi(unsigned long *fetch, unsigned long *dest,
 
 void shmem_ctx_ulong_atomic_fetch_and_nbi(shmem_ctx_t ctx, unsigned long *fetch, unsigned long *dest, unsigned long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_atomic_fetch_and_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_fetch_and_nbi");
 	*fetch = shmem_ulong_atomic_fetch_and(dest, value, pe);
 }
 
@@ -6482,7 +6482,7 @@ unsigned long long shmem_ulonglong_atomic_fetch_and(unsigned long long *dest, un
 
 unsigned long long shmem_ctx_ulonglong_atomic_fetch_and(shmem_ctx_t ctx, unsigned long long *dest, unsigned long long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_atomic_fetch_and");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_fetch_and");
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_fetch_and");
 	unsigned long long r = __atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6496,7 +6496,7 @@ void shmem_ulonglong_atomic_fetch_and_nbi(unsigned long long *fetch, unsigned lo
 
 void shmem_ctx_ulonglong_atomic_fetch_and_nbi(shmem_ctx_t ctx, unsigned long long *fetch, unsigned long long *dest, unsigned long long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_atomic_fetch_and_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_fetch_and_nbi");
 	*fetch = shmem_ulonglong_atomic_fetch_and(dest, value, pe);
 }
 
@@ -6510,7 +6510,7 @@ int32_t shmem_int32_atomic_fetch_and(int32_t *dest, int32_t value, int pe)
 
 int32_t shmem_ctx_int32_atomic_fetch_and(shmem_ctx_t ctx, int32_t *dest, int32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_atomic_fetch_and");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_fetch_and");
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_fetch_and");
 	int32_t r = __atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6524,7 +6524,7 @@ void shmem_int32_atomic_fetch_and_nbi(int32_t *fetch, int32_t *dest, int32_t val
 
 void shmem_ctx_int32_atomic_fetch_and_nbi(shmem_ctx_t ctx, int32_t *fetch, int32_t *dest, int32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_atomic_fetch_and_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_fetch_and_nbi");
 	*fetch = shmem_int32_atomic_fetch_and(dest, value, pe);
 }
 
@@ -6538,7 +6538,7 @@ int64_t shmem_int64_atomic_fetch_and(int64_t *dest, int64_t value, int pe)
 
 int64_t shmem_ctx_int64_atomic_fetch_and(shmem_ctx_t ctx, int64_t *dest, int64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_atomic_fetch_and");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_fetch_and");
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_fetch_and");
 	int64_t r = __atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6552,7 +6552,7 @@ void shmem_int64_atomic_fetch_and_nbi(int64_t *fetch, int64_t *dest, int64_t val
 
 void shmem_ctx_int64_atomic_fetch_and_nbi(shmem_ctx_t ctx, int64_t *fetch, int64_t *dest, int64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_atomic_fetch_and_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_fetch_and_nbi");
 	*fetch = shmem_int64_atomic_fetch_and(dest, value, pe);
 }
 
@@ -6566,7 +6566,7 @@ uint32_t shmem_uint32_atomic_fetch_and(uint32_t *dest, uint32_t value, int pe)
 
 uint32_t shmem_ctx_uint32_atomic_fetch_and(shmem_ctx_t ctx, uint32_t *dest, uint32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_atomic_fetch_and");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_fetch_and");
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_fetch_and");
 	uint32_t r = __atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6580,7 +6580,7 @@ void shmem_uint32_atomic_fetch_and_nbi(uint32_t *fetch, uint32_t *dest, uint32_t
 
 void shmem_ctx_uint32_atomic_fetch_and_nbi(shmem_ctx_t ctx, uint32_t *fetch, uint32_t *dest, uint32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_atomic_fetch_and_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_fetch_and_nbi");
 	*fetch = shmem_uint32_atomic_fetch_and(dest, value, pe);
 }
 
@@ -6594,7 +6594,7 @@ uint64_t shmem_uint64_atomic_fetch_and(uint64_t *dest, uint64_t value, int pe)
 
 uint64_t shmem_ctx_uint64_atomic_fetch_and(shmem_ctx_t ctx, uint64_t *dest, uint64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_atomic_fetch_and");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_fetch_and");
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_fetch_and");
 	uint64_t r = __atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6608,7 +6608,7 @@ void shmem_uint64_atomic_fetch_and_nbi(uint64_t *fetch, uint64_t *dest, uint64_t
 
 void shmem_ctx_uint64_atomic_fetch_and_nbi(shmem_ctx_t ctx, uint64_t *fetch, uint64_t *dest, uint64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_atomic_fetch_and_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_fetch_and_nbi");
 	*fetch = shmem_uint64_atomic_fetch_and(dest, value, pe);
 }
 
@@ -6621,7 +6621,7 @@ void shmem_uint_atomic_and(unsigned int *dest, unsigned int value, int pe)
 
 void shmem_ctx_uint_atomic_and(shmem_ctx_t ctx, unsigned int *dest, unsigned int value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_atomic_and");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_and");
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_and");
 	__atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6636,7 +6636,7 @@ void shmem_ulong_atomic_and(unsigned long *dest, unsigned long value, int pe)
 
 void shmem_ctx_ulong_atomic_and(shmem_ctx_t ctx, unsigned long *dest, unsigned long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_atomic_and");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_and");
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_and");
 	__atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6651,7 +6651,7 @@ void shmem_ulonglong_atomic_and(unsigned long long *dest, unsigned long long val
 
 void shmem_ctx_ulonglong_atomic_and(shmem_ctx_t ctx, unsigned long long *dest, unsigned long long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_atomic_and");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_and");
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_and");
 	__atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6666,7 +6666,7 @@ void shmem_int32_atomic_and(int32_t *dest, int32_t value, int pe)
 
 void shmem_ctx_int32_atomic_and(shmem_ctx_t ctx, int32_t *dest, int32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_atomic_and");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_and");
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_and");
 	__atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6681,7 +6681,7 @@ void shmem_int64_atomic_and(int64_t *dest, int64_t value, int pe)
 
 void shmem_ctx_int64_atomic_and(shmem_ctx_t ctx, int64_t *dest, int64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_atomic_and");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_and");
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_and");
 	__atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6696,7 +6696,7 @@ void shmem_uint32_atomic_and(uint32_t *dest, uint32_t value, int pe)
 
 void shmem_ctx_uint32_atomic_and(shmem_ctx_t ctx, uint32_t *dest, uint32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_atomic_and");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_and");
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_and");
 	__atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6711,7 +6711,7 @@ void shmem_uint64_atomic_and(uint64_t *dest, uint64_t value, int pe)
 
 void shmem_ctx_uint64_atomic_and(shmem_ctx_t ctx, uint64_t *dest, uint64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_atomic_and");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_and");
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_and");
 	__atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6727,7 +6727,7 @@ unsigned int shmem_uint_atomic_fetch_or(unsigned int *dest, unsigned int value, 
 
 unsigned int shmem_ctx_uint_atomic_fetch_or(shmem_ctx_t ctx, unsigned int *dest, unsigned int value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_atomic_fetch_or");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_fetch_or");
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_fetch_or");
 	unsigned int r = __atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6741,7 +6741,7 @@ void shmem_uint_atomic_fetch_or_nbi(unsigned int *fetch, unsigned int *dest, uns
 
 void shmem_ctx_uint_atomic_fetch_or_nbi(shmem_ctx_t ctx, unsigned int *fetch, unsigned int *dest, unsigned int value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_atomic_fetch_or_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_fetch_or_nbi");
 	*fetch = shmem_uint_atomic_fetch_or(dest, value, pe);
 }
 
@@ -6755,7 +6755,7 @@ unsigned long shmem_ulong_atomic_fetch_or(unsigned long *dest, unsigned long val
 
 unsigned long shmem_ctx_ulong_atomic_fetch_or(shmem_ctx_t ctx, unsigned long *dest, unsigned long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_atomic_fetch_or");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_fetch_or");
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_fetch_or");
 	unsigned long r = __atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6769,7 +6769,7 @@ void shmem_ulong_atomic_fetch_or_nbi(unsigned long *fetch, unsigned long *dest, 
 
 void shmem_ctx_ulong_atomic_fetch_or_nbi(shmem_ctx_t ctx, unsigned long *fetch, unsigned long *dest, unsigned long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_atomic_fetch_or_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_fetch_or_nbi");
 	*fetch = shmem_ulong_atomic_fetch_or(dest, value, pe);
 }
 
@@ -6783,7 +6783,7 @@ unsigned long long shmem_ulonglong_atomic_fetch_or(unsigned long long *dest, uns
 
 unsigned long long shmem_ctx_ulonglong_atomic_fetch_or(shmem_ctx_t ctx, unsigned long long *dest, unsigned long long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_atomic_fetch_or");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_fetch_or");
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_fetch_or");
 	unsigned long long r = __atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6797,7 +6797,7 @@ void shmem_ulonglong_atomic_fetch_or_nbi(unsigned long long *fetch, unsigned lon
 
 void shmem_ctx_ulonglong_atomic_fetch_or_nbi(shmem_ctx_t ctx, unsigned long long *fetch, unsigned long long *dest, unsigned long long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_atomic_fetch_or_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_fetch_or_nbi");
 	*fetch = shmem_ulonglong_atomic_fetch_or(dest, value, pe);
 }
 
@@ -6811,7 +6811,7 @@ int32_t shmem_int32_atomic_fetch_or(int32_t *dest, int32_t value, int pe)
 
 int32_t shmem_ctx_int32_atomic_fetch_or(shmem_ctx_t ctx, int32_t *dest, int32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_atomic_fetch_or");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_fetch_or");
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_fetch_or");
 	int32_t r = __atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6825,7 +6825,7 @@ void shmem_int32_atomic_fetch_or_nbi(int32_t *fetch, int32_t *dest, int32_t valu
 
 void shmem_ctx_int32_atomic_fetch_or_nbi(shmem_ctx_t ctx, int32_t *fetch, int32_t *dest, int32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_atomic_fetch_or_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_fetch_or_nbi");
 	*fetch = shmem_int32_atomic_fetch_or(dest, value, pe);
 }
 
@@ -6839,7 +6839,7 @@ int64_t shmem_int64_atomic_fetch_or(int64_t *dest, int64_t value, int pe)
 
 int64_t shmem_ctx_int64_atomic_fetch_or(shmem_ctx_t ctx, int64_t *dest, int64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_atomic_fetch_or");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_fetch_or");
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_fetch_or");
 	int64_t r = __atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6853,7 +6853,7 @@ void shmem_int64_atomic_fetch_or_nbi(int64_t *fetch, int64_t *dest, int64_t valu
 
 void shmem_ctx_int64_atomic_fetch_or_nbi(shmem_ctx_t ctx, int64_t *fetch, int64_t *dest, int64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_atomic_fetch_or_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_fetch_or_nbi");
 	*fetch = shmem_int64_atomic_fetch_or(dest, value, pe);
 }
 
@@ -6867,7 +6867,7 @@ uint32_t shmem_uint32_atomic_fetch_or(uint32_t *dest, uint32_t value, int pe)
 
 uint32_t shmem_ctx_uint32_atomic_fetch_or(shmem_ctx_t ctx, uint32_t *dest, uint32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_atomic_fetch_or");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_fetch_or");
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_fetch_or");
 	uint32_t r = __atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6881,7 +6881,7 @@ void shmem_uint32_atomic_fetch_or_nbi(uint32_t *fetch, uint32_t *dest, uint32_t 
 
 void shmem_ctx_uint32_atomic_fetch_or_nbi(shmem_ctx_t ctx, uint32_t *fetch, uint32_t *dest, uint32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_atomic_fetch_or_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_fetch_or_nbi");
 	*fetch = shmem_uint32_atomic_fetch_or(dest, value, pe);
 }
 
@@ -6895,7 +6895,7 @@ uint64_t shmem_uint64_atomic_fetch_or(uint64_t *dest, uint64_t value, int pe)
 
 uint64_t shmem_ctx_uint64_atomic_fetch_or(shmem_ctx_t ctx, uint64_t *dest, uint64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_atomic_fetch_or");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_fetch_or");
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_fetch_or");
 	uint64_t r = __atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6909,7 +6909,7 @@ void shmem_uint64_atomic_fetch_or_nbi(uint64_t *fetch, uint64_t *dest, uint64_t 
 
 void shmem_ctx_uint64_atomic_fetch_or_nbi(shmem_ctx_t ctx, uint64_t *fetch, uint64_t *dest, uint64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_atomic_fetch_or_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_fetch_or_nbi");
 	*fetch = shmem_uint64_atomic_fetch_or(dest, value, pe);
 }
 
@@ -6922,7 +6922,7 @@ void shmem_uint_atomic_or(unsigned int *dest, unsigned int value, int pe)
 
 void shmem_ctx_uint_atomic_or(shmem_ctx_t ctx, unsigned int *dest, unsigned int value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_atomic_or");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_or");
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_or");
 	__atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6937,7 +6937,7 @@ void shmem_ulong_atomic_or(unsigned long *dest, unsigned long value, int pe)
 
 void shmem_ctx_ulong_atomic_or(shmem_ctx_t ctx, unsigned long *dest, unsigned long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_atomic_or");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_or");
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_or");
 	__atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6952,7 +6952,7 @@ void shmem_ulonglong_atomic_or(unsigned long long *dest, unsigned long long valu
 
 void shmem_ctx_ulonglong_atomic_or(shmem_ctx_t ctx, unsigned long long *dest, unsigned long long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_atomic_or");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_or");
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_or");
 	__atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6967,7 +6967,7 @@ void shmem_int32_atomic_or(int32_t *dest, int32_t value, int pe)
 
 void shmem_ctx_int32_atomic_or(shmem_ctx_t ctx, int32_t *dest, int32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_atomic_or");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_or");
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_or");
 	__atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6982,7 +6982,7 @@ void shmem_int64_atomic_or(int64_t *dest, int64_t value, int pe)
 
 void shmem_ctx_int64_atomic_or(shmem_ctx_t ctx, int64_t *dest, int64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_atomic_or");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_or");
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_or");
 	__atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6997,7 +6997,7 @@ void shmem_uint32_atomic_or(uint32_t *dest, uint32_t value, int pe)
 
 void shmem_ctx_uint32_atomic_or(shmem_ctx_t ctx, uint32_t *dest, uint32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_atomic_or");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_or");
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_or");
 	__atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7012,7 +7012,7 @@ void shmem_uint64_atomic_or(uint64_t *dest, uint64_t value, int pe)
 
 void shmem_ctx_uint64_atomic_or(shmem_ctx_t ctx, uint64_t *dest, uint64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_atomic_or");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_or");
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_or");
 	__atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7028,7 +7028,7 @@ unsigned int shmem_uint_atomic_fetch_xor(unsigned int *dest, unsigned int value,
 
 unsigned int shmem_ctx_uint_atomic_fetch_xor(shmem_ctx_t ctx, unsigned int *dest, unsigned int value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_atomic_fetch_xor");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_fetch_xor");
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_fetch_xor");
 	unsigned int r = __atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7042,7 +7042,7 @@ void shmem_uint_atomic_fetch_xor_nbi(unsigned int *fetch, unsigned int *dest, un
 
 void shmem_ctx_uint_atomic_fetch_xor_nbi(shmem_ctx_t ctx, unsigned int *fetch, unsigned int *dest, unsigned int value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_atomic_fetch_xor_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_fetch_xor_nbi");
 	*fetch = shmem_uint_atomic_fetch_xor(dest, value, pe);
 }
 
@@ -7056,7 +7056,7 @@ unsigned long shmem_ulong_atomic_fetch_xor(unsigned long *dest, unsigned long va
 
 unsigned long shmem_ctx_ulong_atomic_fetch_xor(shmem_ctx_t ctx, unsigned long *dest, unsigned long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_atomic_fetch_xor");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_fetch_xor");
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_fetch_xor");
 	unsigned long r = __atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7070,7 +7070,7 @@ void shmem_ulong_atomic_fetch_xor_nbi(unsigned long *fetch, unsigned long *dest,
 
 void shmem_ctx_ulong_atomic_fetch_xor_nbi(shmem_ctx_t ctx, unsigned long *fetch, unsigned long *dest, unsigned long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_atomic_fetch_xor_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_fetch_xor_nbi");
 	*fetch = shmem_ulong_atomic_fetch_xor(dest, value, pe);
 }
 
@@ -7084,7 +7084,7 @@ unsigned long long shmem_ulonglong_atomic_fetch_xor(unsigned long long *dest, un
 
 unsigned long long shmem_ctx_ulonglong_atomic_fetch_xor(shmem_ctx_t ctx, unsigned long long *dest, unsigned long long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_atomic_fetch_xor");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_fetch_xor");
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_fetch_xor");
 	unsigned long long r = __atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7098,7 +7098,7 @@ void shmem_ulonglong_atomic_fetch_xor_nbi(unsigned long long *fetch, unsigned lo
 
 void shmem_ctx_ulonglong_atomic_fetch_xor_nbi(shmem_ctx_t ctx, unsigned long long *fetch, unsigned long long *dest, unsigned long long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_atomic_fetch_xor_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_fetch_xor_nbi");
 	*fetch = shmem_ulonglong_atomic_fetch_xor(dest, value, pe);
 }
 
@@ -7112,7 +7112,7 @@ int32_t shmem_int32_atomic_fetch_xor(int32_t *dest, int32_t value, int pe)
 
 int32_t shmem_ctx_int32_atomic_fetch_xor(shmem_ctx_t ctx, int32_t *dest, int32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_atomic_fetch_xor");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_fetch_xor");
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_fetch_xor");
 	int32_t r = __atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7126,7 +7126,7 @@ void shmem_int32_atomic_fetch_xor_nbi(int32_t *fetch, int32_t *dest, int32_t val
 
 void shmem_ctx_int32_atomic_fetch_xor_nbi(shmem_ctx_t ctx, int32_t *fetch, int32_t *dest, int32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_atomic_fetch_xor_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_fetch_xor_nbi");
 	*fetch = shmem_int32_atomic_fetch_xor(dest, value, pe);
 }
 
@@ -7140,7 +7140,7 @@ int64_t shmem_int64_atomic_fetch_xor(int64_t *dest, int64_t value, int pe)
 
 int64_t shmem_ctx_int64_atomic_fetch_xor(shmem_ctx_t ctx, int64_t *dest, int64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_atomic_fetch_xor");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_fetch_xor");
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_fetch_xor");
 	int64_t r = __atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7154,7 +7154,7 @@ void shmem_int64_atomic_fetch_xor_nbi(int64_t *fetch, int64_t *dest, int64_t val
 
 void shmem_ctx_int64_atomic_fetch_xor_nbi(shmem_ctx_t ctx, int64_t *fetch, int64_t *dest, int64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_atomic_fetch_xor_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_fetch_xor_nbi");
 	*fetch = shmem_int64_atomic_fetch_xor(dest, value, pe);
 }
 
@@ -7168,7 +7168,7 @@ uint32_t shmem_uint32_atomic_fetch_xor(uint32_t *dest, uint32_t value, int pe)
 
 uint32_t shmem_ctx_uint32_atomic_fetch_xor(shmem_ctx_t ctx, uint32_t *dest, uint32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_atomic_fetch_xor");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_fetch_xor");
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_fetch_xor");
 	uint32_t r = __atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7182,7 +7182,7 @@ void shmem_uint32_atomic_fetch_xor_nbi(uint32_t *fetch, uint32_t *dest, uint32_t
 
 void shmem_ctx_uint32_atomic_fetch_xor_nbi(shmem_ctx_t ctx, uint32_t *fetch, uint32_t *dest, uint32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_atomic_fetch_xor_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_fetch_xor_nbi");
 	*fetch = shmem_uint32_atomic_fetch_xor(dest, value, pe);
 }
 
@@ -7196,7 +7196,7 @@ uint64_t shmem_uint64_atomic_fetch_xor(uint64_t *dest, uint64_t value, int pe)
 
 uint64_t shmem_ctx_uint64_atomic_fetch_xor(shmem_ctx_t ctx, uint64_t *dest, uint64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_atomic_fetch_xor");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_fetch_xor");
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_fetch_xor");
 	uint64_t r = __atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7210,7 +7210,7 @@ void shmem_uint64_atomic_fetch_xor_nbi(uint64_t *fetch, uint64_t *dest, uint64_t
 
 void shmem_ctx_uint64_atomic_fetch_xor_nbi(shmem_ctx_t ctx, uint64_t *fetch, uint64_t *dest, uint64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_atomic_fetch_xor_nbi");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_fetch_xor_nbi");
 	*fetch = shmem_uint64_atomic_fetch_xor(dest, value, pe);
 }
 
@@ -7223,7 +7223,7 @@ void shmem_uint_atomic_xor(unsigned int *dest, unsigned int value, int pe)
 
 void shmem_ctx_uint_atomic_xor(shmem_ctx_t ctx, unsigned int *dest, unsigned int value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint_atomic_xor");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_xor");
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_xor");
 	__atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7238,7 +7238,7 @@ void shmem_ulong_atomic_xor(unsigned long *dest, unsigned long value, int pe)
 
 void shmem_ctx_ulong_atomic_xor(shmem_ctx_t ctx, unsigned long *dest, unsigned long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulong_atomic_xor");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_xor");
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_xor");
 	__atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7253,7 +7253,7 @@ void shmem_ulonglong_atomic_xor(unsigned long long *dest, unsigned long long val
 
 void shmem_ctx_ulonglong_atomic_xor(shmem_ctx_t ctx, unsigned long long *dest, unsigned long long value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_ulonglong_atomic_xor");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_xor");
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_xor");
 	__atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7268,7 +7268,7 @@ void shmem_int32_atomic_xor(int32_t *dest, int32_t value, int pe)
 
 void shmem_ctx_int32_atomic_xor(shmem_ctx_t ctx, int32_t *dest, int32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int32_atomic_xor");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_xor");
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_xor");
 	__atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7283,7 +7283,7 @@ void shmem_int64_atomic_xor(int64_t *dest, int64_t value, int pe)
 
 void shmem_ctx_int64_atomic_xor(shmem_ctx_t ctx, int64_t *dest, int64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_int64_atomic_xor");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_xor");
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_xor");
 	__atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7298,7 +7298,7 @@ void shmem_uint32_atomic_xor(uint32_t *dest, uint32_t value, int pe)
 
 void shmem_ctx_uint32_atomic_xor(shmem_ctx_t ctx, uint32_t *dest, uint32_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint32_atomic_xor");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_xor");
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_xor");
 	__atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7313,7 +7313,7 @@ void shmem_uint64_atomic_xor(uint64_t *dest, uint64_t value, int pe)
 
 void shmem_ctx_uint64_atomic_xor(shmem_ctx_t ctx, uint64_t *dest, uint64_t value, int pe)
 {
-	shmemi_ctx_check(ctx, "shmem_ctx_uint64_atomic_xor");
+	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_xor");
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_xor");
 	__atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);

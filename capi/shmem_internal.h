@@ -531,4 +531,21 @@ static inline void shmemi_ctx_check(shmem_ctx_t ctx, const char *op)
 /* The team's world PE of team rank r (coll.c). */
 int shmemi_team_world_pe(shmem_team_t team, int r, const char *op);
 
+/* shmemi_ctx_team_pe is shmemi_ctx_pe's slow case (core.c): the world PE
+ * of rank pe of ctx's team; a rank outside the team ends the job. */
+int shmemi_ctx_team_pe(shmem_ctx_t ctx, int pe, const char *op);
+
+/* shmemi_ctx_pe checks ctx and returns the world PE of the target pe of
+ * an operation on it: OpenSHMEM numbers that PE in the context's team
+ * (SHMEM_CTX_DEFAULT's is the world). */
+static inline int shmemi_ctx_pe(shmem_ctx_t ctx, int pe, const char *op)
+{
+	if (SHMEMI_LIKELY(ctx == SHMEM_CTX_DEFAULT))
+		return pe;
+	shmemi_ctx_check(ctx, op);
+	if (ctx->team == SHMEM_TEAM_WORLD)
+		return pe;
+	return shmemi_ctx_team_pe(ctx, pe, op);
+}
+
 #endif

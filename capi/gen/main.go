@@ -138,10 +138,16 @@ func (g *gen) fn(ret, name, params, body string) {
 }
 
 // withCtx writes a routine shmem_X and its context form shmem_ctx_X. call
-// is the body's statement(s) with $ARGS-free text; both share it.
+// is the body's statement(s) with $ARGS-free text; both share it. A
+// routine whose last parameter is the target pe takes it, in the context
+// form, numbered in the context's team (shmemi_ctx_pe).
 func (g *gen) withCtx(ret, x, params, body string) {
 	g.fn(ret, "shmem_"+x, params, body)
-	g.fn(ret, "shmem_ctx_"+x, "shmem_ctx_t ctx, "+params, "\tshmemi_ctx_check(ctx, $OP);\n"+body)
+	pre := "\tshmemi_ctx_check(ctx, $OP);\n"
+	if strings.HasSuffix(params, ", int pe") {
+		pre = "\tpe = shmemi_ctx_pe(ctx, pe, $OP);\n"
+	}
+	g.fn(ret, "shmem_ctx_"+x, "shmem_ctx_t ctx, "+params, pre+body)
 }
 
 func sub(s string, t typ) string {

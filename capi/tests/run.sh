@@ -158,6 +158,7 @@ expect() { expect_of t_err "$2" "$3" "$4" "$1"; }
 
 if want errors; then
 expect pe 2 1 'symheap: PE 0: shmem_long_p: PE 7 does not exist \(the job has 2 PEs, 0 to 1\)'
+expect ctxpe 2 1 'symheap: PE 0: shmem_ctx_long_p: PE 1 is not in the context.s team of 1 PEs \(a context.s PE numbers are its team.s, 0 to 0'
 expect notsym 2 1 'shmem_long_put: 8 bytes at 0x[0-9a-f]+ are not symmetric'
 expect align 2 1 'shmem_int_atomic_add: the variable at 0x[0-9a-f]+ is not aligned'
 expect clearlock 2 1 'shmem_clear_lock: the lock at 0x[0-9a-f]+ is not held'

@@ -116,11 +116,17 @@ int main(void)
 		shmem_team_t t2;
 		shmem_ctx_get_team(ctx, &t2);
 		CHECK(t2 == even, "ctx team");
-		int peer = shmem_team_translate_pe(even, (shmem_team_my_pe(even) + 1) % size, SHMEM_TEAM_WORLD);
-		shmem_ctx_long_p(ctx, &ldst[1], 77, peer);
+		/* A context's PE numbers are its team's: rank me/2 + 1 of the
+		 * even team is world PE me + 2. */
+		int peer = (shmem_team_my_pe(even) + 1) % size;
+		shmem_ctx_long_p(ctx, &ldst[1], 77 + me, peer);
 		shmem_ctx_quiet(ctx);
 		shmem_team_sync(even);
-		CHECK(ldst[1] == 77, "ctx put in team");
+		int from = shmem_team_translate_pe(even, (shmem_team_my_pe(even) + size - 1) % size, SHMEM_TEAM_WORLD);
+		CHECK(ldst[1] == 77 + from, "ctx put in team: %ld, want %d (from team rank %d's put)", ldst[1], 77 + from,
+		      (shmem_team_my_pe(even) + size - 1) % size);
+		CHECK(shmem_ctx_long_g(ctx, &ldst[1], peer) == 77 + me, "ctx get in team");
+		shmem_team_sync(even);
 		shmem_ctx_destroy(ctx);
 		CHECK(shmem_team_ptr(even, ldst, 0) != NULL, "team_ptr");
 		shmem_team_destroy(even);

@@ -21,6 +21,15 @@ int main(int argc, char **argv)
 	long local = 0;
 	if (strcmp(c, "pe") == 0 && me == 0)
 		shmem_long_p(&x, 1, n + 5);
+	if (strcmp(c, "ctxpe") == 0) {
+		/* A context of a team of one: its only PE is rank 0. */
+		shmem_team_t t;
+		shmem_ctx_t ctx;
+		shmem_team_split_strided(SHMEM_TEAM_WORLD, me, 1, 1, NULL, 0, &t);
+		shmem_team_create_ctx(t, 0, &ctx);
+		if (me == 0)
+			shmem_ctx_long_p(ctx, &x, 1, 1);
+	}
 	if (strcmp(c, "notsym") == 0 && me == 0)
 		shmem_long_put(&local, &local, 1, 1);
 	if (strcmp(c, "align") == 0 && me == 0)
