@@ -491,7 +491,9 @@ void shmem_free(void *ptr)
 	uint64_t size = e->size;
 	live_remove(e);
 	shmemi_bump(shmemi_L.stat_sym_frees);
-	if (size & LIVE_CACHEABLE)
+	/* No cache in a job with Go PEs, whose frees go to the allocator at
+	 * once: the heaps must stay alike on Go and C PEs. */
+	if ((size & LIVE_CACHEABLE) && shmemi_L.go_pes == 0)
 		cache_put(off, size & ~LIVE_CACHEABLE, "shmem_free");
 	else
 		give_back(&off, 1, "shmem_free");
