@@ -30,6 +30,7 @@ func init() {
 		cabi.RegisterConst("ALLOC_CALL_"+k.name, k.v, "an allocation record's kind (symalloc.go)")
 	}
 	cabi.RegisterConst("ALLOC_NO_OFF", noOff, "an allocation record's in or out when there is no offset (symalloc.go)")
+	cabi.RegisterConst("ALLOC_MIN_ALIGN", alloc.MinAlign, "the least alignment an allocation record holds: every block's (alloc.MinAlign, symalloc.go)")
 }
 
 // The C library's view of a PE (internal/cabi): filled once at its

@@ -20,7 +20,7 @@
 
 /* The digest of the runtime's formats (internal/cabi.Sum): shmem_init
  * refuses to run with a runtime whose formats are not these. */
-#define SHMEMI_FORMATS_SUM UINT64_C(0x1a8d0550a9cc395c)
+#define SHMEMI_FORMATS_SUM UINT64_C(0xa5d7b58e4e29899)
 
 #define SHMEMI_ALLOC_CALL_ALIGN 3 /* an allocation record's kind (symalloc.go) */
 #define SHMEMI_ALLOC_CALL_CALLOC 2 /* an allocation record's kind (symalloc.go) */
@@ -28,6 +28,7 @@
 #define SHMEMI_ALLOC_CALL_HINTS 4 /* an allocation record's kind (symalloc.go) */
 #define SHMEMI_ALLOC_CALL_MALLOC 1 /* an allocation record's kind (symalloc.go) */
 #define SHMEMI_ALLOC_CALL_REALLOC 5 /* an allocation record's kind (symalloc.go) */
+#define SHMEMI_ALLOC_MIN_ALIGN 16 /* the least alignment an allocation record holds: every block's (alloc.MinAlign, symalloc.go) */
 #define SHMEMI_ALLOC_NO_OFF UINT64_C(0xffffffffffffffff) /* an allocation record's in or out when there is no offset (symalloc.go) */
 #define SHMEMI_BARRIER_TEAMS 64 /* team ids in a barrier area, each a count line then the round lines */
 #define SHMEMI_CBLOCK_SIZE 4096 /* bytes of the C library's symmetric block, allocated by Init in a job with a C PE */

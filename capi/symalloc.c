@@ -387,7 +387,7 @@ void *shmemi_alloc(int kind, size_t size, size_t align, long hints, const char *
 			if (kind == SHMEMI_GO_MALLOC_CALLOC)
 				memset(p, 0, size); /* before the exchange, after which others may put into it */
 			uint64_t call = kind == SHMEMI_GO_MALLOC_PLAIN ? SHMEMI_ALLOC_CALL_MALLOC : SHMEMI_ALLOC_CALL_CALLOC;
-			if (exchange(call, size, 1, NO_OFF, off, 1, op, err, sizeof err)) {
+			if (exchange(call, size, SHMEMI_ALLOC_MIN_ALIGN, NO_OFF, off, 1, op, err, sizeof err)) {
 				live_add(off, size | LIVE_CACHEABLE, op);
 				shmemi_bump(shmemi_L.stat_sym_allocs);
 				unlock_calls();
