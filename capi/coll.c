@@ -58,7 +58,8 @@ struct shmemi_team {
 static struct shmemi_team shmemi_team_world_, shmemi_team_shared_;
 void shmemi_world_barrier(const char *op);
 
-/* The world's symmetric scratch block (see the top), allocated at init. */
+/* The world's symmetric scratch block (see the top), in the block the
+ * runtime's Init allocates for the C library (shmemi_teams_init). */
 static struct shmemi_scratch *shmemi_scratch;
 
 /* psync views an active set's pSync (SHMEM_SYNC_SIZE longs). */
