@@ -120,10 +120,13 @@ test-loaded:
 	bash scripts/load.sh 2 -- $(MAKE) --no-print-directory test
 
 # The C library's tests: capi/tests/*.c built with symcc, run under shrun
-# on 2, 3 and 4 PEs with the default and the buddy allocator.
+# on 2, 3 and 4 PEs with the default and the buddy allocator; then jobs of
+# Go and C PEs (capi/tests/mixed).
 test-c: build
 	@echo "== test-c: the C library's tests on 2, 3 and 4 PEs"
 	bash capi/tests/run.sh $(BIN)
+	@echo "== test-c: Go and C PEs in one job (capi/tests/mixed: shrun, mpirun, refusals, formats)"
+	SYMHEAP_REQUIRE_MIXED=1 SYMHEAP_BIN=$(BIN) $(GO) test -count=1 -v ./capi/tests/mixed
 
 # The C example: static data, the heap, atomics and a reduction.
 demo-c: build

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
+	"unsafe"
 
 	"github.com/symheap/symheap/alloc"
 	"github.com/symheap/symheap/internal/cabi"
@@ -28,6 +30,7 @@ func init() {
 		cabi.RegisterConst("ALLOC_CALL_"+k.name, k.v, "an allocation record's kind (symalloc.go)")
 	}
 	cabi.RegisterConst("ALLOC_NO_OFF", noOff, "an allocation record's in or out when there is no offset (symalloc.go)")
+	cabi.RegisterConst("ALLOC_MIN_ALIGN", alloc.MinAlign, "the least alignment an allocation record holds: every block's (alloc.MinAlign, symalloc.go)")
 }
 
 // The C library's view of a PE (internal/cabi): filled once at its
@@ -51,6 +54,9 @@ func init() {
 		pe.mu.Unlock()
 	}
 	cabi.FreeExchanged = func(p any, offs []uint64) error { return p.(*PE).freeExchanged(offs) }
+	cabi.ReduceFold = func(t any, dst, src unsafe.Pointer, n int, esz uint64, fold func(acc, x unsafe.Pointer, n int)) error {
+		return (*team.Team)(t.(*Team)).ReduceFold(dst, src, n, esz, func(acc, x core.Ptr, n int) { fold(acc, x, n) })
+	}
 	cabi.Diverged = func(p any, withOut bool) error {
 		pe := p.(*PE)
 		pe.mu.Lock()
@@ -100,5 +106,88 @@ func (pe *PE) describeForC() cabi.Layout {
 		Barrier:       team.BarrierOff(pe.npes),
 		BarrierRounds: team.BarrierRounds(pe.npes),
 		SegPath:       pe.seg.Path(),
+		CBlock:        pe.cBlock,
+		GoPEs:         pe.goPEs,
 	}
+}
+
+// Go and C PEs in one job.
+//
+// A job may run a Go program on some PEs and a C program (libsymheap,
+// which hosts this runtime) on others: one segment, one layout, one
+// allocator, and the same formats, which the segment's header checks
+// (segment.Params.FormatsSum: every PE's cabi.Sum). What differs is what
+// the C library keeps beside the runtime's state, and the steps of its
+// own collectives. So:
+//
+//  1. Before Init's barrier every PE stores in its control block what it
+//     runs (lang: LangGo, or LangC where cabi.Hosted), and a C PE the
+//     window of its static data (cabi.Static), which the other C PEs map
+//     after the barrier without another collective step.
+//  2. After the barrier every PE loads the others' lang. If any PE of the
+//     job is a C PE, every PE, Go or C, makes one collective allocation
+//     of cabi.CBlockSize bytes: the C library's world post lines and
+//     scratch words (capi/coll.c), at the same offset on every PE, so
+//     that the program's own allocations keep the same offsets on Go and
+//     C PEs alike. A Go-only job makes none.
+//  3. The C library learns the number of Go PEs (Layout.GoPEs); where it
+//     is not 0 it runs the team collectives through this runtime's team
+//     layer (the same steps on every PE), refuses those the runtime has
+//     not got on a group with a Go PE, and does not cache freed blocks.
+//
+// A job across nodes (pe.far) does none of this: the C library does not
+// join one.
+
+// formatsSum is the digest of the formats Go and C share (cabi.Sum),
+// which every PE of a job must have alike: the segment's header compares
+// it (a C PE whose libsymheap was built from another version of symheap
+// than a Go PE's program is refused at Init, naming both digests). Sum
+// walks the registered types once; they do not change after init.
+var formatsSum = sync.OnceValue(func() uint64 {
+	s, err := cabi.Sum()
+	if err != nil {
+		panic(err) // a registered format that cannot live in shared memory: a bug of this module, caught by its tests
+	}
+	return s
+})
+
+// publishLang is step 1.
+func (pe *PE) publishLang() {
+	c := pe.ctl[pe.rank]
+	if cabi.Hosted {
+		// Stored before the barrier's release, loaded after it.
+		c.staticPid.Store(cabi.Static.PID)
+		c.staticFd.Store(cabi.Static.FD)
+		c.staticSize.Store(cabi.Static.Size)
+		c.lang.Store(cabi.LangC)
+		return
+	}
+	c.lang.Store(cabi.LangGo)
+}
+
+// initLangs is step 2: it counts the job's Go and C PEs and allocates
+// the C library's block where there is a C PE.
+func (pe *PE) initLangs() error {
+	if pe.far != nil {
+		return nil
+	}
+	for p, c := range pe.ctl {
+		switch l := c.lang.Load(); l { // after Init's barrier: stored before it
+		case cabi.LangGo:
+			pe.goPEs++
+		case cabi.LangC:
+			pe.cPEs++
+		default:
+			return fmt.Errorf("symheap: Init: PE %d published no language (%d) before the barrier: %w (every PE must run this version of symheap)", p, l, ErrBadConfig)
+		}
+	}
+	if pe.cPEs == 0 {
+		return nil
+	}
+	b, err := Align[byte](pe, 64, cabi.CBlockSize)
+	if err != nil {
+		return fmt.Errorf("symheap: Init: the C library's block (%d bytes) on every PE of a job with C PEs: %w", cabi.CBlockSize, err)
+	}
+	pe.cBlock, _ = core.SliceData(b)
+	return nil
 }

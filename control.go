@@ -28,7 +28,16 @@ type control struct {
 	// known which); loaded by the node's PEs after the barrier.
 	farLost atomic.Int64
 
-	_ [32]byte
+	// What this PE runs (cabi.LangGo, cabi.LangC) and, for a C PE, the
+	// window of its program's static data (the C library's static.c:
+	// pid, memfd descriptor, size): stored by the PE before Init's
+	// barrier, loaded by every PE of the node after it (cabi_unsafe.go,
+	// "Go and C PEs in one job").
+	lang       atomic.Uint32
+	_          uint32
+	staticPid  atomic.Int64
+	staticFd   atomic.Int64
+	staticSize atomic.Uint64
 
 	// This PE's wake-up channel for point-to-point synchronisation
 	// (wait.go), on a cache line of its own: writers load sig.sleepers

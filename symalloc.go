@@ -227,6 +227,13 @@ func symAlloc[T any](pe *PE, n int, align uint64, kind uint64, hints Hints) ([]T
 	if a := core.AlignOf[T](); align < a {
 		align = a
 	}
+	// Every block is aligned to alloc.MinAlign at least: an alignment
+	// below it asks for nothing more, and is recorded as it, so that a
+	// Malloc[int64] on a Go PE and a shmem_malloc of the same bytes on a
+	// C PE (whose type the C library does not know) are the same call.
+	if align < alloc.MinAlign {
+		align = alloc.MinAlign
+	}
 	if kind == callHints && hints&(HintAtomicsRemote|HintSignalRemote) != 0 {
 		if align < cacheLine {
 			align = cacheLine

@@ -165,8 +165,14 @@ type PE struct {
 	exiting atomic.Bool // this PE called GlobalExit: its watcher leaves the exit to it
 	rma     rmaLayer    // one-sided access and waits (rma.go)
 	ctl     []*control  // every PE's control block
-	sp      core.Space  // the segment as this PE sees it: layout, addresses (a value: the fast paths' first load)
-	stats   *core.Stats // this PE's counters, which symheap stat shows
+
+	// The job's Go and C PEs, and this PE's copy of the C library's
+	// block where there is a C PE (cabi_unsafe.go, "Go and C PEs in one
+	// job"): set by Init, read-only after.
+	goPEs, cPEs int
+	cBlock      core.Ptr
+	sp          core.Space  // the segment as this PE sees it: layout, addresses (a value: the fast paths' first load)
+	stats       *core.Stats // this PE's counters, which symheap stat shows
 
 	watchDone chan struct{}
 	ext       peExt // state of the API layers built on the core
@@ -244,7 +250,7 @@ func initPE(cfg Config, stop func() error) (*PE, error) {
 	}
 	seg, err := segment.Open(segment.Params{
 		Job: j.id, Rank: j.rank, NPEs: j.npes,
-		HeapSize: set.heap, SharedSize: set.shared, CBSize: core.CBSize(j.npes), CBSum: core.CBSum(j.npes),
+		HeapSize: set.heap, SharedSize: set.shared, CBSize: core.CBSize(j.npes), CBSum: core.CBSum(j.npes), FormatsSum: formatsSum(),
 		Allocator: comp.Name, ForceOffset: set.offsetMode, InitTimeout: set.initTimeout,
 		PeerTimeout: set.peerTimeout, Protect: set.protect, Local: local, NodeOf: nodeOf, Stop: stop,
 	})
@@ -294,6 +300,7 @@ func initPE(cfg Config, stop func() error) (*PE, error) {
 		seg.Close()
 		return nil, err
 	}
+	pe.publishLang()
 	// Nobody touches another PE's heap before that PE formatted it.
 	barrier := seg.Barrier
 	if stop != nil {
@@ -304,6 +311,12 @@ func initPE(cfg Config, stop func() error) (*PE, error) {
 		pe.stopWatch()
 		seg.Close()
 		return nil, fmt.Errorf("symheap: Init: %w", err)
+	}
+	if err := pe.initLangs(); err != nil {
+		// Every PE of the job fails alike (the same counts, heap and
+		// allocation): Close is collective.
+		pe.Close()
+		return nil, err
 	}
 	pe.probeLine()
 	pe.quietMonitor()

@@ -80,6 +80,12 @@ char *shmemi_addr_slow(const void *p, size_t n, int pe, const char *op)
 		return shmemi_L.wbase + shmemi_L.part_off + (uint64_t)pe * shmemi_L.part_stride + off;
 	case 2: {
 		char *r = shmemi_static_addr(shmemi_L.static_lo + off, n, pe);
+		if (r == NULL && shmemi_go_pe(pe))
+			shmemi_fatal(op,
+				     "%zu bytes at %p are static data of this C program, and PE %d runs a Go program: static "
+				     "data are symmetric among the job's C PEs only (allocate the object with shmem_malloc "
+				     "to reach it from Go PEs)",
+				     n, p, pe);
 		if (r == NULL)
 			shmemi_fatal(op, "%zu bytes at %p are static data, which PE %d cannot reach: %s", n, p,
 				     shmemi_L.me, shmemi_L.static_why ? shmemi_L.static_why : "unknown reason");

@@ -58,7 +58,8 @@ struct shmemi_team {
 static struct shmemi_team shmemi_team_world_, shmemi_team_shared_;
 void shmemi_world_barrier(const char *op);
 
-/* The world's symmetric scratch block (see the top), allocated at init. */
+/* The world's symmetric scratch block (see the top), in the block the
+ * runtime's Init allocates for the C library (shmemi_teams_init). */
 static struct shmemi_scratch *shmemi_scratch;
 
 /* psync views an active set's pSync (SHMEM_SYNC_SIZE longs). */
@@ -195,18 +196,19 @@ void shmemi_teams_init(void)
 	team_fill(&shmemi_team_world_, 0, shmemi_L.npes, w);
 	/* Every PE of a job shares this node's memory. */
 	team_fill(&shmemi_team_shared_, 0, shmemi_L.npes, w2);
-	char err[1024];
-	/* One cache line: an arrival's add and its sleepers load touch one line. */
-	shmemi_scratch = symheapc_go_malloc(SHMEMI_GO_MALLOC_ALIGN, sizeof(struct shmemi_scratch), 64, 0, NULL, 0, err,
-					    sizeof err);
-	if (shmemi_scratch == NULL)
-		shmemi_fatal("shmem_init", "allocating the collectives' scratch: %s", err);
-	shmemi_post = symheapc_go_malloc(SHMEMI_GO_MALLOC_ALIGN, sizeof(struct shmemi_post_block), 64, 0, NULL, 0, err,
-					 sizeof err);
+	/* The post lines, then the scratch block (one cache line: an
+	 * arrival's add and its sleepers load touch one line), in the block
+	 * the runtime's Init allocated on every PE, Go PEs too (cabi_unsafe.go,
+	 * "Go and C PEs in one job"). */
+	_Static_assert(sizeof(struct shmemi_post_block) % 64 == 0 &&
+			       sizeof(struct shmemi_post_block) + sizeof(struct shmemi_scratch) <= SHMEMI_CBLOCK_SIZE,
+		       "the C library's block does not hold the post lines and the scratch block");
+	if (shmemi_L.cblock == NULL)
+		shmemi_fatal("shmem_init", "the runtime allocated no block for the C library");
+	shmemi_post = (struct shmemi_post_block *)shmemi_L.cblock;
+	shmemi_scratch = (struct shmemi_scratch *)(shmemi_L.cblock + sizeof(struct shmemi_post_block));
 	shmemi_post_peer = malloc(sizeof(*shmemi_post_peer) * (size_t)shmemi_L.npes);
 	post_seen_done = calloc((size_t)shmemi_L.npes, sizeof(*post_seen_done));
-	if (shmemi_post == NULL)
-		shmemi_fatal("shmem_init", "allocating the post lines: %s", err);
 	if (shmemi_post_peer == NULL || post_seen_done == NULL)
 		shmemi_fatal("shmem_init", "out of memory");
 	for (int p = 0; p < shmemi_L.npes; p++)
@@ -427,6 +429,18 @@ static void coll_block(int (*cond)(void *), void *arg, const char *op)
 	shmemi_block_word(coll_word(shmemi_L.me, op), coll_sleepers(shmemi_L.me, op), 0, cond, arg, op);
 }
 
+/* c_only_pe refuses a collective that only the C library has (collect,
+ * alltoalls, the scans, every active-set routine) over a group that has
+ * PE pe, when pe runs a Go program. */
+static void c_only_pe(int pe, const char *op)
+{
+	if (shmemi_go_pe(pe))
+		shmemi_fatal(op, "PE %d of the group runs a Go program, which has no such collective: in a job with "
+				 "Go PEs this one runs on a team or active set of C PEs only (the Go runtime has "
+				 "barrier, sync, broadcast, reduce, fcollect and alltoall on teams: docs/c.md)",
+			     pe);
+}
+
 static void set_check(int start, int logstride, int size, const char *op)
 {
 	if (size < 1 || start < 0 || logstride < 0 || logstride > 30 ||
@@ -437,6 +451,8 @@ static void set_check(int start, int logstride, int size, const char *op)
 	if (d < 0 || d % (1 << logstride) != 0 || d >> logstride >= size)
 		shmemi_fatal(op, "this PE (%d) is not in the active set PE_start %d, logPE_stride %d, PE_size %d",
 			     shmemi_L.me, start, logstride, size);
+	for (int i = 0; shmemi_L.go_pes > 0 && i < size; i++)
+		c_only_pe(start + (i << logstride), op);
 }
 
 /*
@@ -770,6 +786,54 @@ static void post_reduce(void *dest, const void *src, size_t n, size_t bytes, shm
 	shmemi_memcpy(dest, acc, bytes);
 }
 
+/*
+ * Go and C PEs in one job (docs/c.md): the team collectives the Go
+ * runtime has (broadcast, reduce, fcollect, alltoall) run its steps, on
+ * every PE of the job (go_collective, go_reduce); the others (collect,
+ * alltoalls with strides, the scans, every active-set routine) run here
+ * and only on groups of C PEs (c_only), as a Go PE could not take part.
+ * The arrays must lie in the symmetric heap (the runtime has no view of
+ * a C program's static data).
+ */
+static void go_arrays(const void *dest, const void *src, size_t dbytes, size_t sbytes, const char *op)
+{
+	uint64_t off;
+	if ((dbytes > 0 && shmemi_locate(dest, dbytes, &off) == 2) || (sbytes > 0 && shmemi_locate(src, sbytes, &off) == 2))
+		shmemi_fatal(op, "in a job with Go PEs a collective's arrays must lie in the symmetric heap (shmem_malloc): "
+				 "static data are symmetric among the C PEs only");
+}
+
+static void go_collective(int kind, const struct group *g, void *dest, const void *src, size_t n, int root,
+			  const char *op)
+{
+	char err[1024];
+	size_t dn = kind == SHMEMI_GO_COLL_FCOLLECT ? n * (size_t)g->size : n;
+	go_arrays(dest, src, dn, n, op);
+	shmemi_quiet();
+	if (symheapc_go_collective(kind, team_of(g->team, op)->id, dest, (void *)src, n, root, err, sizeof err) != 0)
+		shmemi_fatal(op, "%s", err);
+}
+
+static void go_reduce(const struct group *g, void *dest, const void *src, size_t n, size_t size,
+		      shmemi_combine_fn combine, const char *op)
+{
+	char err[1024];
+	if (size && n > SIZE_MAX / size)
+		shmemi_fatal(op, "%zu elements overflow", n);
+	go_arrays(dest, src, n * size, n * size, op);
+	shmemi_quiet();
+	if (symheapc_go_reduce(team_of(g->team, op)->id, dest, (void *)src, n, size, combine, err, sizeof err) != 0)
+		shmemi_fatal(op, "%s", err);
+}
+
+/* c_only refuses a collective that only the C library has over a group
+ * with a Go PE (c_only_pe). */
+static void c_only(const struct group *g, const char *op)
+{
+	for (int r = 0; shmemi_L.go_pes > 0 && r < g->size; r++)
+		c_only_pe(gpe(g, r), op);
+}
+
 static void reduce(const struct group *g, void *dest, const void *src, size_t n, size_t size,
 		   shmemi_combine_fn combine, const char *op)
 {
@@ -805,6 +869,10 @@ int shmemi_team_reduce(shmem_team_t team, void *dest, const void *src, size_t n,
 {
 	struct group g;
 	team_group(team, &g, op);
+	if (shmemi_L.go_pes > 0) {
+		go_reduce(&g, dest, src, n, size, combine, op);
+		return 0;
+	}
 	call_enter(&g, SHMEMI_CALL_REDUCE);
 	reduce(&g, dest, src, n, size, combine, op);
 	call_leave(&g);
@@ -888,6 +956,10 @@ int shmemi_team_broadcast(shmem_team_t team, void *dest, const void *src, size_t
 {
 	struct group g;
 	team_group(team, &g, op);
+	if (shmemi_L.go_pes > 0) {
+		go_collective(SHMEMI_GO_COLL_BROADCAST, &g, dest, src, n, root, op);
+		return 0;
+	}
 	call_enter(&g, SHMEMI_CALL_BROADCAST);
 	broadcast(&g, dest, src, n, root, 1, op);
 	call_leave(&g);
@@ -935,6 +1007,11 @@ int shmemi_team_collect(shmem_team_t team, void *dest, const void *src, size_t n
 {
 	struct group g;
 	team_group(team, &g, op);
+	if (shmemi_L.go_pes > 0 && fixed) {
+		go_collective(SHMEMI_GO_COLL_FCOLLECT, &g, dest, src, n, 0, op);
+		return 0;
+	}
+	c_only(&g, op);
 	call_enter(&g, (fixed ? SHMEMI_CALL_FCOLLECT : SHMEMI_CALL_COLLECT));
 	collect(&g, dest, src, n, fixed, op);
 	call_leave(&g);
@@ -981,6 +1058,13 @@ int shmemi_team_alltoalls(shmem_team_t team, void *dest, const void *src, ptrdif
 {
 	struct group g;
 	team_group(team, &g, op);
+	if (shmemi_L.go_pes > 0 && dst == 1 && sst == 1) {
+		if (size && nelems > SIZE_MAX / size / (size_t)g.size)
+			shmemi_fatal(op, "%zu elements overflow", nelems);
+		go_collective(SHMEMI_GO_COLL_ALLTOALL, &g, dest, src, nelems * size * (size_t)g.size, 0, op);
+		return 0;
+	}
+	c_only(&g, op);
 	call_enter(&g, SHMEMI_CALL_ALLTOALLS);
 	alltoalls(&g, dest, src, dst, sst, nelems, size, op);
 	call_leave(&g);
@@ -1017,6 +1101,7 @@ int shmemi_team_scan(shmem_team_t team, void *dest, const void *src, size_t n, s
 {
 	struct group g;
 	team_group(team, &g, op);
+	c_only(&g, op);
 	if (size && n > SIZE_MAX / size)
 		shmemi_fatal(op, "%zu elements overflow", n);
 	size_t bytes = n * size;

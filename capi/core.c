@@ -207,6 +207,7 @@ void shmem_finalize(void)
 	shmemi_static_finalize();
 	shmemi_symalloc_finalize();
 	int rc = symheapc_go_finalize(err, sizeof err);
+	shmemi_static_close(); /* every PE has left shmem_init: none opens it any more */
 	shmemi_L.finalized = 1;
 	if (rc != 0) {
 		shmemi_go_error("shmem_finalize", err);

@@ -20,12 +20,15 @@ package main
 #include <string.h>
 #include "shmem_internal.h"
 #include "shmemi_go.h"
+
+static void shmemi_call_combine(shmemi_combine_fn f, void *acc, const void *x, size_t n) { f(acc, x, n); }
 */
 import "C"
 
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"unsafe"
 
@@ -71,6 +74,11 @@ func symheapc_go_init(l *C.struct_shmemi_layout, errbuf *C.char, n C.size_t) C.i
 		return 1
 	}
 	cabi.Hosted = true
+	// The static data's window (static.c), published for the other C
+	// PEs at Init.
+	if fd := C.shmemi_static_fd(); fd >= 0 {
+		cabi.Static = cabi.StaticWindow{PID: int64(os.Getpid()), FD: int64(fd), Size: uint64(l.static_size)}
+	}
 	p, err := symheap.Init(symheap.Config{})
 	if err != nil {
 		setErr(errbuf, n, err)
@@ -105,6 +113,8 @@ func symheapc_go_init(l *C.struct_shmemi_layout, errbuf *C.char, n C.size_t) C.i
 	l.stat_sym_frees = (*C.uint64_t)(d.StatSymFrees)
 	// symalloc.c publishes allocation records of this PE too.
 	cabi.ShareRecords(p, (*[2]uint64)(unsafe.Pointer(&C.shmemi_rec_nums[0])))
+	l.cblock = (*C.char)(d.CBlock)
+	l.go_pes = C.int(d.GoPEs)
 	path := unsafe.Slice((*byte)(unsafe.Pointer(&l.seg_path[0])), len(l.seg_path))
 	path[copy(path[:len(path)-1], d.SegPath)] = 0
 	return 0
@@ -291,4 +301,55 @@ func symheapc_go_team_destroy(id C.int, errbuf *C.char, n C.size_t) C.int {
 	delete(teams, int(id))
 	mu.Unlock()
 	return 0
+}
+
+// The team collectives of a job with Go PEs (coll.c, go_collective):
+// the runtime's, so that Go and C PEs take the same steps. dst and src
+// are n bytes (fcollect: src n, dst n times the team's size) in this
+// PE's symmetric heap.
+const (
+	collBroadcast = iota
+	collFCollect
+	collAllToAll
+)
+
+//export symheapc_go_collective
+func symheapc_go_collective(kind, id C.int, dst, src unsafe.Pointer, n C.size_t, root C.int, errbuf *C.char, en C.size_t) C.int {
+	t := team(id)
+	d, s := cbytes(dst, int(n)), cbytes(src, int(n))
+	var err error
+	switch kind {
+	case collBroadcast:
+		err = symheap.Broadcast(t, d, s, int(root))
+	case collFCollect:
+		err = symheap.FCollect(t, cbytes(dst, int(n)*t.Size()), s)
+	default:
+		err = symheap.AllToAll(t, d, s)
+	}
+	if err != nil {
+		setErr(errbuf, en, err)
+		return 1
+	}
+	return 0
+}
+
+//export symheapc_go_reduce
+func symheapc_go_reduce(id C.int, dst, src unsafe.Pointer, n, size C.size_t, combine C.shmemi_combine_fn, errbuf *C.char, en C.size_t) C.int {
+	err := cabi.ReduceFold(team(id), dst, src, int(n), uint64(size), func(acc, x unsafe.Pointer, k int) {
+		C.shmemi_call_combine(combine, acc, x, C.size_t(k))
+	})
+	if err != nil {
+		setErr(errbuf, en, err)
+		return 1
+	}
+	return 0
+}
+
+// cbytes is the n bytes at p as a slice (nil for none: the collectives
+// take null pointers with no elements).
+func cbytes(p unsafe.Pointer, n int) []byte {
+	if p == nil || n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(p), n)
 }

@@ -82,6 +82,13 @@ struct shmemi_layout {
 	char **static_peer;       /* by PE: PE p's static data as mapped here; NULL if not reachable */
 	const char *static_why;   /* why static data are not symmetric, or NULL */
 	char seg_path[512];
+	/* Go and C PEs in one job (docs/c.md): this PE's copy of the C
+	 * library's symmetric block (SHMEMI_CBLOCK_SIZE bytes, allocated by
+	 * the runtime's Init: the world's post lines, then its scratch), and
+	 * the number of Go PEs; each PE's language is its control block's
+	 * lang (SHMEMI_LANG_GO, SHMEMI_LANG_C). */
+	char *cblock;
+	int go_pes;
 };
 
 extern struct shmemi_layout shmemi_L;
@@ -111,6 +118,14 @@ void shmemi_wake_all(void);
 static inline struct shmemi_control *shmemi_ctl(int pe)
 {
 	return (struct shmemi_control *)(shmemi_L.cb_base + (uint64_t)pe * shmemi_L.cb_stride);
+}
+
+/* shmemi_go_pe reports whether PE pe runs a Go program (a job of Go and
+ * C PEs: docs/c.md). Its lang was stored before the runtime's Init
+ * barrier and never changes. */
+static inline int shmemi_go_pe(int pe)
+{
+	return shmemi_L.go_pes > 0 && __atomic_load_n(&shmemi_ctl(pe)->lang, __ATOMIC_RELAXED) == SHMEMI_LANG_GO;
 }
 
 /* The call words (internal/calls, shmemi_calls.h): each PE publishes the
@@ -527,6 +542,11 @@ static inline void shmemi_ctx_check(shmem_ctx_t ctx, const char *op)
 	if (SHMEMI_UNLIKELY(ctx == SHMEM_CTX_INVALID || !ctx->valid))
 		shmemi_fatal(op, "the context is SHMEM_CTX_INVALID or destroyed (create it with shmem_ctx_create)");
 }
+
+/* The descriptor of this PE's static data window, -1 if none (static.c). */
+int shmemi_static_fd(void);
+/* Closes it, once every PE has left shmem_init (static.c). */
+void shmemi_static_close(void);
 
 /* The team's world PE of team rank r (coll.c). */
 int shmemi_team_world_pe(shmem_team_t team, int r, const char *op);

@@ -20,7 +20,7 @@
 
 /* The digest of the runtime's formats (internal/cabi.Sum): shmem_init
  * refuses to run with a runtime whose formats are not these. */
-#define SHMEMI_FORMATS_SUM UINT64_C(0x4749b667404056a0)
+#define SHMEMI_FORMATS_SUM UINT64_C(0xa5d7b58e4e29899)
 
 #define SHMEMI_ALLOC_CALL_ALIGN 3 /* an allocation record's kind (symalloc.go) */
 #define SHMEMI_ALLOC_CALL_CALLOC 2 /* an allocation record's kind (symalloc.go) */
@@ -28,13 +28,17 @@
 #define SHMEMI_ALLOC_CALL_HINTS 4 /* an allocation record's kind (symalloc.go) */
 #define SHMEMI_ALLOC_CALL_MALLOC 1 /* an allocation record's kind (symalloc.go) */
 #define SHMEMI_ALLOC_CALL_REALLOC 5 /* an allocation record's kind (symalloc.go) */
+#define SHMEMI_ALLOC_MIN_ALIGN 16 /* the least alignment an allocation record holds: every block's (alloc.MinAlign, symalloc.go) */
 #define SHMEMI_ALLOC_NO_OFF UINT64_C(0xffffffffffffffff) /* an allocation record's in or out when there is no offset (symalloc.go) */
 #define SHMEMI_BARRIER_TEAMS 64 /* team ids in a barrier area, each a count line then the round lines */
+#define SHMEMI_CBLOCK_SIZE 4096 /* bytes of the C library's symmetric block, allocated by Init in a job with a C PE */
 #define SHMEMI_CONTROL_SIZE 4096 /* bytes of the fixed part of a control block (core.ControlSize) */
 #define SHMEMI_GO_MALLOC_ALIGN 2 /* symheapc_go_malloc: shmem_align */
 #define SHMEMI_GO_MALLOC_CALLOC 1 /* symheapc_go_malloc: shmem_calloc */
 #define SHMEMI_GO_MALLOC_HINTS 3 /* symheapc_go_malloc: shmem_malloc_with_hints */
 #define SHMEMI_GO_MALLOC_PLAIN 0 /* symheapc_go_malloc: shmem_malloc */
+#define SHMEMI_LANG_C 2 /* a control block's lang: the PE runs a C program (libsymheap) */
+#define SHMEMI_LANG_GO 1 /* a control block's lang: the PE runs a Go program */
 #define SHMEMI_POST_AHEAD 8 /* calls ahead a reader of a root's ring asks for a line */
 #define SHMEMI_POST_DATA 56 /* bytes a post line carries: broadcasts and reductions of at most this many go through post lines */
 #define SHMEMI_POST_DONE_PAUSES 8 /* pauses between a waiting root's reads of a done line */
@@ -137,7 +141,11 @@ struct shmemi_control {
 	uint32_t exit_ready; /* 16 */
 	unsigned char pad_20[4]; /* 20 */
 	int64_t far_lost; /* 24 */
-	unsigned char pad_32[32]; /* 32 */
+	uint32_t lang; /* 32 */
+	unsigned char pad_36[4]; /* 36 */
+	int64_t static_pid; /* 40 */
+	int64_t static_fd; /* 48 */
+	uint64_t static_size; /* 56 */
 	struct shmemi_signal sig; /* 64 */
 	uint32_t sleeping; /* 128 */
 	unsigned char pad_132[124]; /* 132 */
@@ -152,6 +160,10 @@ _Static_assert(offsetof(struct shmemi_control, exit_sleepers) == 8, "struct shme
 _Static_assert(offsetof(struct shmemi_control, watch_stop) == 12, "struct shmemi_control is not symheap.control: run go generate ./capi/gen");
 _Static_assert(offsetof(struct shmemi_control, exit_ready) == 16, "struct shmemi_control is not symheap.control: run go generate ./capi/gen");
 _Static_assert(offsetof(struct shmemi_control, far_lost) == 24, "struct shmemi_control is not symheap.control: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_control, lang) == 32, "struct shmemi_control is not symheap.control: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_control, static_pid) == 40, "struct shmemi_control is not symheap.control: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_control, static_fd) == 48, "struct shmemi_control is not symheap.control: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_control, static_size) == 56, "struct shmemi_control is not symheap.control: run go generate ./capi/gen");
 _Static_assert(offsetof(struct shmemi_control, sig) == 64, "struct shmemi_control is not symheap.control: run go generate ./capi/gen");
 _Static_assert(offsetof(struct shmemi_control, sleeping) == 128, "struct shmemi_control is not symheap.control: run go generate ./capi/gen");
 _Static_assert(offsetof(struct shmemi_control, alloc_rec) == 256, "struct shmemi_control is not symheap.control: run go generate ./capi/gen");

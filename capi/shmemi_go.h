@@ -30,6 +30,12 @@ extern int symheapc_go_team_sync(int id, char *err, size_t n);
  * this PE is not a member, -2 on error. */
 extern int symheapc_go_team_split(int parent, int start, int stride, int size, int *world, char *err, size_t n);
 extern int symheapc_go_team_destroy(int id, char *err, size_t n);
+/* The runtime's team collectives, for a job with Go PEs (coll.c): kind
+ * SHMEMI_GO_COLL_*; n bytes each (fcollect: dst holds n per member). */
+enum { SHMEMI_GO_COLL_BROADCAST, SHMEMI_GO_COLL_FCOLLECT, SHMEMI_GO_COLL_ALLTOALL };
+extern int symheapc_go_collective(int kind, int id, void *dst, void *src, size_t n, int root, char *err, size_t en);
+extern int symheapc_go_reduce(int id, void *dst, void *src, size_t n, size_t size,
+			      void (*combine)(void *acc, const void *in, size_t n), char *err, size_t en);
 
 void shmemi_flush_stdio(void);
 #endif

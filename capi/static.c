@@ -15,11 +15,19 @@
  *      shareable memory. Nothing else runs in the process then, so no
  *      store is lost between the copy and the mapping.
  *   2. At shmem_init every PE publishes its pid, the memfd's descriptor
- *      number and the window's size in a symmetric block; every PE opens
- *      every other PE's memfd through /proc/PID/fd/N and maps it. PE p's
- *      copy of a static object at lo+off is then static_peer[p]+off: the
- *      base-plus-offset addressing of the heap, so PIE executables work
- *      (their static data lie at a different address in every PE).
+ *      number and the window's size in its control block (the runtime's
+ *      Init stores them before its barrier: cabi.Static); after it
+ *      every PE opens every other C PE's memfd through /proc/PID/fd/N and
+ *      maps it. PE p's copy of a static object at lo+off is then
+ *      static_peer[p]+off: the base-plus-offset addressing of the heap,
+ *      so PIE executables work (their static data lie at a different
+ *      address in every PE). The descriptor stays open until every PE
+ *      has left shmem_init (shmemi_static_close, after the runtime's
+ *      Close barrier), so that its number names the memfd whenever a
+ *      peer opens it.
+ *   3. A Go PE of the job (docs/c.md, "Go and C in one job") has no
+ *      copy of a C program's static data: static_peer is NULL for it,
+ *      and an access is an error naming it.
  *
  * What it covers: the executable's own .data and .bss (and .got.plt,
  * which shares their pages). Not covered: shared libraries' data (a
@@ -39,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -142,17 +151,15 @@ __attribute__((constructor(101))) static void shmemi_static_ctor(void)
 	shmemi_L.static_size = n;
 }
 
-struct pub {
-	int64_t pid, fd;
-	uint64_t size;
-	int64_t pad;
-};
+int shmemi_static_fd(void)
+{
+	return static_fd;
+}
 
 int shmemi_static_init(void)
 {
 	const char *op = "shmem_init";
 	int npes = shmemi_L.npes;
-	char err[1024];
 	shmemi_L.static_peer = calloc((size_t)npes, sizeof(char *));
 	if (shmemi_L.static_peer == NULL)
 		return -1;
@@ -161,47 +168,47 @@ int shmemi_static_init(void)
 		return 0;
 	}
 	shmemi_L.static_peer[shmemi_L.me] = shmemi_L.static_lo;
-	if (npes == 1) {
-		close(static_fd);
-		return 0;
-	}
-	struct pub *pub = symheapc_go_malloc(SHMEMI_GO_MALLOC_PLAIN, sizeof(struct pub), 0, 0, NULL, 0, err, sizeof err);
-	if (pub == NULL)
-		shmemi_fatal(op, "publishing the static data window: %s", err);
-	pub->pid = getpid();
-	pub->fd = static_fd;
-	pub->size = shmemi_L.static_size;
-	if (symheapc_go_barrier_all(err, sizeof err) != 0)
-		shmemi_fatal(op, "%s", err);
 	for (int q = 0; q < npes; q++) {
-		if (q == shmemi_L.me)
-			continue;
-		struct pub *o = (struct pub *)shmemi_addr(pub, sizeof *pub, q, op);
-		if (o->size != shmemi_L.static_size)
-			shmemi_fatal(op, "PE %d's static data are %llu bytes, this PE's %llu: every PE must run the "
+		if (q == shmemi_L.me || shmemi_go_pe(q))
+			continue; /* a Go PE has no copy (the top, step 3) */
+		/* Stored before the runtime's Init barrier. */
+		struct shmemi_control *c = shmemi_ctl(q);
+		int64_t pid = __atomic_load_n(&c->static_pid, __ATOMIC_RELAXED);
+		int64_t pfd = __atomic_load_n(&c->static_fd, __ATOMIC_RELAXED);
+		uint64_t size = __atomic_load_n(&c->static_size, __ATOMIC_RELAXED);
+		if (size == 0)
+			shmemi_fatal(op, "PE %d has no symmetric static data (SYMHEAP_STATIC=0, or it failed there), this PE "
+					 "has: set SYMHEAP_STATIC alike on every PE",
+				     q);
+		if (size != shmemi_L.static_size)
+			shmemi_fatal(op, "PE %d's static data are %llu bytes, this PE's %llu: every C PE must run the "
 					 "same executable",
-				     q, (unsigned long long)o->size, (unsigned long long)shmemi_L.static_size);
+				     q, (unsigned long long)size, (unsigned long long)shmemi_L.static_size);
 		char path[64];
-		snprintf(path, sizeof path, "/proc/%lld/fd/%lld", (long long)o->pid, (long long)o->fd);
+		snprintf(path, sizeof path, "/proc/%lld/fd/%lld", (long long)pid, (long long)pfd);
 		int fd = open(path, O_RDWR | O_CLOEXEC);
 		if (fd < 0)
 			shmemi_fatal(op, "opening PE %d's static data (%s): %s (the PEs must run as one user, "
 					 "and /proc must be mounted)",
 				     q, path, strerror(errno));
+		struct stat st;
+		if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != size)
+			shmemi_fatal(op, "PE %d's static data (%s) are not its window of %llu bytes", q, path,
+				     (unsigned long long)size);
 		void *m = mmap(NULL, shmemi_L.static_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		close(fd);
 		if (m == MAP_FAILED)
 			shmemi_fatal(op, "mapping PE %d's static data: %s", q, strerror(errno));
 		shmemi_L.static_peer[q] = m;
 	}
-	/* Everybody has mapped every window: the descriptors can go (the
-	 * mappings hold the memfds). */
-	if (symheapc_go_barrier_all(err, sizeof err) != 0)
-		shmemi_fatal(op, "%s", err);
-	close(static_fd);
-	if (symheapc_go_free(pub, err, sizeof err) != 0)
-		shmemi_fatal(op, "%s", err);
 	return 0;
+}
+
+void shmemi_static_close(void)
+{
+	if (static_fd >= 0)
+		close(static_fd);
+	static_fd = -1;
 }
 
 void shmemi_static_finalize(void)

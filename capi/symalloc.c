@@ -387,7 +387,7 @@ void *shmemi_alloc(int kind, size_t size, size_t align, long hints, const char *
 			if (kind == SHMEMI_GO_MALLOC_CALLOC)
 				memset(p, 0, size); /* before the exchange, after which others may put into it */
 			uint64_t call = kind == SHMEMI_GO_MALLOC_PLAIN ? SHMEMI_ALLOC_CALL_MALLOC : SHMEMI_ALLOC_CALL_CALLOC;
-			if (exchange(call, size, 1, NO_OFF, off, 1, op, err, sizeof err)) {
+			if (exchange(call, size, SHMEMI_ALLOC_MIN_ALIGN, NO_OFF, off, 1, op, err, sizeof err)) {
 				live_add(off, size | LIVE_CACHEABLE, op);
 				shmemi_bump(shmemi_L.stat_sym_allocs);
 				unlock_calls();
@@ -491,7 +491,9 @@ void shmem_free(void *ptr)
 	uint64_t size = e->size;
 	live_remove(e);
 	shmemi_bump(shmemi_L.stat_sym_frees);
-	if (size & LIVE_CACHEABLE)
+	/* No cache in a job with Go PEs, whose frees go to the allocator at
+	 * once: the heaps must stay alike on Go and C PEs. */
+	if ((size & LIVE_CACHEABLE) && shmemi_L.go_pes == 0)
 		cache_put(off, size & ~LIVE_CACHEABLE, "shmem_free");
 	else
 		give_back(&off, 1, "shmem_free");

@@ -24,9 +24,13 @@
 // inherited environment, Options.Env, Options.Heap and Options.Allocator,
 // the job identity.
 //
+// A job may run several programs (StartApps, mpirun's MPMD form "-n 2 ./a
+// : -n 2 ./b"): each App's PEs take the next ranks, and every PE gets the
+// same job id and N; Go and C programs may be mixed (docs/c.md).
+//
 // # Starting: the fork thread, Pdeathsig and process groups
 //
-//  1. The program is resolved: an existing executable file is run as is; a
+//  1. Each program is resolved, once: an existing executable file is run as is; a
 //     directory of Go files, a .go file or anything `go list` knows as a
 //     main package is built with `go build` into a temporary directory that
 //     is removed when the job ends; a bare name is looked up in PATH.

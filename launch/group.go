@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/symheap/symheap/internal/config"
+	"github.com/symheap/symheap/internal/errs"
 	"github.com/symheap/symheap/internal/unix"
 )
 
@@ -79,6 +80,36 @@ func Start(ctx context.Context, opts Options, prog string, args ...string) (*Gro
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
+	return StartApps(ctx, opts, []App{{N: opts.N, Prog: prog, Args: args}})
+}
+
+// An App is one program of a job that runs several (MPMD: mpirun's
+// "-n 2 ./a : -n 2 ./b"): N PEs of Prog with Args. The ranks follow the
+// order of the apps: the first app's PEs are ranks 0 to N-1, the next
+// app's follow, and every PE belongs to the one job, with one segment.
+type App struct {
+	N    int
+	Prog string
+	Args []string
+}
+
+// StartApps is Start for a job of several programs. opts.N must be 0
+// or the sum of the apps' N (it is set to the sum).
+func StartApps(ctx context.Context, opts Options, apps []App) (*Group, error) {
+	total := 0
+	for i, a := range apps {
+		if a.N < 1 {
+			return nil, fmt.Errorf("launch: %w: program %d (%s): number of PEs %d: want at least 1", errs.ErrBadConfig, i+1, a.Prog, a.N)
+		}
+		total += a.N
+	}
+	if len(apps) == 0 || opts.N != 0 && opts.N != total {
+		return nil, fmt.Errorf("launch: %w: %d PEs in Options.N, %d in %d programs: they must agree", errs.ErrBadConfig, opts.N, total, len(apps))
+	}
+	opts.N = total
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("launch: %w", err)
 	}
@@ -100,9 +131,24 @@ func Start(ctx context.Context, opts Options, prog string, args ...string) (*Gro
 		}
 		opts.PeerTimeout = d
 	}
-	exe, cleanup, err := resolve(ctx, opts.Dir, prog, opts.BuildFlags)
-	if err != nil {
-		return nil, err
+	// Each program once, in the order given; rank r runs exes[appOf[r]].
+	var exes []string
+	var cleanups []func()
+	cleanup := func() {
+		for _, c := range cleanups {
+			c()
+		}
+	}
+	for _, a := range apps {
+		exe, c, err := resolve(ctx, opts.Dir, a.Prog, opts.BuildFlags)
+		if err != nil {
+			cleanup()
+			return nil, err
+		}
+		exes = append(exes, exe)
+		if c != nil {
+			cleanups = append(cleanups, c)
+		}
 	}
 	g := &Group{
 		job:     opts.Job,
@@ -115,7 +161,12 @@ func Start(ctx context.Context, opts Options, prog string, args ...string) (*Gro
 	}
 	var outMu sync.Mutex
 	g.start = time.Now()
+	app, first := 0, 0 // the app of rank, and its first rank
 	for rank := 0; rank < opts.N; rank++ {
+		if rank-first == apps[app].N {
+			app, first = app+1, rank
+		}
+		exe, args := exes[app], apps[app].Args
 		p := &proc{rank: rank}
 		var prefix []byte
 		if opts.Tag {

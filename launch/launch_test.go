@@ -644,3 +644,23 @@ func TestBadPeerTimeout(t *testing.T) {
 		t.Errorf("Run with SYMHEAP_PEER_TIMEOUT=soon: %v, want ErrBadConfig naming the variable", err)
 	}
 }
+
+// TestStartAppsRefuses: a job of several programs whose counts are
+// wrong is refused before anything starts.
+func TestStartAppsRefuses(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		apps []launch.App
+		want string
+	}{
+		{0, nil, "in 0 programs"},
+		{0, []launch.App{{N: 1, Prog: "true"}, {N: 0, Prog: "false"}}, "program 2 (false): number of PEs 0"},
+		{3, []launch.App{{N: 1, Prog: "true"}, {N: 1, Prog: "true"}}, "3 PEs in Options.N, 2 in 2 programs"},
+		{0, []launch.App{{N: launch.MaxPEs, Prog: "true"}, {N: 1, Prog: "true"}}, "want 1 to"},
+	} {
+		g, err := launch.StartApps(context.Background(), launch.Options{N: c.n}, c.apps)
+		if g != nil || !errors.Is(err, errs.ErrBadConfig) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("StartApps(N %d, %v): %v, %v; want ErrBadConfig saying %q", c.n, c.apps, g, err, c.want)
+		}
+	}
+}

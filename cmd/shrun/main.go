@@ -1,7 +1,7 @@
 // Command shrun starts the PEs of a symheap job on this node and
 // supervises them as one group.
 //
-//	shrun -n N [--heap SIZE] [--allocator NAME] [--timeout D] [--tag] [--offset-mode] [-x VAR[=value]]... PROGRAM|PACKAGE [ARGS...]
+//	shrun -n N [--heap SIZE] [--allocator NAME] [--timeout D] [--tag] [--offset-mode] [-x VAR[=value]]... PROGRAM|PACKAGE [ARGS...] [: -n N PROGRAM [ARGS...]]...
 //
 // PROGRAM is an executable file (or a name found in PATH); PACKAGE is a Go
 // main package, named by directory ("./examples/ring") or import path,
@@ -12,6 +12,13 @@
 // --tag, -x VAR=value exports a variable to every PE (-x VAR exports
 // shrun's own value of VAR; repeatable). --version prints symheap's
 // version, --man shrun's manual page.
+//
+// A ":" argument starts another program of the same job, as in mpirun's
+// MPMD form: "shrun -n 2 ./goprog : -n 2 ./cprog" runs ranks 0 and 1 of
+// ./goprog and ranks 2 and 3 of ./cprog as one job of 4 PEs (Go and C
+// programs may be mixed: docs/c.md). Each program after a ":" takes its
+// own -n; shrun's other flags hold for every program. A PE's own ":"
+// argument cannot be passed.
 //
 // Each PE gets SYMHEAP_JOB, SYMHEAP_PE and SYMHEAP_NPES (see package
 // launch); --heap sets SHMEM_SYMMETRIC_SIZE, --allocator SYMHEAP_ALLOCATOR
@@ -40,6 +47,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -55,10 +63,11 @@ func main() {
 	os.Exit(shrun(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usageHead = `usage: shrun -n N [--heap SIZE] [--allocator NAME] [--timeout D] [--tag] [--offset-mode] [-x VAR[=value]]... PROGRAM|PACKAGE [ARGS...]
+const usageHead = `usage: shrun -n N [--heap SIZE] [--allocator NAME] [--timeout D] [--tag] [--offset-mode] [-x VAR[=value]]... PROGRAM|PACKAGE [ARGS...] [: -n N PROGRAM [ARGS...]]...
 
 Starts N PEs of PROGRAM (an executable) or PACKAGE (a Go main package, built
 first) as one symheap job, and exits with the status of the first PE that fails.
+Each ": -n N PROGRAM" adds N PEs of another program to the job (ranks in order).
 
 `
 
@@ -135,14 +144,22 @@ func shrun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "shrun (symheap) %s\n", config.Version)
 		return 0
 	}
+	apps, err := parseApps(*n, fs.Args())
+	if err != nil {
+		return usageError("%v", err)
+	}
+	total := 0
+	for _, a := range apps {
+		total += a.N
+	}
 	switch {
 	case fs.NArg() == 0:
 		return usageError("no program given")
 	case *n < 1:
 		return usageError("-n %d: give the number of PEs, at least 1", *n)
-	case *n > launch.MaxPEs:
+	case total > launch.MaxPEs:
 		// Before anything starts: each PE would fail in Init otherwise.
-		return usageError("-n %d: a job has at most %d PEs (the most its segment holds)", *n, launch.MaxPEs)
+		return usageError("-n %d: a job has at most %d PEs (the most its segment holds)", total, launch.MaxPEs)
 	case *timeout < 0:
 		return usageError("--timeout %v: must not be negative", *timeout)
 	}
@@ -159,7 +176,7 @@ func shrun(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	opts := launch.Options{
-		N: *n, Heap: *heap, Allocator: *allocator, Timeout: *timeout, Tag: *tag,
+		Heap: *heap, Allocator: *allocator, Timeout: *timeout, Tag: *tag,
 		Stdout: stdout, Stderr: stderr,
 	}
 	if *offsetMode {
@@ -203,7 +220,7 @@ func shrun(args []string, stdout, stderr io.Writer) int {
 		}
 	}()
 
-	g, err := launch.Start(ctx, opts, fs.Arg(0), fs.Args()[1:]...)
+	g, err := launch.StartApps(ctx, opts, apps)
 	if err != nil {
 		fmt.Fprintf(stderr, "shrun: %v\n", err)
 		if errors.Is(err, errs.ErrBadConfig) {
@@ -222,6 +239,50 @@ func shrun(args []string, stdout, stderr io.Writer) int {
 	return res.Status
 }
 
+// parseApps splits the command line after shrun's flags into the job's
+// programs at each ":" argument, as mpirun does (MPMD): the first is
+// PROGRAM [ARGS...] with n PEs, each later one -n N PROGRAM [ARGS...].
+func parseApps(n int, args []string) ([]launch.App, error) {
+	var apps []launch.App
+	for i := 0; ; i++ {
+		end := slices.Index(args, ":")
+		if end < 0 {
+			end = len(args)
+		}
+		group := args[:end]
+		if i == 0 {
+			if len(group) == 0 && end < len(args) {
+				return nil, errors.New("no program before the first ':'")
+			}
+			if len(group) > 0 {
+				apps = append(apps, launch.App{N: n, Prog: group[0], Args: group[1:]})
+			}
+		} else if len(group) == 0 {
+			return nil, fmt.Errorf("program %d (after ':' number %d): no program given", i+1, i)
+		} else {
+			fs := flag.NewFlagSet("shrun", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			var k int
+			fs.IntVar(&k, "n", 0, "")
+			fs.IntVar(&k, "np", 0, "")
+			if err := fs.Parse(group); err != nil {
+				return nil, fmt.Errorf("program %d (after ':' number %d): %v (each program after a ':' takes -n N, then the program)", i+1, i, err)
+			}
+			switch {
+			case k < 1:
+				return nil, fmt.Errorf("program %d (after ':' number %d): -n %d: give its number of PEs, at least 1", i+1, i, k)
+			case fs.NArg() == 0:
+				return nil, fmt.Errorf("program %d (after ':' number %d): no program given", i+1, i)
+			}
+			apps = append(apps, launch.App{N: k, Prog: fs.Arg(0), Args: fs.Args()[1:]})
+		}
+		if end == len(args) {
+			return apps, nil
+		}
+		args = args[end+1:]
+	}
+}
+
 // manPage is shrun's manual page, from its flags.
 func manPage() *manpage.Page {
 	fs, _ := newFlags(io.Discard)
@@ -232,6 +293,7 @@ func manPage() *manpage.Page {
 		Synopsis: []string{
 			"shrun -n N [--heap SIZE] [--allocator NAME] [--timeout D] [--tag] [--offset-mode] [-x VAR[=value]]... PROGRAM|PACKAGE [ARGS...]",
 			"shrun -np N [options] PROGRAM [ARGS...]",
+			"shrun -n N [options] PROGRAM [ARGS...] : -n N PROGRAM [ARGS...] ...",
 			"shrun --version",
 		},
 		Description: []string{
@@ -242,6 +304,9 @@ func manPage() *manpage.Page {
 			"Flags end at the first argument that is not one: everything from PROGRAM on goes to the PEs untouched. " +
 				"Flags may be written with one dash or two.",
 			"Each PE gets SYMHEAP_JOB, SYMHEAP_PE and SYMHEAP_NPES, and shrun's environment with what -x, --heap, --allocator and --offset-mode add.",
+			"A \":\" argument starts another program of the same job, as mpirun's MPMD form does: " +
+				"\"shrun -n 2 ./goprog : -n 2 ./cprog\" runs ranks 0 and 1 of ./goprog and ranks 2 and 3 of ./cprog as one job of 4 PEs. " +
+				"Each program after a \":\" takes its own -n N; the other flags hold for every program.",
 		},
 		Sections: []manpage.Section{
 			{Title: "Options", Options: manpage.Flags(fs)},

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -233,6 +234,42 @@ func TestOpenMPIFlags(t *testing.T) {
 	status, stdout, _ = run("--man")
 	if status != 0 || !strings.HasPrefix(stdout, ".\\\" Generated") || !strings.Contains(stdout, `.B "\-np N"`) {
 		t.Errorf("--man: status %d, %q", status, stdout)
+	}
+}
+
+// TestPrograms: mpirun's colon form, one job of several programs
+// (MPMD): ranks in the order of the programs, each with its arguments,
+// every PE of the one job; and its usage errors.
+func TestPrograms(t *testing.T) {
+	t.Setenv(peEnv, "env")
+	status, stdout, stderr := run("-n", "2", "--tag", "-x", "SHRUN_X_A=all", self(t), "first", ":", "--np=1", self(t), "second", "x", ":", "-n", "1", self(t))
+	if status != 0 {
+		t.Fatalf("status %d: %s", status, stderr)
+	}
+	for _, want := range []string{`[pe 0] args ["first"]`, `[pe 1] args ["first"]`, `[pe 2] args ["second" "x"]`, `[pe 3] args []`,
+		"[pe 3] SYMHEAP_NPES=4", "[pe 2] SYMHEAP_PE=2", "[pe 3] SHRUN_X_A=all"} {
+		if !strings.Contains(stdout, want+"\n") {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	job := regexp.MustCompile(`SYMHEAP_JOB=(\S+)`).FindAllStringSubmatch(stdout, -1)
+	if len(job) != 4 || job[0][1] != job[1][1] || job[0][1] != job[2][1] || job[0][1] != job[3][1] {
+		t.Errorf("the PEs are not of one job: %q", job)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-n", "2", "true", ":", "true"}, "-n 0: give its number of PEs"},
+		{[]string{"-n", "2", "true", ":", "-n", "2"}, "no program given"},
+		{[]string{"-n", "2", "true", ":"}, "no program given"},
+		{[]string{"-n", "2", ":", "-n", "1", "true"}, "no program before the first ':'"},
+		{[]string{"-n", "2", "true", ":", "--heap", "1m", "true"}, "each program after a ':' takes -n N"},
+		{[]string{"-n", "2", "true", ":", "-n", "511", "true"}, "a job has at most"},
+	} {
+		if status, _, stderr := run(c.args...); status != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("shrun %q: status %d, %q; want 2 and %q", c.args, status, stderr, c.want)
+		}
 	}
 }
 

@@ -45,6 +45,44 @@ type Layout struct {
 	Barrier       uint64
 	BarrierRounds int
 	SegPath       string
+	// CBlock is this PE's copy of the C library's symmetric block
+	// (CBlockSize bytes: its world post lines and collectives' scratch),
+	// which Init allocates on every PE of a job that has a C PE; nil
+	// otherwise.
+	CBlock unsafe.Pointer
+	// GoPEs is the number of Go PEs in the job (PEs of a Go program, as
+	// opposed to a C program hosting the runtime): the C library routes
+	// its collectives through the runtime when it is not 0. Each PE's
+	// language is in its control block (lang, LangGo or LangC).
+	GoPEs int
+}
+
+// What a PE runs, in its control block's lang word: a Go program, or a C
+// program that hosts the runtime (Hosted). 0: not yet published.
+const (
+	LangGo = 1
+	LangC  = 2
+)
+
+// CBlockSize is the size of the C library's symmetric block (Layout.CBlock),
+// 64-byte aligned. The C library checks that what it keeps there fits.
+const CBlockSize = 4096
+
+// StaticWindow is a C PE's static data window (the C library's
+// static.c), which Init publishes in the PE's control block before its
+// barrier, for the other C PEs to map.
+type StaticWindow struct {
+	PID, FD int64
+	Size    uint64
+}
+
+// Static is set by the C library before its Init (Size 0: no window).
+var Static StaticWindow
+
+func init() {
+	RegisterConst("LANG_GO", LangGo, "a control block's lang: the PE runs a Go program")
+	RegisterConst("LANG_C", LangC, "a control block's lang: the PE runs a C program (libsymheap)")
+	RegisterConst("CBLOCK_SIZE", CBlockSize, "bytes of the C library's symmetric block, allocated by Init in a job with a C PE")
 }
 
 // Hooks the root fills (see package comment). p is the root's *PE.
@@ -66,6 +104,10 @@ var (
 	// the C library exchanged and found different on some PE (out
 	// compared only if withOut); nil if no record differs.
 	Diverged func(p any, withOut bool) error
+	// ReduceFold reduces n elements of esz bytes at dst and src over
+	// team t (a root *Team) with the C library's fold: its reductions in
+	// a job with Go PEs (Layout.GoPEs), which take the runtime's steps.
+	ReduceFold func(t any, dst, src unsafe.Pointer, n int, esz uint64, fold func(acc, x unsafe.Pointer, n int)) error
 	// BeforeExit, when set (by the C library), runs before the runtime
 	// ends the process on a GlobalExit (this PE's or another's): it
 	// flushes C's stdio.

@@ -48,7 +48,9 @@ type header struct {
 	base          atomic.Uint64 // the agreed address in same-address mode
 	cbSum         uint64        // digest of the control blocks' areas (Params.CBSum)
 	node          uint32        // this segment's node + 1 in a job on several nodes, 0 on one node
-	_             [20]byte
+	_             uint32
+	formatsSum    uint64 // digest of the formats Go and C PEs share (Params.FormatsSum)
+	_             [8]byte
 
 	// Placement rounds (step 5 of Open).
 	proposal      [MaxRounds]atomic.Uint64 // 0: not yet proposed; noAddress: give up

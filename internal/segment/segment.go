@@ -130,12 +130,16 @@ const (
 // values (except Rank); a joiner whose values differ from the creator's is
 // refused with a message naming both.
 type Params struct {
-	Job         string
-	Rank, NPEs  int
-	HeapSize    uint64
-	SharedSize  uint64
-	CBSize      uint64 // bytes of control block per PE
-	CBSum       uint64 // digest of the control blocks' layout (its areas' names, sizes and places): PEs built alike agree
+	Job        string
+	Rank, NPEs int
+	HeapSize   uint64
+	SharedSize uint64
+	CBSize     uint64 // bytes of control block per PE
+	CBSum      uint64 // digest of the control blocks' layout (its areas' names, sizes and places): PEs built alike agree
+	// FormatsSum is the digest of the formats Go and C PEs share
+	// (internal/cabi.Sum): a Go program and a libsymheap built from
+	// different versions of symheap disagree on it.
+	FormatsSum  uint64
 	Allocator   string // component name, recorded for the job
 	ForceOffset bool   // do not try the same address
 	InitTimeout time.Duration
@@ -480,7 +484,7 @@ func (s *Segment) create() error {
 	h.gen = randomGen()
 	h.npes = uint64(l.NPEs)
 	h.heapSize, h.sharedSize = l.HeapSize, l.SharedSize
-	h.cbOff, h.cbSize, h.cbSum = l.CBOff, l.CBSize, s.p.CBSum
+	h.cbOff, h.cbSize, h.cbSum, h.formatsSum = l.CBOff, l.CBSize, s.p.CBSum, s.p.FormatsSum
 	h.partOff, h.partStride, h.sharedOff = l.PartOff, l.PartStride, l.SharedOff
 	h.created = uint64(time.Now().UnixNano())
 	putString(h.allocator[:], s.p.Allocator)
@@ -668,6 +672,9 @@ func (s *Segment) validate() error {
 		diff = append(diff, fmt.Sprintf("control block: job has %d, this PE wants %d (different symheap versions?)", h.cbSize, l.CBSize))
 	} else if h.cbSum != s.p.CBSum {
 		diff = append(diff, fmt.Sprintf("control-block areas: the job's digest is %#x, this PE's %#x (its program was built with a different symheap: build every PE's program with the same version)", h.cbSum, s.p.CBSum))
+	}
+	if h.formatsSum != s.p.FormatsSum {
+		diff = append(diff, fmt.Sprintf("formats shared by Go and C: the job's digest is %#x, this PE's %#x (a Go program and libsymheap, or two programs, built from different versions of symheap: rebuild them from one)", h.formatsSum, s.p.FormatsSum))
 	}
 	if a := getString(h.allocator[:]); s.p.Allocator != "" && a != s.p.Allocator {
 		diff = append(diff, fmt.Sprintf("allocator: job uses %q, this PE asks %q (SYMHEAP_ALLOCATOR)", a, s.p.Allocator))

@@ -198,6 +198,19 @@ func Reduce[T Number](t *Team, dst, src []T, op Op) error {
 	return t.reduce(VecOf(dst), VecOf(src), op, checkOp[T](op), combine[T])
 }
 
+// ReduceFold is Reduce over n elements of esz bytes at dst and src,
+// folded by fold (acc[i] = acc[i] op x[i] for n elements): the C
+// library's reductions, whose element types and operations are its own,
+// go through it in a job with Go PEs, so that every PE takes the same
+// steps. fold must give every PE the same bits for the same inputs.
+func (t *Team) ReduceFold(dst, src core.Ptr, n int, esz uint64, fold func(acc, x core.Ptr, n int)) error {
+	if n > 0 && esz == 0 {
+		return fmt.Errorf("symheap: Reduce: elements of 0 bytes: %w", errs.ErrBadArg)
+	}
+	return t.reduce(Vec{p: dst, n: n, esz: esz}, Vec{p: src, n: n, esz: esz}, OpSum, nil,
+		func(acc, x core.Ptr, n int, _ Op) { fold(acc, x, n) })
+}
+
 // reduce is Reduce on bytes: opErr is checkOp's verdict, returned after
 // the handle is checked; fold is combine for the element type.
 func (t *Team) reduce(dst, src Vec, op Op, opErr error, fold func(acc, x core.Ptr, n int, op Op)) error {
