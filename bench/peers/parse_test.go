@@ -131,12 +131,21 @@ func TestCommandLine(t *testing.T) {
 	if got := strings.Join(argv, " "); got != "/x/cacheline_pingpong all" {
 		t.Errorf("CommandLine = %q", got)
 	}
+	// Tail mode: -b with the batch.
+	argv, err = CommandLine(Spec{Harness: Memcpy, Dir: "/x", Batch: 10, Tests: []string{"memcpy_bw"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(argv, " "); got != "/x/memcpy_bench -b 10 memcpy_bw" {
+		t.Errorf("CommandLine = %q", got)
+	}
 
 	for _, bad := range []Spec{
 		{Harness: "nope"},
 		{Harness: Memcpy, Tests: []string{"put_lat"}},
 		{Harness: Memcpy, Sizes: []int64{-1}},
 		{Harness: Memcpy, Reps: -1},
+		{Harness: Memcpy, Batch: -1},
 		{Harness: Memcpy, Budget: -time.Second},
 	} {
 		if _, err := CommandLine(bad); err == nil {

@@ -81,6 +81,10 @@ type Spec struct {
 	Reps     int           // repetitions, the best is reported (-r)
 	Window   int           // messages in flight for bandwidth and rate (-W)
 	Budget   time.Duration // time per size, all repetitions together (-t)
+	// Batch, when set, asks the collectives of OSH and SymheapC for their
+	// tail (-b): the 50th and 99th percentiles of batches of Batch calls,
+	// metrics <test>_p50 and <test>_p99, instead of the mean.
+	Batch int
 
 	Timeout      time.Duration // hard limit for the whole run; 0: DefaultTimeout
 	Dir          string        // where Build put the binaries; "": DefaultDir()
@@ -304,7 +308,7 @@ func command(spec Spec) (argv []string, bin string, err error) {
 		flag   string
 		v, min int
 	}{{"-i", spec.Iters, 1}, {"-m", spec.MinIters, 1}, {"-w", spec.Warmup, 1},
-		{"-r", spec.Reps, 1}, {"-W", spec.Window, 1}} {
+		{"-r", spec.Reps, 1}, {"-W", spec.Window, 1}, {"-b", spec.Batch, 1}} {
 		if err := intFlag(f.flag, f.v, f.min); err != nil {
 			return nil, "", err
 		}

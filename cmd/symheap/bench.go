@@ -74,6 +74,8 @@ type runner struct {
 	peers      bool
 	quick      bool
 	timeout    time.Duration
+	load       int   // busy processes per CPU (bench_load.go); -1: not the load report
+	loadPEs    []int // the load report's job sizes
 
 	p2pSizes, msgLatSizes, msgBwSizes, msgRateSizes, copySizes []int64
 
@@ -90,6 +92,8 @@ func runHidden(cmd string, args []string) (bool, error) {
 		return true, runBenchPE(args)
 	case hiddenProbe:
 		return true, runProbePE()
+	case hiddenBusy:
+		return true, runBusy(args)
 	}
 	return false, nil
 }
@@ -114,6 +118,9 @@ func runBench(args []string) error {
 	defer stop()
 	r.prog = newProgress(os.Stderr)
 	defer r.prog.done()
+	if r.load >= 0 {
+		return r.runLoadBench(ctx, o, args)
+	}
 
 	rep := &benchReport{
 		Command:  "symheap bench " + strings.Join(args, " "),
@@ -181,6 +188,7 @@ func parseBenchFlags(args []string) (*runner, benchOutput, error) {
 	fs, v := newBenchFlags(&o)
 	pes, tests, sizes, maxSizeFlag, iters, budget, rounds, withPeers, peerDir, timeout :=
 		v.pes, v.tests, v.sizes, v.maxSize, v.iters, v.budget, v.rounds, v.withPeers, v.peerDir, v.timeout
+	load, batch := v.load, v.batch
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, o, nil
@@ -191,7 +199,7 @@ func parseBenchFlags(args []string) (*runner, benchOutput, error) {
 	if fs.NArg() > 0 {
 		return bad(fmt.Errorf("bench: unexpected argument %q (see symheap bench -h)", fs.Arg(0)))
 	}
-	r := &runner{pes: *pes, peers: *withPeers, quick: o.quick, timeout: *timeout, peerDir: *peerDir}
+	r := &runner{pes: *pes, peers: *withPeers, quick: o.quick, timeout: *timeout, peerDir: *peerDir, load: -1}
 	if r.pes < 2 || r.pes > 64 {
 		return bad(fmt.Errorf("bench: --pes %d: want 2 to 64", r.pes))
 	}
@@ -201,7 +209,28 @@ func parseBenchFlags(args []string) (*runner, benchOutput, error) {
 		slices.Sort(r.barrierPEs)
 	}
 	var err error
-	if r.tests, err = parseTests(*tests); err != nil {
+	if flagSet(fs, "load") {
+		// The load report (bench_load.go).
+		if *load < 0 || *load > 64 {
+			return bad(fmt.Errorf("bench: --load %d: want 0 to 64 busy processes per CPU", *load))
+		}
+		if *batch < 1 {
+			return bad(fmt.Errorf("bench: --batch %d: want at least 1 call per sample", *batch))
+		}
+		if flagSet(fs, "sizes") || flagSet(fs, "max-size") || o.plotDir != "" || o.targets {
+			return bad(errLoadFlags)
+		}
+		r.load = *load
+		r.loadPEs = slices.Clone(loadPEs)
+		if flagSet(fs, "pes") {
+			r.loadPEs = []int{r.pes}
+		}
+		if r.tests, err = loadTestList(*tests, flagSet(fs, "tests")); err != nil {
+			return bad(err)
+		}
+	} else if flagSet(fs, "batch") {
+		return bad(errors.New("bench: --batch is a setting of --load (the tail report)"))
+	} else if r.tests, err = parseTests(*tests); err != nil {
 		return bad(err)
 	}
 
@@ -222,6 +251,10 @@ func parseBenchFlags(args []string) (*runner, benchOutput, error) {
 	}
 	if flagSet(fs, "time") {
 		r.params.Budget = *budget
+	}
+	if r.load >= 0 {
+		// Even, as the C harness rounds it (its pSync alternation).
+		r.params.Batch = *batch + *batch&1
 	}
 	if *iters < 0 || r.params.Budget <= 0 {
 		return bad(errors.New("bench: --iters and --time must be positive"))
@@ -491,6 +524,7 @@ type benchFlagVals struct {
 	peerDir               *string
 	budget, timeout       *time.Duration
 	withPeers             *bool
+	load, batch           *int
 }
 
 // newBenchFlags defines bench's flags (the same set makes -h and the
@@ -516,5 +550,7 @@ func newBenchFlags(o *benchOutput) (*flag.FlagSet, *benchFlagVals) {
 	v.peerDir = fs.String("peers-dir", peers.DefaultDir(), "where the peer harnesses are built")
 	fs.StringVar(&o.plotDir, "plot", "", "write PNG charts into `dir`")
 	v.timeout = fs.Duration("timeout", 10*time.Minute, "limit for each job of PEs and each peer run")
+	v.load = fs.Int("load", 0, "start `K` busy processes per CPU for the whole run and report p50 and p99 per call of barrier, broadcast, reduce and malloc+free at 2 and 4 PEs (0: the same report with no load)")
+	v.batch = fs.Int("batch", 10, "with --load: calls per timed sample (`n`, rounded up to even)")
 	return fs, &v
 }

@@ -29,6 +29,8 @@ type benchSettings struct {
 	Rounds int         `json:"rounds"`
 	Quick  bool        `json:"quick"`
 	Params benchParams `json:"params"`
+	// Load is the load report's settings (--load); nil otherwise.
+	Load *loadSettings `json:"load,omitempty"`
 }
 
 type peerStatus struct {

@@ -270,7 +270,7 @@ func (r *runner) peerUnit(label, h string, tests []string, np int, sizes []int64
 		Harness: h, Tests: tests, NP: np, Sizes: sizes,
 		Iters: r.params.Iters, MinIters: r.params.MinIters, Warmup: r.params.Warmup,
 		Reps: r.params.Reps, Window: r.params.Window, Budget: r.params.Budget,
-		Timeout: r.timeout, Dir: r.peerDir,
+		Batch: r.params.Batch, Timeout: r.timeout, Dir: r.peerDir,
 	}
 	u := &runUnit{label: label, run: func(ctx context.Context) ([]peers.Result, error) {
 		return peers.Run(ctx, spec)

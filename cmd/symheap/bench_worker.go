@@ -65,6 +65,9 @@ type benchParams struct {
 	Window   int           // operations in flight for bandwidth and rate
 	Budget   time.Duration // time per size, all repetitions together
 	Pairs    int           // alloc+free pairs of the pair workload
+	// Batch, when set, makes the collectives report their tail: calls
+	// per timed batch (tail).
+	Batch int `json:",omitempty"`
 }
 
 // args renders p as __bench-pe flags.
@@ -78,7 +81,7 @@ func (p benchParams) args() []string {
 		"-iters", strconv.Itoa(p.Iters), "-min-iters", strconv.Itoa(p.MinIters),
 		"-warmup", strconv.Itoa(p.Warmup), "-reps", strconv.Itoa(p.Reps),
 		"-window", strconv.Itoa(p.Window), "-budget", p.Budget.String(),
-		"-pairs", strconv.Itoa(p.Pairs),
+		"-pairs", strconv.Itoa(p.Pairs), "-batch", strconv.Itoa(p.Batch),
 	}
 }
 
@@ -158,6 +161,7 @@ func runBenchPE(args []string) error {
 	fs.IntVar(&p.Window, "window", 64, "operations in flight")
 	fs.DurationVar(&p.Budget, "budget", 100*time.Millisecond, "time per size")
 	fs.IntVar(&p.Pairs, "pairs", 1_000_000, "alloc+free pairs")
+	fs.IntVar(&p.Batch, "batch", 0, "collectives: calls per timed batch, and report p50 and p99 (0: the mean)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -174,7 +178,7 @@ func runBenchPE(args []string) error {
 			p.Sizes = append(p.Sizes, v)
 		}
 	}
-	if p.Iters < 1 || p.MinIters < 1 || p.Warmup < 1 || p.Reps < 1 || p.Window < 1 || p.Budget <= 0 || p.Pairs < 1 {
+	if p.Iters < 1 || p.MinIters < 1 || p.Warmup < 1 || p.Reps < 1 || p.Window < 1 || p.Budget <= 0 || p.Pairs < 1 || p.Batch < 0 {
 		return fmt.Errorf("%s: iteration settings must be positive: %+v", hiddenBenchPE, p)
 	}
 	p.MinIters = min(p.MinIters, p.Iters)
@@ -311,6 +315,98 @@ func (b *peBench) measure(mode benchMode, bytes int64, loop func(n int) error) (
 	return best, b.pe.Barrier()
 }
 
+// minBatches is the fewest samples of a tail: enough that the 99th
+// percentile is not the largest sample (as the C harnesses'
+// PEERS_MIN_BATCHES).
+const minBatches = 200
+
+// batchCount is the number of timed batches of a tail when one call took
+// per seconds in the warm-up: as many as the timed calls of all
+// repetitions make, at least minBatches.
+func (p benchParams) batchCount(per float64) int {
+	return max(p.timedCount(per)*p.Reps/p.Batch, minBatches)
+}
+
+// percentile sorts v and returns its p-th percentile (p in 1..100) by
+// nearest rank: the smallest sample with at least p% of the samples at or
+// below it (as the C harnesses' peers_percentile).
+func percentile(v []float64, p int) float64 {
+	slices.Sort(v)
+	k := (p*len(v) + 99) / 100
+	return v[min(max(k, 1), len(v))-1]
+}
+
+// tail measures loop, run by every PE, as batches of p.Batch calls, each
+// timed on its own: a sample is one batch's mean seconds per call on one
+// PE. It returns the 50th and 99th percentiles of this PE's samples, each
+// the largest over PEs. The batch count comes from the slowest PE's
+// warm-up, as measure's count does.
+func (b *peBench) tail(bytes int64, loop func(n int) error) (p50, p99 float64, err error) {
+	if err := b.pe.Barrier(); err != nil {
+		return 0, 0, err
+	}
+	w := b.p.warmupCount(bytes)
+	t0 := time.Now()
+	if err := loop(w); err != nil {
+		return 0, 0, err
+	}
+	per, err := b.allMax(time.Since(t0).Seconds() / float64(w))
+	if err != nil {
+		return 0, 0, err
+	}
+	v := make([]float64, b.p.batchCount(per))
+	if err := b.pe.Barrier(); err != nil {
+		return 0, 0, err
+	}
+	for i := range v {
+		t0 := time.Now()
+		if err := loop(b.p.Batch); err != nil {
+			return 0, 0, err
+		}
+		v[i] = time.Since(t0).Seconds() / float64(b.p.Batch)
+	}
+	if p50, err = b.allMax(percentile(v, 50)); err != nil {
+		return 0, 0, err
+	}
+	if p99, err = b.allMax(percentile(v, 99)); err != nil {
+		return 0, 0, err
+	}
+	return p50, p99, b.pe.Barrier()
+}
+
+// collUnit prints the unit lines of a collective's metric: the mean, or
+// with p.Batch its tail's metric_p50 and metric_p99.
+func (b *peBench) collUnit(metric, what string) {
+	if b.p.Batch == 0 {
+		b.unit(metric, "us", what+", slowest PE's mean")
+		return
+	}
+	for _, p := range []string{"50", "99"} {
+		b.unit(metric+"_p"+p, "us", fmt.Sprintf("%s, %sth percentile of batches of %d calls (mean per call), slowest PE's", what, p, b.p.Batch))
+	}
+}
+
+// collective measures loop, a collective every PE runs, and prints its
+// figure at size: the slowest PE's mean per call (metric), or with
+// p.Batch its tail (metric_p50, metric_p99). bytes is what one call moves.
+func (b *peBench) collective(metric string, size, bytes int64, loop func(n int) error) error {
+	if b.p.Batch == 0 {
+		t, err := b.measure(allMode, bytes, loop)
+		if err != nil {
+			return err
+		}
+		b.result(metric, size, t*1e6)
+		return nil
+	}
+	p50, p99, err := b.tail(bytes, loop)
+	if err != nil {
+		return err
+	}
+	b.result(metric+"_p50", size, p50*1e6)
+	b.result(metric+"_p99", size, p99*1e6)
+	return nil
+}
+
 func maxSize(sizes []int64) int64 {
 	m := int64(1)
 	for _, s := range sizes {
@@ -443,8 +539,8 @@ func (b *peBench) fetchAdd() error {
 }
 
 func (b *peBench) barrier() error {
-	b.unit("barrier_lat", "us", "Barrier, slowest PE's mean per call")
-	t, err := b.measure(allMode, 0, func(n int) error {
+	b.collUnit("barrier_lat", "Barrier, per call")
+	return b.collective("barrier_lat", 0, 0, func(n int) error {
 		for i := 0; i < n; i++ {
 			if err := b.pe.Barrier(); err != nil {
 				return err
@@ -452,20 +548,15 @@ func (b *peBench) barrier() error {
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	b.result("barrier_lat", 0, t*1e6)
-	return nil
 }
 
 // vector: Broadcast from PE 0, or Reduce (sum, every PE gets it), of
 // size/8 int64 over the world team.
 func (b *peBench) vector(metric string) error {
 	if metric == "bcast_lat" {
-		b.unit(metric, "us", "Broadcast of size/8 int64 from PE 0, slowest PE's mean")
+		b.collUnit(metric, "Broadcast of size/8 int64 from PE 0")
 	} else {
-		b.unit(metric, "us", "Reduce (OpSum) of size/8 int64, slowest PE's mean")
+		b.collUnit(metric, "Reduce (OpSum) of size/8 int64")
 	}
 	w := b.pe.World()
 	for _, s := range b.p.Sizes {
@@ -482,7 +573,7 @@ func (b *peBench) vector(metric string) error {
 		if metric == "reduce_lat" {
 			op = func() error { return symheap.Reduce(w, dst, src, symheap.OpSum) }
 		}
-		t, err := b.measure(allMode, int64(nelem)*8, func(n int) error {
+		err = b.collective(metric, int64(nelem)*8, int64(nelem)*8, func(n int) error {
 			for i := 0; i < n; i++ {
 				if err := op(); err != nil {
 					return err
@@ -496,7 +587,6 @@ func (b *peBench) vector(metric string) error {
 		if metric == "reduce_lat" && dst[0] != int64(b.pe.Size()) {
 			return fmt.Errorf("reduce of %d int64 gave %d, want %d", nelem, dst[0], b.pe.Size())
 		}
-		b.result(metric, int64(nelem)*8, t*1e6)
 		if err := symheap.Free(b.pe, buf); err != nil {
 			return err
 		}
@@ -506,12 +596,12 @@ func (b *peBench) vector(metric string) error {
 
 // mallocFree: collective Malloc + Free pair of size bytes.
 func (b *peBench) mallocFree() error {
-	b.unit("malloc_lat", "us", "collective Malloc+Free pair, slowest PE's mean")
+	b.collUnit("malloc_lat", "collective Malloc+Free pair")
 	for _, s := range b.p.Sizes {
 		if s == 0 {
 			continue // Malloc of 0 is nil without a barrier: nothing to measure
 		}
-		t, err := b.measure(allMode, 0, func(n int) error {
+		err := b.collective("malloc_lat", s, 0, func(n int) error {
 			for i := 0; i < n; i++ {
 				p, err := symheap.Malloc[byte](b.pe, int(s))
 				if err != nil {
@@ -526,7 +616,6 @@ func (b *peBench) mallocFree() error {
 		if err != nil {
 			return err
 		}
-		b.result("malloc_lat", s, t*1e6)
 	}
 	return nil
 }

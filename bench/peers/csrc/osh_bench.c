@@ -55,7 +55,11 @@
  * Point-to-point tests use PEs 0 and 1; the others wait in a barrier.
  * Collective figures are the slowest PE's mean time per call.  Each figure is
  * the best of -r repetitions; each repetition's iteration count comes from the
- * timed warm-up and the -t budget (bounded by -i and -m).
+ * timed warm-up and the -t budget (bounded by -i and -m).  With -b N (tail
+ * mode) the collectives report instead the 50th and 99th percentiles of
+ * batches of N calls (N rounded up to even), each batch timed on its own,
+ * as <test>_p50 and <test>_p99 (see peers_common.h); the point-to-point
+ * tests ignore -b.
  */
 #include "peers_common.h"
 
@@ -287,8 +291,13 @@ static void coll_loop(enum coll_kind k, long n, long *dst, long *src, long nelem
 	}
 }
 
-/* coll_measure returns the best over repetitions of the slowest PE's mean. */
-static double coll_measure(const struct peers_opts *o, enum coll_kind k, long size)
+/*
+ * coll_measure measures one collective at one size.  Its figure, in *fig:
+ * the best over repetitions of the slowest PE's mean; with -b (tail mode)
+ * fig[0] and fig[1] are the 50th and 99th percentiles of the batches'
+ * means per call (peers_common.h), each the largest over PEs.
+ */
+static void coll_measure(const struct peers_opts *o, enum coll_kind k, long size, double fig[2])
 {
 	long nelem = (size + 7) / 8;
 	long *dst = NULL, *src = NULL, *wrk[2] = {NULL, NULL};
@@ -314,17 +323,39 @@ static double coll_measure(const struct peers_opts *o, enum coll_kind k, long si
 	double t0 = peers_now();
 	coll_loop(k, w, dst, src, nelem, wrk, size);
 	double per = agree_max((peers_now() - t0) / w);
-	long n = peers_timed_count(o, per);
-	if (n & 1)
-		n++;
-	double best = 0;
-	for (int r = 0; r < o->reps; r++) {
+	if (o->batch > 0) {
+		/* Tail mode: an even batch keeps the alternation in step too. */
+		long b = o->batch + (o->batch & 1);
+		long nb = peers_batch_count(o, per);
+		double *v = malloc((size_t)nb * sizeof *v);
+		if (v == NULL) {
+			fprintf(stderr, "%s: out of memory for %ld samples\n", prog, nb);
+			shmem_global_exit(1);
+		}
 		shmem_barrier_all();
-		t0 = peers_now();
-		coll_loop(k, n, dst, src, nelem, wrk, size);
-		double t = agree_max((peers_now() - t0) / n);
-		if (r == 0 || t < best)
-			best = t;
+		for (long i = 0; i < nb; i++) {
+			t0 = peers_now();
+			coll_loop(k, b, dst, src, nelem, wrk, size);
+			v[i] = (peers_now() - t0) / b;
+		}
+		double p50 = peers_percentile(v, nb, 50), p99 = peers_percentile(v, nb, 99);
+		free(v);
+		fig[0] = agree_max(p50);
+		fig[1] = agree_max(p99);
+	} else {
+		long n = peers_timed_count(o, per);
+		if (n & 1)
+			n++;
+		double best = 0;
+		for (int r = 0; r < o->reps; r++) {
+			shmem_barrier_all();
+			t0 = peers_now();
+			coll_loop(k, n, dst, src, nelem, wrk, size);
+			double t = agree_max((peers_now() - t0) / n);
+			if (r == 0 || t < best)
+				best = t;
+		}
+		fig[0] = best;
 	}
 	if (k == COLL_REDUCE && dst[0] != npes) {
 		fprintf(stderr, "%s: reduce gave %ld, want %d\n", prog, dst[0], npes);
@@ -337,7 +368,45 @@ static double coll_measure(const struct peers_opts *o, enum coll_kind k, long si
 		shmem_free(src);
 		shmem_free(dst);
 	}
-	return best;
+}
+
+/*
+ * coll_unit prints the unit lines of a collective's metric: the mean, or
+ * in tail mode its _p50 and _p99.
+ */
+static void coll_unit(const struct peers_opts *o, const char *metric, const char *what)
+{
+	char name[64], text[256];
+	if (me != 0)
+		return;
+	if (o->batch == 0) {
+		peers_unit(metric, "us", what);
+		return;
+	}
+	snprintf(name, sizeof name, "%s_p50", metric);
+	snprintf(text, sizeof text, "%s, 50th percentile of batches of %ld calls (mean per call), slowest PE's", what, o->batch + (o->batch & 1));
+	peers_unit(name, "us", text);
+	snprintf(name, sizeof name, "%s_p99", metric);
+	snprintf(text, sizeof text, "%s, 99th percentile of batches of %ld calls (mean per call), slowest PE's", what, o->batch + (o->batch & 1));
+	peers_unit(name, "us", text);
+}
+
+/* coll_result measures and prints one collective's figure at one size. */
+static void coll_result(const struct peers_opts *o, const char *metric, enum coll_kind k, long size, long shown)
+{
+	double fig[2] = {0, 0};
+	char name[64];
+	coll_measure(o, k, size, fig);
+	if (me != 0)
+		return;
+	if (o->batch == 0) {
+		peers_result(HARNESS, metric, shown, fig[0] * 1e6);
+		return;
+	}
+	snprintf(name, sizeof name, "%s_p50", metric);
+	peers_result(HARNESS, name, shown, fig[0] * 1e6);
+	snprintf(name, sizeof name, "%s_p99", metric);
+	peers_result(HARNESS, name, shown, fig[1] * 1e6);
 }
 
 /* vec_bytes: the bytes a vector collective moves for a requested size. */
@@ -369,47 +438,29 @@ static void run_coll(const struct peers_opts *o)
 	int ns;
 
 	if (peers_selected(o, "barrier_lat")) {
-		if (me == 0)
-			peers_unit("barrier_lat", "us", "shmem_barrier_all, slowest PE's mean per call");
-		double t = coll_measure(o, COLL_BARRIER, 0);
-		if (me == 0)
-			peers_result(HARNESS, "barrier_lat", 0, t * 1e6);
+		coll_unit(o, "barrier_lat", "shmem_barrier_all, slowest PE's mean per call");
+		coll_result(o, "barrier_lat", COLL_BARRIER, 0, 0);
 	}
 	if (peers_selected(o, "bcast_lat")) {
-		if (me == 0)
-			peers_unit("bcast_lat", "us", "shmem_broadcast64 from PE 0 of size/8 elements");
+		coll_unit(o, "bcast_lat", "shmem_broadcast64 from PE 0 of size/8 elements");
 		ns = test_sizes(o, vec_sizes, 2, &sz);
-		for (int i = 0; i < ns; i++) {
-			if (!vec_size_new(sz, i))
-				continue;
-			double t = coll_measure(o, COLL_BCAST, sz[i]);
-			if (me == 0)
-				peers_result(HARNESS, "bcast_lat", vec_bytes(sz[i]), t * 1e6);
-		}
+		for (int i = 0; i < ns; i++)
+			if (vec_size_new(sz, i))
+				coll_result(o, "bcast_lat", COLL_BCAST, sz[i], vec_bytes(sz[i]));
 	}
 	if (peers_selected(o, "reduce_lat")) {
-		if (me == 0)
-			peers_unit("reduce_lat", "us", "shmem_long_sum_to_all of size/8 int64");
+		coll_unit(o, "reduce_lat", "shmem_long_sum_to_all of size/8 int64");
 		ns = test_sizes(o, vec_sizes, 2, &sz);
-		for (int i = 0; i < ns; i++) {
-			if (!vec_size_new(sz, i))
-				continue;
-			double t = coll_measure(o, COLL_REDUCE, sz[i]);
-			if (me == 0)
-				peers_result(HARNESS, "reduce_lat", vec_bytes(sz[i]), t * 1e6);
-		}
+		for (int i = 0; i < ns; i++)
+			if (vec_size_new(sz, i))
+				coll_result(o, "reduce_lat", COLL_REDUCE, sz[i], vec_bytes(sz[i]));
 	}
 	if (peers_selected(o, "malloc_lat")) {
-		if (me == 0)
-			peers_unit("malloc_lat", "us", "shmem_malloc+shmem_free pair (collective)");
+		coll_unit(o, "malloc_lat", "shmem_malloc+shmem_free pair (collective)");
 		ns = test_sizes(o, malloc_sizes, 2, &sz);
-		for (int i = 0; i < ns; i++) {
-			if (sz[i] == 0)
-				continue; /* shmem_malloc(0) may return NULL */
-			double t = coll_measure(o, COLL_MALLOC, sz[i]);
-			if (me == 0)
-				peers_result(HARNESS, "malloc_lat", sz[i], t * 1e6);
-		}
+		for (int i = 0; i < ns; i++)
+			if (sz[i] != 0) /* shmem_malloc(0) may return NULL */
+				coll_result(o, "malloc_lat", COLL_MALLOC, sz[i], sz[i]);
 	}
 }
 

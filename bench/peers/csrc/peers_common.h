@@ -32,6 +32,11 @@
  *   -W N       window (messages in flight) for bandwidth / rate tests
  *   -t SEC     time budget per size, all repetitions together (the
  *              iteration count is derived from the timed warm-up)
+ *   -b N       tail mode, for the harnesses that have it: the timed calls
+ *              run in batches of N, each batch timed on its own, and the
+ *              50th and 99th percentiles of the batches' means per call
+ *              are reported (metrics <test>_p50 and <test>_p99) instead
+ *              of the best repetition's mean
  */
 #ifndef PEERS_COMMON_H
 #define PEERS_COMMON_H
@@ -56,6 +61,7 @@ struct peers_opts {
 	int reps;       /* repetitions, best reported */
 	long window;    /* messages in flight */
 	double budget;  /* seconds per size, all repetitions */
+	long batch;     /* tail mode: calls per timed batch; 0: off */
 	char **tests;   /* test names from the command line */
 	int ntests;
 };
@@ -134,7 +140,7 @@ static inline void peers_usage(const char *prog, const char *tests)
 {
 	fprintf(stderr,
 		"usage: %s [-s A:B|a,b,c] [-i iters] [-m min-iters] [-w warmup] [-r reps]\n"
-		"       [-W window] [-t seconds-per-size] TEST...\n"
+		"       [-W window] [-t seconds-per-size] [-b batch] TEST...\n"
 		"tests: %s all\n", prog, tests);
 	exit(2);
 }
@@ -144,7 +150,7 @@ static inline void peers_parse_args(struct peers_opts *o, int argc, char **argv,
 {
 	const char *prog = argv[0];
 	int opt;
-	while ((opt = getopt(argc, argv, "s:i:m:w:r:W:t:h")) != -1) {
+	while ((opt = getopt(argc, argv, "s:i:m:w:r:W:t:b:h")) != -1) {
 		switch (opt) {
 		case 's': peers_parse_sizes(prog, o, optarg); break;
 		case 'i': o->iters = peers_parse_long(prog, optarg, 1); break;
@@ -152,6 +158,7 @@ static inline void peers_parse_args(struct peers_opts *o, int argc, char **argv,
 		case 'w': o->warmup = peers_parse_long(prog, optarg, 0); break;
 		case 'r': o->reps = (int)peers_parse_long(prog, optarg, 1); break;
 		case 'W': o->window = peers_parse_long(prog, optarg, 1); break;
+		case 'b': o->batch = peers_parse_long(prog, optarg, 1); break;
 		case 't': {
 			char *end;
 			o->budget = strtod(optarg, &end);
@@ -218,6 +225,43 @@ static inline long peers_timed_count(const struct peers_opts *o, double per_iter
 	if (n < o->min_iters)
 		n = o->min_iters;
 	return (long)n;
+}
+
+/*
+ * Tail mode (-b): a sample is one batch of o->batch calls timed on its own,
+ * as its mean seconds per call.  A point takes as many samples as the
+ * timed calls of all repetitions make (peers_timed_count times o->reps),
+ * at least PEERS_MIN_BATCHES, so that the 99th percentile is not the
+ * largest sample.
+ */
+#define PEERS_MIN_BATCHES 200
+
+static inline long peers_batch_count(const struct peers_opts *o, double per_iter)
+{
+	long n = peers_timed_count(o, per_iter) * o->reps / o->batch;
+	return n < PEERS_MIN_BATCHES ? PEERS_MIN_BATCHES : n;
+}
+
+static inline int peers_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/*
+ * peers_percentile sorts v[0..n) and returns its p-th percentile (p in 1..100)
+ * by nearest rank: the smallest sample with at least p% of the
+ * samples at or below it.
+ */
+static inline double peers_percentile(double *v, long n, int p)
+{
+	qsort(v, (size_t)n, sizeof v[0], peers_cmp_double);
+	long k = ((long)p * n + 99) / 100;
+	if (k < 1)
+		k = 1;
+	if (k > n)
+		k = n;
+	return v[k - 1];
 }
 
 /* peers_unit prints the unit header of a metric once. */
