@@ -29,6 +29,8 @@ package rcache
 import (
 	"runtime"
 	"weak"
+
+	"github.com/symheap/symheap/memhook"
 )
 
 // Anchor is a weak pointer into the Go object whose memory an entry
@@ -70,4 +72,35 @@ func (e *Entry) dead() bool { return e.anchored && e.anchor.Value() == nil }
 // died is retired by the lookup that meets it, whatever range it covers.
 func (c *Cache) GetAnchored(r Range, ts TransportSet, a Anchor) (*Entry, error) {
 	return c.get(r, ts, a, true)
+}
+
+// GetBytes is Get for the memory of b, as a transport asks for the buffer
+// of an operation. A hit costs what Get's does. On a miss, Go memory is
+// anchored (AnchorOf); other memory is cached only when the cache has a
+// monitor, whose events must then cover it (the C library's hooks do);
+// without one GetBytes returns no entry and no error: the caller
+// registers nothing and the transport does as it would without a cache.
+func (c *Cache) GetBytes(b []byte, ts TransportSet) (*Entry, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	r := memhook.RangeOf(b)
+	ar, err := c.alignRange(r)
+	if err != nil {
+		return nil, err
+	}
+	if c.mon != nil {
+		c.mon.Sync()
+	}
+	if e := c.fastGet(ar); e != nil {
+		if TransportSet(e.have.Load())&ts == ts {
+			return e, nil
+		}
+		c.release(e, false)
+	}
+	a, ok := AnchorOf(b)
+	if !ok && c.mon == nil {
+		return nil, nil
+	}
+	return c.get(r, ts, a, ok)
 }
