@@ -27,10 +27,10 @@ import (
 	_ "github.com/symheap/symheap/alloc/all" // the built-in components, to read any job's heaps
 	"github.com/symheap/symheap/alloc/small"
 	"github.com/symheap/symheap/internal/core"
-	"github.com/symheap/symheap/memhook"
 	"github.com/symheap/symheap/internal/errs"
 	"github.com/symheap/symheap/internal/segment"
 	"github.com/symheap/symheap/internal/unix"
+	"github.com/symheap/symheap/memhook"
 )
 
 // JobInfo is a live job as symheap stat shows it (and prints with --json).

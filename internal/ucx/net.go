@@ -28,7 +28,7 @@ const bootKey = "symheap.ucx"
 // turn the seam's region offsets into UCX's remote addresses.
 type ucxNet struct {
 	w       *Worker
-	bases   [][]uint64     // by peer, by region
+	bases   [][]uint64      // by peer, by region
 	regions []memhook.Range // this PE's registered regions, which need no entry
 
 	// cache registers the buffers of puts, gets and sends outside the
@@ -280,7 +280,7 @@ func (n *ucxNet) Atomic(op transport.AMO, peer int, r transport.Region, off uint
 	return n.w.Atomic(o.op, peer, int(r), b+off, size, v, cmp, o.fetch)
 }
 
-func (n *ucxNet) Fence() error   { return n.w.Fence() }
+func (n *ucxNet) Fence() error { return n.w.Fence() }
 func (n *ucxNet) Flush() error {
 	if err := n.w.Flush(); err != nil {
 		return err
