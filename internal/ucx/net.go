@@ -300,13 +300,22 @@ func (n *ucxNet) Sleep(d time.Duration) (uint64, bool) {
 }
 func (n *ucxNet) Describe(peer int) (string, error) { return n.w.EndpointInfo(peer) }
 
-// Close closes the worker, then the cache: the context's end released its
-// registrations, so the cache's deregistrations do nothing.
+// Close closes the cache, which deregisters every idle entry (UCX's
+// cleanup refuses a context with memory still mapped), then the worker.
+// An entry still held (a non-blocking put never flushed) is given up with
+// the context; its deregistration then does nothing.
 func (n *ucxNet) Close() {
-	n.w.Close()
 	if n.cache != nil {
+		n.heldMu.Lock()
+		held := n.held
+		n.held = nil
+		n.heldMu.Unlock()
+		for _, e := range held {
+			n.done(e)
+		}
 		n.cache.Close()
 	}
+	n.w.Close()
 }
 
 func (n *ucxNet) Send(peer int, tag uint64, buf []byte, check func() error) error {
