@@ -50,6 +50,9 @@ func init() {
 		h.nums = nums
 		pe.mu.Unlock()
 	}
+	cabi.MonitorTested = func(p any, flags uint32) {
+		p.(*PE).stats.MonFlags.Store(uint64(flags) | core.MonTested | core.MonCHooks)
+	}
 	cabi.FreeExchanged = func(p any, offs []uint64) error { return p.(*PE).freeExchanged(offs) }
 	cabi.Diverged = func(p any, withOut bool) error {
 		pe := p.(*PE)
