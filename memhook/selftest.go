@@ -168,6 +168,7 @@ func (m *Monitor) testFree(h Heap, p *probe, res *SelfTestResult) {
 		res.Why[FlagFree] = fmt.Sprintf("freeing the 4 MiB block failed: %v", err)
 		return
 	}
+	m.Sync() // events of a Source (the C library's hooks) arrive here
 	if p.saw(Free, Range{a, a + n}) {
 		res.Flags |= FlagFree
 		return
@@ -194,6 +195,7 @@ func (m *Monitor) testChunk(h Heap, p *probe, res *SelfTestResult) {
 		res.Why[FlagChunk] = fmt.Sprintf("growing a 64 KiB block to 1 MiB failed: %v", err)
 		return
 	}
+	m.Sync()
 	seen := a2 != a && p.saw(Chunk, Range{a, a + small})
 	a3 := a2
 	if !seen {
@@ -204,6 +206,7 @@ func (m *Monitor) testChunk(h Heap, p *probe, res *SelfTestResult) {
 			res.Why[FlagChunk] = fmt.Sprintf("shrinking a 1 MiB block to 4 KiB failed: %v", err)
 			return
 		}
+		m.Sync()
 		seen = p.saw(Chunk, Range{a2, a2 + big})
 	}
 	h.Free(a3)
