@@ -53,6 +53,9 @@ func init() {
 		h.nums = nums
 		pe.mu.Unlock()
 	}
+	cabi.MonitorTested = func(p any, flags uint32) {
+		p.(*PE).stats.MonFlags.Store(uint64(flags) | core.MonTested | core.MonCHooks)
+	}
 	cabi.FreeExchanged = func(p any, offs []uint64) error { return p.(*PE).freeExchanged(offs) }
 	cabi.ReduceFold = func(t any, dst, src unsafe.Pointer, n int, esz uint64, fold func(acc, x unsafe.Pointer, n int)) error {
 		return (*team.Team)(t.(*Team)).ReduceFold(dst, src, n, esz, func(acc, x core.Ptr, n int) { fold(acc, x, n) })

@@ -118,6 +118,9 @@ func startFar(pe *PE) error {
 	}
 	cbs := pe.sp.Mem()[pe.sp.Lay.CBOff : pe.sp.Lay.CBOff+uint64(pe.npes)*pe.sp.Lay.CBSize]
 	regions := [][]byte{transport.RegionHeap: pe.sp.Heap(pe.rank), transport.RegionControl: cbs}
+	if h := &pe.ext.hooks; h.decision.Enabled {
+		pe.far.UseCache(h.mon)
+	}
 	if err := pe.far.Start(farRuntime{pe}, regions); err != nil {
 		return fmt.Errorf("symheap: Init: %w", err)
 	}

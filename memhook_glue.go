@@ -62,7 +62,8 @@ func (pe *PE) initHooks() error {
 		fmt.Fprintln(os.Stderr, h.decision.Warning)
 	}
 	if h.decision.Enabled { // never with the monitor off (memhook.Decide)
-		h.mon.SelfTest(nil)
+		res := h.mon.SelfTest(nil)
+		pe.stats.MonFlags.Store(uint64(res.Flags) | core.MonTested) // symheap stat shows it
 		h.mon.WarnUnsupported(os.Stderr, h.decision)
 	}
 	return nil
@@ -117,14 +118,32 @@ func (pe *PE) RegistrationCache() (*rcache.Cache, error) {
 	return h.rc, h.rcErr
 }
 
-// syncCacheStats copies the registration cache's figures into this PE's
-// control block.
+// syncCacheStats copies the figures of the PE's registration caches (its
+// RegistrationCache, and the one its transport to other nodes registers
+// buffers through) into this PE's control block, summed.
 func (pe *PE) syncCacheStats() {
 	h := &pe.ext.hooks
-	if h.rc == nil {
+	var s rcache.Stats
+	have := false
+	if h.rc != nil {
+		s, have = h.rc.Stats(), true
+	}
+	if pe.far != nil {
+		if t, ok := pe.far.CacheStats(); ok {
+			s.Hits += t.Hits
+			s.Misses += t.Misses
+			s.Registrations += t.Registrations
+			s.Deregistrations += t.Deregistrations
+			s.Evictions += t.Evictions
+			s.Invalidations += t.Invalidations
+			s.Stale += t.Stale
+			s.BytesRegistered += t.BytesRegistered
+			have = true
+		}
+	}
+	if !have {
 		return
 	}
-	s := h.rc.Stats()
 	st := pe.stats
 	st.RCacheHits.Store(s.Hits)
 	st.RCacheMisses.Store(s.Misses)
@@ -133,4 +152,5 @@ func (pe *PE) syncCacheStats() {
 	st.RCacheEvicts.Store(s.Evictions)
 	st.RCacheInv.Store(s.Invalidations)
 	st.RCacheBytes.Store(s.BytesRegistered)
+	st.RCacheStale.Store(s.Stale)
 }

@@ -86,6 +86,7 @@ func symheapc_go_init(l *C.struct_shmemi_layout, errbuf *C.char, n C.size_t) C.i
 	}
 	pe = p
 	teams[0] = p.World()
+	startHooks(p)
 	cabi.BeforeExit = func() { C.shmemi_flush_stdio() }
 	d := cabi.Describe(p)
 	if d.Far {

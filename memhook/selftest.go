@@ -168,6 +168,7 @@ func (m *Monitor) testFree(h Heap, p *probe, res *SelfTestResult) {
 		res.Why[FlagFree] = fmt.Sprintf("freeing the 4 MiB block failed: %v", err)
 		return
 	}
+	m.Sync() // events of a Source (the C library's hooks) arrive here
 	if p.saw(Free, Range{a, a + n}) {
 		res.Flags |= FlagFree
 		return
@@ -194,6 +195,7 @@ func (m *Monitor) testChunk(h Heap, p *probe, res *SelfTestResult) {
 		res.Why[FlagChunk] = fmt.Sprintf("growing a 64 KiB block to 1 MiB failed: %v", err)
 		return
 	}
+	m.Sync()
 	seen := a2 != a && p.saw(Chunk, Range{a, a + small})
 	a3 := a2
 	if !seen {
@@ -204,6 +206,7 @@ func (m *Monitor) testChunk(h Heap, p *probe, res *SelfTestResult) {
 			res.Why[FlagChunk] = fmt.Sprintf("shrinking a 1 MiB block to 4 KiB failed: %v", err)
 			return
 		}
+		m.Sync()
 		seen = p.saw(Chunk, Range{a2, a2 + big})
 	}
 	h.Free(a3)
@@ -262,4 +265,56 @@ func (m *Monitor) testRemove(p *probe, res *SelfTestResult) {
 		return
 	}
 	res.Why[FlagRemove] = fmt.Sprintf("watched %v with userfaultfd, dropped its pages, and no Remove event arrived", r)
+}
+
+// Mapper makes and releases mappings whose releases reach the monitor by
+// some means other than userfaultfd: the C library's hooks of munmap and
+// madvise. Addresses are integers.
+type Mapper interface {
+	Map(n uintptr) (uintptr, error)
+	Unmap(addr, n uintptr) error
+	// DropPages is madvise(MADV_DONTNEED) of the range.
+	DropPages(addr, n uintptr) error
+}
+
+// SelfTestWith is SelfTest with the releases made through h (FREE, CHUNK)
+// and mp (MUNMAP, REMOVE), whose events the monitor hears of from a
+// Source, not from userfaultfd: the C library's self-test at shmem_init,
+// with h its malloc and mp its mmap. heap names h in the result.
+func (m *Monitor) SelfTestWith(h Heap, mp Mapper, heap string) SelfTestResult {
+	res := SelfTestResult{Why: map[Flags]string{}, Heap: heap, Userfault: "userfaultfd: not used (" + heap + ")"}
+	p := &probe{}
+	cancel := m.Subscribe(p.record)
+	defer cancel()
+	m.testFree(h, p, &res)
+	m.testChunk(h, p, &res)
+	release := func(f Flags, k Kind, name string, drop bool) {
+		a, err := mp.Map(selfTestMapSize)
+		if err != nil {
+			res.Why[f] = fmt.Sprintf("mapping 64 KiB failed: %v", err)
+			return
+		}
+		r := Range{a, a + selfTestMapSize}
+		if drop {
+			err = mp.DropPages(a, selfTestMapSize)
+			mp.Unmap(a, selfTestMapSize)
+		} else {
+			err = mp.Unmap(a, selfTestMapSize)
+		}
+		if err != nil {
+			res.Why[f] = fmt.Sprintf("%s failed: %v", name, err)
+			return
+		}
+		m.Sync()
+		if p.saw(k, r) {
+			res.Flags |= f
+			return
+		}
+		res.Why[f] = fmt.Sprintf("no %s event arrived for %s of %v", k, name, r)
+	}
+	release(FlagMunmap, Unmap, "munmap", false)
+	release(FlagRemove, Remove, "madvise(MADV_DONTNEED)", true)
+	m.support.Store(uint32(res.Flags))
+	m.tested.Store(true)
+	return res
 }

@@ -198,6 +198,11 @@ type Entry struct {
 	prev, next *Entry
 	inLRU      bool
 
+	// anchor, if anchored, points into the Go object the entry
+	// registers (anchor.go): the entry dies with it. Immutable.
+	anchor   Anchor
+	anchored bool
+
 	// Registrations. regMu serialises registering; have's bit i is set
 	// (release) after handles[i] is written and is read (acquire)
 	// before handles[i] is.
@@ -372,6 +377,10 @@ func (c *Cache) alignRange(r Range) (Range, error) {
 // it, registering the transports it lacks, or a new entry. Give it back with
 // Put. Registrar errors are returned wrapped, naming the transport.
 func (c *Cache) Get(r Range, ts TransportSet) (*Entry, error) {
+	return c.get(r, ts, Anchor{}, false)
+}
+
+func (c *Cache) get(r Range, ts TransportSet, a Anchor, anchored bool) (*Entry, error) {
 	if ts == 0 || ts&^c.all != 0 {
 		return nil, fmt.Errorf("rcache: transport set %#x (have %d registrars): %w", uint64(ts), len(c.regs), errs.ErrBadArg)
 	}
@@ -385,7 +394,7 @@ func (c *Cache) Get(r Range, ts TransportSet) (*Entry, error) {
 	for attempt := 1; ; attempt++ {
 		e := c.fastGet(ar)
 		if e == nil {
-			if e, err = c.lookup(ar); err != nil {
+			if e, err = c.lookup(ar, a, anchored); err != nil {
 				return nil, err
 			}
 		}
@@ -420,7 +429,7 @@ func (c *Cache) fastGet(ar Range) *Entry {
 	}
 	// gen unchanged since before the reference: the tree, and so e's
 	// place in it, did not change in between.
-	if c.gen.Load() != g || e.invalid.Load() {
+	if c.gen.Load() != g || e.invalid.Load() || e.dead() {
 		c.release(e, false)
 		return nil
 	}
@@ -442,7 +451,7 @@ func (e *Entry) tryRef() bool {
 }
 
 // lookup is steps 3 to 5 of Get.
-func (c *Cache) lookup(ar Range) (*Entry, error) {
+func (c *Cache) lookup(ar Range, a Anchor, anchored bool) (*Entry, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -453,6 +462,11 @@ func (c *Cache) lookup(ar Range) (*Entry, error) {
 	}
 	q := ar
 	e := c.tree.bestCover(ar)
+	for e != nil && e.dead() {
+		c.st.Stale++
+		c.retireLocked(e)
+		e = c.tree.bestCover(ar)
+	}
 	if e != nil {
 		// Under mu nobody claims: the reference cannot fail.
 		e.tryRef()
@@ -462,6 +476,7 @@ func (c *Cache) lookup(ar Range) (*Entry, error) {
 			ar = c.mergeLocked(ar)
 		}
 		e = c.newEntryLocked(ar)
+		e.anchor, e.anchored = a, anchored
 		c.st.Misses++
 		c.evictLocked()
 	}
@@ -791,9 +806,19 @@ func (c *Cache) Find(r Range, dst []*Entry) ([]*Entry, error) {
 	}
 	n := len(dst)
 	dst = c.tree.overlapping(r, dst)
+	k := n
 	for _, e := range dst[n:] {
+		if e.dead() {
+			c.st.Stale++
+			c.retireLocked(e)
+			continue
+		}
 		e.tryRef()
+		dst[k] = e
+		k++
 	}
+	clear(dst[k:])
+	dst = dst[:k]
 	reap := c.takeReapLocked()
 	c.mu.Unlock()
 	c.deregister(reap)

@@ -13,6 +13,7 @@ type Stats struct {
 	DeregisterErrors uint64 // Deregister calls that failed
 	Evictions        uint64 // idle entries evicted for the limits or by Evict
 	Invalidations    uint64 // entries invalidated by release events
+	Stale            uint64 // entries retired by a lookup because their Go object was collected (anchor.go)
 	Events           uint64 // release ranges received (Invalidate calls)
 	QueueMerges      uint64 // times the pending-invalidation queue was full and was compacted
 	Merges           uint64 // idle entries folded into a larger one by the merge policy

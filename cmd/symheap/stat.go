@@ -212,6 +212,7 @@ func printJob(out io.Writer, ji inspect.JobInfo, rates *rateBase, wide bool) {
 				p.RCache.Hits, p.RCache.Misses, p.RCache.Invalidations)
 		}
 		w.Flush()
+		printCaches(out, ji)
 		return
 	}
 	// PE 3, STATE 8, HEAP 15, FRAG 6, ALLOCS and RMA OPS and MSGS 6 each
@@ -233,6 +234,41 @@ func printJob(out io.Writer, ji inspect.JobInfo, rates *rateBase, wide bool) {
 			compact(float64(msgs(p))), rates.rate(p.Rank, msgs, p), hit)
 	}
 	w.Flush()
+	printCaches(out, ji)
+}
+
+// printCaches prints, under a job's table, each PE's registration-cache
+// figures (the PE's cache and its transport's to other nodes, summed)
+// when any PE has some, and what each PE's memory monitor proved it sees
+// when any PE ran its self-test.
+func printCaches(out io.Writer, ji inspect.JobInfo) {
+	var rc, mon bool
+	for _, p := range ji.PEs {
+		rc = rc || p.RCache != (inspect.RCacheFigures{})
+		mon = mon || p.Monitor != ""
+	}
+	if rc {
+		fmt.Fprintln(out, "\nregistration cache:")
+		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(w, "PE\tHITS\tMISSES\tREGISTERED\tDEREGISTERED\tEVICTED\tINVALIDATED\tSTALE (GC)\tBYTES REGISTERED\t")
+		for _, p := range ji.PEs {
+			if p.Node != ji.Node {
+				continue
+			}
+			c := p.RCache
+			fmt.Fprintf(w, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", p.Rank, c.Hits, c.Misses, c.Registrations,
+				c.Deregistrations, c.Evictions, c.Invalidations, c.Stale, human(c.BytesRegistered))
+		}
+		w.Flush()
+	}
+	if mon {
+		fmt.Fprintln(out, "\nmemory monitor (self-test at Init):")
+		for _, p := range ji.PEs {
+			if p.Node == ji.Node && p.Monitor != "" {
+				fmt.Fprintf(out, "  PE %d: %s\n", p.Rank, p.Monitor)
+			}
+		}
+	}
 }
 
 // compact prints a count in at most 5 characters: 999, 12.3k, 4.5M, 1.2G.

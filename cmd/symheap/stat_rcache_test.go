@@ -270,6 +270,9 @@ func TestStatShowsRCacheFigures(t *testing.T) {
 	}
 	seen := 0
 	for _, l := range lines[header+1:] {
+		if strings.TrimSpace(l) == "" {
+			break // the table ends; the registration cache's own table follows
+		}
 		f := strings.Fields(l)
 		if len(f) < 4 {
 			continue

@@ -112,6 +112,10 @@ var (
 	// ends the process on a GlobalExit (this PE's or another's): it
 	// flushes C's stdio.
 	BeforeExit func()
+	// MonitorTested records the C library's memory-monitor self-test
+	// (its hooks' flags, memhook.Flags) in the PE's figures, where
+	// symheap stat shows them.
+	MonitorTested func(p any, flags uint32)
 	// Hosted is set by the C library before its Init: the process is a
 	// C program that hosts the Go runtime, whose threads are not in the
 	// order a Go program's are (the root then leaves the runtime's

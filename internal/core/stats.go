@@ -17,11 +17,22 @@ type Stats struct {
 	RCacheRegs, RCacheDeregs  atomic.Uint64
 	RCacheEvicts, RCacheInv   atomic.Uint64
 	RCacheBytes               atomic.Uint64
+	RCacheStale               atomic.Uint64 // entries of Go memory retired when their object was collected
+	// MonFlags is the memory monitor's self-test result (memhook.Flags)
+	// plus MonTested, with MonCHooks when the C library's hooks were
+	// its source; 0 before a self-test. Written at Init.
+	MonFlags atomic.Uint64
 	// SharedFront is the offset of the small-block front end's header in
 	// the PE's local shared heap, plus one; 0 when the heap has none
 	// (alloc/small). Written once, before Init's closing barrier.
 	SharedFront atomic.Uint64
 }
+
+// Bits of Stats.MonFlags above memhook's flags.
+const (
+	MonTested = 1 << 31 // a self-test ran
+	MonCHooks = 1 << 30 // the C library's hooks were its source
+)
 
 var statsArea = RegisterArea("stats", func(int) uint64 { return SizeOf[Stats]() })
 

@@ -14,6 +14,8 @@ import (
 	"github.com/symheap/symheap/internal/msg"
 	"github.com/symheap/symheap/internal/team"
 	"github.com/symheap/symheap/internal/transport"
+	"github.com/symheap/symheap/memhook"
+	"github.com/symheap/symheap/rcache"
 )
 
 // Runtime is what the layer needs of the PE that owns it: the node's
@@ -106,6 +108,8 @@ type Layer struct {
 	leader     bool  // this PE is its node's leader
 	timeout    time.Duration
 	peerErrors bool
+	cache      bool             // UseCache
+	mon        *memhook.Monitor // UseCache
 
 	epoch    uint32                // barriers made (leaders)
 	told     atomic.Bool           // this PE has announced a lost PE
@@ -159,6 +163,20 @@ func (l *Layer) PeerErrors() bool { return l.peerErrors }
 // Describe says how the transport reaches peer.
 func (l *Layer) Describe(peer int) (string, error) { return l.net.Describe(peer) }
 
+// UseCache, before Start, asks the transport to register the buffers of
+// its operations through a registration cache subscribed to mon
+// (transport.Config.Cache).
+func (l *Layer) UseCache(mon *memhook.Monitor) { l.cache, l.mon = true, mon }
+
+// CacheStats returns the figures of the transport's registration cache,
+// false when it has none.
+func (l *Layer) CacheStats() (rcache.Stats, bool) {
+	if c, ok := l.net.(transport.Caching); ok && l.cache {
+		return c.CacheStats(), true
+	}
+	return rcache.Stats{}, false
+}
+
 // Start opens the transport (Config.Transport, else the build's best),
 // before Init's barrier: regions are the PE's symmetric heap and the
 // node's control blocks (transport.RegionHeap, RegionControl), which it
@@ -175,6 +193,8 @@ func (l *Layer) Start(rt Runtime, regions [][]byte) error {
 		Timeout:    l.timeout,
 		Announced:  l.onAnnounced,
 		Lost:       func(int) error { return l.launcherLost() },
+		Cache:      l.cache,
+		Monitor:    l.mon,
 	})
 	if err != nil {
 		return fmt.Errorf("joining the other nodes: %w", err)

@@ -30,6 +30,7 @@ import (
 	"github.com/symheap/symheap/internal/errs"
 	"github.com/symheap/symheap/internal/segment"
 	"github.com/symheap/symheap/internal/unix"
+	"github.com/symheap/symheap/memhook"
 )
 
 // JobInfo is a live job as symheap stat shows it (and prints with --json).
@@ -65,12 +66,17 @@ type PEInfo struct {
 	MsgEager, MsgSingleCopy   uint64
 	MsgKernel, MsgBounce      uint64
 	RCache                    RCacheFigures
+	// Monitor is the memory monitor's self-test result ("FREE|CHUNK|MUNMAP|REMOVE",
+	// "none"), with " (C hooks)" when the C library's hooks were its
+	// source; "" when no self-test ran.
+	Monitor string
 }
 
 // RCacheFigures are the registration cache's counters of one PE.
 type RCacheFigures struct {
 	Hits, Misses, Registrations, Deregistrations uint64
 	Evictions, Invalidations, BytesRegistered    uint64
+	Stale                                        uint64 // entries of Go memory retired when their object was collected
 }
 
 // Block is one block of a heap map.
@@ -140,7 +146,8 @@ func (v *Job) Info() JobInfo {
 			RCache: RCacheFigures{Hits: st.RCacheHits.Load(), Misses: st.RCacheMisses.Load(),
 				Registrations: st.RCacheRegs.Load(), Deregistrations: st.RCacheDeregs.Load(),
 				Evictions: st.RCacheEvicts.Load(), Invalidations: st.RCacheInv.Load(),
-				BytesRegistered: st.RCacheBytes.Load()},
+				BytesRegistered: st.RCacheBytes.Load(), Stale: st.RCacheStale.Load()},
+			Monitor: monitorFlags(st.MonFlags.Load()),
 		}
 		switch {
 		case s.Closed(p):
@@ -220,3 +227,15 @@ func ListJobs() ([]segment.Entry, error) { return segment.List(unix.Getuid()) }
 // CleanStale removes this user's segments whose PEs are all gone, and
 // returns them.
 func CleanStale() ([]segment.Entry, error) { return segment.Clean(unix.Getuid()) }
+
+// monitorFlags renders a PE's Stats.MonFlags.
+func monitorFlags(v uint64) string {
+	if v&core.MonTested == 0 {
+		return ""
+	}
+	s := memhook.Flags(v &^ (core.MonTested | core.MonCHooks)).String()
+	if v&core.MonCHooks != 0 {
+		s += " (C hooks)"
+	}
+	return s
+}

@@ -6,6 +6,9 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/symheap/symheap/memhook"
+	"github.com/symheap/symheap/rcache"
 )
 
 // PEs on other nodes: a Net carries everything the multi-node layer
@@ -174,6 +177,21 @@ type Config struct {
 	// Lost reports a peer known lost by other means (the launcher): a
 	// wait on it ends with its error. peer -1: any.
 	Lost func(peer int) error
+	// Cache asks a transport that registers memory to register the
+	// buffers of puts, gets and sends outside Regions through a
+	// registration cache (package rcache) and hand the handle to the
+	// network (the enable decision of package memhook said yes).
+	// Monitor, if not nil, is the PE's memory monitor, which the cache
+	// subscribes to; Go buffers need none (rcache.AnchorOf).
+	Cache   bool
+	Monitor *memhook.Monitor
+}
+
+// Caching is a Net that registers memory through a registration cache:
+// the cache's figures, for symheap stat. A transport without memory
+// registration (tcp) has no cache and does not implement it.
+type Caching interface {
+	CacheStats() rcache.Stats
 }
 
 // Bootstrap is how a PE of a job on several nodes learns the job: who it

@@ -116,15 +116,26 @@ static ucs_status_t sh_wait(ucp_worker_h w, int efd, void *req, int slice_ms) {
 	}
 }
 
-static ucs_status_ptr_t sh_put(ucp_ep_h ep, const void *buf, size_t n, uint64_t raddr, ucp_rkey_h rkey) {
+// sh_param starts a request's parameters: with the local buffer's memory
+// handle when the caller has one (symheap's registration cache), so that
+// UCX does not look the buffer up in a cache of its own.
+static void sh_param(ucp_request_param_t *p, ucp_mem_h memh) {
+	p->op_attr_mask = 0;
+	if (memh != NULL) {
+		p->op_attr_mask = UCP_OP_ATTR_FIELD_MEMH;
+		p->memh = memh;
+	}
+}
+
+static ucs_status_ptr_t sh_put(ucp_ep_h ep, const void *buf, size_t n, uint64_t raddr, ucp_rkey_h rkey, ucp_mem_h memh) {
 	ucp_request_param_t p;
-	p.op_attr_mask = 0;
+	sh_param(&p, memh);
 	return ucp_put_nbx(ep, buf, n, raddr, rkey, &p);
 }
 
-static ucs_status_ptr_t sh_get(ucp_ep_h ep, void *buf, size_t n, uint64_t raddr, ucp_rkey_h rkey) {
+static ucs_status_ptr_t sh_get(ucp_ep_h ep, void *buf, size_t n, uint64_t raddr, ucp_rkey_h rkey, ucp_mem_h memh) {
 	ucp_request_param_t p;
-	p.op_attr_mask = 0;
+	sh_param(&p, memh);
 	return ucp_get_nbx(ep, buf, n, raddr, rkey, &p);
 }
 
@@ -147,9 +158,9 @@ static ucs_status_ptr_t sh_flush(ucp_worker_h w) {
 	return ucp_worker_flush_nbx(w, &p);
 }
 
-static ucs_status_ptr_t sh_tag_send(ucp_ep_h ep, const void *buf, size_t n, uint64_t tag) {
+static ucs_status_ptr_t sh_tag_send(ucp_ep_h ep, const void *buf, size_t n, uint64_t tag, ucp_mem_h memh) {
 	ucp_request_param_t p;
-	p.op_attr_mask = 0;
+	sh_param(&p, memh);
 	return ucp_tag_send_nbx(ep, buf, n, tag, &p);
 }
 
@@ -329,6 +340,10 @@ static ucs_status_t sh_mem_map(ucp_context_h ctx, void *addr, size_t n, ucp_mem_
 	p.address = addr;
 	p.length = n;
 	return ucp_mem_map(ctx, &p, memh);
+}
+
+static ucs_status_t sh_mem_map_at(ucp_context_h ctx, uintptr_t addr, size_t n, ucp_mem_h *memh) {
+	return sh_mem_map(ctx, (void *)addr, n, memh);
 }
 
 // sh_poll sleeps until the event descriptor is readable or ms pass.
@@ -645,6 +660,38 @@ func (w *Worker) Register(p unsafe.Pointer, n uintptr) (rkey []byte, err error) 
 	return C.GoBytes(buf, C.int(size)), nil
 }
 
+// Mem is a registration of local memory with UCX (ucp_mem_map) that
+// operations on a buffer inside it name, so that UCX does not look the
+// buffer up itself. The zero Mem names none.
+type Mem struct{ h C.ucp_mem_h }
+
+// MemMap registers n bytes at addr, memory of this process that stays
+// mapped until MemUnmap (the registration cache sees to that).
+func (w *Worker) MemMap(addr, n uintptr) (Mem, error) {
+	w.lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return Mem{}, errors.New("ucx: register memory: worker closed")
+	}
+	var memh C.ucp_mem_h
+	// The address is an integer the cache keeps: it goes to C as one.
+	if st := C.sh_mem_map_at(w.ctx, C.uintptr_t(addr), C.size_t(n), &memh); st != C.UCS_OK {
+		return Mem{}, statusErr(fmt.Sprintf("ucx: register %d bytes at %#x", n, addr), st)
+	}
+	return Mem{memh}, nil
+}
+
+// MemUnmap releases a registration of MemMap. After Close it does
+// nothing: closing the context released every registration.
+func (w *Worker) MemUnmap(m Mem) error {
+	w.lock()
+	defer w.mu.Unlock()
+	if w.closed || m.h == nil {
+		return nil
+	}
+	return statusErr("ucx: deregister memory", C.ucp_mem_unmap(w.ctx, m.h))
+}
+
 // SetPeer records what peer published. Its endpoint is made on first use.
 func (w *Worker) SetPeer(peer int, info Peer) {
 	w.lock()
@@ -728,7 +775,7 @@ func (w *Worker) settle(peer int, ps *peerState) error {
 		return nil
 	}
 	word := unsafe.Add(unsafe.Pointer(w.scratch), 2*8)
-	req := C.sh_get(ps.ep, word, 8, C.uint64_t(ps.info.Bases[0]), ps.rkeys[0])
+	req := C.sh_get(ps.ep, word, 8, C.uint64_t(ps.info.Bases[0]), ps.rkeys[0], nil)
 	if err := w.wait(req, peer, "connect"); err != nil {
 		// A get still in flight writes only scratch word 2, which nothing
 		// else reads; the next ep settles anew.
@@ -870,7 +917,7 @@ func (w *Worker) Failed() (peer int, err error) {
 // Put writes src to address raddr of peer's region. It returns when src
 // may be reused (nbi false) or at once, src then being read until the next
 // Flush (nbi true).
-func (w *Worker) Put(peer, region int, raddr uint64, src []byte, nbi bool) error {
+func (w *Worker) Put(peer, region int, raddr uint64, src []byte, nbi bool, m Mem) error {
 	w.lock()
 	defer w.mu.Unlock()
 	ps, err := w.ep(peer)
@@ -878,7 +925,7 @@ func (w *Worker) Put(peer, region int, raddr uint64, src []byte, nbi bool) error
 		return err
 	}
 	w.dirty = true
-	req := C.sh_put(ps.ep, unsafe.Pointer(unsafe.SliceData(src)), C.size_t(len(src)), C.uint64_t(raddr), ps.rkeys[region])
+	req := C.sh_put(ps.ep, unsafe.Pointer(unsafe.SliceData(src)), C.size_t(len(src)), C.uint64_t(raddr), ps.rkeys[region], m.h)
 	if req == nil || C.sh_is_err(req) != 0 {
 		return w.wait(req, peer, "put")
 	}
@@ -896,14 +943,14 @@ func (w *Worker) Put(peer, region int, raddr uint64, src []byte, nbi bool) error
 }
 
 // Get reads len(dst) bytes at address raddr of peer's region into dst.
-func (w *Worker) Get(dst []byte, peer, region int, raddr uint64) error {
+func (w *Worker) Get(dst []byte, peer, region int, raddr uint64, m Mem) error {
 	w.lock()
 	defer w.mu.Unlock()
 	ps, err := w.ep(peer)
 	if err != nil {
 		return err
 	}
-	req := C.sh_get(ps.ep, unsafe.Pointer(unsafe.SliceData(dst)), C.size_t(len(dst)), C.uint64_t(raddr), ps.rkeys[region])
+	req := C.sh_get(ps.ep, unsafe.Pointer(unsafe.SliceData(dst)), C.size_t(len(dst)), C.uint64_t(raddr), ps.rkeys[region], m.h)
 	if req != nil && C.sh_is_err(req) == 0 {
 		var pin runtime.Pinner
 		defer pin.Unpin()
@@ -1044,14 +1091,14 @@ func (w *Worker) Sleep(d time.Duration) (announced uint64, ok bool) {
 // A large message completes only when the receiver takes it, so Timeout
 // does not apply; check, if not nil, runs without the lock between slices
 // of the wait, and its error ends it.
-func (w *Worker) Send(peer int, tag uint64, buf []byte, check func() error) error {
+func (w *Worker) Send(peer int, tag uint64, buf []byte, check func() error, m Mem) error {
 	w.lock()
 	defer w.mu.Unlock()
 	ps, err := w.ep(peer)
 	if err != nil {
 		return err
 	}
-	req := C.sh_tag_send(ps.ep, unsafe.Pointer(unsafe.SliceData(buf)), C.size_t(len(buf)), C.uint64_t(tag))
+	req := C.sh_tag_send(ps.ep, unsafe.Pointer(unsafe.SliceData(buf)), C.size_t(len(buf)), C.uint64_t(tag), m.h)
 	if req == nil {
 		return nil
 	}
@@ -1098,14 +1145,14 @@ type Req struct {
 // SendNB starts sending buf to peer with tag. buf must not change until
 // the request is complete (Test). A nil *Req (and nil error): the send
 // completed at once.
-func (w *Worker) SendNB(peer int, tag uint64, buf []byte) (*Req, error) {
+func (w *Worker) SendNB(peer int, tag uint64, buf []byte, m Mem) (*Req, error) {
 	w.lock()
 	defer w.mu.Unlock()
 	ps, err := w.ep(peer)
 	if err != nil {
 		return nil, err
 	}
-	p := C.sh_tag_send(ps.ep, unsafe.Pointer(unsafe.SliceData(buf)), C.size_t(len(buf)), C.uint64_t(tag))
+	p := C.sh_tag_send(ps.ep, unsafe.Pointer(unsafe.SliceData(buf)), C.size_t(len(buf)), C.uint64_t(tag), m.h)
 	switch {
 	case p == nil:
 		return nil, nil // complete at once (buf may be reused): nothing to make
