@@ -136,13 +136,15 @@ int main(void)
 	}
 	shmem_barrier_all();
 
-	/* 2-D split: rows of 2. */
+	/* 2-D split: rows of 2, or of n/32 beyond 64 PEs (a split makes a
+	 * team per row and per column, and the job has 64 team ids). */
 	shmem_team_t xt, yt;
-	CHECK(shmem_team_split_2d(SHMEM_TEAM_WORLD, 2, NULL, 0, &xt, NULL, 0, &yt) == 0, "split_2d");
+	int xr = n > 64 ? n / 32 : 2;
+	CHECK(shmem_team_split_2d(SHMEM_TEAM_WORLD, xr, NULL, 0, &xt, NULL, 0, &yt) == 0, "split_2d");
 	CHECK(xt != SHMEM_TEAM_INVALID && yt != SHMEM_TEAM_INVALID, "2-D teams");
-	CHECK(shmem_team_my_pe(xt) == me % 2, "x rank %d", shmem_team_my_pe(xt));
-	CHECK(shmem_team_my_pe(yt) == me / 2, "y rank %d", shmem_team_my_pe(yt));
-	CHECK(shmem_team_n_pes(yt) == (n - me % 2 + 1) / 2, "y size %d", shmem_team_n_pes(yt));
+	CHECK(shmem_team_my_pe(xt) == me % xr, "x rank %d", shmem_team_my_pe(xt));
+	CHECK(shmem_team_my_pe(yt) == me / xr, "y rank %d", shmem_team_my_pe(yt));
+	CHECK(shmem_team_n_pes(yt) == (n - me % xr + xr - 1) / xr, "y size %d", shmem_team_n_pes(yt));
 	shmem_team_sync(xt);
 	shmem_team_destroy(xt);
 	shmem_team_destroy(yt);

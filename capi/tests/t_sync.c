@@ -55,7 +55,7 @@ int main(void)
 	CHECK(shmem_int_test(&flags[me], SHMEM_CMP_EQ, me + 1), "test");
 	CHECK(!shmem_test(&flags[me], SHMEM_CMP_LT, me + 1), "generic test");
 	CHECK(shmem_int_test_all(flags, (size_t)n, NULL, SHMEM_CMP_GT, 0), "test_all");
-	CHECK(shmem_int_test_some(flags, (size_t)n, ind, NULL, SHMEM_CMP_GT, 100) == 0, "test_some none");
+	CHECK(shmem_int_test_some(flags, (size_t)n, ind, NULL, SHMEM_CMP_GT, n) == 0, "test_some none");
 	shmem_int_wait_until_all(flags, 0, NULL, SHMEM_CMP_EQ, 5); /* nothing to wait for: returns */
 	shmem_barrier_all();
 
