@@ -365,7 +365,7 @@ func (s *Segment) heartbeat() {
 }
 
 // stalled reports whether PE pe's heartbeat has not moved for PeerTimeout
-// as seen from here.
+// as seen from here, and its process is not merely waiting for a CPU.
 func (s *Segment) stalled(pe int) (time.Duration, bool) {
 	if s.seen == nil || pe == s.p.Rank {
 		return 0, false
@@ -380,7 +380,22 @@ func (s *Segment) stalled(pe int) (time.Duration, bool) {
 		return 0, false
 	}
 	d := now.Sub(v.at)
-	return d, d > s.p.PeerTimeout
+	if d <= s.p.PeerTimeout {
+		return d, false
+	}
+	// No beat for the whole timeout. A process with a thread waiting for
+	// a CPU is starved, not stuck: with hundreds of PEs on a few cores
+	// the scheduler may leave one waiting that long, and the job still
+	// moves. Stopped (state T), or with every thread asleep, it is stuck;
+	// and so is a PE of this very process (tests), which runs as we do.
+	if pid := s.Pid(pe); pid == unix.Getpid() {
+		return d, true
+	} else if st, err := unix.ProcessState(pid); err == nil && st != 'T' && st != 't' {
+		if run, err := unix.ProcessRunnable(pid); err == nil && run {
+			return d, false
+		}
+	}
+	return d, true
 }
 
 // openFile performs steps 1 to 4.

@@ -175,6 +175,27 @@ func ProcessState(pid int) (byte, error) {
 	return b[i+2], nil
 }
 
+// ProcessRunnable reports whether a thread of pid is running or waits
+// for a CPU (state 'R' in /proc/PID/task/TID/stat): a process starved
+// by the scheduler has one, a stopped or wedged one has none.
+func ProcessRunnable(pid int) (bool, error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return false, err
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/stat")
+		if err != nil {
+			continue // the thread ended
+		}
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'R' {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // Rlimit returns the soft and hard limits of a resource.
 func Rlimit(resource int) (cur, max uint64, err error) {
 	var r unix.Rlimit
