@@ -562,6 +562,7 @@ func (s *Segment) join(deadline time.Time) (stale bool, err error) {
 		return false, fmt.Errorf("segment: %s has mode %#o, want 0600: %w (not made by symheap; remove it)", s.path, mode, errs.ErrSegment)
 	}
 	firstEmpty := time.Time{}
+	allocated := int64(0)
 	for {
 		if err := unix.Flock(s.fd, unix.LockShared, true); err == nil {
 			_, _, size, _ := unix.Fstat(s.fd)
@@ -596,6 +597,13 @@ func (s *Segment) join(deadline time.Time) (stale bool, err error) {
 				return false, fmt.Errorf("segment: %s was created but never initialised: its creator died: %w (the segment was removed; restart the job)", s.path, errs.ErrPeerLost)
 			}
 			unix.Flock(s.fd, unix.LockUnlock, false)
+		}
+		// The creator reserves the segment (fallocate) before it
+		// publishes the header: gigabytes at hundreds of PEs, which may
+		// take longer than the timeout on a busy machine. While the
+		// reservation grows, the wait is not stuck.
+		if a, err := unix.Allocated(s.fd); err == nil && a != allocated {
+			allocated, deadline = a, time.Now().Add(s.p.InitTimeout)
 		}
 		if time.Now().After(deadline) {
 			return false, fmt.Errorf("segment: timed out after %v waiting for %s to be initialised (raise %s if PEs start slowly): %w", s.p.InitTimeout, s.path, config.EnvInitTimeout, errs.ErrSegment)

@@ -58,6 +58,16 @@ func Fstat(fd int) (uid uint32, mode uint32, size int64, err error) {
 	return st.Uid, st.Mode & 0o7777, st.Size, nil
 }
 
+// Allocated returns the bytes of storage the file behind fd holds
+// (st_blocks in 512-byte units): it grows while a fallocate runs.
+func Allocated(fd int) (int64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, err
+	}
+	return st.Blocks * 512, nil
+}
+
 // Fallocate reserves the byte range [off, off+n) of the file so that later
 // stores into a shared mapping of it cannot fault for want of space.
 func Fallocate(fd int, off, n int64) error {
