@@ -14,7 +14,7 @@ export GOFLAGS ?=
 VERSION     := $(shell sed -n 's/^const Version = "\(.*\)"$$/\1/p' internal/config/settings.go)
 SONAME      := libsymheap.so.$(firstword $(subst ., ,$(VERSION)))
 
-.PHONY: all build capi man install uninstall demo demo-c test test-loaded test-c fmt vet staticcheck unit unit-race unit-norace linecount bench-smoke chaos fuzz peers tools clean-shm mutate cluster cluster-deps demo-cluster bench-cluster
+.PHONY: all build capi man install uninstall demo demo-c test test-loaded test-c test-big fmt vet staticcheck unit unit-race unit-norace linecount bench-smoke chaos fuzz peers tools clean-shm mutate cluster cluster-deps demo-cluster bench-cluster
 
 all: build
 
@@ -123,10 +123,16 @@ test-loaded:
 # on 2, 3 and 4 PEs with the default and the buddy allocator; then jobs of
 # Go and C PEs (capi/tests/mixed).
 test-c: build
-	@echo "== test-c: the C library's tests on 2, 3 and 4 PEs"
+	@echo "== test-c: the C library's tests on 2, 3 and 4 PEs, and on 64"
 	bash capi/tests/run.sh $(BIN)
 	@echo "== test-c: Go and C PEs in one job (capi/tests/mixed: shrun, mpirun, refusals, formats)"
 	SYMHEAP_REQUIRE_MIXED=1 SYMHEAP_BIN=$(BIN) $(GO) test -count=1 -v ./capi/tests/mixed
+
+# The C library's suites on 256 PEs (make test-c runs them on 64): a job
+# of 256 processes on this node, minutes on two cores, so not in make test.
+test-big: build
+	@echo "== test-big: the C library's suites on 256 PEs"
+	bash capi/tests/run.sh $(BIN) big256
 
 # The C example: static data, the heap, atomics and a reduction.
 demo-c: build

@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* MAX_PES: the largest job the tests are written for (a segment holds
+ * at most 512 PEs): arrays with an element per PE have this many. */
+#define MAX_PES 512
+
 static int check_failures;
 
 #define CHECK(cond, ...)                                                                    \

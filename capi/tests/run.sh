@@ -10,7 +10,9 @@
 #
 # GROUPs pick a part (all of them without): exports, suites (the t_*
 # programs on 2-4 PEs and the runtime's modes), errors (t_err), bounds
-# (t_bounds: every PE and size bound of the fast path), stat. The Go test
+# (t_bounds: every PE and size bound of the fast path), stat, big (every
+# suite on 64 PEs, with heaps of 4m and 1m). Not in "all": big256, the
+# suites on 256 PEs (make test-big; minutes on two cores). The Go test
 # capi/tests/ctest runs groups by name, for the mutants of
 # internal/mutate/mutants.txt.
 set -uo pipefail
@@ -18,6 +20,7 @@ BIN=${1:?usage: run.sh BIN [GROUP...]}
 shift
 groups=" $* "
 want() { [ "$groups" = "  " ] || [[ $groups == *" $1 "* ]]; }
+wanted() { [[ $groups == *" $1 "* ]]; } # only when named
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/symheap-ctest.XXXXXX")
 fail=0
@@ -71,7 +74,7 @@ for src in "$HERE"/t_*.c; do
 	case $t in
 	t_err) want errors || continue ;;
 	t_bounds) want bounds || continue ;;
-	*) want suites || continue ;;
+	*) want suites || want big || wanted big256 || continue ;;
 	esac
 	"$BIN/symcc" -std=gnu11 -O2 -Wall -Werror -pthread -o "$OUT/$t" "$src" || { echo "FAIL build $t"; fail=1; continue; }
 done
@@ -89,7 +92,7 @@ job() {
 	local env=()
 	while [ "$1" != -- ]; do env+=("$1"); shift; done
 	shift
-	env "${env[@]}" "$BIN/shrun" --timeout 100s "$@" >"$OUT/out" 2>"$OUT/err" &
+	env "${env[@]}" "$BIN/shrun" --timeout "${JOB_TIMEOUT:-100s}" "$@" >"$OUT/out" 2>"$OUT/err" &
 	local p=$!
 	pids+=("$p")
 	wait "$p"
@@ -114,6 +117,24 @@ for t in t_rma t_amo t_sync t_coll t_mem t_thread t_tables t_zero t_any t_v16 t_
 				fail=1
 			fi
 		done
+	done
+done
+
+# Big jobs: every suite on 64 PEs (and 256 when asked), oversubscribed
+# on a machine of a few cores. The heaps are small (4m and 1m a PE) so
+# that the node's segment stays within a few hundred MiB; what is checked
+# is that every PE's checks pass, not how long they take.
+for np in 64 256; do
+	if [ $np = 64 ]; then want big || continue; else wanted big256 || continue; fi
+	for t in t_rma t_amo t_sync t_coll t_mem t_thread t_tables t_zero t_any t_v16; do
+		[ -x "$OUT/$t" ] || continue
+		if JOB_TIMEOUT=900s job SHMEM_SYMMETRIC_SIZE=4m SYMHEAP_SHARED_SIZE=1m -- -n "$np" "$OUT/$t"; then
+			echo "ok   $t -n $np"
+		else
+			echo "FAIL $t -n $np (status $?)"
+			sed 's/^/    /' "$OUT/out" "$OUT/err" | head -20
+			fail=1
+		fi
 	done
 done
 

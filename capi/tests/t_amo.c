@@ -29,15 +29,18 @@ int main(void)
 		shmem_atomic_inc(SHMEM_CTX_DEFAULT, &hu[0], 0); /* generic, context */
 		shmem_int32_atomic_add(&hi32[0], -1, 0);
 	}
-	/* Compare-and-swap: each PE claims slot me of a bit set once. */
+	/* Compare-and-swap: each PE sets bit me % 64 of a bit set (the
+	 * bit is taken by several PEs beyond 64 PEs: the loop still ends). */
 	unsigned long old = 0;
 	for (;;) {
-		unsigned long cur = shmem_ulong_atomic_compare_swap(&sbits, old, old | 1UL << me, 0);
+		unsigned long cur = shmem_ulong_atomic_compare_swap(&sbits, old, old | 1UL << me % 64, 0);
 		if (cur == old)
 			break;
 		old = cur;
 	}
-	shmem_uint64_atomic_fetch_or(&hu[1], 1ULL << (me + 8), 0);
+	shmem_uint64_atomic_fetch_or(&hu[1], 1ULL << (me % 56 + 8), 0);
+	unsigned long wbits = n >= 64 ? ~0UL : (1UL << n) - 1;
+	uint64_t wor = (n >= 56 ? (1ULL << 56) - 1 : (1ULL << n) - 1) << 8;
 	shmem_barrier_all();
 	if (me == 0) {
 		CHECK(scount == (long)n * iters, "scount %ld", scount);
@@ -47,8 +50,8 @@ int main(void)
 		CHECK(sll == (long long)n * iters, "sll %lld", sll);
 		CHECK(hu[0] == (uint64_t)n * iters, "hu %llu", (unsigned long long)hu[0]);
 		CHECK(hi32[0] == -n * iters, "hi32 %d", hi32[0]);
-		CHECK(sbits == (1UL << n) - 1, "cswap bits %lx", sbits);
-		CHECK(hu[1] == ((1ULL << n) - 1) << 8, "fetch_or bits %llx", (unsigned long long)hu[1]);
+		CHECK(sbits == wbits, "cswap bits %lx", sbits);
+		CHECK(hu[1] == wor, "fetch_or bits %llx", (unsigned long long)hu[1]);
 	}
 	shmem_barrier_all();
 

@@ -9,11 +9,11 @@
 static long pSync[2][SHMEM_REDUCE_SYNC_SIZE];
 static long pSyncB[SHMEM_BARRIER_SYNC_SIZE];
 static long pWrk[SHMEM_REDUCE_MIN_WRKDATA_SIZE + 16];
-static long lsrc[16], ldst[16];
+static long lsrc[2 * MAX_PES], ldst[2 * MAX_PES];
 static double dsrc[4], ddst[4];
 static long double ldsrc[2], lddst[2];
 static double _Complex csrc[2], cdst[2];
-static int isrc[8], idst[64];
+static int isrc[MAX_PES], idst[8 * MAX_PES];
 
 int main(void)
 {
@@ -45,18 +45,25 @@ int main(void)
 	CHECK(ldst[0] == n - 1 && ldst[15] == n + 14, "max %ld %ld", ldst[0], ldst[15]);
 	shmem_long_min_reduce(SHMEM_TEAM_WORLD, ldst, lsrc, 2);
 	CHECK(ldst[0] == 0 && ldst[1] == 1, "min %ld %ld", ldst[0], ldst[1]);
-	lsrc[0] = 1L << me;
+	/* Bit me % 64: beyond 64 PEs several PEs set one bit, and the xor
+	 * keeps the bits an odd number of PEs set. */
+	lsrc[0] = (long)(1UL << me % 64);
+	unsigned long wor = 0, wxor = 0;
+	for (int p = 0; p < n; p++) {
+		wor |= 1UL << p % 64;
+		wxor ^= 1UL << p % 64;
+	}
 	shmem_int64_or_reduce(SHMEM_TEAM_WORLD, ldst, lsrc, 1);
-	CHECK(ldst[0] == (1L << n) - 1, "or %lx", ldst[0]);
+	CHECK(ldst[0] == (long)wor, "or %lx", ldst[0]);
 	shmem_int64_xor_reduce(SHMEM_TEAM_WORLD, ldst, lsrc, 1);
-	CHECK(ldst[0] == (1L << n) - 1, "xor %lx", ldst[0]);
+	CHECK(ldst[0] == (long)wxor, "xor %lx", ldst[0]);
 	lsrc[0] = ~0L;
-	lsrc[1] = me + 1;
+	lsrc[1] = me < 20 ? me + 1 : 1; /* 20! fits a long */
 	shmem_int64_and_reduce(SHMEM_TEAM_WORLD, ldst, lsrc, 1);
 	CHECK(ldst[0] == ~0L, "and %lx", ldst[0]);
 	shmem_long_prod_reduce(SHMEM_TEAM_WORLD, ldst, lsrc + 1, 1);
 	long fact = 1;
-	for (int p = 1; p <= n; p++)
+	for (int p = 1; p <= n && p <= 20; p++)
 		fact *= p;
 	CHECK(ldst[0] == fact, "prod %ld, want %ld", ldst[0], fact);
 	dsrc[0] = 0.5 * me;
@@ -83,11 +90,11 @@ int main(void)
 	shmem_int_fcollect(SHMEM_TEAM_WORLD, idst, isrc, 2);
 	for (int p = 0; p < n; p++)
 		CHECK(idst[2 * p] == p * 10 && idst[2 * p + 1] == p * 10 + 1, "fcollect at %d", p);
-	/* collect: PE p contributes p+1 elements. */
-	shmem_collect(SHMEM_TEAM_WORLD, idst, isrc, (size_t)me + 1); /* generic */
+	/* collect: PE p contributes p%8+1 elements. */
+	shmem_collect(SHMEM_TEAM_WORLD, idst, isrc, (size_t)me % 8 + 1); /* generic */
 	int off = 0;
 	for (int p = 0; p < n; p++)
-		for (int i = 0; i <= p; i++, off++)
+		for (int i = 0; i <= p % 8; i++, off++)
 			CHECK(idst[off] == p * 10 + i, "collect idst[%d] = %d", off, idst[off]);
 	/* alltoall: block j of PE p's source goes to block p of PE j. */
 	for (int j = 0; j < n; j++)
@@ -135,13 +142,15 @@ int main(void)
 	}
 	shmem_barrier_all();
 
-	/* 2-D split: rows of 2. */
+	/* 2-D split: rows of 2, or of n/32 beyond 64 PEs (a split makes a
+	 * team per row and per column, and the job has 64 team ids). */
 	shmem_team_t xt, yt;
-	CHECK(shmem_team_split_2d(SHMEM_TEAM_WORLD, 2, NULL, 0, &xt, NULL, 0, &yt) == 0, "split_2d");
+	int xr = n > 64 ? n / 32 : 2;
+	CHECK(shmem_team_split_2d(SHMEM_TEAM_WORLD, xr, NULL, 0, &xt, NULL, 0, &yt) == 0, "split_2d");
 	CHECK(xt != SHMEM_TEAM_INVALID && yt != SHMEM_TEAM_INVALID, "2-D teams");
-	CHECK(shmem_team_my_pe(xt) == me % 2, "x rank %d", shmem_team_my_pe(xt));
-	CHECK(shmem_team_my_pe(yt) == me / 2, "y rank %d", shmem_team_my_pe(yt));
-	CHECK(shmem_team_n_pes(yt) == (n - me % 2 + 1) / 2, "y size %d", shmem_team_n_pes(yt));
+	CHECK(shmem_team_my_pe(xt) == me % xr, "x rank %d", shmem_team_my_pe(xt));
+	CHECK(shmem_team_my_pe(yt) == me / xr, "y rank %d", shmem_team_my_pe(yt));
+	CHECK(shmem_team_n_pes(yt) == (n - me % xr + xr - 1) / xr, "y size %d", shmem_team_n_pes(yt));
 	shmem_team_sync(xt);
 	shmem_team_destroy(xt);
 	shmem_team_destroy(yt);

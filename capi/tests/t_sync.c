@@ -6,7 +6,7 @@
 
 static long lock;           /* a lock in .bss */
 static long critical;       /* guarded by lock, on PE 0 */
-static int flags[8];        /* one per PE */
+static int flags[MAX_PES];  /* one per PE */
 static long token;
 
 int main(void)
@@ -36,14 +36,14 @@ int main(void)
 		CHECK(flags[p] == p + 1, "flags[%d] = %d", p, flags[p]);
 	size_t idx = shmem_int_wait_until_any(flags, (size_t)n, NULL, SHMEM_CMP_GT, 0);
 	CHECK(idx < (size_t)n, "wait_until_any gave %zu", idx);
-	size_t ind[8];
+	static size_t ind[MAX_PES];
 	size_t cnt = shmem_int_wait_until_some(flags, (size_t)n, ind, NULL, SHMEM_CMP_GE, 1);
 	CHECK(cnt == (size_t)n, "wait_until_some found %zu", cnt);
-	int status[8] = {0};
+	static int status[MAX_PES];
 	status[0] = 1; /* skip element 0 */
 	CHECK(shmem_int_test_any(flags, (size_t)n, status, SHMEM_CMP_EQ, 1) == SIZE_MAX,
 	      "test_any saw the masked element");
-	int want[8];
+	static int want[MAX_PES];
 	for (int p = 0; p < n; p++)
 		want[p] = p + 1;
 	shmem_int_wait_until_all_vector(flags, (size_t)n, NULL, SHMEM_CMP_EQ, want);
@@ -55,7 +55,7 @@ int main(void)
 	CHECK(shmem_int_test(&flags[me], SHMEM_CMP_EQ, me + 1), "test");
 	CHECK(!shmem_test(&flags[me], SHMEM_CMP_LT, me + 1), "generic test");
 	CHECK(shmem_int_test_all(flags, (size_t)n, NULL, SHMEM_CMP_GT, 0), "test_all");
-	CHECK(shmem_int_test_some(flags, (size_t)n, ind, NULL, SHMEM_CMP_GT, 100) == 0, "test_some none");
+	CHECK(shmem_int_test_some(flags, (size_t)n, ind, NULL, SHMEM_CMP_GT, n) == 0, "test_some none");
 	shmem_int_wait_until_all(flags, 0, NULL, SHMEM_CMP_EQ, 5); /* nothing to wait for: returns */
 	shmem_barrier_all();
 

@@ -6,7 +6,11 @@
 #include "check.h"
 #include <complex.h>
 
-#define MAXPE 8
+
+/* VAL(p): PE p's value in a reduction: p+1 on the first 8 PEs, 1 on
+ * the others, so that a product stays exact (and the same in any order of
+ * folding) on every type however many PEs the job has. */
+#define VAL(p) ((p) < 8 ? (p) + 1 : 1)
 
 static int me, npes, right, left;
 static shmem_team_t rev; /* the world in reverse order: rank r is PE npes-1-r (a split of stride -1) */
@@ -1741,8 +1745,8 @@ static void rma_ptrdiff(void)
 
 static void coll_float(void)
 {
-	static float src[MAXPE], bc[2], cd[2][MAXPE], fd[2][MAXPE], ad[2][MAXPE], asd[2][MAXPE];
-	for (int p = 0; p < MAXPE; p++)
+	static float src[MAX_PES], bc[2], cd[2][MAX_PES], fd[2][MAX_PES], ad[2][MAX_PES], asd[2][MAX_PES];
+	for (int p = 0; p < MAX_PES; p++)
 		src[p] = (float)(me * 10 + p + 1);
 	shmem_barrier_all();
 	CHECK(shmem_broadcast(SHMEM_TEAM_WORLD, &bc[0], &src[0], 1, 0) == 0, "float: broadcast");
@@ -1769,8 +1773,8 @@ static void coll_float(void)
 
 static void coll_double(void)
 {
-	static double src[MAXPE], bc[2], cd[2][MAXPE], fd[2][MAXPE], ad[2][MAXPE], asd[2][MAXPE];
-	for (int p = 0; p < MAXPE; p++)
+	static double src[MAX_PES], bc[2], cd[2][MAX_PES], fd[2][MAX_PES], ad[2][MAX_PES], asd[2][MAX_PES];
+	for (int p = 0; p < MAX_PES; p++)
 		src[p] = (double)(me * 10 + p + 1);
 	shmem_barrier_all();
 	CHECK(shmem_broadcast(SHMEM_TEAM_WORLD, &bc[0], &src[0], 1, 0) == 0, "double: broadcast");
@@ -1797,8 +1801,8 @@ static void coll_double(void)
 
 static void coll_longdouble(void)
 {
-	static long double src[MAXPE], bc[2], cd[2][MAXPE], fd[2][MAXPE], ad[2][MAXPE], asd[2][MAXPE];
-	for (int p = 0; p < MAXPE; p++)
+	static long double src[MAX_PES], bc[2], cd[2][MAX_PES], fd[2][MAX_PES], ad[2][MAX_PES], asd[2][MAX_PES];
+	for (int p = 0; p < MAX_PES; p++)
 		src[p] = (long double)(me * 10 + p + 1);
 	shmem_barrier_all();
 	CHECK(shmem_broadcast(SHMEM_TEAM_WORLD, &bc[0], &src[0], 1, 0) == 0, "longdouble: broadcast");
@@ -1825,8 +1829,8 @@ static void coll_longdouble(void)
 
 static void coll_char(void)
 {
-	static char src[MAXPE], bc[2], cd[2][MAXPE], fd[2][MAXPE], ad[2][MAXPE], asd[2][MAXPE];
-	for (int p = 0; p < MAXPE; p++)
+	static char src[MAX_PES], bc[2], cd[2][MAX_PES], fd[2][MAX_PES], ad[2][MAX_PES], asd[2][MAX_PES];
+	for (int p = 0; p < MAX_PES; p++)
 		src[p] = (char)(me * 10 + p + 1);
 	shmem_barrier_all();
 	CHECK(shmem_broadcast(SHMEM_TEAM_WORLD, &bc[0], &src[0], 1, 0) == 0, "char: broadcast");
@@ -1853,8 +1857,8 @@ static void coll_char(void)
 
 static void coll_schar(void)
 {
-	static signed char src[MAXPE], bc[2], cd[2][MAXPE], fd[2][MAXPE], ad[2][MAXPE], asd[2][MAXPE];
-	for (int p = 0; p < MAXPE; p++)
+	static signed char src[MAX_PES], bc[2], cd[2][MAX_PES], fd[2][MAX_PES], ad[2][MAX_PES], asd[2][MAX_PES];
+	for (int p = 0; p < MAX_PES; p++)
 		src[p] = (signed char)(me * 10 + p + 1);
 	shmem_barrier_all();
 	CHECK(shmem_broadcast(SHMEM_TEAM_WORLD, &bc[0], &src[0], 1, 0) == 0, "schar: broadcast");
@@ -1881,8 +1885,8 @@ static void coll_schar(void)
 
 static void coll_short(void)
 {
-	static short src[MAXPE], bc[2], cd[2][MAXPE], fd[2][MAXPE], ad[2][MAXPE], asd[2][MAXPE];
-	for (int p = 0; p < MAXPE; p++)
+	static short src[MAX_PES], bc[2], cd[2][MAX_PES], fd[2][MAX_PES], ad[2][MAX_PES], asd[2][MAX_PES];
+	for (int p = 0; p < MAX_PES; p++)
 		src[p] = (short)(me * 10 + p + 1);
 	shmem_barrier_all();
 	CHECK(shmem_broadcast(SHMEM_TEAM_WORLD, &bc[0], &src[0], 1, 0) == 0, "short: broadcast");
@@ -1909,8 +1913,8 @@ static void coll_short(void)
 
 static void coll_int(void)
 {
-	static int src[MAXPE], bc[2], cd[2][MAXPE], fd[2][MAXPE], ad[2][MAXPE], asd[2][MAXPE];
-	for (int p = 0; p < MAXPE; p++)
+	static int src[MAX_PES], bc[2], cd[2][MAX_PES], fd[2][MAX_PES], ad[2][MAX_PES], asd[2][MAX_PES];
+	for (int p = 0; p < MAX_PES; p++)
 		src[p] = (int)(me * 10 + p + 1);
 	shmem_barrier_all();
 	CHECK(shmem_broadcast(SHMEM_TEAM_WORLD, &bc[0], &src[0], 1, 0) == 0, "int: broadcast");
@@ -1937,8 +1941,8 @@ static void coll_int(void)
 
 static void coll_long(void)
 {
-	static long src[MAXPE], bc[2], cd[2][MAXPE], fd[2][MAXPE], ad[2][MAXPE], asd[2][MAXPE];
-	for (int p = 0; p < MAXPE; p++)
+	static long src[MAX_PES], bc[2], cd[2][MAX_PES], fd[2][MAX_PES], ad[2][MAX_PES], asd[2][MAX_PES];
+	for (int p = 0; p < MAX_PES; p++)
 		src[p] = (long)(me * 10 + p + 1);
 	shmem_barrier_all();
 	CHECK(shmem_broadcast(SHMEM_TEAM_WORLD, &bc[0], &src[0], 1, 0) == 0, "long: broadcast");
@@ -1965,8 +1969,8 @@ static void coll_long(void)
 
 static void coll_longlong(void)
 {
-	static long long src[MAXPE], bc[2], cd[2][MAXPE], fd[2][MAXPE], ad[2][MAXPE], asd[2][MAXPE];
-	for (int p = 0; p < MAXPE; p++)
+	static long long src[MAX_PES], bc[2], cd[2][MAX_PES], fd[2][MAX_PES], ad[2][MAX_PES], asd[2][MAX_PES];
+	for (int p = 0; p < MAX_PES; p++)
 		src[p] = (long long)(me * 10 + p + 1);
 	shmem_barrier_all();
 	CHECK(shmem_broadcast(SHMEM_TEAM_WORLD, &bc[0], &src[0], 1, 0) == 0, "longlong: broadcast");
@@ -1993,8 +1997,8 @@ static void coll_longlong(void)
 
 static void coll_uchar(void)
 {
-	static unsigned char src[MAXPE], bc[2], cd[2][MAXPE], fd[2][MAXPE], ad[2][MAXPE], asd[2][MAXPE];
-	for (int p = 0; p < MAXPE; p++)
+	static unsigned char src[MAX_PES], bc[2], cd[2][MAX_PES], fd[2][MAX_PES], ad[2][MAX_PES], asd[2][MAX_PES];
+	for (int p = 0; p < MAX_PES; p++)
 		src[p] = (unsigned char)(me * 10 + p + 1);
 	shmem_barrier_all();
 	CHECK(shmem_broadcast(SHMEM_TEAM_WORLD, &bc[0], &src[0], 1, 0) == 0, "uchar: broadcast");
@@ -2021,8 +2025,8 @@ static void coll_uchar(void)
 
 static void coll_ushort(void)
 {
-	static unsigned short src[MAXPE], bc[2], cd[2][MAXPE], fd[2][MAXPE], ad[2][MAXPE], asd[2][MAXPE];
-	for (int p = 0; p < MAXPE; p++)
+	static unsigned short src[MAX_PES], bc[2], cd[2][MAX_PES], fd[2][MAX_PES], ad[2][MAX_PES], asd[2][MAX_PES];
+	for (int p = 0; p < MAX_PES; p++)
 		src[p] = (unsigned short)(me * 10 + p + 1);
 	shmem_barrier_all();
 	CHECK(shmem_broadcast(SHMEM_TEAM_WORLD, &bc[0], &src[0], 1, 0) == 0, "ushort: broadcast");
@@ -2049,8 +2053,8 @@ static void coll_ushort(void)
 
 static void coll_uint(void)
 {
-	static unsigned int src[MAXPE], bc[2], cd[2][MAXPE], fd[2][MAXPE], ad[2][MAXPE], asd[2][MAXPE];
-	for (int p = 0; p < MAXPE; p++)
+	static unsigned int src[MAX_PES], bc[2], cd[2][MAX_PES], fd[2][MAX_PES], ad[2][MAX_PES], asd[2][MAX_PES];
+	for (int p = 0; p < MAX_PES; p++)
 		src[p] = (unsigned int)(me * 10 + p + 1);
 	shmem_barrier_all();
 	CHECK(shmem_broadcast(SHMEM_TEAM_WORLD, &bc[0], &src[0], 1, 0) == 0, "uint: broadcast");
@@ -2077,8 +2081,8 @@ static void coll_uint(void)
 
 static void coll_ulong(void)
 {
-	static unsigned long src[MAXPE], bc[2], cd[2][MAXPE], fd[2][MAXPE], ad[2][MAXPE], asd[2][MAXPE];
-	for (int p = 0; p < MAXPE; p++)
+	static unsigned long src[MAX_PES], bc[2], cd[2][MAX_PES], fd[2][MAX_PES], ad[2][MAX_PES], asd[2][MAX_PES];
+	for (int p = 0; p < MAX_PES; p++)
 		src[p] = (unsigned long)(me * 10 + p + 1);
 	shmem_barrier_all();
 	CHECK(shmem_broadcast(SHMEM_TEAM_WORLD, &bc[0], &src[0], 1, 0) == 0, "ulong: broadcast");
@@ -2105,8 +2109,8 @@ static void coll_ulong(void)
 
 static void coll_ulonglong(void)
 {
-	static unsigned long long src[MAXPE], bc[2], cd[2][MAXPE], fd[2][MAXPE], ad[2][MAXPE], asd[2][MAXPE];
-	for (int p = 0; p < MAXPE; p++)
+	static unsigned long long src[MAX_PES], bc[2], cd[2][MAX_PES], fd[2][MAX_PES], ad[2][MAX_PES], asd[2][MAX_PES];
+	for (int p = 0; p < MAX_PES; p++)
 		src[p] = (unsigned long long)(me * 10 + p + 1);
 	shmem_barrier_all();
 	CHECK(shmem_broadcast(SHMEM_TEAM_WORLD, &bc[0], &src[0], 1, 0) == 0, "ulonglong: broadcast");
@@ -2133,8 +2137,8 @@ static void coll_ulonglong(void)
 
 static void coll_int8(void)
 {
-	static int8_t src[MAXPE], bc[2], cd[2][MAXPE], fd[2][MAXPE], ad[2][MAXPE], asd[2][MAXPE];
-	for (int p = 0; p < MAXPE; p++)
+	static int8_t src[MAX_PES], bc[2], cd[2][MAX_PES], fd[2][MAX_PES], ad[2][MAX_PES], asd[2][MAX_PES];
+	for (int p = 0; p < MAX_PES; p++)
 		src[p] = (int8_t)(me * 10 + p + 1);
 	shmem_barrier_all();
 	CHECK(shmem_broadcast(SHMEM_TEAM_WORLD, &bc[0], &src[0], 1, 0) == 0, "int8: broadcast");
@@ -2161,8 +2165,8 @@ static void coll_int8(void)
 
 static void coll_int16(void)
 {
-	static int16_t src[MAXPE], bc[2], cd[2][MAXPE], fd[2][MAXPE], ad[2][MAXPE], asd[2][MAXPE];
-	for (int p = 0; p < MAXPE; p++)
+	static int16_t src[MAX_PES], bc[2], cd[2][MAX_PES], fd[2][MAX_PES], ad[2][MAX_PES], asd[2][MAX_PES];
+	for (int p = 0; p < MAX_PES; p++)
 		src[p] = (int16_t)(me * 10 + p + 1);
 	shmem_barrier_all();
 	CHECK(shmem_broadcast(SHMEM_TEAM_WORLD, &bc[0], &src[0], 1, 0) == 0, "int16: broadcast");
@@ -2189,8 +2193,8 @@ static void coll_int16(void)
 
 static void coll_int32(void)
 {
-	static int32_t src[MAXPE], bc[2], cd[2][MAXPE], fd[2][MAXPE], ad[2][MAXPE], asd[2][MAXPE];
-	for (int p = 0; p < MAXPE; p++)
+	static int32_t src[MAX_PES], bc[2], cd[2][MAX_PES], fd[2][MAX_PES], ad[2][MAX_PES], asd[2][MAX_PES];
+	for (int p = 0; p < MAX_PES; p++)
 		src[p] = (int32_t)(me * 10 + p + 1);
 	shmem_barrier_all();
 	CHECK(shmem_broadcast(SHMEM_TEAM_WORLD, &bc[0], &src[0], 1, 0) == 0, "int32: broadcast");
@@ -2217,8 +2221,8 @@ static void coll_int32(void)
 
 static void coll_int64(void)
 {
-	static int64_t src[MAXPE], bc[2], cd[2][MAXPE], fd[2][MAXPE], ad[2][MAXPE], asd[2][MAXPE];
-	for (int p = 0; p < MAXPE; p++)
+	static int64_t src[MAX_PES], bc[2], cd[2][MAX_PES], fd[2][MAX_PES], ad[2][MAX_PES], asd[2][MAX_PES];
+	for (int p = 0; p < MAX_PES; p++)
 		src[p] = (int64_t)(me * 10 + p + 1);
 	shmem_barrier_all();
 	CHECK(shmem_broadcast(SHMEM_TEAM_WORLD, &bc[0], &src[0], 1, 0) == 0, "int64: broadcast");
@@ -2245,8 +2249,8 @@ static void coll_int64(void)
 
 static void coll_uint8(void)
 {
-	static uint8_t src[MAXPE], bc[2], cd[2][MAXPE], fd[2][MAXPE], ad[2][MAXPE], asd[2][MAXPE];
-	for (int p = 0; p < MAXPE; p++)
+	static uint8_t src[MAX_PES], bc[2], cd[2][MAX_PES], fd[2][MAX_PES], ad[2][MAX_PES], asd[2][MAX_PES];
+	for (int p = 0; p < MAX_PES; p++)
 		src[p] = (uint8_t)(me * 10 + p + 1);
 	shmem_barrier_all();
 	CHECK(shmem_broadcast(SHMEM_TEAM_WORLD, &bc[0], &src[0], 1, 0) == 0, "uint8: broadcast");
@@ -2273,8 +2277,8 @@ static void coll_uint8(void)
 
 static void coll_uint16(void)
 {
-	static uint16_t src[MAXPE], bc[2], cd[2][MAXPE], fd[2][MAXPE], ad[2][MAXPE], asd[2][MAXPE];
-	for (int p = 0; p < MAXPE; p++)
+	static uint16_t src[MAX_PES], bc[2], cd[2][MAX_PES], fd[2][MAX_PES], ad[2][MAX_PES], asd[2][MAX_PES];
+	for (int p = 0; p < MAX_PES; p++)
 		src[p] = (uint16_t)(me * 10 + p + 1);
 	shmem_barrier_all();
 	CHECK(shmem_broadcast(SHMEM_TEAM_WORLD, &bc[0], &src[0], 1, 0) == 0, "uint16: broadcast");
@@ -2301,8 +2305,8 @@ static void coll_uint16(void)
 
 static void coll_uint32(void)
 {
-	static uint32_t src[MAXPE], bc[2], cd[2][MAXPE], fd[2][MAXPE], ad[2][MAXPE], asd[2][MAXPE];
-	for (int p = 0; p < MAXPE; p++)
+	static uint32_t src[MAX_PES], bc[2], cd[2][MAX_PES], fd[2][MAX_PES], ad[2][MAX_PES], asd[2][MAX_PES];
+	for (int p = 0; p < MAX_PES; p++)
 		src[p] = (uint32_t)(me * 10 + p + 1);
 	shmem_barrier_all();
 	CHECK(shmem_broadcast(SHMEM_TEAM_WORLD, &bc[0], &src[0], 1, 0) == 0, "uint32: broadcast");
@@ -2329,8 +2333,8 @@ static void coll_uint32(void)
 
 static void coll_uint64(void)
 {
-	static uint64_t src[MAXPE], bc[2], cd[2][MAXPE], fd[2][MAXPE], ad[2][MAXPE], asd[2][MAXPE];
-	for (int p = 0; p < MAXPE; p++)
+	static uint64_t src[MAX_PES], bc[2], cd[2][MAX_PES], fd[2][MAX_PES], ad[2][MAX_PES], asd[2][MAX_PES];
+	for (int p = 0; p < MAX_PES; p++)
 		src[p] = (uint64_t)(me * 10 + p + 1);
 	shmem_barrier_all();
 	CHECK(shmem_broadcast(SHMEM_TEAM_WORLD, &bc[0], &src[0], 1, 0) == 0, "uint64: broadcast");
@@ -2357,8 +2361,8 @@ static void coll_uint64(void)
 
 static void coll_size(void)
 {
-	static size_t src[MAXPE], bc[2], cd[2][MAXPE], fd[2][MAXPE], ad[2][MAXPE], asd[2][MAXPE];
-	for (int p = 0; p < MAXPE; p++)
+	static size_t src[MAX_PES], bc[2], cd[2][MAX_PES], fd[2][MAX_PES], ad[2][MAX_PES], asd[2][MAX_PES];
+	for (int p = 0; p < MAX_PES; p++)
 		src[p] = (size_t)(me * 10 + p + 1);
 	shmem_barrier_all();
 	CHECK(shmem_broadcast(SHMEM_TEAM_WORLD, &bc[0], &src[0], 1, 0) == 0, "size: broadcast");
@@ -2385,8 +2389,8 @@ static void coll_size(void)
 
 static void coll_ptrdiff(void)
 {
-	static ptrdiff_t src[MAXPE], bc[2], cd[2][MAXPE], fd[2][MAXPE], ad[2][MAXPE], asd[2][MAXPE];
-	for (int p = 0; p < MAXPE; p++)
+	static ptrdiff_t src[MAX_PES], bc[2], cd[2][MAX_PES], fd[2][MAX_PES], ad[2][MAX_PES], asd[2][MAX_PES];
+	for (int p = 0; p < MAX_PES; p++)
 		src[p] = (ptrdiff_t)(me * 10 + p + 1);
 	shmem_barrier_all();
 	CHECK(shmem_broadcast(SHMEM_TEAM_WORLD, &bc[0], &src[0], 1, 0) == 0, "ptrdiff: broadcast");
@@ -4451,10 +4455,10 @@ static void wait_set_ptrdiff(void)
 static void reduce_and_uchar(void)
 {
 	static unsigned char src[2], dst[2];
-	src[0] = src[1] = (unsigned char)(me + 1);
+	src[0] = src[1] = (unsigned char)VAL(me);
 	unsigned char want = (unsigned char)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned char a = want, b = (unsigned char)(p + 1);
+		unsigned char a = want, b = (unsigned char)VAL(p);
 		want = a & b;
 	}
 	CHECK(shmem_and_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uchar: and_reduce");
@@ -4465,10 +4469,10 @@ static void reduce_and_uchar(void)
 static void reduce_and_ushort(void)
 {
 	static unsigned short src[2], dst[2];
-	src[0] = src[1] = (unsigned short)(me + 1);
+	src[0] = src[1] = (unsigned short)VAL(me);
 	unsigned short want = (unsigned short)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned short a = want, b = (unsigned short)(p + 1);
+		unsigned short a = want, b = (unsigned short)VAL(p);
 		want = a & b;
 	}
 	CHECK(shmem_and_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "ushort: and_reduce");
@@ -4479,10 +4483,10 @@ static void reduce_and_ushort(void)
 static void reduce_and_uint(void)
 {
 	static unsigned int src[2], dst[2];
-	src[0] = src[1] = (unsigned int)(me + 1);
+	src[0] = src[1] = (unsigned int)VAL(me);
 	unsigned int want = (unsigned int)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned int a = want, b = (unsigned int)(p + 1);
+		unsigned int a = want, b = (unsigned int)VAL(p);
 		want = a & b;
 	}
 	CHECK(shmem_and_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint: and_reduce");
@@ -4493,10 +4497,10 @@ static void reduce_and_uint(void)
 static void reduce_and_ulong(void)
 {
 	static unsigned long src[2], dst[2];
-	src[0] = src[1] = (unsigned long)(me + 1);
+	src[0] = src[1] = (unsigned long)VAL(me);
 	unsigned long want = (unsigned long)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned long a = want, b = (unsigned long)(p + 1);
+		unsigned long a = want, b = (unsigned long)VAL(p);
 		want = a & b;
 	}
 	CHECK(shmem_and_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "ulong: and_reduce");
@@ -4507,10 +4511,10 @@ static void reduce_and_ulong(void)
 static void reduce_and_ulonglong(void)
 {
 	static unsigned long long src[2], dst[2];
-	src[0] = src[1] = (unsigned long long)(me + 1);
+	src[0] = src[1] = (unsigned long long)VAL(me);
 	unsigned long long want = (unsigned long long)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned long long a = want, b = (unsigned long long)(p + 1);
+		unsigned long long a = want, b = (unsigned long long)VAL(p);
 		want = a & b;
 	}
 	CHECK(shmem_and_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "ulonglong: and_reduce");
@@ -4521,10 +4525,10 @@ static void reduce_and_ulonglong(void)
 static void reduce_and_int8(void)
 {
 	static int8_t src[2], dst[2];
-	src[0] = src[1] = (int8_t)(me + 1);
+	src[0] = src[1] = (int8_t)VAL(me);
 	int8_t want = (int8_t)1;
 	for (int p = 1; p < npes; p++) {
-		int8_t a = want, b = (int8_t)(p + 1);
+		int8_t a = want, b = (int8_t)VAL(p);
 		want = a & b;
 	}
 	CHECK(shmem_and_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int8: and_reduce");
@@ -4535,10 +4539,10 @@ static void reduce_and_int8(void)
 static void reduce_and_int16(void)
 {
 	static int16_t src[2], dst[2];
-	src[0] = src[1] = (int16_t)(me + 1);
+	src[0] = src[1] = (int16_t)VAL(me);
 	int16_t want = (int16_t)1;
 	for (int p = 1; p < npes; p++) {
-		int16_t a = want, b = (int16_t)(p + 1);
+		int16_t a = want, b = (int16_t)VAL(p);
 		want = a & b;
 	}
 	CHECK(shmem_and_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int16: and_reduce");
@@ -4549,10 +4553,10 @@ static void reduce_and_int16(void)
 static void reduce_and_int32(void)
 {
 	static int32_t src[2], dst[2];
-	src[0] = src[1] = (int32_t)(me + 1);
+	src[0] = src[1] = (int32_t)VAL(me);
 	int32_t want = (int32_t)1;
 	for (int p = 1; p < npes; p++) {
-		int32_t a = want, b = (int32_t)(p + 1);
+		int32_t a = want, b = (int32_t)VAL(p);
 		want = a & b;
 	}
 	CHECK(shmem_and_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int32: and_reduce");
@@ -4563,10 +4567,10 @@ static void reduce_and_int32(void)
 static void reduce_and_int64(void)
 {
 	static int64_t src[2], dst[2];
-	src[0] = src[1] = (int64_t)(me + 1);
+	src[0] = src[1] = (int64_t)VAL(me);
 	int64_t want = (int64_t)1;
 	for (int p = 1; p < npes; p++) {
-		int64_t a = want, b = (int64_t)(p + 1);
+		int64_t a = want, b = (int64_t)VAL(p);
 		want = a & b;
 	}
 	CHECK(shmem_and_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int64: and_reduce");
@@ -4577,10 +4581,10 @@ static void reduce_and_int64(void)
 static void reduce_and_uint8(void)
 {
 	static uint8_t src[2], dst[2];
-	src[0] = src[1] = (uint8_t)(me + 1);
+	src[0] = src[1] = (uint8_t)VAL(me);
 	uint8_t want = (uint8_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint8_t a = want, b = (uint8_t)(p + 1);
+		uint8_t a = want, b = (uint8_t)VAL(p);
 		want = a & b;
 	}
 	CHECK(shmem_and_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint8: and_reduce");
@@ -4591,10 +4595,10 @@ static void reduce_and_uint8(void)
 static void reduce_and_uint16(void)
 {
 	static uint16_t src[2], dst[2];
-	src[0] = src[1] = (uint16_t)(me + 1);
+	src[0] = src[1] = (uint16_t)VAL(me);
 	uint16_t want = (uint16_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint16_t a = want, b = (uint16_t)(p + 1);
+		uint16_t a = want, b = (uint16_t)VAL(p);
 		want = a & b;
 	}
 	CHECK(shmem_and_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint16: and_reduce");
@@ -4605,10 +4609,10 @@ static void reduce_and_uint16(void)
 static void reduce_and_uint32(void)
 {
 	static uint32_t src[2], dst[2];
-	src[0] = src[1] = (uint32_t)(me + 1);
+	src[0] = src[1] = (uint32_t)VAL(me);
 	uint32_t want = (uint32_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint32_t a = want, b = (uint32_t)(p + 1);
+		uint32_t a = want, b = (uint32_t)VAL(p);
 		want = a & b;
 	}
 	CHECK(shmem_and_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint32: and_reduce");
@@ -4619,10 +4623,10 @@ static void reduce_and_uint32(void)
 static void reduce_and_uint64(void)
 {
 	static uint64_t src[2], dst[2];
-	src[0] = src[1] = (uint64_t)(me + 1);
+	src[0] = src[1] = (uint64_t)VAL(me);
 	uint64_t want = (uint64_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint64_t a = want, b = (uint64_t)(p + 1);
+		uint64_t a = want, b = (uint64_t)VAL(p);
 		want = a & b;
 	}
 	CHECK(shmem_and_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint64: and_reduce");
@@ -4633,10 +4637,10 @@ static void reduce_and_uint64(void)
 static void reduce_and_size(void)
 {
 	static size_t src[2], dst[2];
-	src[0] = src[1] = (size_t)(me + 1);
+	src[0] = src[1] = (size_t)VAL(me);
 	size_t want = (size_t)1;
 	for (int p = 1; p < npes; p++) {
-		size_t a = want, b = (size_t)(p + 1);
+		size_t a = want, b = (size_t)VAL(p);
 		want = a & b;
 	}
 	CHECK(shmem_and_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "size: and_reduce");
@@ -4650,10 +4654,10 @@ static void to_all_and_short(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (short)(me + 1);
+	src[0] = (short)VAL(me);
 	short want = (short)1;
 	for (int p = 1; p < npes; p++) {
-		short a = want, b = (short)(p + 1);
+		short a = want, b = (short)VAL(p);
 		want = a & b;
 	}
 	shmem_barrier_all();
@@ -4668,10 +4672,10 @@ static void to_all_and_int(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (int)(me + 1);
+	src[0] = (int)VAL(me);
 	int want = (int)1;
 	for (int p = 1; p < npes; p++) {
-		int a = want, b = (int)(p + 1);
+		int a = want, b = (int)VAL(p);
 		want = a & b;
 	}
 	shmem_barrier_all();
@@ -4686,10 +4690,10 @@ static void to_all_and_long(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (long)(me + 1);
+	src[0] = (long)VAL(me);
 	long want = (long)1;
 	for (int p = 1; p < npes; p++) {
-		long a = want, b = (long)(p + 1);
+		long a = want, b = (long)VAL(p);
 		want = a & b;
 	}
 	shmem_barrier_all();
@@ -4704,10 +4708,10 @@ static void to_all_and_longlong(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (long long)(me + 1);
+	src[0] = (long long)VAL(me);
 	long long want = (long long)1;
 	for (int p = 1; p < npes; p++) {
-		long long a = want, b = (long long)(p + 1);
+		long long a = want, b = (long long)VAL(p);
 		want = a & b;
 	}
 	shmem_barrier_all();
@@ -4719,10 +4723,10 @@ static void to_all_and_longlong(void)
 static void reduce_or_uchar(void)
 {
 	static unsigned char src[2], dst[2];
-	src[0] = src[1] = (unsigned char)(me + 1);
+	src[0] = src[1] = (unsigned char)VAL(me);
 	unsigned char want = (unsigned char)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned char a = want, b = (unsigned char)(p + 1);
+		unsigned char a = want, b = (unsigned char)VAL(p);
 		want = a | b;
 	}
 	CHECK(shmem_or_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uchar: or_reduce");
@@ -4733,10 +4737,10 @@ static void reduce_or_uchar(void)
 static void reduce_or_ushort(void)
 {
 	static unsigned short src[2], dst[2];
-	src[0] = src[1] = (unsigned short)(me + 1);
+	src[0] = src[1] = (unsigned short)VAL(me);
 	unsigned short want = (unsigned short)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned short a = want, b = (unsigned short)(p + 1);
+		unsigned short a = want, b = (unsigned short)VAL(p);
 		want = a | b;
 	}
 	CHECK(shmem_or_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "ushort: or_reduce");
@@ -4747,10 +4751,10 @@ static void reduce_or_ushort(void)
 static void reduce_or_uint(void)
 {
 	static unsigned int src[2], dst[2];
-	src[0] = src[1] = (unsigned int)(me + 1);
+	src[0] = src[1] = (unsigned int)VAL(me);
 	unsigned int want = (unsigned int)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned int a = want, b = (unsigned int)(p + 1);
+		unsigned int a = want, b = (unsigned int)VAL(p);
 		want = a | b;
 	}
 	CHECK(shmem_or_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint: or_reduce");
@@ -4761,10 +4765,10 @@ static void reduce_or_uint(void)
 static void reduce_or_ulong(void)
 {
 	static unsigned long src[2], dst[2];
-	src[0] = src[1] = (unsigned long)(me + 1);
+	src[0] = src[1] = (unsigned long)VAL(me);
 	unsigned long want = (unsigned long)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned long a = want, b = (unsigned long)(p + 1);
+		unsigned long a = want, b = (unsigned long)VAL(p);
 		want = a | b;
 	}
 	CHECK(shmem_or_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "ulong: or_reduce");
@@ -4775,10 +4779,10 @@ static void reduce_or_ulong(void)
 static void reduce_or_ulonglong(void)
 {
 	static unsigned long long src[2], dst[2];
-	src[0] = src[1] = (unsigned long long)(me + 1);
+	src[0] = src[1] = (unsigned long long)VAL(me);
 	unsigned long long want = (unsigned long long)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned long long a = want, b = (unsigned long long)(p + 1);
+		unsigned long long a = want, b = (unsigned long long)VAL(p);
 		want = a | b;
 	}
 	CHECK(shmem_or_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "ulonglong: or_reduce");
@@ -4789,10 +4793,10 @@ static void reduce_or_ulonglong(void)
 static void reduce_or_int8(void)
 {
 	static int8_t src[2], dst[2];
-	src[0] = src[1] = (int8_t)(me + 1);
+	src[0] = src[1] = (int8_t)VAL(me);
 	int8_t want = (int8_t)1;
 	for (int p = 1; p < npes; p++) {
-		int8_t a = want, b = (int8_t)(p + 1);
+		int8_t a = want, b = (int8_t)VAL(p);
 		want = a | b;
 	}
 	CHECK(shmem_or_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int8: or_reduce");
@@ -4803,10 +4807,10 @@ static void reduce_or_int8(void)
 static void reduce_or_int16(void)
 {
 	static int16_t src[2], dst[2];
-	src[0] = src[1] = (int16_t)(me + 1);
+	src[0] = src[1] = (int16_t)VAL(me);
 	int16_t want = (int16_t)1;
 	for (int p = 1; p < npes; p++) {
-		int16_t a = want, b = (int16_t)(p + 1);
+		int16_t a = want, b = (int16_t)VAL(p);
 		want = a | b;
 	}
 	CHECK(shmem_or_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int16: or_reduce");
@@ -4817,10 +4821,10 @@ static void reduce_or_int16(void)
 static void reduce_or_int32(void)
 {
 	static int32_t src[2], dst[2];
-	src[0] = src[1] = (int32_t)(me + 1);
+	src[0] = src[1] = (int32_t)VAL(me);
 	int32_t want = (int32_t)1;
 	for (int p = 1; p < npes; p++) {
-		int32_t a = want, b = (int32_t)(p + 1);
+		int32_t a = want, b = (int32_t)VAL(p);
 		want = a | b;
 	}
 	CHECK(shmem_or_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int32: or_reduce");
@@ -4831,10 +4835,10 @@ static void reduce_or_int32(void)
 static void reduce_or_int64(void)
 {
 	static int64_t src[2], dst[2];
-	src[0] = src[1] = (int64_t)(me + 1);
+	src[0] = src[1] = (int64_t)VAL(me);
 	int64_t want = (int64_t)1;
 	for (int p = 1; p < npes; p++) {
-		int64_t a = want, b = (int64_t)(p + 1);
+		int64_t a = want, b = (int64_t)VAL(p);
 		want = a | b;
 	}
 	CHECK(shmem_or_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int64: or_reduce");
@@ -4845,10 +4849,10 @@ static void reduce_or_int64(void)
 static void reduce_or_uint8(void)
 {
 	static uint8_t src[2], dst[2];
-	src[0] = src[1] = (uint8_t)(me + 1);
+	src[0] = src[1] = (uint8_t)VAL(me);
 	uint8_t want = (uint8_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint8_t a = want, b = (uint8_t)(p + 1);
+		uint8_t a = want, b = (uint8_t)VAL(p);
 		want = a | b;
 	}
 	CHECK(shmem_or_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint8: or_reduce");
@@ -4859,10 +4863,10 @@ static void reduce_or_uint8(void)
 static void reduce_or_uint16(void)
 {
 	static uint16_t src[2], dst[2];
-	src[0] = src[1] = (uint16_t)(me + 1);
+	src[0] = src[1] = (uint16_t)VAL(me);
 	uint16_t want = (uint16_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint16_t a = want, b = (uint16_t)(p + 1);
+		uint16_t a = want, b = (uint16_t)VAL(p);
 		want = a | b;
 	}
 	CHECK(shmem_or_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint16: or_reduce");
@@ -4873,10 +4877,10 @@ static void reduce_or_uint16(void)
 static void reduce_or_uint32(void)
 {
 	static uint32_t src[2], dst[2];
-	src[0] = src[1] = (uint32_t)(me + 1);
+	src[0] = src[1] = (uint32_t)VAL(me);
 	uint32_t want = (uint32_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint32_t a = want, b = (uint32_t)(p + 1);
+		uint32_t a = want, b = (uint32_t)VAL(p);
 		want = a | b;
 	}
 	CHECK(shmem_or_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint32: or_reduce");
@@ -4887,10 +4891,10 @@ static void reduce_or_uint32(void)
 static void reduce_or_uint64(void)
 {
 	static uint64_t src[2], dst[2];
-	src[0] = src[1] = (uint64_t)(me + 1);
+	src[0] = src[1] = (uint64_t)VAL(me);
 	uint64_t want = (uint64_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint64_t a = want, b = (uint64_t)(p + 1);
+		uint64_t a = want, b = (uint64_t)VAL(p);
 		want = a | b;
 	}
 	CHECK(shmem_or_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint64: or_reduce");
@@ -4901,10 +4905,10 @@ static void reduce_or_uint64(void)
 static void reduce_or_size(void)
 {
 	static size_t src[2], dst[2];
-	src[0] = src[1] = (size_t)(me + 1);
+	src[0] = src[1] = (size_t)VAL(me);
 	size_t want = (size_t)1;
 	for (int p = 1; p < npes; p++) {
-		size_t a = want, b = (size_t)(p + 1);
+		size_t a = want, b = (size_t)VAL(p);
 		want = a | b;
 	}
 	CHECK(shmem_or_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "size: or_reduce");
@@ -4918,10 +4922,10 @@ static void to_all_or_short(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (short)(me + 1);
+	src[0] = (short)VAL(me);
 	short want = (short)1;
 	for (int p = 1; p < npes; p++) {
-		short a = want, b = (short)(p + 1);
+		short a = want, b = (short)VAL(p);
 		want = a | b;
 	}
 	shmem_barrier_all();
@@ -4936,10 +4940,10 @@ static void to_all_or_int(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (int)(me + 1);
+	src[0] = (int)VAL(me);
 	int want = (int)1;
 	for (int p = 1; p < npes; p++) {
-		int a = want, b = (int)(p + 1);
+		int a = want, b = (int)VAL(p);
 		want = a | b;
 	}
 	shmem_barrier_all();
@@ -4954,10 +4958,10 @@ static void to_all_or_long(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (long)(me + 1);
+	src[0] = (long)VAL(me);
 	long want = (long)1;
 	for (int p = 1; p < npes; p++) {
-		long a = want, b = (long)(p + 1);
+		long a = want, b = (long)VAL(p);
 		want = a | b;
 	}
 	shmem_barrier_all();
@@ -4972,10 +4976,10 @@ static void to_all_or_longlong(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (long long)(me + 1);
+	src[0] = (long long)VAL(me);
 	long long want = (long long)1;
 	for (int p = 1; p < npes; p++) {
-		long long a = want, b = (long long)(p + 1);
+		long long a = want, b = (long long)VAL(p);
 		want = a | b;
 	}
 	shmem_barrier_all();
@@ -4987,10 +4991,10 @@ static void to_all_or_longlong(void)
 static void reduce_xor_uchar(void)
 {
 	static unsigned char src[2], dst[2];
-	src[0] = src[1] = (unsigned char)(me + 1);
+	src[0] = src[1] = (unsigned char)VAL(me);
 	unsigned char want = (unsigned char)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned char a = want, b = (unsigned char)(p + 1);
+		unsigned char a = want, b = (unsigned char)VAL(p);
 		want = a ^ b;
 	}
 	CHECK(shmem_xor_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uchar: xor_reduce");
@@ -5001,10 +5005,10 @@ static void reduce_xor_uchar(void)
 static void reduce_xor_ushort(void)
 {
 	static unsigned short src[2], dst[2];
-	src[0] = src[1] = (unsigned short)(me + 1);
+	src[0] = src[1] = (unsigned short)VAL(me);
 	unsigned short want = (unsigned short)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned short a = want, b = (unsigned short)(p + 1);
+		unsigned short a = want, b = (unsigned short)VAL(p);
 		want = a ^ b;
 	}
 	CHECK(shmem_xor_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "ushort: xor_reduce");
@@ -5015,10 +5019,10 @@ static void reduce_xor_ushort(void)
 static void reduce_xor_uint(void)
 {
 	static unsigned int src[2], dst[2];
-	src[0] = src[1] = (unsigned int)(me + 1);
+	src[0] = src[1] = (unsigned int)VAL(me);
 	unsigned int want = (unsigned int)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned int a = want, b = (unsigned int)(p + 1);
+		unsigned int a = want, b = (unsigned int)VAL(p);
 		want = a ^ b;
 	}
 	CHECK(shmem_xor_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint: xor_reduce");
@@ -5029,10 +5033,10 @@ static void reduce_xor_uint(void)
 static void reduce_xor_ulong(void)
 {
 	static unsigned long src[2], dst[2];
-	src[0] = src[1] = (unsigned long)(me + 1);
+	src[0] = src[1] = (unsigned long)VAL(me);
 	unsigned long want = (unsigned long)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned long a = want, b = (unsigned long)(p + 1);
+		unsigned long a = want, b = (unsigned long)VAL(p);
 		want = a ^ b;
 	}
 	CHECK(shmem_xor_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "ulong: xor_reduce");
@@ -5043,10 +5047,10 @@ static void reduce_xor_ulong(void)
 static void reduce_xor_ulonglong(void)
 {
 	static unsigned long long src[2], dst[2];
-	src[0] = src[1] = (unsigned long long)(me + 1);
+	src[0] = src[1] = (unsigned long long)VAL(me);
 	unsigned long long want = (unsigned long long)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned long long a = want, b = (unsigned long long)(p + 1);
+		unsigned long long a = want, b = (unsigned long long)VAL(p);
 		want = a ^ b;
 	}
 	CHECK(shmem_xor_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "ulonglong: xor_reduce");
@@ -5057,10 +5061,10 @@ static void reduce_xor_ulonglong(void)
 static void reduce_xor_int8(void)
 {
 	static int8_t src[2], dst[2];
-	src[0] = src[1] = (int8_t)(me + 1);
+	src[0] = src[1] = (int8_t)VAL(me);
 	int8_t want = (int8_t)1;
 	for (int p = 1; p < npes; p++) {
-		int8_t a = want, b = (int8_t)(p + 1);
+		int8_t a = want, b = (int8_t)VAL(p);
 		want = a ^ b;
 	}
 	CHECK(shmem_xor_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int8: xor_reduce");
@@ -5071,10 +5075,10 @@ static void reduce_xor_int8(void)
 static void reduce_xor_int16(void)
 {
 	static int16_t src[2], dst[2];
-	src[0] = src[1] = (int16_t)(me + 1);
+	src[0] = src[1] = (int16_t)VAL(me);
 	int16_t want = (int16_t)1;
 	for (int p = 1; p < npes; p++) {
-		int16_t a = want, b = (int16_t)(p + 1);
+		int16_t a = want, b = (int16_t)VAL(p);
 		want = a ^ b;
 	}
 	CHECK(shmem_xor_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int16: xor_reduce");
@@ -5085,10 +5089,10 @@ static void reduce_xor_int16(void)
 static void reduce_xor_int32(void)
 {
 	static int32_t src[2], dst[2];
-	src[0] = src[1] = (int32_t)(me + 1);
+	src[0] = src[1] = (int32_t)VAL(me);
 	int32_t want = (int32_t)1;
 	for (int p = 1; p < npes; p++) {
-		int32_t a = want, b = (int32_t)(p + 1);
+		int32_t a = want, b = (int32_t)VAL(p);
 		want = a ^ b;
 	}
 	CHECK(shmem_xor_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int32: xor_reduce");
@@ -5099,10 +5103,10 @@ static void reduce_xor_int32(void)
 static void reduce_xor_int64(void)
 {
 	static int64_t src[2], dst[2];
-	src[0] = src[1] = (int64_t)(me + 1);
+	src[0] = src[1] = (int64_t)VAL(me);
 	int64_t want = (int64_t)1;
 	for (int p = 1; p < npes; p++) {
-		int64_t a = want, b = (int64_t)(p + 1);
+		int64_t a = want, b = (int64_t)VAL(p);
 		want = a ^ b;
 	}
 	CHECK(shmem_xor_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int64: xor_reduce");
@@ -5113,10 +5117,10 @@ static void reduce_xor_int64(void)
 static void reduce_xor_uint8(void)
 {
 	static uint8_t src[2], dst[2];
-	src[0] = src[1] = (uint8_t)(me + 1);
+	src[0] = src[1] = (uint8_t)VAL(me);
 	uint8_t want = (uint8_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint8_t a = want, b = (uint8_t)(p + 1);
+		uint8_t a = want, b = (uint8_t)VAL(p);
 		want = a ^ b;
 	}
 	CHECK(shmem_xor_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint8: xor_reduce");
@@ -5127,10 +5131,10 @@ static void reduce_xor_uint8(void)
 static void reduce_xor_uint16(void)
 {
 	static uint16_t src[2], dst[2];
-	src[0] = src[1] = (uint16_t)(me + 1);
+	src[0] = src[1] = (uint16_t)VAL(me);
 	uint16_t want = (uint16_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint16_t a = want, b = (uint16_t)(p + 1);
+		uint16_t a = want, b = (uint16_t)VAL(p);
 		want = a ^ b;
 	}
 	CHECK(shmem_xor_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint16: xor_reduce");
@@ -5141,10 +5145,10 @@ static void reduce_xor_uint16(void)
 static void reduce_xor_uint32(void)
 {
 	static uint32_t src[2], dst[2];
-	src[0] = src[1] = (uint32_t)(me + 1);
+	src[0] = src[1] = (uint32_t)VAL(me);
 	uint32_t want = (uint32_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint32_t a = want, b = (uint32_t)(p + 1);
+		uint32_t a = want, b = (uint32_t)VAL(p);
 		want = a ^ b;
 	}
 	CHECK(shmem_xor_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint32: xor_reduce");
@@ -5155,10 +5159,10 @@ static void reduce_xor_uint32(void)
 static void reduce_xor_uint64(void)
 {
 	static uint64_t src[2], dst[2];
-	src[0] = src[1] = (uint64_t)(me + 1);
+	src[0] = src[1] = (uint64_t)VAL(me);
 	uint64_t want = (uint64_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint64_t a = want, b = (uint64_t)(p + 1);
+		uint64_t a = want, b = (uint64_t)VAL(p);
 		want = a ^ b;
 	}
 	CHECK(shmem_xor_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint64: xor_reduce");
@@ -5169,10 +5173,10 @@ static void reduce_xor_uint64(void)
 static void reduce_xor_size(void)
 {
 	static size_t src[2], dst[2];
-	src[0] = src[1] = (size_t)(me + 1);
+	src[0] = src[1] = (size_t)VAL(me);
 	size_t want = (size_t)1;
 	for (int p = 1; p < npes; p++) {
-		size_t a = want, b = (size_t)(p + 1);
+		size_t a = want, b = (size_t)VAL(p);
 		want = a ^ b;
 	}
 	CHECK(shmem_xor_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "size: xor_reduce");
@@ -5186,10 +5190,10 @@ static void to_all_xor_short(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (short)(me + 1);
+	src[0] = (short)VAL(me);
 	short want = (short)1;
 	for (int p = 1; p < npes; p++) {
-		short a = want, b = (short)(p + 1);
+		short a = want, b = (short)VAL(p);
 		want = a ^ b;
 	}
 	shmem_barrier_all();
@@ -5204,10 +5208,10 @@ static void to_all_xor_int(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (int)(me + 1);
+	src[0] = (int)VAL(me);
 	int want = (int)1;
 	for (int p = 1; p < npes; p++) {
-		int a = want, b = (int)(p + 1);
+		int a = want, b = (int)VAL(p);
 		want = a ^ b;
 	}
 	shmem_barrier_all();
@@ -5222,10 +5226,10 @@ static void to_all_xor_long(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (long)(me + 1);
+	src[0] = (long)VAL(me);
 	long want = (long)1;
 	for (int p = 1; p < npes; p++) {
-		long a = want, b = (long)(p + 1);
+		long a = want, b = (long)VAL(p);
 		want = a ^ b;
 	}
 	shmem_barrier_all();
@@ -5240,10 +5244,10 @@ static void to_all_xor_longlong(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (long long)(me + 1);
+	src[0] = (long long)VAL(me);
 	long long want = (long long)1;
 	for (int p = 1; p < npes; p++) {
-		long long a = want, b = (long long)(p + 1);
+		long long a = want, b = (long long)VAL(p);
 		want = a ^ b;
 	}
 	shmem_barrier_all();
@@ -5255,10 +5259,10 @@ static void to_all_xor_longlong(void)
 static void reduce_max_char(void)
 {
 	static char src[2], dst[2];
-	src[0] = src[1] = (char)(me + 1);
+	src[0] = src[1] = (char)VAL(me);
 	char want = (char)1;
 	for (int p = 1; p < npes; p++) {
-		char a = want, b = (char)(p + 1);
+		char a = want, b = (char)VAL(p);
 		want = b > a ? b : a;
 	}
 	CHECK(shmem_max_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "char: max_reduce");
@@ -5269,10 +5273,10 @@ static void reduce_max_char(void)
 static void reduce_max_schar(void)
 {
 	static signed char src[2], dst[2];
-	src[0] = src[1] = (signed char)(me + 1);
+	src[0] = src[1] = (signed char)VAL(me);
 	signed char want = (signed char)1;
 	for (int p = 1; p < npes; p++) {
-		signed char a = want, b = (signed char)(p + 1);
+		signed char a = want, b = (signed char)VAL(p);
 		want = b > a ? b : a;
 	}
 	CHECK(shmem_max_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "schar: max_reduce");
@@ -5283,10 +5287,10 @@ static void reduce_max_schar(void)
 static void reduce_max_short(void)
 {
 	static short src[2], dst[2];
-	src[0] = src[1] = (short)(me + 1);
+	src[0] = src[1] = (short)VAL(me);
 	short want = (short)1;
 	for (int p = 1; p < npes; p++) {
-		short a = want, b = (short)(p + 1);
+		short a = want, b = (short)VAL(p);
 		want = b > a ? b : a;
 	}
 	CHECK(shmem_max_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "short: max_reduce");
@@ -5297,10 +5301,10 @@ static void reduce_max_short(void)
 static void reduce_max_int(void)
 {
 	static int src[2], dst[2];
-	src[0] = src[1] = (int)(me + 1);
+	src[0] = src[1] = (int)VAL(me);
 	int want = (int)1;
 	for (int p = 1; p < npes; p++) {
-		int a = want, b = (int)(p + 1);
+		int a = want, b = (int)VAL(p);
 		want = b > a ? b : a;
 	}
 	CHECK(shmem_max_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int: max_reduce");
@@ -5311,10 +5315,10 @@ static void reduce_max_int(void)
 static void reduce_max_long(void)
 {
 	static long src[2], dst[2];
-	src[0] = src[1] = (long)(me + 1);
+	src[0] = src[1] = (long)VAL(me);
 	long want = (long)1;
 	for (int p = 1; p < npes; p++) {
-		long a = want, b = (long)(p + 1);
+		long a = want, b = (long)VAL(p);
 		want = b > a ? b : a;
 	}
 	CHECK(shmem_max_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "long: max_reduce");
@@ -5325,10 +5329,10 @@ static void reduce_max_long(void)
 static void reduce_max_longlong(void)
 {
 	static long long src[2], dst[2];
-	src[0] = src[1] = (long long)(me + 1);
+	src[0] = src[1] = (long long)VAL(me);
 	long long want = (long long)1;
 	for (int p = 1; p < npes; p++) {
-		long long a = want, b = (long long)(p + 1);
+		long long a = want, b = (long long)VAL(p);
 		want = b > a ? b : a;
 	}
 	CHECK(shmem_max_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "longlong: max_reduce");
@@ -5339,10 +5343,10 @@ static void reduce_max_longlong(void)
 static void reduce_max_ptrdiff(void)
 {
 	static ptrdiff_t src[2], dst[2];
-	src[0] = src[1] = (ptrdiff_t)(me + 1);
+	src[0] = src[1] = (ptrdiff_t)VAL(me);
 	ptrdiff_t want = (ptrdiff_t)1;
 	for (int p = 1; p < npes; p++) {
-		ptrdiff_t a = want, b = (ptrdiff_t)(p + 1);
+		ptrdiff_t a = want, b = (ptrdiff_t)VAL(p);
 		want = b > a ? b : a;
 	}
 	CHECK(shmem_max_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "ptrdiff: max_reduce");
@@ -5353,10 +5357,10 @@ static void reduce_max_ptrdiff(void)
 static void reduce_max_uchar(void)
 {
 	static unsigned char src[2], dst[2];
-	src[0] = src[1] = (unsigned char)(me + 1);
+	src[0] = src[1] = (unsigned char)VAL(me);
 	unsigned char want = (unsigned char)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned char a = want, b = (unsigned char)(p + 1);
+		unsigned char a = want, b = (unsigned char)VAL(p);
 		want = b > a ? b : a;
 	}
 	CHECK(shmem_max_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uchar: max_reduce");
@@ -5367,10 +5371,10 @@ static void reduce_max_uchar(void)
 static void reduce_max_ushort(void)
 {
 	static unsigned short src[2], dst[2];
-	src[0] = src[1] = (unsigned short)(me + 1);
+	src[0] = src[1] = (unsigned short)VAL(me);
 	unsigned short want = (unsigned short)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned short a = want, b = (unsigned short)(p + 1);
+		unsigned short a = want, b = (unsigned short)VAL(p);
 		want = b > a ? b : a;
 	}
 	CHECK(shmem_max_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "ushort: max_reduce");
@@ -5381,10 +5385,10 @@ static void reduce_max_ushort(void)
 static void reduce_max_uint(void)
 {
 	static unsigned int src[2], dst[2];
-	src[0] = src[1] = (unsigned int)(me + 1);
+	src[0] = src[1] = (unsigned int)VAL(me);
 	unsigned int want = (unsigned int)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned int a = want, b = (unsigned int)(p + 1);
+		unsigned int a = want, b = (unsigned int)VAL(p);
 		want = b > a ? b : a;
 	}
 	CHECK(shmem_max_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint: max_reduce");
@@ -5395,10 +5399,10 @@ static void reduce_max_uint(void)
 static void reduce_max_ulong(void)
 {
 	static unsigned long src[2], dst[2];
-	src[0] = src[1] = (unsigned long)(me + 1);
+	src[0] = src[1] = (unsigned long)VAL(me);
 	unsigned long want = (unsigned long)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned long a = want, b = (unsigned long)(p + 1);
+		unsigned long a = want, b = (unsigned long)VAL(p);
 		want = b > a ? b : a;
 	}
 	CHECK(shmem_max_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "ulong: max_reduce");
@@ -5409,10 +5413,10 @@ static void reduce_max_ulong(void)
 static void reduce_max_ulonglong(void)
 {
 	static unsigned long long src[2], dst[2];
-	src[0] = src[1] = (unsigned long long)(me + 1);
+	src[0] = src[1] = (unsigned long long)VAL(me);
 	unsigned long long want = (unsigned long long)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned long long a = want, b = (unsigned long long)(p + 1);
+		unsigned long long a = want, b = (unsigned long long)VAL(p);
 		want = b > a ? b : a;
 	}
 	CHECK(shmem_max_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "ulonglong: max_reduce");
@@ -5423,10 +5427,10 @@ static void reduce_max_ulonglong(void)
 static void reduce_max_int8(void)
 {
 	static int8_t src[2], dst[2];
-	src[0] = src[1] = (int8_t)(me + 1);
+	src[0] = src[1] = (int8_t)VAL(me);
 	int8_t want = (int8_t)1;
 	for (int p = 1; p < npes; p++) {
-		int8_t a = want, b = (int8_t)(p + 1);
+		int8_t a = want, b = (int8_t)VAL(p);
 		want = b > a ? b : a;
 	}
 	CHECK(shmem_max_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int8: max_reduce");
@@ -5437,10 +5441,10 @@ static void reduce_max_int8(void)
 static void reduce_max_int16(void)
 {
 	static int16_t src[2], dst[2];
-	src[0] = src[1] = (int16_t)(me + 1);
+	src[0] = src[1] = (int16_t)VAL(me);
 	int16_t want = (int16_t)1;
 	for (int p = 1; p < npes; p++) {
-		int16_t a = want, b = (int16_t)(p + 1);
+		int16_t a = want, b = (int16_t)VAL(p);
 		want = b > a ? b : a;
 	}
 	CHECK(shmem_max_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int16: max_reduce");
@@ -5451,10 +5455,10 @@ static void reduce_max_int16(void)
 static void reduce_max_int32(void)
 {
 	static int32_t src[2], dst[2];
-	src[0] = src[1] = (int32_t)(me + 1);
+	src[0] = src[1] = (int32_t)VAL(me);
 	int32_t want = (int32_t)1;
 	for (int p = 1; p < npes; p++) {
-		int32_t a = want, b = (int32_t)(p + 1);
+		int32_t a = want, b = (int32_t)VAL(p);
 		want = b > a ? b : a;
 	}
 	CHECK(shmem_max_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int32: max_reduce");
@@ -5465,10 +5469,10 @@ static void reduce_max_int32(void)
 static void reduce_max_int64(void)
 {
 	static int64_t src[2], dst[2];
-	src[0] = src[1] = (int64_t)(me + 1);
+	src[0] = src[1] = (int64_t)VAL(me);
 	int64_t want = (int64_t)1;
 	for (int p = 1; p < npes; p++) {
-		int64_t a = want, b = (int64_t)(p + 1);
+		int64_t a = want, b = (int64_t)VAL(p);
 		want = b > a ? b : a;
 	}
 	CHECK(shmem_max_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int64: max_reduce");
@@ -5479,10 +5483,10 @@ static void reduce_max_int64(void)
 static void reduce_max_uint8(void)
 {
 	static uint8_t src[2], dst[2];
-	src[0] = src[1] = (uint8_t)(me + 1);
+	src[0] = src[1] = (uint8_t)VAL(me);
 	uint8_t want = (uint8_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint8_t a = want, b = (uint8_t)(p + 1);
+		uint8_t a = want, b = (uint8_t)VAL(p);
 		want = b > a ? b : a;
 	}
 	CHECK(shmem_max_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint8: max_reduce");
@@ -5493,10 +5497,10 @@ static void reduce_max_uint8(void)
 static void reduce_max_uint16(void)
 {
 	static uint16_t src[2], dst[2];
-	src[0] = src[1] = (uint16_t)(me + 1);
+	src[0] = src[1] = (uint16_t)VAL(me);
 	uint16_t want = (uint16_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint16_t a = want, b = (uint16_t)(p + 1);
+		uint16_t a = want, b = (uint16_t)VAL(p);
 		want = b > a ? b : a;
 	}
 	CHECK(shmem_max_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint16: max_reduce");
@@ -5507,10 +5511,10 @@ static void reduce_max_uint16(void)
 static void reduce_max_uint32(void)
 {
 	static uint32_t src[2], dst[2];
-	src[0] = src[1] = (uint32_t)(me + 1);
+	src[0] = src[1] = (uint32_t)VAL(me);
 	uint32_t want = (uint32_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint32_t a = want, b = (uint32_t)(p + 1);
+		uint32_t a = want, b = (uint32_t)VAL(p);
 		want = b > a ? b : a;
 	}
 	CHECK(shmem_max_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint32: max_reduce");
@@ -5521,10 +5525,10 @@ static void reduce_max_uint32(void)
 static void reduce_max_uint64(void)
 {
 	static uint64_t src[2], dst[2];
-	src[0] = src[1] = (uint64_t)(me + 1);
+	src[0] = src[1] = (uint64_t)VAL(me);
 	uint64_t want = (uint64_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint64_t a = want, b = (uint64_t)(p + 1);
+		uint64_t a = want, b = (uint64_t)VAL(p);
 		want = b > a ? b : a;
 	}
 	CHECK(shmem_max_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint64: max_reduce");
@@ -5535,10 +5539,10 @@ static void reduce_max_uint64(void)
 static void reduce_max_size(void)
 {
 	static size_t src[2], dst[2];
-	src[0] = src[1] = (size_t)(me + 1);
+	src[0] = src[1] = (size_t)VAL(me);
 	size_t want = (size_t)1;
 	for (int p = 1; p < npes; p++) {
-		size_t a = want, b = (size_t)(p + 1);
+		size_t a = want, b = (size_t)VAL(p);
 		want = b > a ? b : a;
 	}
 	CHECK(shmem_max_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "size: max_reduce");
@@ -5549,10 +5553,10 @@ static void reduce_max_size(void)
 static void reduce_max_float(void)
 {
 	static float src[2], dst[2];
-	src[0] = src[1] = (float)(me + 1);
+	src[0] = src[1] = (float)VAL(me);
 	float want = (float)1;
 	for (int p = 1; p < npes; p++) {
-		float a = want, b = (float)(p + 1);
+		float a = want, b = (float)VAL(p);
 		want = b > a ? b : a;
 	}
 	CHECK(shmem_max_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "float: max_reduce");
@@ -5563,10 +5567,10 @@ static void reduce_max_float(void)
 static void reduce_max_double(void)
 {
 	static double src[2], dst[2];
-	src[0] = src[1] = (double)(me + 1);
+	src[0] = src[1] = (double)VAL(me);
 	double want = (double)1;
 	for (int p = 1; p < npes; p++) {
-		double a = want, b = (double)(p + 1);
+		double a = want, b = (double)VAL(p);
 		want = b > a ? b : a;
 	}
 	CHECK(shmem_max_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "double: max_reduce");
@@ -5577,10 +5581,10 @@ static void reduce_max_double(void)
 static void reduce_max_longdouble(void)
 {
 	static long double src[2], dst[2];
-	src[0] = src[1] = (long double)(me + 1);
+	src[0] = src[1] = (long double)VAL(me);
 	long double want = (long double)1;
 	for (int p = 1; p < npes; p++) {
-		long double a = want, b = (long double)(p + 1);
+		long double a = want, b = (long double)VAL(p);
 		want = b > a ? b : a;
 	}
 	CHECK(shmem_max_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "longdouble: max_reduce");
@@ -5594,10 +5598,10 @@ static void to_all_max_short(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (short)(me + 1);
+	src[0] = (short)VAL(me);
 	short want = (short)1;
 	for (int p = 1; p < npes; p++) {
-		short a = want, b = (short)(p + 1);
+		short a = want, b = (short)VAL(p);
 		want = b > a ? b : a;
 	}
 	shmem_barrier_all();
@@ -5612,10 +5616,10 @@ static void to_all_max_int(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (int)(me + 1);
+	src[0] = (int)VAL(me);
 	int want = (int)1;
 	for (int p = 1; p < npes; p++) {
-		int a = want, b = (int)(p + 1);
+		int a = want, b = (int)VAL(p);
 		want = b > a ? b : a;
 	}
 	shmem_barrier_all();
@@ -5630,10 +5634,10 @@ static void to_all_max_long(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (long)(me + 1);
+	src[0] = (long)VAL(me);
 	long want = (long)1;
 	for (int p = 1; p < npes; p++) {
-		long a = want, b = (long)(p + 1);
+		long a = want, b = (long)VAL(p);
 		want = b > a ? b : a;
 	}
 	shmem_barrier_all();
@@ -5648,10 +5652,10 @@ static void to_all_max_longlong(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (long long)(me + 1);
+	src[0] = (long long)VAL(me);
 	long long want = (long long)1;
 	for (int p = 1; p < npes; p++) {
-		long long a = want, b = (long long)(p + 1);
+		long long a = want, b = (long long)VAL(p);
 		want = b > a ? b : a;
 	}
 	shmem_barrier_all();
@@ -5666,10 +5670,10 @@ static void to_all_max_float(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (float)(me + 1);
+	src[0] = (float)VAL(me);
 	float want = (float)1;
 	for (int p = 1; p < npes; p++) {
-		float a = want, b = (float)(p + 1);
+		float a = want, b = (float)VAL(p);
 		want = b > a ? b : a;
 	}
 	shmem_barrier_all();
@@ -5684,10 +5688,10 @@ static void to_all_max_double(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (double)(me + 1);
+	src[0] = (double)VAL(me);
 	double want = (double)1;
 	for (int p = 1; p < npes; p++) {
-		double a = want, b = (double)(p + 1);
+		double a = want, b = (double)VAL(p);
 		want = b > a ? b : a;
 	}
 	shmem_barrier_all();
@@ -5702,10 +5706,10 @@ static void to_all_max_longdouble(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (long double)(me + 1);
+	src[0] = (long double)VAL(me);
 	long double want = (long double)1;
 	for (int p = 1; p < npes; p++) {
-		long double a = want, b = (long double)(p + 1);
+		long double a = want, b = (long double)VAL(p);
 		want = b > a ? b : a;
 	}
 	shmem_barrier_all();
@@ -5717,10 +5721,10 @@ static void to_all_max_longdouble(void)
 static void reduce_min_char(void)
 {
 	static char src[2], dst[2];
-	src[0] = src[1] = (char)(me + 1);
+	src[0] = src[1] = (char)VAL(me);
 	char want = (char)1;
 	for (int p = 1; p < npes; p++) {
-		char a = want, b = (char)(p + 1);
+		char a = want, b = (char)VAL(p);
 		want = b < a ? b : a;
 	}
 	CHECK(shmem_min_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "char: min_reduce");
@@ -5731,10 +5735,10 @@ static void reduce_min_char(void)
 static void reduce_min_schar(void)
 {
 	static signed char src[2], dst[2];
-	src[0] = src[1] = (signed char)(me + 1);
+	src[0] = src[1] = (signed char)VAL(me);
 	signed char want = (signed char)1;
 	for (int p = 1; p < npes; p++) {
-		signed char a = want, b = (signed char)(p + 1);
+		signed char a = want, b = (signed char)VAL(p);
 		want = b < a ? b : a;
 	}
 	CHECK(shmem_min_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "schar: min_reduce");
@@ -5745,10 +5749,10 @@ static void reduce_min_schar(void)
 static void reduce_min_short(void)
 {
 	static short src[2], dst[2];
-	src[0] = src[1] = (short)(me + 1);
+	src[0] = src[1] = (short)VAL(me);
 	short want = (short)1;
 	for (int p = 1; p < npes; p++) {
-		short a = want, b = (short)(p + 1);
+		short a = want, b = (short)VAL(p);
 		want = b < a ? b : a;
 	}
 	CHECK(shmem_min_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "short: min_reduce");
@@ -5759,10 +5763,10 @@ static void reduce_min_short(void)
 static void reduce_min_int(void)
 {
 	static int src[2], dst[2];
-	src[0] = src[1] = (int)(me + 1);
+	src[0] = src[1] = (int)VAL(me);
 	int want = (int)1;
 	for (int p = 1; p < npes; p++) {
-		int a = want, b = (int)(p + 1);
+		int a = want, b = (int)VAL(p);
 		want = b < a ? b : a;
 	}
 	CHECK(shmem_min_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int: min_reduce");
@@ -5773,10 +5777,10 @@ static void reduce_min_int(void)
 static void reduce_min_long(void)
 {
 	static long src[2], dst[2];
-	src[0] = src[1] = (long)(me + 1);
+	src[0] = src[1] = (long)VAL(me);
 	long want = (long)1;
 	for (int p = 1; p < npes; p++) {
-		long a = want, b = (long)(p + 1);
+		long a = want, b = (long)VAL(p);
 		want = b < a ? b : a;
 	}
 	CHECK(shmem_min_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "long: min_reduce");
@@ -5787,10 +5791,10 @@ static void reduce_min_long(void)
 static void reduce_min_longlong(void)
 {
 	static long long src[2], dst[2];
-	src[0] = src[1] = (long long)(me + 1);
+	src[0] = src[1] = (long long)VAL(me);
 	long long want = (long long)1;
 	for (int p = 1; p < npes; p++) {
-		long long a = want, b = (long long)(p + 1);
+		long long a = want, b = (long long)VAL(p);
 		want = b < a ? b : a;
 	}
 	CHECK(shmem_min_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "longlong: min_reduce");
@@ -5801,10 +5805,10 @@ static void reduce_min_longlong(void)
 static void reduce_min_ptrdiff(void)
 {
 	static ptrdiff_t src[2], dst[2];
-	src[0] = src[1] = (ptrdiff_t)(me + 1);
+	src[0] = src[1] = (ptrdiff_t)VAL(me);
 	ptrdiff_t want = (ptrdiff_t)1;
 	for (int p = 1; p < npes; p++) {
-		ptrdiff_t a = want, b = (ptrdiff_t)(p + 1);
+		ptrdiff_t a = want, b = (ptrdiff_t)VAL(p);
 		want = b < a ? b : a;
 	}
 	CHECK(shmem_min_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "ptrdiff: min_reduce");
@@ -5815,10 +5819,10 @@ static void reduce_min_ptrdiff(void)
 static void reduce_min_uchar(void)
 {
 	static unsigned char src[2], dst[2];
-	src[0] = src[1] = (unsigned char)(me + 1);
+	src[0] = src[1] = (unsigned char)VAL(me);
 	unsigned char want = (unsigned char)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned char a = want, b = (unsigned char)(p + 1);
+		unsigned char a = want, b = (unsigned char)VAL(p);
 		want = b < a ? b : a;
 	}
 	CHECK(shmem_min_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uchar: min_reduce");
@@ -5829,10 +5833,10 @@ static void reduce_min_uchar(void)
 static void reduce_min_ushort(void)
 {
 	static unsigned short src[2], dst[2];
-	src[0] = src[1] = (unsigned short)(me + 1);
+	src[0] = src[1] = (unsigned short)VAL(me);
 	unsigned short want = (unsigned short)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned short a = want, b = (unsigned short)(p + 1);
+		unsigned short a = want, b = (unsigned short)VAL(p);
 		want = b < a ? b : a;
 	}
 	CHECK(shmem_min_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "ushort: min_reduce");
@@ -5843,10 +5847,10 @@ static void reduce_min_ushort(void)
 static void reduce_min_uint(void)
 {
 	static unsigned int src[2], dst[2];
-	src[0] = src[1] = (unsigned int)(me + 1);
+	src[0] = src[1] = (unsigned int)VAL(me);
 	unsigned int want = (unsigned int)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned int a = want, b = (unsigned int)(p + 1);
+		unsigned int a = want, b = (unsigned int)VAL(p);
 		want = b < a ? b : a;
 	}
 	CHECK(shmem_min_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint: min_reduce");
@@ -5857,10 +5861,10 @@ static void reduce_min_uint(void)
 static void reduce_min_ulong(void)
 {
 	static unsigned long src[2], dst[2];
-	src[0] = src[1] = (unsigned long)(me + 1);
+	src[0] = src[1] = (unsigned long)VAL(me);
 	unsigned long want = (unsigned long)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned long a = want, b = (unsigned long)(p + 1);
+		unsigned long a = want, b = (unsigned long)VAL(p);
 		want = b < a ? b : a;
 	}
 	CHECK(shmem_min_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "ulong: min_reduce");
@@ -5871,10 +5875,10 @@ static void reduce_min_ulong(void)
 static void reduce_min_ulonglong(void)
 {
 	static unsigned long long src[2], dst[2];
-	src[0] = src[1] = (unsigned long long)(me + 1);
+	src[0] = src[1] = (unsigned long long)VAL(me);
 	unsigned long long want = (unsigned long long)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned long long a = want, b = (unsigned long long)(p + 1);
+		unsigned long long a = want, b = (unsigned long long)VAL(p);
 		want = b < a ? b : a;
 	}
 	CHECK(shmem_min_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "ulonglong: min_reduce");
@@ -5885,10 +5889,10 @@ static void reduce_min_ulonglong(void)
 static void reduce_min_int8(void)
 {
 	static int8_t src[2], dst[2];
-	src[0] = src[1] = (int8_t)(me + 1);
+	src[0] = src[1] = (int8_t)VAL(me);
 	int8_t want = (int8_t)1;
 	for (int p = 1; p < npes; p++) {
-		int8_t a = want, b = (int8_t)(p + 1);
+		int8_t a = want, b = (int8_t)VAL(p);
 		want = b < a ? b : a;
 	}
 	CHECK(shmem_min_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int8: min_reduce");
@@ -5899,10 +5903,10 @@ static void reduce_min_int8(void)
 static void reduce_min_int16(void)
 {
 	static int16_t src[2], dst[2];
-	src[0] = src[1] = (int16_t)(me + 1);
+	src[0] = src[1] = (int16_t)VAL(me);
 	int16_t want = (int16_t)1;
 	for (int p = 1; p < npes; p++) {
-		int16_t a = want, b = (int16_t)(p + 1);
+		int16_t a = want, b = (int16_t)VAL(p);
 		want = b < a ? b : a;
 	}
 	CHECK(shmem_min_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int16: min_reduce");
@@ -5913,10 +5917,10 @@ static void reduce_min_int16(void)
 static void reduce_min_int32(void)
 {
 	static int32_t src[2], dst[2];
-	src[0] = src[1] = (int32_t)(me + 1);
+	src[0] = src[1] = (int32_t)VAL(me);
 	int32_t want = (int32_t)1;
 	for (int p = 1; p < npes; p++) {
-		int32_t a = want, b = (int32_t)(p + 1);
+		int32_t a = want, b = (int32_t)VAL(p);
 		want = b < a ? b : a;
 	}
 	CHECK(shmem_min_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int32: min_reduce");
@@ -5927,10 +5931,10 @@ static void reduce_min_int32(void)
 static void reduce_min_int64(void)
 {
 	static int64_t src[2], dst[2];
-	src[0] = src[1] = (int64_t)(me + 1);
+	src[0] = src[1] = (int64_t)VAL(me);
 	int64_t want = (int64_t)1;
 	for (int p = 1; p < npes; p++) {
-		int64_t a = want, b = (int64_t)(p + 1);
+		int64_t a = want, b = (int64_t)VAL(p);
 		want = b < a ? b : a;
 	}
 	CHECK(shmem_min_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int64: min_reduce");
@@ -5941,10 +5945,10 @@ static void reduce_min_int64(void)
 static void reduce_min_uint8(void)
 {
 	static uint8_t src[2], dst[2];
-	src[0] = src[1] = (uint8_t)(me + 1);
+	src[0] = src[1] = (uint8_t)VAL(me);
 	uint8_t want = (uint8_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint8_t a = want, b = (uint8_t)(p + 1);
+		uint8_t a = want, b = (uint8_t)VAL(p);
 		want = b < a ? b : a;
 	}
 	CHECK(shmem_min_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint8: min_reduce");
@@ -5955,10 +5959,10 @@ static void reduce_min_uint8(void)
 static void reduce_min_uint16(void)
 {
 	static uint16_t src[2], dst[2];
-	src[0] = src[1] = (uint16_t)(me + 1);
+	src[0] = src[1] = (uint16_t)VAL(me);
 	uint16_t want = (uint16_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint16_t a = want, b = (uint16_t)(p + 1);
+		uint16_t a = want, b = (uint16_t)VAL(p);
 		want = b < a ? b : a;
 	}
 	CHECK(shmem_min_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint16: min_reduce");
@@ -5969,10 +5973,10 @@ static void reduce_min_uint16(void)
 static void reduce_min_uint32(void)
 {
 	static uint32_t src[2], dst[2];
-	src[0] = src[1] = (uint32_t)(me + 1);
+	src[0] = src[1] = (uint32_t)VAL(me);
 	uint32_t want = (uint32_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint32_t a = want, b = (uint32_t)(p + 1);
+		uint32_t a = want, b = (uint32_t)VAL(p);
 		want = b < a ? b : a;
 	}
 	CHECK(shmem_min_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint32: min_reduce");
@@ -5983,10 +5987,10 @@ static void reduce_min_uint32(void)
 static void reduce_min_uint64(void)
 {
 	static uint64_t src[2], dst[2];
-	src[0] = src[1] = (uint64_t)(me + 1);
+	src[0] = src[1] = (uint64_t)VAL(me);
 	uint64_t want = (uint64_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint64_t a = want, b = (uint64_t)(p + 1);
+		uint64_t a = want, b = (uint64_t)VAL(p);
 		want = b < a ? b : a;
 	}
 	CHECK(shmem_min_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint64: min_reduce");
@@ -5997,10 +6001,10 @@ static void reduce_min_uint64(void)
 static void reduce_min_size(void)
 {
 	static size_t src[2], dst[2];
-	src[0] = src[1] = (size_t)(me + 1);
+	src[0] = src[1] = (size_t)VAL(me);
 	size_t want = (size_t)1;
 	for (int p = 1; p < npes; p++) {
-		size_t a = want, b = (size_t)(p + 1);
+		size_t a = want, b = (size_t)VAL(p);
 		want = b < a ? b : a;
 	}
 	CHECK(shmem_min_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "size: min_reduce");
@@ -6011,10 +6015,10 @@ static void reduce_min_size(void)
 static void reduce_min_float(void)
 {
 	static float src[2], dst[2];
-	src[0] = src[1] = (float)(me + 1);
+	src[0] = src[1] = (float)VAL(me);
 	float want = (float)1;
 	for (int p = 1; p < npes; p++) {
-		float a = want, b = (float)(p + 1);
+		float a = want, b = (float)VAL(p);
 		want = b < a ? b : a;
 	}
 	CHECK(shmem_min_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "float: min_reduce");
@@ -6025,10 +6029,10 @@ static void reduce_min_float(void)
 static void reduce_min_double(void)
 {
 	static double src[2], dst[2];
-	src[0] = src[1] = (double)(me + 1);
+	src[0] = src[1] = (double)VAL(me);
 	double want = (double)1;
 	for (int p = 1; p < npes; p++) {
-		double a = want, b = (double)(p + 1);
+		double a = want, b = (double)VAL(p);
 		want = b < a ? b : a;
 	}
 	CHECK(shmem_min_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "double: min_reduce");
@@ -6039,10 +6043,10 @@ static void reduce_min_double(void)
 static void reduce_min_longdouble(void)
 {
 	static long double src[2], dst[2];
-	src[0] = src[1] = (long double)(me + 1);
+	src[0] = src[1] = (long double)VAL(me);
 	long double want = (long double)1;
 	for (int p = 1; p < npes; p++) {
-		long double a = want, b = (long double)(p + 1);
+		long double a = want, b = (long double)VAL(p);
 		want = b < a ? b : a;
 	}
 	CHECK(shmem_min_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "longdouble: min_reduce");
@@ -6056,10 +6060,10 @@ static void to_all_min_short(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (short)(me + 1);
+	src[0] = (short)VAL(me);
 	short want = (short)1;
 	for (int p = 1; p < npes; p++) {
-		short a = want, b = (short)(p + 1);
+		short a = want, b = (short)VAL(p);
 		want = b < a ? b : a;
 	}
 	shmem_barrier_all();
@@ -6074,10 +6078,10 @@ static void to_all_min_int(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (int)(me + 1);
+	src[0] = (int)VAL(me);
 	int want = (int)1;
 	for (int p = 1; p < npes; p++) {
-		int a = want, b = (int)(p + 1);
+		int a = want, b = (int)VAL(p);
 		want = b < a ? b : a;
 	}
 	shmem_barrier_all();
@@ -6092,10 +6096,10 @@ static void to_all_min_long(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (long)(me + 1);
+	src[0] = (long)VAL(me);
 	long want = (long)1;
 	for (int p = 1; p < npes; p++) {
-		long a = want, b = (long)(p + 1);
+		long a = want, b = (long)VAL(p);
 		want = b < a ? b : a;
 	}
 	shmem_barrier_all();
@@ -6110,10 +6114,10 @@ static void to_all_min_longlong(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (long long)(me + 1);
+	src[0] = (long long)VAL(me);
 	long long want = (long long)1;
 	for (int p = 1; p < npes; p++) {
-		long long a = want, b = (long long)(p + 1);
+		long long a = want, b = (long long)VAL(p);
 		want = b < a ? b : a;
 	}
 	shmem_barrier_all();
@@ -6128,10 +6132,10 @@ static void to_all_min_float(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (float)(me + 1);
+	src[0] = (float)VAL(me);
 	float want = (float)1;
 	for (int p = 1; p < npes; p++) {
-		float a = want, b = (float)(p + 1);
+		float a = want, b = (float)VAL(p);
 		want = b < a ? b : a;
 	}
 	shmem_barrier_all();
@@ -6146,10 +6150,10 @@ static void to_all_min_double(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (double)(me + 1);
+	src[0] = (double)VAL(me);
 	double want = (double)1;
 	for (int p = 1; p < npes; p++) {
-		double a = want, b = (double)(p + 1);
+		double a = want, b = (double)VAL(p);
 		want = b < a ? b : a;
 	}
 	shmem_barrier_all();
@@ -6164,10 +6168,10 @@ static void to_all_min_longdouble(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (long double)(me + 1);
+	src[0] = (long double)VAL(me);
 	long double want = (long double)1;
 	for (int p = 1; p < npes; p++) {
-		long double a = want, b = (long double)(p + 1);
+		long double a = want, b = (long double)VAL(p);
 		want = b < a ? b : a;
 	}
 	shmem_barrier_all();
@@ -6179,10 +6183,10 @@ static void to_all_min_longdouble(void)
 static void reduce_sum_char(void)
 {
 	static char src[2], dst[2];
-	src[0] = src[1] = (char)(me + 1);
+	src[0] = src[1] = (char)VAL(me);
 	char want = (char)1;
 	for (int p = 1; p < npes; p++) {
-		char a = want, b = (char)(p + 1);
+		char a = want, b = (char)VAL(p);
 		want = a + b;
 	}
 	CHECK(shmem_sum_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "char: sum_reduce");
@@ -6193,10 +6197,10 @@ static void reduce_sum_char(void)
 static void reduce_sum_schar(void)
 {
 	static signed char src[2], dst[2];
-	src[0] = src[1] = (signed char)(me + 1);
+	src[0] = src[1] = (signed char)VAL(me);
 	signed char want = (signed char)1;
 	for (int p = 1; p < npes; p++) {
-		signed char a = want, b = (signed char)(p + 1);
+		signed char a = want, b = (signed char)VAL(p);
 		want = a + b;
 	}
 	CHECK(shmem_sum_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "schar: sum_reduce");
@@ -6207,10 +6211,10 @@ static void reduce_sum_schar(void)
 static void reduce_sum_short(void)
 {
 	static short src[2], dst[2];
-	src[0] = src[1] = (short)(me + 1);
+	src[0] = src[1] = (short)VAL(me);
 	short want = (short)1;
 	for (int p = 1; p < npes; p++) {
-		short a = want, b = (short)(p + 1);
+		short a = want, b = (short)VAL(p);
 		want = a + b;
 	}
 	CHECK(shmem_sum_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "short: sum_reduce");
@@ -6221,10 +6225,10 @@ static void reduce_sum_short(void)
 static void reduce_sum_int(void)
 {
 	static int src[2], dst[2];
-	src[0] = src[1] = (int)(me + 1);
+	src[0] = src[1] = (int)VAL(me);
 	int want = (int)1;
 	for (int p = 1; p < npes; p++) {
-		int a = want, b = (int)(p + 1);
+		int a = want, b = (int)VAL(p);
 		want = a + b;
 	}
 	CHECK(shmem_sum_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int: sum_reduce");
@@ -6235,10 +6239,10 @@ static void reduce_sum_int(void)
 static void reduce_sum_long(void)
 {
 	static long src[2], dst[2];
-	src[0] = src[1] = (long)(me + 1);
+	src[0] = src[1] = (long)VAL(me);
 	long want = (long)1;
 	for (int p = 1; p < npes; p++) {
-		long a = want, b = (long)(p + 1);
+		long a = want, b = (long)VAL(p);
 		want = a + b;
 	}
 	CHECK(shmem_sum_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "long: sum_reduce");
@@ -6249,10 +6253,10 @@ static void reduce_sum_long(void)
 static void reduce_sum_longlong(void)
 {
 	static long long src[2], dst[2];
-	src[0] = src[1] = (long long)(me + 1);
+	src[0] = src[1] = (long long)VAL(me);
 	long long want = (long long)1;
 	for (int p = 1; p < npes; p++) {
-		long long a = want, b = (long long)(p + 1);
+		long long a = want, b = (long long)VAL(p);
 		want = a + b;
 	}
 	CHECK(shmem_sum_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "longlong: sum_reduce");
@@ -6263,10 +6267,10 @@ static void reduce_sum_longlong(void)
 static void reduce_sum_ptrdiff(void)
 {
 	static ptrdiff_t src[2], dst[2];
-	src[0] = src[1] = (ptrdiff_t)(me + 1);
+	src[0] = src[1] = (ptrdiff_t)VAL(me);
 	ptrdiff_t want = (ptrdiff_t)1;
 	for (int p = 1; p < npes; p++) {
-		ptrdiff_t a = want, b = (ptrdiff_t)(p + 1);
+		ptrdiff_t a = want, b = (ptrdiff_t)VAL(p);
 		want = a + b;
 	}
 	CHECK(shmem_sum_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "ptrdiff: sum_reduce");
@@ -6277,10 +6281,10 @@ static void reduce_sum_ptrdiff(void)
 static void reduce_sum_uchar(void)
 {
 	static unsigned char src[2], dst[2];
-	src[0] = src[1] = (unsigned char)(me + 1);
+	src[0] = src[1] = (unsigned char)VAL(me);
 	unsigned char want = (unsigned char)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned char a = want, b = (unsigned char)(p + 1);
+		unsigned char a = want, b = (unsigned char)VAL(p);
 		want = a + b;
 	}
 	CHECK(shmem_sum_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uchar: sum_reduce");
@@ -6291,10 +6295,10 @@ static void reduce_sum_uchar(void)
 static void reduce_sum_ushort(void)
 {
 	static unsigned short src[2], dst[2];
-	src[0] = src[1] = (unsigned short)(me + 1);
+	src[0] = src[1] = (unsigned short)VAL(me);
 	unsigned short want = (unsigned short)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned short a = want, b = (unsigned short)(p + 1);
+		unsigned short a = want, b = (unsigned short)VAL(p);
 		want = a + b;
 	}
 	CHECK(shmem_sum_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "ushort: sum_reduce");
@@ -6305,10 +6309,10 @@ static void reduce_sum_ushort(void)
 static void reduce_sum_uint(void)
 {
 	static unsigned int src[2], dst[2];
-	src[0] = src[1] = (unsigned int)(me + 1);
+	src[0] = src[1] = (unsigned int)VAL(me);
 	unsigned int want = (unsigned int)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned int a = want, b = (unsigned int)(p + 1);
+		unsigned int a = want, b = (unsigned int)VAL(p);
 		want = a + b;
 	}
 	CHECK(shmem_sum_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint: sum_reduce");
@@ -6319,10 +6323,10 @@ static void reduce_sum_uint(void)
 static void reduce_sum_ulong(void)
 {
 	static unsigned long src[2], dst[2];
-	src[0] = src[1] = (unsigned long)(me + 1);
+	src[0] = src[1] = (unsigned long)VAL(me);
 	unsigned long want = (unsigned long)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned long a = want, b = (unsigned long)(p + 1);
+		unsigned long a = want, b = (unsigned long)VAL(p);
 		want = a + b;
 	}
 	CHECK(shmem_sum_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "ulong: sum_reduce");
@@ -6333,10 +6337,10 @@ static void reduce_sum_ulong(void)
 static void reduce_sum_ulonglong(void)
 {
 	static unsigned long long src[2], dst[2];
-	src[0] = src[1] = (unsigned long long)(me + 1);
+	src[0] = src[1] = (unsigned long long)VAL(me);
 	unsigned long long want = (unsigned long long)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned long long a = want, b = (unsigned long long)(p + 1);
+		unsigned long long a = want, b = (unsigned long long)VAL(p);
 		want = a + b;
 	}
 	CHECK(shmem_sum_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "ulonglong: sum_reduce");
@@ -6347,10 +6351,10 @@ static void reduce_sum_ulonglong(void)
 static void reduce_sum_int8(void)
 {
 	static int8_t src[2], dst[2];
-	src[0] = src[1] = (int8_t)(me + 1);
+	src[0] = src[1] = (int8_t)VAL(me);
 	int8_t want = (int8_t)1;
 	for (int p = 1; p < npes; p++) {
-		int8_t a = want, b = (int8_t)(p + 1);
+		int8_t a = want, b = (int8_t)VAL(p);
 		want = a + b;
 	}
 	CHECK(shmem_sum_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int8: sum_reduce");
@@ -6361,10 +6365,10 @@ static void reduce_sum_int8(void)
 static void reduce_sum_int16(void)
 {
 	static int16_t src[2], dst[2];
-	src[0] = src[1] = (int16_t)(me + 1);
+	src[0] = src[1] = (int16_t)VAL(me);
 	int16_t want = (int16_t)1;
 	for (int p = 1; p < npes; p++) {
-		int16_t a = want, b = (int16_t)(p + 1);
+		int16_t a = want, b = (int16_t)VAL(p);
 		want = a + b;
 	}
 	CHECK(shmem_sum_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int16: sum_reduce");
@@ -6375,10 +6379,10 @@ static void reduce_sum_int16(void)
 static void reduce_sum_int32(void)
 {
 	static int32_t src[2], dst[2];
-	src[0] = src[1] = (int32_t)(me + 1);
+	src[0] = src[1] = (int32_t)VAL(me);
 	int32_t want = (int32_t)1;
 	for (int p = 1; p < npes; p++) {
-		int32_t a = want, b = (int32_t)(p + 1);
+		int32_t a = want, b = (int32_t)VAL(p);
 		want = a + b;
 	}
 	CHECK(shmem_sum_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int32: sum_reduce");
@@ -6389,10 +6393,10 @@ static void reduce_sum_int32(void)
 static void reduce_sum_int64(void)
 {
 	static int64_t src[2], dst[2];
-	src[0] = src[1] = (int64_t)(me + 1);
+	src[0] = src[1] = (int64_t)VAL(me);
 	int64_t want = (int64_t)1;
 	for (int p = 1; p < npes; p++) {
-		int64_t a = want, b = (int64_t)(p + 1);
+		int64_t a = want, b = (int64_t)VAL(p);
 		want = a + b;
 	}
 	CHECK(shmem_sum_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int64: sum_reduce");
@@ -6403,10 +6407,10 @@ static void reduce_sum_int64(void)
 static void reduce_sum_uint8(void)
 {
 	static uint8_t src[2], dst[2];
-	src[0] = src[1] = (uint8_t)(me + 1);
+	src[0] = src[1] = (uint8_t)VAL(me);
 	uint8_t want = (uint8_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint8_t a = want, b = (uint8_t)(p + 1);
+		uint8_t a = want, b = (uint8_t)VAL(p);
 		want = a + b;
 	}
 	CHECK(shmem_sum_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint8: sum_reduce");
@@ -6417,10 +6421,10 @@ static void reduce_sum_uint8(void)
 static void reduce_sum_uint16(void)
 {
 	static uint16_t src[2], dst[2];
-	src[0] = src[1] = (uint16_t)(me + 1);
+	src[0] = src[1] = (uint16_t)VAL(me);
 	uint16_t want = (uint16_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint16_t a = want, b = (uint16_t)(p + 1);
+		uint16_t a = want, b = (uint16_t)VAL(p);
 		want = a + b;
 	}
 	CHECK(shmem_sum_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint16: sum_reduce");
@@ -6431,10 +6435,10 @@ static void reduce_sum_uint16(void)
 static void reduce_sum_uint32(void)
 {
 	static uint32_t src[2], dst[2];
-	src[0] = src[1] = (uint32_t)(me + 1);
+	src[0] = src[1] = (uint32_t)VAL(me);
 	uint32_t want = (uint32_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint32_t a = want, b = (uint32_t)(p + 1);
+		uint32_t a = want, b = (uint32_t)VAL(p);
 		want = a + b;
 	}
 	CHECK(shmem_sum_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint32: sum_reduce");
@@ -6445,10 +6449,10 @@ static void reduce_sum_uint32(void)
 static void reduce_sum_uint64(void)
 {
 	static uint64_t src[2], dst[2];
-	src[0] = src[1] = (uint64_t)(me + 1);
+	src[0] = src[1] = (uint64_t)VAL(me);
 	uint64_t want = (uint64_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint64_t a = want, b = (uint64_t)(p + 1);
+		uint64_t a = want, b = (uint64_t)VAL(p);
 		want = a + b;
 	}
 	CHECK(shmem_sum_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint64: sum_reduce");
@@ -6459,10 +6463,10 @@ static void reduce_sum_uint64(void)
 static void reduce_sum_size(void)
 {
 	static size_t src[2], dst[2];
-	src[0] = src[1] = (size_t)(me + 1);
+	src[0] = src[1] = (size_t)VAL(me);
 	size_t want = (size_t)1;
 	for (int p = 1; p < npes; p++) {
-		size_t a = want, b = (size_t)(p + 1);
+		size_t a = want, b = (size_t)VAL(p);
 		want = a + b;
 	}
 	CHECK(shmem_sum_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "size: sum_reduce");
@@ -6473,10 +6477,10 @@ static void reduce_sum_size(void)
 static void reduce_sum_float(void)
 {
 	static float src[2], dst[2];
-	src[0] = src[1] = (float)(me + 1);
+	src[0] = src[1] = (float)VAL(me);
 	float want = (float)1;
 	for (int p = 1; p < npes; p++) {
-		float a = want, b = (float)(p + 1);
+		float a = want, b = (float)VAL(p);
 		want = a + b;
 	}
 	CHECK(shmem_sum_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "float: sum_reduce");
@@ -6487,10 +6491,10 @@ static void reduce_sum_float(void)
 static void reduce_sum_double(void)
 {
 	static double src[2], dst[2];
-	src[0] = src[1] = (double)(me + 1);
+	src[0] = src[1] = (double)VAL(me);
 	double want = (double)1;
 	for (int p = 1; p < npes; p++) {
-		double a = want, b = (double)(p + 1);
+		double a = want, b = (double)VAL(p);
 		want = a + b;
 	}
 	CHECK(shmem_sum_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "double: sum_reduce");
@@ -6501,10 +6505,10 @@ static void reduce_sum_double(void)
 static void reduce_sum_longdouble(void)
 {
 	static long double src[2], dst[2];
-	src[0] = src[1] = (long double)(me + 1);
+	src[0] = src[1] = (long double)VAL(me);
 	long double want = (long double)1;
 	for (int p = 1; p < npes; p++) {
-		long double a = want, b = (long double)(p + 1);
+		long double a = want, b = (long double)VAL(p);
 		want = a + b;
 	}
 	CHECK(shmem_sum_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "longdouble: sum_reduce");
@@ -6515,10 +6519,10 @@ static void reduce_sum_longdouble(void)
 static void reduce_sum_complexd(void)
 {
 	static double _Complex src[2], dst[2];
-	src[0] = src[1] = (double _Complex)(me + 1);
+	src[0] = src[1] = (double _Complex)VAL(me);
 	double _Complex want = (double _Complex)1;
 	for (int p = 1; p < npes; p++) {
-		double _Complex a = want, b = (double _Complex)(p + 1);
+		double _Complex a = want, b = (double _Complex)VAL(p);
 		want = a + b;
 	}
 	CHECK(shmem_sum_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "complexd: sum_reduce");
@@ -6529,10 +6533,10 @@ static void reduce_sum_complexd(void)
 static void reduce_sum_complexf(void)
 {
 	static float _Complex src[2], dst[2];
-	src[0] = src[1] = (float _Complex)(me + 1);
+	src[0] = src[1] = (float _Complex)VAL(me);
 	float _Complex want = (float _Complex)1;
 	for (int p = 1; p < npes; p++) {
-		float _Complex a = want, b = (float _Complex)(p + 1);
+		float _Complex a = want, b = (float _Complex)VAL(p);
 		want = a + b;
 	}
 	CHECK(shmem_sum_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "complexf: sum_reduce");
@@ -6546,10 +6550,10 @@ static void to_all_sum_short(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (short)(me + 1);
+	src[0] = (short)VAL(me);
 	short want = (short)1;
 	for (int p = 1; p < npes; p++) {
-		short a = want, b = (short)(p + 1);
+		short a = want, b = (short)VAL(p);
 		want = a + b;
 	}
 	shmem_barrier_all();
@@ -6564,10 +6568,10 @@ static void to_all_sum_int(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (int)(me + 1);
+	src[0] = (int)VAL(me);
 	int want = (int)1;
 	for (int p = 1; p < npes; p++) {
-		int a = want, b = (int)(p + 1);
+		int a = want, b = (int)VAL(p);
 		want = a + b;
 	}
 	shmem_barrier_all();
@@ -6582,10 +6586,10 @@ static void to_all_sum_long(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (long)(me + 1);
+	src[0] = (long)VAL(me);
 	long want = (long)1;
 	for (int p = 1; p < npes; p++) {
-		long a = want, b = (long)(p + 1);
+		long a = want, b = (long)VAL(p);
 		want = a + b;
 	}
 	shmem_barrier_all();
@@ -6600,10 +6604,10 @@ static void to_all_sum_longlong(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (long long)(me + 1);
+	src[0] = (long long)VAL(me);
 	long long want = (long long)1;
 	for (int p = 1; p < npes; p++) {
-		long long a = want, b = (long long)(p + 1);
+		long long a = want, b = (long long)VAL(p);
 		want = a + b;
 	}
 	shmem_barrier_all();
@@ -6618,10 +6622,10 @@ static void to_all_sum_float(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (float)(me + 1);
+	src[0] = (float)VAL(me);
 	float want = (float)1;
 	for (int p = 1; p < npes; p++) {
-		float a = want, b = (float)(p + 1);
+		float a = want, b = (float)VAL(p);
 		want = a + b;
 	}
 	shmem_barrier_all();
@@ -6636,10 +6640,10 @@ static void to_all_sum_double(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (double)(me + 1);
+	src[0] = (double)VAL(me);
 	double want = (double)1;
 	for (int p = 1; p < npes; p++) {
-		double a = want, b = (double)(p + 1);
+		double a = want, b = (double)VAL(p);
 		want = a + b;
 	}
 	shmem_barrier_all();
@@ -6654,10 +6658,10 @@ static void to_all_sum_longdouble(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (long double)(me + 1);
+	src[0] = (long double)VAL(me);
 	long double want = (long double)1;
 	for (int p = 1; p < npes; p++) {
-		long double a = want, b = (long double)(p + 1);
+		long double a = want, b = (long double)VAL(p);
 		want = a + b;
 	}
 	shmem_barrier_all();
@@ -6672,10 +6676,10 @@ static void to_all_sum_complexd(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (double _Complex)(me + 1);
+	src[0] = (double _Complex)VAL(me);
 	double _Complex want = (double _Complex)1;
 	for (int p = 1; p < npes; p++) {
-		double _Complex a = want, b = (double _Complex)(p + 1);
+		double _Complex a = want, b = (double _Complex)VAL(p);
 		want = a + b;
 	}
 	shmem_barrier_all();
@@ -6690,10 +6694,10 @@ static void to_all_sum_complexf(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (float _Complex)(me + 1);
+	src[0] = (float _Complex)VAL(me);
 	float _Complex want = (float _Complex)1;
 	for (int p = 1; p < npes; p++) {
-		float _Complex a = want, b = (float _Complex)(p + 1);
+		float _Complex a = want, b = (float _Complex)VAL(p);
 		want = a + b;
 	}
 	shmem_barrier_all();
@@ -6705,10 +6709,10 @@ static void to_all_sum_complexf(void)
 static void reduce_prod_char(void)
 {
 	static char src[2], dst[2];
-	src[0] = src[1] = (char)(me + 1);
+	src[0] = src[1] = (char)VAL(me);
 	char want = (char)1;
 	for (int p = 1; p < npes; p++) {
-		char a = want, b = (char)(p + 1);
+		char a = want, b = (char)VAL(p);
 		want = a * b;
 	}
 	CHECK(shmem_prod_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "char: prod_reduce");
@@ -6719,10 +6723,10 @@ static void reduce_prod_char(void)
 static void reduce_prod_schar(void)
 {
 	static signed char src[2], dst[2];
-	src[0] = src[1] = (signed char)(me + 1);
+	src[0] = src[1] = (signed char)VAL(me);
 	signed char want = (signed char)1;
 	for (int p = 1; p < npes; p++) {
-		signed char a = want, b = (signed char)(p + 1);
+		signed char a = want, b = (signed char)VAL(p);
 		want = a * b;
 	}
 	CHECK(shmem_prod_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "schar: prod_reduce");
@@ -6733,10 +6737,10 @@ static void reduce_prod_schar(void)
 static void reduce_prod_short(void)
 {
 	static short src[2], dst[2];
-	src[0] = src[1] = (short)(me + 1);
+	src[0] = src[1] = (short)VAL(me);
 	short want = (short)1;
 	for (int p = 1; p < npes; p++) {
-		short a = want, b = (short)(p + 1);
+		short a = want, b = (short)VAL(p);
 		want = a * b;
 	}
 	CHECK(shmem_prod_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "short: prod_reduce");
@@ -6747,10 +6751,10 @@ static void reduce_prod_short(void)
 static void reduce_prod_int(void)
 {
 	static int src[2], dst[2];
-	src[0] = src[1] = (int)(me + 1);
+	src[0] = src[1] = (int)VAL(me);
 	int want = (int)1;
 	for (int p = 1; p < npes; p++) {
-		int a = want, b = (int)(p + 1);
+		int a = want, b = (int)VAL(p);
 		want = a * b;
 	}
 	CHECK(shmem_prod_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int: prod_reduce");
@@ -6761,10 +6765,10 @@ static void reduce_prod_int(void)
 static void reduce_prod_long(void)
 {
 	static long src[2], dst[2];
-	src[0] = src[1] = (long)(me + 1);
+	src[0] = src[1] = (long)VAL(me);
 	long want = (long)1;
 	for (int p = 1; p < npes; p++) {
-		long a = want, b = (long)(p + 1);
+		long a = want, b = (long)VAL(p);
 		want = a * b;
 	}
 	CHECK(shmem_prod_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "long: prod_reduce");
@@ -6775,10 +6779,10 @@ static void reduce_prod_long(void)
 static void reduce_prod_longlong(void)
 {
 	static long long src[2], dst[2];
-	src[0] = src[1] = (long long)(me + 1);
+	src[0] = src[1] = (long long)VAL(me);
 	long long want = (long long)1;
 	for (int p = 1; p < npes; p++) {
-		long long a = want, b = (long long)(p + 1);
+		long long a = want, b = (long long)VAL(p);
 		want = a * b;
 	}
 	CHECK(shmem_prod_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "longlong: prod_reduce");
@@ -6789,10 +6793,10 @@ static void reduce_prod_longlong(void)
 static void reduce_prod_ptrdiff(void)
 {
 	static ptrdiff_t src[2], dst[2];
-	src[0] = src[1] = (ptrdiff_t)(me + 1);
+	src[0] = src[1] = (ptrdiff_t)VAL(me);
 	ptrdiff_t want = (ptrdiff_t)1;
 	for (int p = 1; p < npes; p++) {
-		ptrdiff_t a = want, b = (ptrdiff_t)(p + 1);
+		ptrdiff_t a = want, b = (ptrdiff_t)VAL(p);
 		want = a * b;
 	}
 	CHECK(shmem_prod_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "ptrdiff: prod_reduce");
@@ -6803,10 +6807,10 @@ static void reduce_prod_ptrdiff(void)
 static void reduce_prod_uchar(void)
 {
 	static unsigned char src[2], dst[2];
-	src[0] = src[1] = (unsigned char)(me + 1);
+	src[0] = src[1] = (unsigned char)VAL(me);
 	unsigned char want = (unsigned char)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned char a = want, b = (unsigned char)(p + 1);
+		unsigned char a = want, b = (unsigned char)VAL(p);
 		want = a * b;
 	}
 	CHECK(shmem_prod_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uchar: prod_reduce");
@@ -6817,10 +6821,10 @@ static void reduce_prod_uchar(void)
 static void reduce_prod_ushort(void)
 {
 	static unsigned short src[2], dst[2];
-	src[0] = src[1] = (unsigned short)(me + 1);
+	src[0] = src[1] = (unsigned short)VAL(me);
 	unsigned short want = (unsigned short)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned short a = want, b = (unsigned short)(p + 1);
+		unsigned short a = want, b = (unsigned short)VAL(p);
 		want = a * b;
 	}
 	CHECK(shmem_prod_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "ushort: prod_reduce");
@@ -6831,10 +6835,10 @@ static void reduce_prod_ushort(void)
 static void reduce_prod_uint(void)
 {
 	static unsigned int src[2], dst[2];
-	src[0] = src[1] = (unsigned int)(me + 1);
+	src[0] = src[1] = (unsigned int)VAL(me);
 	unsigned int want = (unsigned int)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned int a = want, b = (unsigned int)(p + 1);
+		unsigned int a = want, b = (unsigned int)VAL(p);
 		want = a * b;
 	}
 	CHECK(shmem_prod_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint: prod_reduce");
@@ -6845,10 +6849,10 @@ static void reduce_prod_uint(void)
 static void reduce_prod_ulong(void)
 {
 	static unsigned long src[2], dst[2];
-	src[0] = src[1] = (unsigned long)(me + 1);
+	src[0] = src[1] = (unsigned long)VAL(me);
 	unsigned long want = (unsigned long)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned long a = want, b = (unsigned long)(p + 1);
+		unsigned long a = want, b = (unsigned long)VAL(p);
 		want = a * b;
 	}
 	CHECK(shmem_prod_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "ulong: prod_reduce");
@@ -6859,10 +6863,10 @@ static void reduce_prod_ulong(void)
 static void reduce_prod_ulonglong(void)
 {
 	static unsigned long long src[2], dst[2];
-	src[0] = src[1] = (unsigned long long)(me + 1);
+	src[0] = src[1] = (unsigned long long)VAL(me);
 	unsigned long long want = (unsigned long long)1;
 	for (int p = 1; p < npes; p++) {
-		unsigned long long a = want, b = (unsigned long long)(p + 1);
+		unsigned long long a = want, b = (unsigned long long)VAL(p);
 		want = a * b;
 	}
 	CHECK(shmem_prod_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "ulonglong: prod_reduce");
@@ -6873,10 +6877,10 @@ static void reduce_prod_ulonglong(void)
 static void reduce_prod_int8(void)
 {
 	static int8_t src[2], dst[2];
-	src[0] = src[1] = (int8_t)(me + 1);
+	src[0] = src[1] = (int8_t)VAL(me);
 	int8_t want = (int8_t)1;
 	for (int p = 1; p < npes; p++) {
-		int8_t a = want, b = (int8_t)(p + 1);
+		int8_t a = want, b = (int8_t)VAL(p);
 		want = a * b;
 	}
 	CHECK(shmem_prod_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int8: prod_reduce");
@@ -6887,10 +6891,10 @@ static void reduce_prod_int8(void)
 static void reduce_prod_int16(void)
 {
 	static int16_t src[2], dst[2];
-	src[0] = src[1] = (int16_t)(me + 1);
+	src[0] = src[1] = (int16_t)VAL(me);
 	int16_t want = (int16_t)1;
 	for (int p = 1; p < npes; p++) {
-		int16_t a = want, b = (int16_t)(p + 1);
+		int16_t a = want, b = (int16_t)VAL(p);
 		want = a * b;
 	}
 	CHECK(shmem_prod_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int16: prod_reduce");
@@ -6901,10 +6905,10 @@ static void reduce_prod_int16(void)
 static void reduce_prod_int32(void)
 {
 	static int32_t src[2], dst[2];
-	src[0] = src[1] = (int32_t)(me + 1);
+	src[0] = src[1] = (int32_t)VAL(me);
 	int32_t want = (int32_t)1;
 	for (int p = 1; p < npes; p++) {
-		int32_t a = want, b = (int32_t)(p + 1);
+		int32_t a = want, b = (int32_t)VAL(p);
 		want = a * b;
 	}
 	CHECK(shmem_prod_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int32: prod_reduce");
@@ -6915,10 +6919,10 @@ static void reduce_prod_int32(void)
 static void reduce_prod_int64(void)
 {
 	static int64_t src[2], dst[2];
-	src[0] = src[1] = (int64_t)(me + 1);
+	src[0] = src[1] = (int64_t)VAL(me);
 	int64_t want = (int64_t)1;
 	for (int p = 1; p < npes; p++) {
-		int64_t a = want, b = (int64_t)(p + 1);
+		int64_t a = want, b = (int64_t)VAL(p);
 		want = a * b;
 	}
 	CHECK(shmem_prod_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "int64: prod_reduce");
@@ -6929,10 +6933,10 @@ static void reduce_prod_int64(void)
 static void reduce_prod_uint8(void)
 {
 	static uint8_t src[2], dst[2];
-	src[0] = src[1] = (uint8_t)(me + 1);
+	src[0] = src[1] = (uint8_t)VAL(me);
 	uint8_t want = (uint8_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint8_t a = want, b = (uint8_t)(p + 1);
+		uint8_t a = want, b = (uint8_t)VAL(p);
 		want = a * b;
 	}
 	CHECK(shmem_prod_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint8: prod_reduce");
@@ -6943,10 +6947,10 @@ static void reduce_prod_uint8(void)
 static void reduce_prod_uint16(void)
 {
 	static uint16_t src[2], dst[2];
-	src[0] = src[1] = (uint16_t)(me + 1);
+	src[0] = src[1] = (uint16_t)VAL(me);
 	uint16_t want = (uint16_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint16_t a = want, b = (uint16_t)(p + 1);
+		uint16_t a = want, b = (uint16_t)VAL(p);
 		want = a * b;
 	}
 	CHECK(shmem_prod_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint16: prod_reduce");
@@ -6957,10 +6961,10 @@ static void reduce_prod_uint16(void)
 static void reduce_prod_uint32(void)
 {
 	static uint32_t src[2], dst[2];
-	src[0] = src[1] = (uint32_t)(me + 1);
+	src[0] = src[1] = (uint32_t)VAL(me);
 	uint32_t want = (uint32_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint32_t a = want, b = (uint32_t)(p + 1);
+		uint32_t a = want, b = (uint32_t)VAL(p);
 		want = a * b;
 	}
 	CHECK(shmem_prod_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint32: prod_reduce");
@@ -6971,10 +6975,10 @@ static void reduce_prod_uint32(void)
 static void reduce_prod_uint64(void)
 {
 	static uint64_t src[2], dst[2];
-	src[0] = src[1] = (uint64_t)(me + 1);
+	src[0] = src[1] = (uint64_t)VAL(me);
 	uint64_t want = (uint64_t)1;
 	for (int p = 1; p < npes; p++) {
-		uint64_t a = want, b = (uint64_t)(p + 1);
+		uint64_t a = want, b = (uint64_t)VAL(p);
 		want = a * b;
 	}
 	CHECK(shmem_prod_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "uint64: prod_reduce");
@@ -6985,10 +6989,10 @@ static void reduce_prod_uint64(void)
 static void reduce_prod_size(void)
 {
 	static size_t src[2], dst[2];
-	src[0] = src[1] = (size_t)(me + 1);
+	src[0] = src[1] = (size_t)VAL(me);
 	size_t want = (size_t)1;
 	for (int p = 1; p < npes; p++) {
-		size_t a = want, b = (size_t)(p + 1);
+		size_t a = want, b = (size_t)VAL(p);
 		want = a * b;
 	}
 	CHECK(shmem_prod_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "size: prod_reduce");
@@ -6999,10 +7003,10 @@ static void reduce_prod_size(void)
 static void reduce_prod_float(void)
 {
 	static float src[2], dst[2];
-	src[0] = src[1] = (float)(me + 1);
+	src[0] = src[1] = (float)VAL(me);
 	float want = (float)1;
 	for (int p = 1; p < npes; p++) {
-		float a = want, b = (float)(p + 1);
+		float a = want, b = (float)VAL(p);
 		want = a * b;
 	}
 	CHECK(shmem_prod_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "float: prod_reduce");
@@ -7013,10 +7017,10 @@ static void reduce_prod_float(void)
 static void reduce_prod_double(void)
 {
 	static double src[2], dst[2];
-	src[0] = src[1] = (double)(me + 1);
+	src[0] = src[1] = (double)VAL(me);
 	double want = (double)1;
 	for (int p = 1; p < npes; p++) {
-		double a = want, b = (double)(p + 1);
+		double a = want, b = (double)VAL(p);
 		want = a * b;
 	}
 	CHECK(shmem_prod_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "double: prod_reduce");
@@ -7027,10 +7031,10 @@ static void reduce_prod_double(void)
 static void reduce_prod_longdouble(void)
 {
 	static long double src[2], dst[2];
-	src[0] = src[1] = (long double)(me + 1);
+	src[0] = src[1] = (long double)VAL(me);
 	long double want = (long double)1;
 	for (int p = 1; p < npes; p++) {
-		long double a = want, b = (long double)(p + 1);
+		long double a = want, b = (long double)VAL(p);
 		want = a * b;
 	}
 	CHECK(shmem_prod_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "longdouble: prod_reduce");
@@ -7041,10 +7045,10 @@ static void reduce_prod_longdouble(void)
 static void reduce_prod_complexd(void)
 {
 	static double _Complex src[2], dst[2];
-	src[0] = src[1] = (double _Complex)(me + 1);
+	src[0] = src[1] = (double _Complex)VAL(me);
 	double _Complex want = (double _Complex)1;
 	for (int p = 1; p < npes; p++) {
-		double _Complex a = want, b = (double _Complex)(p + 1);
+		double _Complex a = want, b = (double _Complex)VAL(p);
 		want = a * b;
 	}
 	CHECK(shmem_prod_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "complexd: prod_reduce");
@@ -7055,10 +7059,10 @@ static void reduce_prod_complexd(void)
 static void reduce_prod_complexf(void)
 {
 	static float _Complex src[2], dst[2];
-	src[0] = src[1] = (float _Complex)(me + 1);
+	src[0] = src[1] = (float _Complex)VAL(me);
 	float _Complex want = (float _Complex)1;
 	for (int p = 1; p < npes; p++) {
-		float _Complex a = want, b = (float _Complex)(p + 1);
+		float _Complex a = want, b = (float _Complex)VAL(p);
 		want = a * b;
 	}
 	CHECK(shmem_prod_reduce(SHMEM_TEAM_WORLD, &dst[0], &src[0], 1) == 0, "complexf: prod_reduce");
@@ -7072,10 +7076,10 @@ static void to_all_prod_short(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (short)(me + 1);
+	src[0] = (short)VAL(me);
 	short want = (short)1;
 	for (int p = 1; p < npes; p++) {
-		short a = want, b = (short)(p + 1);
+		short a = want, b = (short)VAL(p);
 		want = a * b;
 	}
 	shmem_barrier_all();
@@ -7090,10 +7094,10 @@ static void to_all_prod_int(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (int)(me + 1);
+	src[0] = (int)VAL(me);
 	int want = (int)1;
 	for (int p = 1; p < npes; p++) {
-		int a = want, b = (int)(p + 1);
+		int a = want, b = (int)VAL(p);
 		want = a * b;
 	}
 	shmem_barrier_all();
@@ -7108,10 +7112,10 @@ static void to_all_prod_long(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (long)(me + 1);
+	src[0] = (long)VAL(me);
 	long want = (long)1;
 	for (int p = 1; p < npes; p++) {
-		long a = want, b = (long)(p + 1);
+		long a = want, b = (long)VAL(p);
 		want = a * b;
 	}
 	shmem_barrier_all();
@@ -7126,10 +7130,10 @@ static void to_all_prod_longlong(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (long long)(me + 1);
+	src[0] = (long long)VAL(me);
 	long long want = (long long)1;
 	for (int p = 1; p < npes; p++) {
-		long long a = want, b = (long long)(p + 1);
+		long long a = want, b = (long long)VAL(p);
 		want = a * b;
 	}
 	shmem_barrier_all();
@@ -7144,10 +7148,10 @@ static void to_all_prod_float(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (float)(me + 1);
+	src[0] = (float)VAL(me);
 	float want = (float)1;
 	for (int p = 1; p < npes; p++) {
-		float a = want, b = (float)(p + 1);
+		float a = want, b = (float)VAL(p);
 		want = a * b;
 	}
 	shmem_barrier_all();
@@ -7162,10 +7166,10 @@ static void to_all_prod_double(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (double)(me + 1);
+	src[0] = (double)VAL(me);
 	double want = (double)1;
 	for (int p = 1; p < npes; p++) {
-		double a = want, b = (double)(p + 1);
+		double a = want, b = (double)VAL(p);
 		want = a * b;
 	}
 	shmem_barrier_all();
@@ -7180,10 +7184,10 @@ static void to_all_prod_longdouble(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (long double)(me + 1);
+	src[0] = (long double)VAL(me);
 	long double want = (long double)1;
 	for (int p = 1; p < npes; p++) {
-		long double a = want, b = (long double)(p + 1);
+		long double a = want, b = (long double)VAL(p);
 		want = a * b;
 	}
 	shmem_barrier_all();
@@ -7198,10 +7202,10 @@ static void to_all_prod_complexd(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (double _Complex)(me + 1);
+	src[0] = (double _Complex)VAL(me);
 	double _Complex want = (double _Complex)1;
 	for (int p = 1; p < npes; p++) {
-		double _Complex a = want, b = (double _Complex)(p + 1);
+		double _Complex a = want, b = (double _Complex)VAL(p);
 		want = a * b;
 	}
 	shmem_barrier_all();
@@ -7216,10 +7220,10 @@ static void to_all_prod_complexf(void)
 	static long pSync[SHMEM_REDUCE_SYNC_SIZE];
 	for (int i = 0; i < SHMEM_REDUCE_SYNC_SIZE; i++)
 		pSync[i] = SHMEM_SYNC_VALUE;
-	src[0] = (float _Complex)(me + 1);
+	src[0] = (float _Complex)VAL(me);
 	float _Complex want = (float _Complex)1;
 	for (int p = 1; p < npes; p++) {
-		float _Complex a = want, b = (float _Complex)(p + 1);
+		float _Complex a = want, b = (float _Complex)VAL(p);
 		want = a * b;
 	}
 	shmem_barrier_all();
@@ -8543,12 +8547,6 @@ int main(void)
 	npes = shmem_n_pes();
 	right = (me + 1) % npes;
 	left = (me + npes - 1) % npes;
-	if (npes > MAXPE) {
-		if (me == 0)
-			printf("t_tables: needs at most %d PEs, has %d\n", MAXPE, npes);
-		shmem_finalize();
-		return 1;
-	}
 	if (shmem_team_split_strided(SHMEM_TEAM_WORLD, npes - 1, -1, npes, NULL, 0, &rev) != 0 ||
 	    shmem_team_my_pe(rev) != npes - 1 - me) {
 		printf("t_tables: PE %d: the reversed team (split of stride -1) is wrong\n", me);

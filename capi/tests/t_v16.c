@@ -9,7 +9,7 @@
 #include "check.h"
 #include <stdint.h>
 
-#define MAXPE 8
+#define MAXPE MAX_PES
 
 static uint64_t sig[16];
 static long data[64];

@@ -33,9 +33,35 @@ func TestRingDemo(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	const n = 4
+	ringJob(t, dir, 4, "32m", "60s")
+}
+
+// TestRingBig is TestRingDemo on 64 PEs, with heaps of 4m and 1m: a job
+// of many PEs oversubscribed on a machine of a few cores must start, run
+// and end as a small one does (its figures: docs/bench/scale.md, "256
+// PEs on one node").
+func TestRingBig(t *testing.T) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go command to build shrun and the example: %v", err)
+	}
+	if testing.Short() {
+		t.Skip("a job of 64 PEs: not in -short")
+	}
+	dir := t.TempDir()
+	build := exec.Command(goTool, "build", "-o", dir, "../../cmd/shrun", ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	t.Setenv("SYMHEAP_SHARED_SIZE", "1m")
+	ringJob(t, dir, 64, "4m", "600s")
+}
+
+// ringJob runs the ring example built in dir on n PEs under shrun and
+// checks every PE's line and that nothing is left in /dev/shm.
+func ringJob(t *testing.T, dir string, n int, heap, timeout string) {
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(filepath.Join(dir, "shrun"), "-n", strconv.Itoa(n), "--heap", "32m", "--timeout", "60s", filepath.Join(dir, "ring"))
+	cmd := exec.Command(filepath.Join(dir, "shrun"), "-n", strconv.Itoa(n), "--heap", heap, "--timeout", timeout, filepath.Join(dir, "ring"))
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -48,14 +74,14 @@ func TestRingDemo(t *testing.T) {
 			os.Remove(f)
 		}
 	})
-	err = cmd.Wait()
+	err := cmd.Wait()
 	t.Logf("shrun -n %d ring: %v in %v\nstdout:\n%s\nstderr:\n%s", n, err, time.Since(start).Round(time.Millisecond), stdout.String(), stderr.String())
 	if err != nil {
 		t.Errorf("shrun -n %d ring: %v, want exit status 0", n, err)
 	}
 
 	seen := make(map[int]bool)
-	var addrs [n]uint64
+	addrs := make([]uint64, n)
 	mode := ""
 	for _, l := range strings.Split(strings.TrimRight(stdout.String(), "\n"), "\n") {
 		m := ringLine.FindStringSubmatch(l)

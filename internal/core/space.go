@@ -153,6 +153,26 @@ func CBSum(npes int) uint64 {
 	return h.Sum64()
 }
 
+// AreaSize is one area's bytes in each control block of a job.
+type AreaSize struct {
+	Name string
+	Size uint64 // as registered; the block holds it rounded up to 128 bytes
+}
+
+// Areas returns every registered area and its size in a job of npes PEs,
+// in layout order (the fixed ControlSize bytes come first). symheap info
+// and the tests that bound the control blocks' growth read it.
+func Areas(npes int) []AreaSize {
+	layout(npes) // freezes the list, as a layout does
+	areas.Lock()
+	defer areas.Unlock()
+	out := make([]AreaSize, len(areas.list))
+	for i, a := range areas.list {
+		out[i] = AreaSize{a.name, a.size(npes)}
+	}
+	return out
+}
+
 // Off returns the offset of area a in the control blocks of a job of npes
 // PEs.
 func (a *Area) Off(npes int) CBOff {

@@ -24,7 +24,22 @@ func (s *Segment) place() error {
 	h, n := s.h, s.lay.NPEs
 	attach := len(s.local) // the ranks that take part: this node's
 	total := int(s.lay.Total)
+	// InitTimeout bounds a wait in which nothing moves: with hundreds of
+	// PEs on a few cores they attach over many seconds, and each PE that
+	// attaches or arrives in a round restarts the clock.
 	deadline := time.Now().Add(s.p.InitTimeout)
+	progress := uint64(0)
+	moved := func() bool {
+		v := uint64(h.attached.Load())
+		for r := range h.arrived {
+			v += uint64(h.arrived[r].Load())
+		}
+		if v == progress {
+			return false
+		}
+		progress = v
+		return true
+	}
 	if s.p.ForceOffset {
 		h.forceOffset.Store(1)
 	}
@@ -42,6 +57,9 @@ func (s *Segment) place() error {
 				if h.pes[pe].state.Load() != slotEmpty && !s.Alive(pe) {
 					return fmt.Errorf("segment: PE %d died while the job was starting (%s): %w", pe, what, errs.ErrPeerLost)
 				}
+			}
+			if moved() {
+				deadline = time.Now().Add(s.p.InitTimeout)
 			}
 			if time.Now().After(deadline) {
 				return fmt.Errorf("segment: timed out after %v %s (%d of %d PEs attached; are all PEs started with the same job id? raise %s if they start slowly): %w",

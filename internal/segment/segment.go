@@ -369,7 +369,7 @@ func (s *Segment) heartbeat() {
 }
 
 // stalled reports whether PE pe's heartbeat has not moved for PeerTimeout
-// as seen from here.
+// as seen from here, and its process is not merely waiting for a CPU.
 func (s *Segment) stalled(pe int) (time.Duration, bool) {
 	if s.seen == nil || pe == s.p.Rank {
 		return 0, false
@@ -384,7 +384,22 @@ func (s *Segment) stalled(pe int) (time.Duration, bool) {
 		return 0, false
 	}
 	d := now.Sub(v.at)
-	return d, d > s.p.PeerTimeout
+	if d <= s.p.PeerTimeout {
+		return d, false
+	}
+	// No beat for the whole timeout. A process with a thread waiting for
+	// a CPU is starved, not stuck: with hundreds of PEs on a few cores
+	// the scheduler may leave one waiting that long, and the job still
+	// moves. Stopped (state T), or with every thread asleep, it is stuck;
+	// and so is a PE of this very process (tests), which runs as we do.
+	if pid := s.Pid(pe); pid == unix.Getpid() {
+		return d, true
+	} else if st, err := unix.ProcessState(pid); err == nil && st != 'T' && st != 't' {
+		if run, err := unix.ProcessRunnable(pid); err == nil && run {
+			return d, false
+		}
+	}
+	return d, true
 }
 
 // openFile performs steps 1 to 4.
@@ -551,6 +566,7 @@ func (s *Segment) join(deadline time.Time) (stale bool, err error) {
 		return false, fmt.Errorf("segment: %s has mode %#o, want 0600: %w (not made by symheap; remove it)", s.path, mode, errs.ErrSegment)
 	}
 	firstEmpty := time.Time{}
+	allocated := int64(0)
 	for {
 		if err := unix.Flock(s.fd, unix.LockShared, true); err == nil {
 			_, _, size, _ := unix.Fstat(s.fd)
@@ -585,6 +601,13 @@ func (s *Segment) join(deadline time.Time) (stale bool, err error) {
 				return false, fmt.Errorf("segment: %s was created but never initialised: its creator died: %w (the segment was removed; restart the job)", s.path, errs.ErrPeerLost)
 			}
 			unix.Flock(s.fd, unix.LockUnlock, false)
+		}
+		// The creator reserves the segment (fallocate) before it
+		// publishes the header: gigabytes at hundreds of PEs, which may
+		// take longer than the timeout on a busy machine. While the
+		// reservation grows, the wait is not stuck.
+		if a, err := unix.Allocated(s.fd); err == nil && a != allocated {
+			allocated, deadline = a, time.Now().Add(s.p.InitTimeout)
 		}
 		if time.Now().After(deadline) {
 			return false, fmt.Errorf("segment: timed out after %v waiting for %s to be initialised (raise %s if PEs start slowly): %w", s.p.InitTimeout, s.path, config.EnvInitTimeout, errs.ErrSegment)

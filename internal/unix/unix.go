@@ -58,6 +58,16 @@ func Fstat(fd int) (uid uint32, mode uint32, size int64, err error) {
 	return st.Uid, st.Mode & 0o7777, st.Size, nil
 }
 
+// Allocated returns the bytes of storage the file behind fd holds
+// (st_blocks in 512-byte units): it grows while a fallocate runs.
+func Allocated(fd int) (int64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, err
+	}
+	return st.Blocks * 512, nil
+}
+
 // Fallocate reserves the byte range [off, off+n) of the file so that later
 // stores into a shared mapping of it cannot fault for want of space.
 func Fallocate(fd int, off, n int64) error {
@@ -173,6 +183,27 @@ func ProcessState(pid int) (byte, error) {
 		return 0, fmt.Errorf("unix: malformed /proc/%d/stat", pid)
 	}
 	return b[i+2], nil
+}
+
+// ProcessRunnable reports whether a thread of pid is running or waits
+// for a CPU (state 'R' in /proc/PID/task/TID/stat): a process starved
+// by the scheduler has one, a stopped or wedged one has none.
+func ProcessRunnable(pid int) (bool, error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return false, err
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/stat")
+		if err != nil {
+			continue // the thread ended
+		}
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'R' {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // Rlimit returns the soft and hard limits of a resource.
