@@ -115,13 +115,14 @@ func (r *runner) copySection(s *section) {
 	s.What = fmt.Sprintf("Go copy (runtime memmove), symheap's copy (internal/memcopy) and glibc memcpy between private buffers, one process; "+
 		"warm: the same buffers again and again; odd: warm, destination 8 bytes off a 16-byte boundary; "+
 		"cold: the next slice of two pools of %d MiB (glibc: %d MiB) each time; MB/s = 10^6 B/s", pool>>20, coldPool>>20)
-	rep, below := memcopy.Rule()
+	rep, from := memcopy.Rule()
 	var parts []string
 	if memcopy.Vector() {
 		parts = append(parts, fmt.Sprintf("64-byte vector moves (AVX-512) from %d B to %d KiB", memcopy.Small, memcopy.VecMax>>10))
 	}
 	if rep {
-		parts = append(parts, fmt.Sprintf("REP MOVSB for a destination off a 16-byte boundary from %d MiB to %d MiB", memcopy.Large>>20, below>>20))
+		parts = append(parts, fmt.Sprintf("REP MOVSB for a destination off a 16-byte boundary from %d MiB to %.1f MiB, streaming stores from %.1f MiB (glibc's non-temporal threshold)",
+			memcopy.Large>>20, float64(from)/(1<<20), float64(from)/(1<<20)))
 	}
 	if len(parts) == 0 {
 		s.Notes = append(s.Notes, "symheap's copy on this CPU: the runtime's memmove at every size (neither the vector nor the REP MOVSB rule applies)")

@@ -1,7 +1,8 @@
 // Package memcopy copies blocks of memory at the speed of the C library's
 // memcpy where Go's copy falls short of it: blocks of 129 bytes to 1 KiB on
-// CPUs with 64-byte vector registers, and large blocks at odd destinations
-// on Intel CPUs with fast string moves.
+// CPUs with 64-byte vector registers, and on Intel CPUs with fast string
+// moves large blocks at odd destinations and blocks larger than one
+// thread's share of the cache.
 //
 // # Small blocks
 //
@@ -44,41 +45,48 @@
 //
 // Go's copy is the runtime's memmove. On amd64 it copies a block of 2 KiB
 // or more with REP MOVSQ when the CPU prefers string moves (Intel with ERMS
-// and FSRM) and the destination is 16-byte aligned; otherwise with AVX
-// loads and stores, and from 1 MiB up with non-temporal (streaming)
-// stores, which bypass the caches. glibc's memcpy on the same CPUs uses
-// REP MOVSB at those sizes, whatever the alignment, and streams only
-// blocks larger than about three quarters of the last-level cache's share
-// per thread. So for a destination that is not 16-byte aligned (a Put
-// into s[3:], a message into a buffer at an odd offset), 1 MiB or more,
-// that would fit the cache, Go's copy writes to memory where glibc's
-// writes to the cache, and falls well short of glibc's bandwidth; the two
-// are at parity when the destination is aligned or the data are not in
-// cache (measured: docs/bench/design-measurements.md, «internal/memcopy,
-// large blocks: REP MOVSB»).
+// and FSRM) and the destination is 16-byte aligned, at every size;
+// otherwise with AVX loads and stores, and from 1 MiB up with
+// non-temporal (streaming) stores, which bypass the caches. glibc's memcpy
+// on the same CPUs uses REP MOVSB at those sizes, whatever the alignment,
+// and streams only blocks larger than its non-temporal threshold (about
+// three quarters of one thread's share of the shared cache). So they
+// differ twice:
+//
+//   - a destination that is not 16-byte aligned (a Put into s[3:], a
+//     message into a buffer at an odd offset), 1 MiB or more, that would
+//     fit the cache: Go's copy writes to memory where glibc's writes to
+//     the cache, and falls well short of glibc's bandwidth (measured:
+//     docs/bench/design-measurements.md, «internal/memcopy, large blocks:
+//     REP MOVSB»);
+//   - an aligned destination above the threshold: glibc streams, and Go's
+//     REP MOVSQ reads every line of the destination into the cache before
+//     writing it, evicting what was there (docs/bench/p2p.md).
+//
+// The two are at parity in between.
 //
 // # The rule
 //
 // Move copies n bytes. It takes the vector copy when the CPU passes
 // vecRule, Small <= n <= LocalMax and the blocks do not overlap: called
 // alone, it makes BetterLocal's choice, and a caller whose destination
-// another core reads next asks Better first (which stops at VecMax). It
-// takes REP MOVSB when all of these hold, and the runtime's memmove
-// otherwise:
+// another core reads next asks Better first (which stops at VecMax). For
+// n >= Large (1 MiB, the size from which the runtime streams) on a CPU
+// that prefers string moves (GenuineIntel with ERMS and FSRM, read with
+// CPUID: the runtime's own test for REP MOVS), between blocks that do not
+// overlap (memmove handles overlap), it takes
 //
-//  1. the CPU prefers string moves: GenuineIntel with ERMS and FSRM
-//     (CPUID), the runtime's own test for REP MOVS;
-//  2. n >= Large (1 MiB), the size from which the runtime streams, and
-//     n < the streaming threshold glibc uses, three quarters of the
-//     last-level cache's share per thread (CPUID leaf 4): above it both
-//     stream, and streaming is right;
-//  3. the destination is not 16-byte aligned (aligned, the runtime uses
-//     REP MOVSQ already);
-//  4. the blocks do not overlap (memmove handles overlap).
+//  1. streaming stores (ntMove: 16-byte loads, MOVNTDQ stores of whole
+//     lines, SFENCE at the end), whatever the alignment, from glibc's
+//     non-temporal threshold on (probe computes it from CPUID leaf 4 as
+//     glibc 2.36 does);
+//  2. below it, for a destination that is not 16-byte aligned (aligned,
+//     the runtime uses REP MOVSQ already), REP MOVSB: like glibc, the
+//     first 64 bytes with the runtime's memmove and the rest from the
+//     destination's first 64-byte boundary, where string moves run
+//     faster.
 //
-// Like glibc, it then copies the first 64 bytes with the runtime's
-// memmove and the rest with REP MOVSB from the destination's first 64-byte
-// boundary: string moves run faster into an aligned destination.
+// Every other copy is the runtime's memmove.
 //
 // Everywhere else (arm64, other vendors, older CPUs, and under the race
 // detector, which sees copy's accesses but not an assembly routine's) Move
@@ -94,15 +102,16 @@
 // out of order among themselves, but not out of order with the stores
 // before or after the instruction (Intel SDM vol. 3A, 9.2.4.1 "Memory
 // Ordering Model for String Operations on Write-back Memory"). The
-// runtime's non-temporal loops, which are weakly ordered, end with SFENCE.
-// So a copy by Move, by either path, is complete in program order when it
-// returns, and a flag stored after it is seen after the data. This
-// package issues no non-temporal store of its own; a path that does must
-// end with SFENCE before it returns.
+// streaming stores, of the runtime's loops and of ntMove, are weakly
+// ordered, and both end with SFENCE, which orders them before every later
+// store. So a copy by Move, by any path, is complete in program order when
+// it returns, and a flag stored after it is seen after the data. A new
+// path with streaming stores must end with SFENCE before it returns.
 package memcopy
 
-// Large is the smallest copy Move may take REP MOVSB for: the size from
-// which the runtime's memmove streams on amd64 (memmove_amd64.s).
+// Large is the smallest copy Move may take REP MOVSB or streaming stores
+// for: the size from which the runtime's memmove streams on amd64
+// (memmove_amd64.s).
 const Large = 1 << 20
 
 // Small and VecMax bound the sizes Move may copy with 64-byte vector
@@ -161,9 +170,10 @@ func BytesLocal(dst, src []byte) int {
 	return n
 }
 
-// Rule reports the rule's inputs on this CPU, for tests and symheap info:
-// whether REP MOVSB may be used, and below which size.
-func Rule() (rep bool, below uint64) { return useRep, uint64(repBelow) }
+// Rule reports the rule's inputs on this CPU, for tests and symheap
+// bench: whether the large-block rule applies (REP MOVSB for odd
+// destinations, streaming stores), and the size from which Move streams.
+func Rule() (rep bool, from uint64) { return useRep, uint64(streamFrom) }
 
 // Vector reports whether Move copies Small to VecMax bytes (LocalMax for
 // BetterLocal's callers) with 64-byte vector registers on this CPU.

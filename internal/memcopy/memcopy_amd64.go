@@ -15,9 +15,15 @@ func repMovsb(dst, src unsafe.Pointer, n uintptr)
 
 func cpuid(leaf, sub uint32) (a, b, c, d uint32)
 
-// useRep and repBelow are the rule's CPU inputs (see the package doc),
+// ntMove copies n >= 256 bytes between blocks that do not overlap with
+// streaming stores, and ends with SFENCE.
+//
+//go:noescape
+func ntMove(dst, src unsafe.Pointer, n uintptr)
+
+// useRep and streamFrom are the rule's CPU inputs (see the package doc),
 // read once from CPUID.
-var useRep, repBelow = probe(cpuid)
+var useRep, streamFrom = probe(cpuid)
 
 // useVec: whether Move takes the vector copy from Small to LocalMax bytes
 // (see the package doc), from CPUID and what the kernel saves (x/sys/cpu
@@ -40,12 +46,23 @@ func isAMD(id func(leaf, sub uint32) (a, b, c, d uint32)) bool {
 }
 
 // probe reads the rule's inputs through id (CPUID, or a table in tests):
-// whether the CPU prefers string moves, and the size below which REP
-// MOVSB is used (0: never).
+// whether the CPU prefers string moves, and the size from which Move
+// streams (0: never), glibc's non-temporal threshold.
+//
+// glibc 2.36 (Debian 12's) sets that threshold to three quarters of one
+// thread's share of the shared cache (its tunable
+// glibc.cpu.x86_non_temporal_threshold; `ld.so --list-tunables` prints
+// it), where the share is the last-level cache over the logical
+// processors that share it, plus, when that cache does not include the
+// second level, the second-level cache over its own sharers: on a VM of
+// 2 vCPUs with a 48 MiB L3 and a 1.25 MiB L2, (24 + 1.25) x 3/4 = 18.9
+// MiB, the figure its ld.so prints there. (From 2.38 glibc takes a
+// quarter of the whole L3 instead; a copy between the two thresholds then
+// streams here and not there.)
 func probe(id func(leaf, sub uint32) (a, b, c, d uint32)) (bool, uintptr) {
-	max, b, c, d := id(0, 0)
+	maxLeaf, b, c, d := id(0, 0)
 	intel := b == 0x756e6547 && d == 0x49656e69 && c == 0x6c65746e // "Genu" "ineI" "ntel"
-	if !intel || max < 7 {
+	if !intel || maxLeaf < 7 {
 		return false, 0
 	}
 	_, b7, _, d7 := id(7, 0)
@@ -53,13 +70,17 @@ func probe(id func(leaf, sub uint32) (a, b, c, d uint32)) (bool, uintptr) {
 	if !erms || !fsrm {
 		return false, 0
 	}
-	// Leaf 4: one subleaf per cache; the last-level one is the largest
-	// level. Size = ways x partitions x line size x sets; EAX[25:14]+1
-	// logical processors share it.
-	var llc uint64
-	var level, sharing uint32
+	// Leaf 4: one subleaf per cache. Size = ways x partitions x line
+	// size x sets; EAX[25:14]+1 logical processors share it; EDX bit 1:
+	// it includes the levels below.
+	type cacheInfo struct {
+		share     uint64 // size over sharers
+		inclusive bool
+	}
+	var byLevel [8]cacheInfo
+	top := uint32(0)
 	for sub := uint32(0); sub < 16; sub++ {
-		a, b, c, _ := id(4, sub)
+		a, b, c, d := id(4, sub)
 		kind := a & 31
 		if kind == 0 {
 			break
@@ -69,16 +90,19 @@ func probe(id func(leaf, sub uint32) (a, b, c, d uint32)) (bool, uintptr) {
 		}
 		lv := (a >> 5) & 7
 		size := uint64(b>>22+1) * uint64((b>>12)&0x3ff+1) * uint64(b&0xfff+1) * uint64(c+1)
-		if lv >= level {
-			level, llc, sharing = lv, size, (a>>14)&0xfff+1
-		}
+		byLevel[lv] = cacheInfo{share: size / uint64((a>>14)&0xfff+1), inclusive: d&2 != 0}
+		top = max(top, lv)
 	}
-	if llc == 0 {
+	if top < 2 || byLevel[top].share == 0 {
 		return false, 0
 	}
-	below := llc / uint64(sharing) * 3 / 4
-	if below <= Large {
+	share := byLevel[top].share
+	if top > 2 && !byLevel[top].inclusive {
+		share += byLevel[2].share
+	}
+	from := share * 3 / 4
+	if from <= Large {
 		return false, 0
 	}
-	return true, uintptr(below)
+	return true, uintptr(from)
 }

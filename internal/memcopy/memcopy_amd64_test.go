@@ -2,7 +2,11 @@
 
 package memcopy
 
-import "testing"
+import (
+	"bytes"
+	"testing"
+	"unsafe"
+)
 
 // cpu is a CPUID table for probe.
 type cpu struct {
@@ -44,6 +48,8 @@ func TestProbe(t *testing.T) {
 	l2 := cache(3, 2, 2, 16, 2048)    // 2 MiB
 	l3 := cache(3, 3, 16, 16, 32768)  // 32 MiB for 16 threads: 2 MiB each
 	tiny := cache(3, 3, 64, 16, 4096) // 4 MiB for 64 threads
+	incl := l3
+	incl[3] |= 2 // EDX bit 1: the L3 includes the L2
 	ermsFSRM := func(c cpu) cpu { c.ebx7, c.edx7 = 1<<9, 1<<4; return c }
 	for _, tc := range []struct {
 		name  string
@@ -51,8 +57,12 @@ func TestProbe(t *testing.T) {
 		rep   bool
 		below uintptr
 	}{
-		{"intel", ermsFSRM(cpu{vendor: intel, maxLeaf: 0x20, caches: [][4]uint32{l1d, l1i, l2, l3}}), true, 3 << 19}, // 2 MiB x 3/4
-		{"intel, L3 listed first", ermsFSRM(cpu{vendor: intel, maxLeaf: 0x20, caches: [][4]uint32{l3, l1d, l2}}), true, 3 << 19},
+		// (2 MiB of L3 + 1 MiB of L2, not included in the L3) x 3/4
+		{"intel", ermsFSRM(cpu{vendor: intel, maxLeaf: 0x20, caches: [][4]uint32{l1d, l1i, l2, l3}}), true, 9 << 18},
+		{"intel, L3 listed first", ermsFSRM(cpu{vendor: intel, maxLeaf: 0x20, caches: [][4]uint32{l3, l1d, l2}}), true, 9 << 18},
+		{"intel, inclusive L3", ermsFSRM(cpu{vendor: intel, maxLeaf: 0x20, caches: [][4]uint32{l1d, l1i, l2, incl}}), true, 3 << 19}, // 2 MiB x 3/4
+		// The VM of docs/bench/p2p.md: glibc 2.36's ld.so prints 0x12f0000.
+		{"48 MiB L3 for 2, 1.25 MiB L2", ermsFSRM(cpu{vendor: intel, maxLeaf: 0x1b, caches: [][4]uint32{l1d, l1i, cache(3, 2, 1, 20, 1024), cache(3, 3, 2, 12, 65536)}}), true, 0x12f0000},
 		{"no FSRM", cpu{vendor: intel, maxLeaf: 0x20, ebx7: 1 << 9, caches: [][4]uint32{l3}}, false, 0},
 		{"no ERMS", cpu{vendor: intel, maxLeaf: 0x20, edx7: 1 << 4, caches: [][4]uint32{l3}}, false, 0},
 		{"amd", ermsFSRM(cpu{vendor: amd, maxLeaf: 0x20, caches: [][4]uint32{l3}}), false, 0},
@@ -85,6 +95,47 @@ func TestVecRule(t *testing.T) {
 	} {
 		if got := vecRule(tc.avx512, tc.avxVNNI, tc.amd); got != tc.want {
 			t.Errorf("%s: vecRule = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestStream checks the streaming copy on its own, at every size from
+// its smallest (128 bytes: the head and the saved tail then cover it) to
+// past two rounds, then in steps, at destination offsets across a line;
+// and Bytes around the size from which it streams on this CPU.
+func TestStream(t *testing.T) {
+	var sizes []int
+	for n := 128; n <= 2*128+64+128+64; n++ {
+		sizes = append(sizes, n)
+	}
+	for n := 513; n <= 1100; n += 1 + n/37 {
+		sizes = append(sizes, n)
+	}
+	stream := func(dst, src []byte) int {
+		ntMove(unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(src)), uintptr(len(dst)))
+		return len(dst)
+	}
+	sweep(t, sizes, []int{0, 1, 8, 16, 63, 64}, stream)
+	sweep(t, []int{4096, 65536 + 17, Large + 3}, []int{0, 8, 33}, stream)
+	rep, from := Rule()
+	if !rep {
+		t.Logf("Move does not stream on this CPU (no REP MOVSB rule): Bytes checked below the threshold only")
+		return
+	}
+	n := int(from) + 64
+	src := make([]byte, n+64)
+	pattern(src, 3)
+	fill, got, want := make([]byte, n+64), make([]byte, n+64), make([]byte, n+64)
+	pattern(fill, 4)
+	for _, size := range []int{int(from) - 1, int(from), int(from) + 1, n} {
+		for _, doff := range []int{0, 8, 33} {
+			copy(got, fill)
+			copy(want, fill)
+			Bytes(got[doff:doff+size], src[:size])
+			copy(want[doff:doff+size], src[:size])
+			if !bytes.Equal(got, want) {
+				t.Fatalf("n %d, dst+%d: copy differs at byte %d", size, doff, firstDiff(got, want))
+			}
 		}
 	}
 }

@@ -6,6 +6,8 @@ import "unsafe"
 
 // Other architectures, and the race detector (which sees copy's accesses
 // but not an assembly routine's), copy with the runtime's memmove.
-const useRep, repBelow, useVec = false, 0, false
+const useRep, streamFrom, useVec = false, 0, false
 
 func repMovsb(dst, src unsafe.Pointer, n uintptr) { panic("memcopy: no REP MOVSB here") }
+
+func ntMove(dst, src unsafe.Pointer, n uintptr) { panic("memcopy: no streaming copy here") }

@@ -13,6 +13,7 @@ import (
 	"github.com/symheap/symheap/internal/errs"
 	"github.com/symheap/symheap/internal/memcopy"
 	"github.com/symheap/symheap/internal/shmsync"
+	"github.com/symheap/symheap/internal/unix"
 )
 
 // AnySource and AnyTag match any sender and any tag in Recv and Irecv.
@@ -909,7 +910,14 @@ func (r *Request) spin(first int) (Status, error, bool) {
 			if time.Since(start) > spinFor {
 				return Status{}, nil, false
 			}
+			// Gosched lets this PE's goroutines run; SchedYield the
+			// other processes of this core, one of which may be the
+			// peer we wait for (the kernel often runs both PEs of a
+			// pair on one core): without it a window of messages
+			// between two PEs on one core cost each side a whole
+			// spinFor per turn (docs/bench/p2p.md).
 			runtime.Gosched()
+			unix.SchedYield()
 			l.lock.Lock()
 			continue
 		}
