@@ -312,13 +312,7 @@ func printLoadSection(w io.Writer, s *section) {
 		for i := range s.Series {
 			row = append(row, spreadCell(s.find(i, k), s.Unit))
 		}
-		for _, rc := range ratios {
-			if v, ok := s.ratioAt(rc.Num, rc.Den, k); ok {
-				row = append(row, fmtRatio(v))
-			} else {
-				row = append(row, "-")
-			}
-		}
+		row = append(row, s.ratioCells(ratios, k)...)
 		rows = append(rows, row)
 	}
 	table(w, header, rows)

@@ -147,6 +147,20 @@ func (s *section) ratioAt(num, den int, k int64) (float64, bool) {
 	return a.Value / b.Value, true
 }
 
+// ratioCells returns row k's cells of the ratio columns cols: each
+// ratio, or "-" where a side has no figure.
+func (s *section) ratioCells(cols []ratioCol, k int64) []string {
+	cells := make([]string, 0, len(cols))
+	for _, rc := range cols {
+		if v, ok := s.ratioAt(rc.Num, rc.Den, k); ok {
+			cells = append(cells, fmtRatio(v))
+		} else {
+			cells = append(cells, "-")
+		}
+	}
+	return cells
+}
+
 func printSection(w io.Writer, s *section) {
 	fmt.Fprintf(w, "\n# %s: %s", s.Title, s.What)
 	if s.PEs > 0 {
@@ -194,13 +208,7 @@ func printSection(w io.Writer, s *section) {
 					row = append(row, "-")
 				}
 			}
-			for _, rc := range ratios {
-				if v, ok := s.ratioAt(rc.Num, rc.Den, k); ok {
-					row = append(row, fmtRatio(v))
-				} else {
-					row = append(row, "-")
-				}
-			}
+			row = append(row, s.ratioCells(ratios, k)...)
 			rows = append(rows, row)
 		}
 		table(w, header, rows)
