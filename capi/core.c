@@ -679,3 +679,32 @@ int shmemx_same_address(void)
 {
 	return shmemi_L.same_address;
 }
+
+/* The registration cache (export_reg_unsafe.go holds the entries). */
+int shmemx_reg_get(const void *addr, size_t len, shmemx_reg_t *reg)
+{
+	char err[512];
+	if (reg == NULL)
+		shmemi_fatal("shmemx_reg_get", "reg is NULL (pass where to store the registration)");
+	if (symheapc_go_reg_get((uintptr_t)addr, len, reg, err, sizeof err) != 0) {
+		shmemi_go_error("shmemx_reg_get", err);
+		return 1;
+	}
+	return 0;
+}
+
+int shmemx_reg_valid(shmemx_reg_t reg)
+{
+	int v = symheapc_go_reg_valid(reg);
+	if (v < 0)
+		shmemi_fatal("shmemx_reg_valid", "registration %llu is not held (get it with shmemx_reg_get; "
+						  "after shmemx_reg_put it is gone)", (unsigned long long)reg);
+	return v;
+}
+
+void shmemx_reg_put(shmemx_reg_t reg)
+{
+	if (symheapc_go_reg_put(reg) != 0)
+		shmemi_fatal("shmemx_reg_put", "registration %llu is not held (get it with shmemx_reg_get; "
+						"after shmemx_reg_put it is gone)", (unsigned long long)reg);
+}

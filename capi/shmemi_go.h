@@ -22,6 +22,12 @@ extern int symheapc_go_free_exchanged(uint64_t *offs, int n, char *err, size_t e
  * PE by symalloc.c (out compared only if with_out). */
 extern void symheapc_go_diverged(int with_out, char *err, size_t n);
 extern int symheapc_go_free(void *p, char *err, size_t n);
+/* The registration cache (export_reg_unsafe.go): get returns 0 and the
+ * handle in *out, or nonzero with the message in err; valid returns 1, 0,
+ * or -1 for a handle not held; put returns 0 or -1 for a handle not held. */
+extern int symheapc_go_reg_get(uintptr_t addr, size_t len, uint64_t *out, char *err, size_t n);
+extern int symheapc_go_reg_valid(uint64_t h);
+extern int symheapc_go_reg_put(uint64_t h);
 extern int symheapc_go_barrier_all(char *err, size_t n);
 extern int symheapc_go_check_peers(char *err, size_t n);
 extern int symheapc_go_team_sync(int id, char *err, size_t n);

@@ -440,6 +440,9 @@ var summaries = map[string]string{
 	"shmem_xor_reduce":          "bitwise XOR of arrays across the PEs of a team",
 	"shmemx_heap_base":          "the address of a PE's symmetric heap in this PE (symheap extension)",
 	"shmemx_same_address":       "whether the segment is mapped at the same address in every PE (symheap extension)",
+	"shmemx_reg_get":            "register memory through the PE's registration cache (symheap extension)",
+	"shmemx_reg_valid":          "whether no release of a registration's memory has been heard (symheap extension)",
+	"shmemx_reg_put":            "give a registration of the PE's registration cache back (symheap extension)",
 }
 
 // plural is s[0] when many, else s[1] (or "").

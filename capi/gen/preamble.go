@@ -246,6 +246,22 @@ extern "C" {
 void *shmemx_heap_base(int pe);
 int shmemx_same_address(void);
 
+/* The PE's registration cache, for a program that registers memory with a
+ * network itself (as symheap's transport to other nodes does): entries by
+ * range, kept (pinned) until evicted or invalid, invalidated by every
+ * release the PE hears of: free, realloc, munmap, madvise and mremap in
+ * this process, and the frees of other PEs (shmem_free, the node-shared
+ * heap). shmemx_reg_get registers len bytes at addr (a hit takes an
+ * existing entry) and returns 0, or prints why not and returns nonzero
+ * (the memory monitor off: SYMHEAP_MEMHOOK_DISABLE). shmemx_reg_valid
+ * returns 1 while no release of the memory has been heard and 0 after; a
+ * release made before the call is heard. shmemx_reg_put gives the
+ * registration back. A handle not held ends the job with a message. */
+typedef uint64_t shmemx_reg_t;
+int shmemx_reg_get(const void *addr, size_t len, shmemx_reg_t *reg);
+int shmemx_reg_valid(shmemx_reg_t reg);
+void shmemx_reg_put(shmemx_reg_t reg);
+
 #ifdef __cplusplus
 }
 #endif

@@ -10,8 +10,9 @@
 #
 # GROUPs pick a part (all of them without): exports, suites (the t_*
 # programs on 2-4 PEs and the runtime's modes), errors (t_err), bounds
-# (t_bounds: every PE and size bound of the fast path), stat, big (every
-# suite on 64 PEs, with heaps of 4m and 1m). Not in "all": big256, the
+# (t_bounds: every PE and size bound of the fast path), stat, reg (t_reg:
+# the registration cache), big (every suite on 64 PEs, with heaps of 4m
+# and 1m). Not in "all": big256, the
 # suites on 256 PEs (make test-big; minutes on two cores). The Go test
 # capi/tests/ctest runs groups by name, for the mutants of
 # internal/mutate/mutants.txt.
@@ -74,6 +75,7 @@ for src in "$HERE"/t_*.c; do
 	case $t in
 	t_err) want errors || continue ;;
 	t_bounds) want bounds || continue ;;
+	t_reg) want reg || continue ;;
 	*) want suites || want big || wanted big256 || continue ;;
 	esac
 	"$BIN/symcc" -std=gnu11 -O2 -Wall -Werror -pthread -o "$OUT/$t" "$src" || { echo "FAIL build $t"; fail=1; continue; }
@@ -118,6 +120,21 @@ for t in t_rma t_amo t_sync t_coll t_mem t_thread t_tables t_zero t_any t_v16 t_
 			fi
 		done
 	done
+done
+
+# The registration cache of a C program (t_reg.c): a registration dies
+# with its memory (free, realloc, munmap, madvise on the owner; shmem_free
+# on another PE), with caching on as SYMHEAP_LEAVE_PINNED=yes turns it.
+for np in 1 2 3 4; do
+	want reg || break
+	[ -x "$OUT/t_reg" ] || { echo "FAIL t_reg not built"; fail=1; break; }
+	if job SYMHEAP_LEAVE_PINNED=yes -- -n "$np" "$OUT/t_reg"; then
+		echo "ok   t_reg -n $np"
+	else
+		echo "FAIL t_reg -n $np (status $?)"
+		sed 's/^/    /' "$OUT/out" "$OUT/err" | head -20
+		fail=1
+	fi
 done
 
 # Big jobs: every suite on 64 PEs (and 256 when asked), oversubscribed
@@ -192,6 +209,8 @@ expect noinit 2 1 'symheap: shmem_long_p: called before shmem_init'
 expect doublefree 2 1 'symheap: Free: tlsf: free of offset 0x[0-9a-f]+: not a live block \(double free'
 expect diverge 2 1 'symheap: collective allocation diverged: PE [01] call #[0-9]+ Free\(offset 0x[0-9a-f]+\); but PE [01] call #[0-9]+ Free\(offset 0x[0-9a-f]+\): PEs made different'
 expect mallocbarrier 3 1 '(Barrier \(call #[0-9]+\) on PE [12] met Malloc of 64 B|Malloc of 64 B \(call #[0-9]+\) on PE 0 met Barrier) \(call #[0-9]+\) on PE [0-2]: PEs made different collective calls'
+expect regput 2 1 'symheap: PE 0: shmemx_reg_put: registration 1 is not held \(get it with shmemx_reg_get'
+SYMHEAP_MEMHOOK_DISABLE=yes expect regoff 2 4 'symheap: RegistrationCache: .*SYMHEAP_MEMHOOK_DISABLE switches the memory monitor off.* \(in shmemx_reg_get\)'
 expect reinit 2 1 'symheap: shmem_init: called after the last shmem_finalize: symheap joins a process to its job once'
 expect gexit0 3 0 ''
 expect nofinalize 2 0 ''

@@ -1,6 +1,7 @@
 /* t_err.c CASE - one misuse per run; run.sh checks the exit status and
  * the message. */
 #include <shmem.h>
+#include <shmemx.h>
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
@@ -39,6 +40,20 @@ int main(int argc, char **argv)
 	if (strcmp(c, "relock") == 0 && me == 0) {
 		shmem_set_lock(&lock);
 		shmem_set_lock(&lock);
+	}
+	if (strcmp(c, "regput") == 0 && me == 0) {
+		/* a registration given back twice */
+		shmemx_reg_t r;
+		if (shmemx_reg_get(&x, sizeof x, &r) == 0) {
+			shmemx_reg_put(r);
+			shmemx_reg_put(r);
+		}
+	}
+	if (strcmp(c, "regoff") == 0 && me == 0) {
+		/* the monitor off: no cache (shmemx_reg_get says why, returns 1) */
+		shmemx_reg_t r;
+		if (shmemx_reg_get(&x, sizeof x, &r) != 0)
+			shmem_global_exit(4);
 	}
 	if (strcmp(c, "cmp") == 0 && me == 0)
 		shmem_long_wait_until(&x, 42, 0);
