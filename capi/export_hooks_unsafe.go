@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/symheap/symheap"
@@ -125,6 +126,10 @@ func startHooks(p *symheap.PE) {
 	m.AddSource(h)
 	res := m.SelfTestWith(cHeap{}, cMapper{}, "C library hooks (malloc, free, realloc, munmap, madvise)")
 	cabi.MonitorTested(p, uint32(res.Flags))
+	if d := os.Getenv("SYMHEAP_CDEBUG"); d != "" && d != "0" {
+		// One line, which symheap info's C probe reads.
+		fmt.Fprintf(os.Stderr, "symheap: PE %d: C hooks: %s\n", p.Rank(), strings.ReplaceAll(strings.TrimSpace(strings.TrimPrefix(res.String(), "memory monitor: ")), "\n", ";"))
+	}
 	if on, why := p.CachingEnabled(); on {
 		d := memhook.Decision{Enabled: true, Reason: why}
 		if msg := memhook.SupportWarning(d, res.Flags); msg != "" {

@@ -281,6 +281,19 @@ if want bounds; then
 	done
 fi
 
+# symheap info runs the C library's self-test (a one-PE C job it builds
+# with the symcc beside it) and shows the hooks' flags.
+if want stat; then
+	info=$("$BIN/symheap" info 2>&1)
+	if grep -q '^C library hooks: *FREE|CHUNK|MUNMAP|REMOVE$' <<<"$info"; then
+		echo "ok   symheap info: C library hooks FREE|CHUNK|MUNMAP|REMOVE"
+	else
+		echo "FAIL symheap info: no C library hooks line with every flag:"
+		sed 's/^/    /' <<<"$info" | tail -20
+		fail=1
+	fi
+fi
+
 # symheap stat sees a C job and the puts, gets and atomics its fast path
 # counts (in C, in the PE's counters of the segment): the --wide table
 # has a column for each.

@@ -33,6 +33,7 @@ func runInfo(args []string) error {
 		rep.SameAddress = "not probed: a setting is refused (see the error)"
 	} else {
 		rep.SameAddress = probeSameAddress()
+		rep.CHooks = probeCHooks()
 	}
 	badParams := func() error {
 		if rep.ParamError == "" {
@@ -70,6 +71,7 @@ func runInfo(args []string) error {
 	fmt.Println()
 	fmt.Printf("same-address mapping: %s\n", rep.SameAddress)
 	fmt.Printf("memory monitor:       %s\n", rep.MemoryMonitor)
+	fmt.Printf("C library hooks:      %s\n", rep.CHooks)
 	fmt.Printf("/dev/shm:             %s total, %s free\n", human(rep.ShmTotal), human(rep.ShmFree))
 	fmt.Printf("memlock limit:        %s\n", rep.Memlock)
 	fmt.Printf("process_vm_readv:     %s\n", rep.KernelCopy)

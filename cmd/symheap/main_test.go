@@ -51,7 +51,7 @@ func symheapCmd(t *testing.T, args ...string) string {
 
 func TestInfo(t *testing.T) {
 	out := symheapCmd(t, "info")
-	for _, want := range []string{"tlsf", "SHMEM_SYMMETRIC_SIZE", "same-address mapping: yes", "/dev/shm:", "memlock limit:", "memory monitor:", "FREE"} {
+	for _, want := range []string{"tlsf", "SHMEM_SYMMETRIC_SIZE", "same-address mapping: yes", "/dev/shm:", "memlock limit:", "memory monitor:", "FREE", "C library hooks:"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("info lacks %q:\n%s", want, out)
 		}

@@ -23,6 +23,7 @@ type Report struct {
 	ParamError    string `json:",omitempty"`
 	SameAddress   string // filled by the caller that can start processes
 	MemoryMonitor string
+	CHooks        string // the C library's self-test; filled by the caller that can build and start a C program
 	ShmTotal      uint64
 	ShmFree       uint64
 	Memlock       string
