@@ -274,17 +274,33 @@ func TestStatWatchTerminal(t *testing.T) {
 	slave.Close() // the child holds it
 	var out strings.Builder
 	read := make(chan struct{})
+	framed := make(chan struct{}) // closed at the first frame
 	go func() {
 		defer close(read)
 		buf := make([]byte, 4096)
+		seen := false
 		for {
 			n, err := master.Read(buf)
 			out.Write(buf[:n])
+			if !seen && strings.Contains(out.String(), "\033[H\033[2J") {
+				close(framed)
+				seen = true
+			}
 			if err != nil {
 				return
 			}
 		}
 	}()
+	// The job ends once the watcher has drawn a frame of it: ended
+	// before the watcher opened it, there is nothing to watch (an error,
+	// rightly). A watcher slow to start (a loaded machine, -race) is
+	// waited for.
+	select {
+	case <-framed:
+	case <-read:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("symheap stat --watch drew no frame in 2 minutes")
+	}
 	j.end(t)
 	endsByItself(t, cmd, stderr)
 	master.Close()
