@@ -43,6 +43,12 @@ static int64_t now_ns(void)
  * job's count all, when not NULL). membar: writers may have made plain
  * stores without a fence (puts), for which the waiter's membarrier stands
  * in; without it, writers' seq-cst RMWs order their stores themselves. */
+/* yield_again: the waits of this process sleep without yielding until
+ * then (now_ns), after long_yield_run yields in a row that lasted
+ * long_yield_ns (shmsync, "A yield that lasts"). Relaxed: a lost update
+ * costs one more yield. */
+static int64_t yield_again;
+
 static void block_on(uint32_t *word, uint32_t *sleepers, uint32_t *all, int membar, int (*cond)(void *),
 		     void *arg, const char *op)
 {
@@ -60,14 +66,26 @@ static void block_on(uint32_t *word, uint32_t *sleepers, uint32_t *all, int memb
 			sched_yield();
 	}
 	/* Yield a count, and with a core per PE for yield_ns at least
-	 * (shmsync, "Sleeping costs more than its wake-up"). */
-	int64_t until = 0;
+	 * (shmsync, "Sleeping costs more than its wake-up"), but sleep
+	 * after yields that lasted long_yield_ns: the core went to a
+	 * process that keeps it for a slice, and a woken sleeper gets it
+	 * back sooner (shmsync, "A yield that lasts"). */
+	int64_t until = 0, t = now_ns();
 	if (shmemi_L.yield_ns > 0)
-		until = now_ns() + shmemi_L.yield_ns;
-	for (int i = 0; i < shmemi_L.yields || (until && now_ns() < until); i++) {
+		until = t + shmemi_L.yield_ns;
+	int may = t >= __atomic_load_n(&yield_again, __ATOMIC_RELAXED), long_run = 0;
+	for (int i = 0; may && (i < shmemi_L.yields || (until && t < until)); i++) {
 		if (cond(arg))
 			return;
 		sched_yield();
+		int64_t after = now_ns();
+		if (after - t < shmemi_L.long_yield_ns) {
+			long_run = 0;
+		} else if (++long_run >= shmemi_L.long_yield_run) {
+			__atomic_store_n(&yield_again, after + shmemi_L.long_yield_memory_ns, __ATOMIC_RELAXED);
+			break;
+		}
+		t = after;
 	}
 	if (all)
 		__atomic_fetch_add(all, 1, __ATOMIC_SEQ_CST);  /* W1 */

@@ -84,6 +84,70 @@ import (
 // The time taken from polling goes to yields (their measured cost), so a
 // wait spends about as long before it sleeps whatever its share.
 
+// # A yield that lasts
+//
+// A yield hands the core to whatever else is runnable on it. Another PE
+// gives it back within microseconds (it waits too, or works between two
+// waits); a process that wants the core for itself (a busy neighbour on a
+// loaded machine) keeps it for a whole slice of the scheduler's, a
+// millisecond or more, and every further yield gives it another. A sleep
+// on the futex costs less then: the kernel runs a woken sleeper ahead of
+// a process that has been running (its wake-up preempts), so the waiter
+// is back a few microseconds after the writer's wake-up instead of after
+// the neighbours' slices. One such yield costs the slice already, and the
+// neighbours stay: so after LongYieldRun yields in a row that lasted
+// LongYield (two: one alone may be a hiccup, see LongYield), the waits of
+// this process do not yield for LongYieldMemory (a wait that polls still
+// polls first); they sleep at once. The first wait after that yields
+// again and finds out whether the neighbours are still there. The C
+// library's waits (capi/wait.c) keep the same rule. With 4 PEs and 4 busy
+// processes on 2 cores, a Go barrier took 1.6–5 ms at p50 when each wait
+// yielded (a yield lasted 2.9 ms on average), 0.17 ms when it slept at
+// once; quiet, the yields are worth keeping (40 µs against 150 µs):
+// docs/bench/load.md. LongYields counts the yields that lasted.
+
+// LongYield is how long a yield lasts, at least, when the core went to a
+// process that kept it for a slice of its own; after LongYieldRun such
+// yields in a row the wait sleeps. One alone proves little: a virtual
+// CPU the hypervisor stops for a while, an interrupt, a PE that computes
+// between its waits make a yield last as long now and then, and a
+// process that took them for load slept where it should have polled (a
+// quiet 2-PE barrier then cost 26 µs instead of 0.35).
+const LongYield = 200 * time.Microsecond
+
+// LongYieldRun is how many yields in a row must last LongYield.
+const LongYieldRun = 2
+
+// LongYieldMemory is how long the waits of a process sleep without
+// yielding after a yield that lasted LongYield.
+const LongYieldMemory = 100 * time.Millisecond
+
+// longYields counts this process's waits that stopped yielding;
+// yieldAgain is when its waits may yield again (Monotonic; 0: now).
+var (
+	longYields atomic.Uint64
+	yieldAgain atomic.Int64
+)
+
+// lastedYield records a wait whose yields lasted, the last ending at now
+// (Monotonic).
+func lastedYield(now int64) {
+	longYields.Add(1)
+	yieldAgain.Store(now + int64(LongYieldMemory))
+}
+
+// mayYield reports whether a wait starting now may yield: no yield of
+// this process lasted LongYield in the last LongYieldMemory.
+func mayYield() bool {
+	a := yieldAgain.Load()
+	return a == 0 || Monotonic() >= a
+}
+
+// LongYields returns how many of this process's waits stopped yielding
+// because LongYieldRun yields in a row lasted LongYield ("A yield that
+// lasts").
+func LongYields() uint64 { return longYields.Load() }
+
 // SpinLines is how many cache-line transfers' worth of time a waiter
 // polls before it yields, when it has a core of its own.
 const SpinLines = 100
@@ -253,6 +317,8 @@ type Pacer struct {
 	local            bool
 	handOver         time.Duration // a yield this long handed the core over (0: not told)
 	handed           bool          // the last yield did
+	lasted           bool          // LongYieldRun yields in a row lasted LongYield: sleep now ("A yield that lasts")
+	longRun          int8          // the yields in a row that lasted LongYield
 	yieldFor         time.Duration // yield until this long after the first yield, at least
 	yieldFrom        time.Duration // the first yield, since paceEpoch (monotonic; a Pacer stays small)
 }
@@ -266,6 +332,9 @@ var paceEpoch = time.Now()
 func Pace() Pacer {
 	p := currentPlan()
 	q := Pacer{polls: p.polls, yields: p.yields, handOver: p.handOver, yieldFor: p.yieldFor}
+	if !mayYield() {
+		q.lasted = true // "A yield that lasts": polls, then sleeps
+	}
 	if s := pollShift.Load(); s > 0 && p.polls > p.minPolls {
 		q.polls = max(p.polls>>s, p.minPolls)
 		q.yields += min((p.polls-q.polls)/p.yieldPolls, 4*p.yields)
@@ -359,18 +428,26 @@ func (p *Pacer) Next() bool {
 	switch {
 	case p.n < p.polls:
 		Pause()
+	case p.lasted:
+		return false
 	case p.n < p.polls+p.yields || p.yieldMore():
 		if p.n == p.polls && p.yieldFor > 0 {
 			p.yieldFrom = time.Since(paceEpoch)
 		}
 		if p.local {
 			runtime.Gosched()
-		} else if p.handOver > 0 {
-			t := time.Now()
-			unix.SchedYield()
-			p.handed = time.Since(t) >= p.handOver
-		} else {
-			unix.SchedYield()
+			break
+		}
+		t := Monotonic()
+		unix.SchedYield()
+		now := Monotonic()
+		d := time.Duration(now - t)
+		p.handed = p.handOver > 0 && d >= p.handOver
+		if d < LongYield {
+			p.longRun = 0
+		} else if p.longRun++; p.longRun >= LongYieldRun {
+			p.lasted = true
+			lastedYield(now)
 		}
 	default:
 		return false
@@ -515,7 +592,8 @@ func pingPong(rounds int, limit time.Duration) (time.Duration, bool) {
 
 // Budgets returns the current plan's polls and yields of a wait for other
 // processes (Pace), and how long the yields go on at least, for waits
-// that run outside Go (the C library's).
+// that run outside Go (the C library's, which take LongYield and
+// LongYieldMemory as they are).
 func Budgets() (polls, yields int, yieldFor time.Duration) {
 	p := currentPlan()
 	return int(p.polls), int(p.yields), p.yieldFor

@@ -2,8 +2,11 @@ package shmsync
 
 import (
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	sysunix "golang.org/x/sys/unix"
 )
 
 // TestBudgets: the pacing follows the machine and the job ("Pacing").
@@ -180,5 +183,73 @@ func TestSettlePolls(t *testing.T) {
 	tp, sp := TransferPolls(), SettlePolls()
 	if tp < 1 || tp > 64 || sp < 1 || sp > max(tp/3, 1) {
 		t.Errorf("a core per PE: TransferPolls %d, SettlePolls %d; want 1..64 and 1..max(%d/3, 1)", tp, sp, tp)
+	}
+}
+
+// TestLongYieldSleeps ("A yield that lasts"): once a yield of this
+// process has lasted LongYield (here: a busy thread shares this thread's
+// one CPU, and a yield hands it the core for a slice of the scheduler's),
+// the next waits of the process make no yield at all: they poll, then go
+// to sleep. Counted, not timed: the yields a wait makes.
+func TestLongYieldSleeps(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var set sysunix.CPUSet
+	if err := sysunix.SchedGetaffinity(0, &set); err != nil {
+		t.Skip(err)
+	}
+	cpu := -1
+	for i := 0; i < 1024 && cpu < 0; i++ {
+		if set.IsSet(i) {
+			cpu = i
+		}
+	}
+	var one sysunix.CPUSet
+	one.Set(cpu)
+	if err := sysunix.SchedSetaffinity(0, &one); err != nil {
+		t.Skip(err)
+	}
+	defer sysunix.SchedSetaffinity(0, &set)
+	var stop, started atomic.Bool
+	done := make(chan struct{})
+	go func() { // the busy neighbour, on the same CPU
+		defer close(done)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if sysunix.SchedSetaffinity(0, &one) != nil {
+			return
+		}
+		started.Store(true)
+		for !stop.Load() {
+		}
+	}()
+	defer func() { stop.Store(true); <-done }()
+	for !started.Load() {
+		runtime.Gosched()
+	}
+	never := func() bool { return false }
+	before := LongYields()
+	for try := 0; LongYields() == before && try < 1000; try++ {
+		yieldAgain.Store(0) // yield, whatever an earlier try did
+		p := Pace()
+		p.Until(never)
+	}
+	if LongYields() == before {
+		t.Skip("no yield handed the core to the busy thread for LongYield in 1000 waits")
+	}
+	// The waits that follow, within LongYieldMemory: no yield.
+	for i := range 10 {
+		p := Pace()
+		p.Until(never)
+		if yields := p.n - p.polls; yields != 0 {
+			t.Fatalf("wait %d after a yield that lasted: %d yields, want none (it should sleep at once)", i, yields)
+		}
+	}
+	// A wait made when the memory has run out yields again.
+	yieldAgain.Store(Monotonic() - 1)
+	p := Pace()
+	p.Until(never)
+	if p.n == p.polls {
+		t.Errorf("a wait after LongYieldMemory made no yield")
 	}
 }
