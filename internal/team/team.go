@@ -397,6 +397,7 @@ type Team struct {
 	doneBase  []uint32              // per member: its done line's seq then
 	seenDone  []uint32              // per member: small Broadcasts it is known to be done with
 	memo      [2]offMemo            // the last dst and src found in the symmetric heap
+	clc       collCounter           // the line-count model's counts of the collectives (linecount builds only); under mu
 }
 
 // newTeam makes this PE's handle of team id; readBases reads the members'
