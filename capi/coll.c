@@ -977,9 +977,15 @@ static void broadcast(const struct group *g, void *dest, const void *src, size_t
 	long *tick = NULL; /* two counter words: see below */
 	if (!g->world)
 		tick = psync(g->pSync)->bcast;
-	else if (g->team == SHMEM_TEAM_WORLD || g->team == SHMEM_TEAM_SHARED)
+	else if ((g->team == SHMEM_TEAM_WORLD || g->team == SHMEM_TEAM_SHARED) && g->size <= SHMEMI_POST_FLAT)
 		tick = shmemi_scratch->sync.bcast;
-	if (tick == NULL) { /* a split team: two syncs of the team */
+	/* A split team, or the world of more than SHMEMI_POST_FLAT PEs: two
+	 * syncs of the team, each the dissemination barrier, ⌈log₂ n⌉ lines
+	 * for every member, where the root of the handshake adds to n-1
+	 * members' tickets and n-1 members add to its one (an active set's
+	 * sync is the counter barrier, n-1 lines a member, so it keeps the
+	 * handshake). */
+	if (tick == NULL) {
 		gsync(g, op);
 		if (g->rank != root)
 			shmemi_memcpy(dest, shmemi_addr(src, bytes, gpe(g, root), op), bytes);

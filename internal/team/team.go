@@ -389,6 +389,7 @@ type Team struct {
 	allAt     uint32                // every member has made at least this many arrivals (the last full barrier's)
 	curStart  uint32                // arrivals before the current call
 	readDone  [2]uint32             // per own scratch buffer: the arrival count by which its readers are done
+	kidsOnly  [2]bool               // per own scratch buffer: its readers are this PE's children in a treeBcast (collective.go), not every member
 	seen      []uint32              // per member: arrivals it is known to have made (saves loads of its line)
 	bcasts    uint32                // small Broadcasts made through post lines ("Post lines")
 	gathers   uint32                // small Reduces made through gather lines
@@ -597,6 +598,7 @@ func (t *Team) scratchFree(k uint64, done uint32) error {
 	if t.size == 1 {
 		return nil
 	}
+	t.kidsOnly[k&1] = false
 	b := &t.readDone[k&1]
 	for j := range t.slots {
 		if err := t.waitFor(j, *b); err != nil {
