@@ -17,9 +17,11 @@
  *      buffer to the destination (which may be the source).
  *
  * Broadcast needs less: a handshake of tickets between the root and the
- * others (broadcast, below). A broadcast or reduction of at most
- * SHMEMI_POST_DATA bytes over the whole job goes through post lines instead
- * (post_broadcast, post_reduce).
+ * others (broadcast, below), up to SHMEMI_POST_FLAT PEs. A reduction of
+ * more than REDUCE_SHARES bytes is folded in shares (reduce_shares). A
+ * broadcast or reduction of at most SHMEMI_POST_DATA bytes over the whole
+ * job goes through post lines instead (post_broadcast, post_reduce: above
+ * SHMEMI_POST_FLAT PEs up and down a binomial tree).
  *
  * The sync of the world (barrier_all, sync_all, the syncs of
  * SHMEM_TEAM_WORLD and SHMEM_TEAM_SHARED) is the Go runtime's

@@ -23,7 +23,11 @@ package team
 // so a member may return, and reuse src and dst, as soon as step 4 is done.
 // Broadcast needs less than a barrier: its root arrives and returns at
 // once; every other member waits for the root's arrival only, copies, and
-// then arrives (which tells the root the buffer may be reused).
+// then arrives (which tells the root the buffer may be reused). On a team
+// of more than postFlat (4) members it goes down a binomial tree of the
+// members' scratch buffers instead (treeBcast): each member copies its
+// parent's, so that no member reads more than its own few children's
+// arrivals.
 //
 // Large:
 //
@@ -39,7 +43,9 @@ package team
 //     of its dst;
 //  3. team barrier: nobody reads src, or writes dst, any more. In Broadcast
 //     only the root must wait here (only its src was read, and every
-//     member wrote its own dst); the others only arrive.
+//     member wrote its own dst); up to postFlat members the others only
+//     arrive and the root waits for their arrivals, above it every member
+//     makes the barrier, ⌈log₂ n⌉ lines instead of n-1 at the root.
 //
 // Argument checks depend on the arguments alone (lengths, root, op, the
 // element type, whether dst and src lie in this PE's symmetric heap and

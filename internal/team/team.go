@@ -155,7 +155,12 @@ package team
 // line g%2, and folds the lines in rank order (so every member gets the
 // same bits). Two lines suffice: a member that reaches call g has seen
 // every other member publish g-1, which each did only after it had read
-// every line of call g-2, the one that line g%2 held.
+// every line of call g-2, the one that line g%2 held. That is the flat
+// form, for teams of up to postFlat (4) members; a larger team runs the
+// same call up and down a binomial tree over the same two lines
+// (postReduceTree), so that a member reads at most ⌈log₂ n⌉+1 lines
+// instead of n-1, each member publishing 2g+1 with its partial and 2g+2
+// with the result.
 //
 // Publication (publish) is a release store of seq after the data, then a
 // load of the line's sleepers count; the store waits for nothing (a
