@@ -165,10 +165,11 @@ unit-norace:
 	@echo "== unit-norace: every package's tests as users build them"
 	$(GO) test $(TEST_FLAGS) ./...
 
-# The line-count model of the full barrier (internal/team, linecount_on.go):
-# its bound checked in-process for 2..256 PEs and on real jobs of 2..16.
+# The line-count model of the full barrier and the collectives
+# (internal/team, linecount_on.go): their bounds checked in-process for
+# 2..256 PEs and on real jobs of 2..16.
 linecount:
-	@echo "== linecount: the barrier's line transfers (build tag linecount)"
+	@echo "== linecount: the barrier's and the collectives' line transfers (build tag linecount)"
 	$(GO) test -race -tags linecount -run 'LineCount' ./internal/team/ .
 
 # Every benchmark once, so that none can rot.

@@ -65,3 +65,70 @@ func TestLineCountPEs(t *testing.T) {
 		})
 	}
 }
+
+// TestLineCountCollectivesPEs: the line-count model of the collectives
+// (internal/team, collCounter) on real processes of 2 to 16 PEs. Per PE
+// per call: a Reduce of one int64 reads N-1 post lines up to 4 PEs and at
+// most ⌈log₂ N⌉+1 above (the tree); a Reduce of 64 KiB copies and folds
+// less than twice its bytes (plus a line per member for the shares'
+// rounding), where folding every member's whole array moved N times its
+// bytes; a Broadcast of 256 bytes (the scratch tree above 4 PEs) and one
+// of 64 KiB copy at most twice their bytes. The critical paths are
+// checked in-process (internal/team, TestLineCountPostReduce): a line's
+// depth does not travel between processes.
+func TestLineCountCollectivesPEs(t *testing.T) {
+	for _, n := range []int{2, 4, 8, 16} {
+		t.Run(fmt.Sprintf("%dPE", n), func(t *testing.T) {
+			petest.Run(t, n, func(t *testing.T) {
+				pe, err := symheap.Init(symheap.Config{HeapSize: 4 << 20, SharedSize: 1 << 20})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer pe.Close()
+				w := pe.World()
+				lt := (*team.Team)(w)
+				r := bits.Len(uint(n - 1))
+				const k = 8
+				check := func(what string, do func() error, reads func(c team.CollCounts) bool, bytes uint64) {
+					before := lt.CollCounts()
+					for range k {
+						if err := do(); err != nil {
+							t.Fatalf("%s: %v", what, err)
+						}
+					}
+					after := lt.CollCounts()
+					d := team.CollCounts{Calls: after.Calls - before.Calls, Reads: after.Reads - before.Reads, Writes: after.Writes - before.Writes, Bytes: after.Bytes - before.Bytes}
+					if !reads(d) || d.Bytes > k*bytes {
+						t.Errorf("%s on %d PEs, %d calls: %+v; want at most %d bytes a call", what, n, k, d, bytes)
+					}
+				}
+				one, err := symheap.Malloc[int64](pe, 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				check("Reduce of one int64", func() error { return symheap.Reduce(w, one[1:], one[:1], symheap.OpSum) },
+					func(c team.CollCounts) bool {
+						if n <= 4 {
+							return c.Calls == k && c.Reads == k*(n-1)
+						}
+						return c.Calls == k && c.Reads <= k*(r+1) && c.Writes <= 2*k
+					}, 0)
+				const big = 8192 // int64s: 64 KiB
+				arr, err := symheap.Malloc[int64](pe, 2*big)
+				if err != nil {
+					t.Fatal(err)
+				}
+				none := func(c team.CollCounts) bool { return c.Calls == 0 }
+				check("Reduce of 64 KiB", func() error { return symheap.Reduce(w, arr[big:], arr[:big], symheap.OpSum) },
+					none, 2*8*big+uint64(2*n*64))
+				check("Broadcast of 256 B", func() error { return symheap.Broadcast(w, arr[big:big+32], arr[:32], 1%n) },
+					none, 2*256)
+				check("Broadcast of 64 KiB", func() error { return symheap.Broadcast(w, arr[big:], arr[:big], 0) },
+					none, 8*big)
+				if err := pe.Barrier(); err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
+}

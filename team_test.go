@@ -38,6 +38,7 @@ var collConfigs = []collConfig{
 	{n: 2, allocator: "buddy", offset: true},
 	{n: 3, offset: true},
 	{n: 4, allocator: "buddy"},
+	{n: 6},
 	{n: 8},
 }
 

@@ -17,9 +17,11 @@
  *      buffer to the destination (which may be the source).
  *
  * Broadcast needs less: a handshake of tickets between the root and the
- * others (broadcast, below). A broadcast or reduction of at most
- * SHMEMI_POST_DATA bytes over the whole job goes through post lines instead
- * (post_broadcast, post_reduce).
+ * others (broadcast, below), up to SHMEMI_POST_FLAT PEs. A reduction of
+ * more than REDUCE_SHARES bytes is folded in shares (reduce_shares). A
+ * broadcast or reduction of at most SHMEMI_POST_DATA bytes over the whole
+ * job goes through post lines instead (post_broadcast, post_reduce: above
+ * SHMEMI_POST_FLAT PEs up and down a binomial tree).
  *
  * The sync of the world (barrier_all, sync_all, the syncs of
  * SHMEM_TEAM_WORLD and SHMEM_TEAM_SHARED) is the Go runtime's
@@ -763,25 +765,57 @@ static void post_broadcast(void *dest, const void *src, size_t bytes, int root, 
 	post_publish(&shmemi_post->done, n + 1, 0);
 }
 
+/* post_reduce is the small reduction, the g-th, as the Go runtime's
+ * (internal/team, postReduce): flat up to SHMEMI_POST_FLAT PEs, else up
+ * and down a binomial tree of ranks over the gather lines. */
 static void post_reduce(void *dest, const void *src, size_t n, size_t bytes, shmemi_combine_fn combine,
 			const char *op)
 {
 	uint32_t g = post_gathers++;
-	int me = shmemi_L.me;
+	int me = shmemi_L.me, npes = shmemi_L.npes;
 	struct shmemi_post_line *mine = &shmemi_post->gather[g & 1];
+	if (npes > SHMEMI_POST_FLAT) {
+		/* The tree (internal/team, postReduceTree has the steps and why
+		 * the lines of call g are free again at g+2): rank r's parent is
+		 * r minus its lowest set bit, its children r+1, r+2, r+4, ...
+		 * below that bit. Up: fold the children's lines (seq 2g+1), lowest
+		 * first, into our own and publish it; down: copy the result from
+		 * the parent's line (seq 2g+2) and publish it to our children.
+		 * Every PE gets the bits PE 0 computed. */
+		uint32_t up = 2 * g + 1, down = 2 * g + 2;
+		int low = me & -me, children = 0;
+		shmemi_memcpy(mine->data, src, bytes);
+		for (int c = 1; me + c < npes && (me == 0 || c < low); c <<= 1) {
+			struct shmemi_post_line *pl = &shmemi_post_peer[me + c]->gather[g & 1];
+			children = 1;
+			post_await(pl, up, 0, op);
+			combine(mine->data, pl->data, n);
+		}
+		if (me != 0) {
+			post_publish(mine, up, 0);
+			struct shmemi_post_line *pl = &shmemi_post_peer[me - low]->gather[g & 1];
+			post_await(pl, down, 0, op);
+			memcpy(mine->data, pl->data, bytes);
+		}
+		if (children)
+			post_publish(mine, down, 0);
+		shmemi_memcpy(dest, mine->data, bytes);
+		shmemi_prefetch_w(&shmemi_post->gather[(g + 1) & 1]);
+		return;
+	}
 	shmemi_memcpy(mine->data, src, bytes);
 	post_publish(mine, g + 1, 0);
 	/* A few pauses before the first look at another PE's line, which a PE
 	 * arriving about now is writing (shmsync.SettlePolls, as world_dissem). */
 	for (int i = 0; i < shmemi_L.settle; i++)
 		shmemi_pause();
-	for (int j = 0; j < shmemi_L.npes; j++)
+	for (int j = 0; j < npes; j++)
 		if (j != me)
 			post_await(&shmemi_post_peer[j]->gather[g & 1], g + 1, 0, op);
 	/* Every PE folds in rank order, so all get the same bits. */
 	unsigned char acc[SHMEMI_POST_DATA];
 	memcpy(acc, shmemi_post_peer[0]->gather[g & 1].data, bytes);
-	for (int j = 1; j < shmemi_L.npes; j++)
+	for (int j = 1; j < npes; j++)
 		combine(acc, shmemi_post_peer[j]->gather[g & 1].data, n);
 	shmemi_memcpy(dest, acc, bytes);
 }
@@ -834,6 +868,47 @@ static void c_only(const struct group *g, const char *op)
 		c_only_pe(gpe(g, r), op);
 }
 
+/* REDUCE_SHARES is the bytes above which a reduction is split in shares
+ * (reduce_shares), as the Go runtime's above its scratch buffer
+ * (internal/team, reduce); REDUCE_CHUNK the bytes of a share folded at a
+ * time, so that they stay in the cache while every source is folded in. */
+#define REDUCE_SHARES 512
+#define REDUCE_CHUNK 4096
+
+/* reduce_shares is the large reduction, as the Go runtime's: a reduce-
+ * scatter and an allgather in one pass between two syncs. Member r folds
+ * its share of the elements (equal shares rounded up to whole 64-byte
+ * lines) over every member's source, in its own destination, and writes
+ * the result into every other member's destination. A member reads and
+ * writes only its share of anyone's arrays, so dest == src is safe; each
+ * moves about twice the array's bytes, where folding every member's whole
+ * source moved the array's bytes times the group's size. */
+static void reduce_shares(const struct group *g, void *dest, const void *src, size_t n, size_t size,
+			  shmemi_combine_fn combine, const char *op)
+{
+	size_t q = size < 64 ? 64 / size : 1;
+	size_t per = (n + (size_t)g->size - 1) / (size_t)g->size;
+	per = (per + q - 1) / q * q;
+	size_t lo = (size_t)g->rank * per < n ? (size_t)g->rank * per : n;
+	size_t hi = lo + per < n ? lo + per : n;
+	size_t step = REDUCE_CHUNK / size ? REDUCE_CHUNK / size : 1;
+	gsync(g, op);
+	for (size_t c = lo; c < hi; c += step) {
+		size_t e = c + step < hi ? c + step : hi, off = c * size, nb = (e - c) * size;
+		char *acc = (char *)dest + off;
+		if (dest != src)
+			memcpy(acc, (const char *)src + off, nb);
+		for (int r = 0; r < g->size; r++)
+			if (r != g->rank)
+				/* Direct loads of the member's share: single copy. */
+				combine(acc, shmemi_addr((const char *)src + off, nb, gpe(g, r), op), e - c);
+		for (int r = 0; r < g->size; r++)
+			if (r != g->rank)
+				memcpy(shmemi_addr((char *)dest + off, nb, gpe(g, r), op), acc, nb);
+	}
+	gsync(g, op);
+}
+
 static void reduce(const struct group *g, void *dest, const void *src, size_t n, size_t size,
 		   shmemi_combine_fn combine, const char *op)
 {
@@ -846,10 +921,11 @@ static void reduce(const struct group *g, void *dest, const void *src, size_t n,
 		post_reduce(dest, src, n, bytes, combine, op);
 		return;
 	}
-	char stackbuf[512];
-	char *acc = bytes <= sizeof stackbuf ? stackbuf : malloc(bytes);
-	if (acc == NULL)
-		shmemi_fatal(op, "out of memory for %zu bytes", bytes);
+	if (bytes > REDUCE_SHARES) {
+		reduce_shares(g, dest, src, n, size, combine, op);
+		return;
+	}
+	char acc[REDUCE_SHARES];
 	gsync(g, op);
 	shmemi_memcpy(acc, src, bytes);
 	for (int r = 0; r < g->size; r++) {
@@ -860,8 +936,6 @@ static void reduce(const struct group *g, void *dest, const void *src, size_t n,
 	}
 	gsync(g, op);
 	shmemi_memcpy(dest, acc, bytes);
-	if (acc != stackbuf)
-		free(acc);
 }
 
 int shmemi_team_reduce(shmem_team_t team, void *dest, const void *src, size_t n, size_t size,
@@ -905,9 +979,15 @@ static void broadcast(const struct group *g, void *dest, const void *src, size_t
 	long *tick = NULL; /* two counter words: see below */
 	if (!g->world)
 		tick = psync(g->pSync)->bcast;
-	else if (g->team == SHMEM_TEAM_WORLD || g->team == SHMEM_TEAM_SHARED)
+	else if ((g->team == SHMEM_TEAM_WORLD || g->team == SHMEM_TEAM_SHARED) && g->size <= SHMEMI_POST_FLAT)
 		tick = shmemi_scratch->sync.bcast;
-	if (tick == NULL) { /* a split team: two syncs of the team */
+	/* A split team, or the world of more than SHMEMI_POST_FLAT PEs: two
+	 * syncs of the team, each the dissemination barrier, ⌈log₂ n⌉ lines
+	 * for every member, where the root of the handshake adds to n-1
+	 * members' tickets and n-1 members add to its one (an active set's
+	 * sync is the counter barrier, n-1 lines a member, so it keeps the
+	 * handshake). */
+	if (tick == NULL) {
 		gsync(g, op);
 		if (g->rank != root)
 			shmemi_memcpy(dest, shmemi_addr(src, bytes, gpe(g, root), op), bytes);

@@ -20,7 +20,7 @@
 
 /* The digest of the runtime's formats (internal/cabi.Sum): shmem_init
  * refuses to run with a runtime whose formats are not these. */
-#define SHMEMI_FORMATS_SUM UINT64_C(0xa5d7b58e4e29899)
+#define SHMEMI_FORMATS_SUM UINT64_C(0xc646ec204226cbfa)
 
 #define SHMEMI_ALLOC_CALL_ALIGN 3 /* an allocation record's kind (symalloc.go) */
 #define SHMEMI_ALLOC_CALL_CALLOC 2 /* an allocation record's kind (symalloc.go) */
@@ -42,6 +42,7 @@
 #define SHMEMI_POST_AHEAD 8 /* calls ahead a reader of a root's ring asks for a line */
 #define SHMEMI_POST_DATA 56 /* bytes a post line carries: broadcasts and reductions of at most this many go through post lines */
 #define SHMEMI_POST_DONE_PAUSES 8 /* pauses between a waiting root's reads of a done line */
+#define SHMEMI_POST_FLAT 4 /* largest team whose small reductions fold every member's gather line; larger ones go up and down a binomial tree */
 #define SHMEMI_POST_RING 32 /* post lines of a PE's ring for small broadcasts */
 
 /* struct shmemi_barrier_count: team.barrierCount, 64 bytes:

@@ -137,6 +137,20 @@ for np in 1 2 3 4; do
 	fi
 done
 
+# The collectives' trees and shares (more than 4 PEs: coll.c,
+# post_reduce, reduce_shares, broadcast) on 6 and 8 PEs.
+for np in 6 8; do
+	want suites || break
+	[ -x "$OUT/t_coll" ] || continue
+	if run t_coll "$np" ""; then
+		echo "ok   t_coll -n $np"
+	else
+		echo "FAIL t_coll -n $np (status $?)"
+		sed 's/^/    /' "$OUT/out" "$OUT/err" | head -20
+		fail=1
+	fi
+done
+
 # Big jobs: every suite on 64 PEs (and 256 when asked), oversubscribed
 # on a machine of a few cores. The heaps are small (4m and 1m a PE) so
 # that the node's segment stays within a few hundred MiB; what is checked

@@ -14,6 +14,12 @@ static double dsrc[4], ddst[4];
 static long double ldsrc[2], lddst[2];
 static double _Complex csrc[2], cdst[2];
 static int isrc[MAX_PES], idst[8 * MAX_PES];
+/* Reductions above 512 bytes: in shares of whole lines, a reduce-scatter
+ * and an allgather in one pass (coll.c, reduce_shares). 1003 elements:
+ * the last share is short and not a whole line. */
+#define BIGN 1003
+static long bsrc[BIGN], bdst[BIGN], bWrk[BIGN / 2 + 1];
+static double dbsrc[BIGN], dbdst[BIGN];
 
 int main(void)
 {
@@ -232,7 +238,39 @@ int main(void)
 		CHECK(ldst[0] == (long)n * it + (long)n * (n - 1) / 2, "post reduce round %d: %ld", it, ldst[0]);
 	}
 	shmem_barrier_all();
+	/* Large reductions: team, in place, active set, floats. */
+	for (int it = 0; it < 3; it++) {
+		for (int i = 0; i < BIGN; i++) {
+			bsrc[i] = (long)me * i + it;
+			dbsrc[i] = me + i;
+		}
+		long want_base = (long)n * (n - 1) / 2;
+		shmem_long_sum_reduce(SHMEM_TEAM_WORLD, bdst, bsrc, BIGN);
+		for (int i = 0; i < BIGN; i++)
+			CHECK(bdst[i] == want_base * i + (long)n * it, "big sum round %d [%d]: %ld", it, i, bdst[i]);
+		shmem_long_max_reduce(SHMEM_TEAM_WORLD, bsrc, bsrc, BIGN); /* in place */
+		for (int i = 0; i < BIGN; i++)
+			CHECK(bsrc[i] == (long)(n - 1) * i + it, "big in-place max round %d [%d]: %ld", it, i, bsrc[i]);
+		shmem_double_sum_reduce(SHMEM_TEAM_WORLD, dbdst, dbsrc, BIGN);
+		for (int i = 0; i < BIGN; i++)
+			CHECK(dbdst[i] == (double)want_base + (double)n * i, "big double sum [%d]: %g", i, dbdst[i]);
+		for (int i = 0; i < BIGN; i++)
+			bsrc[i] = me + i;
+		shmem_barrier_all();
+		shmem_long_sum_to_all(bdst, bsrc, BIGN, 0, 0, n, bWrk, pSync[it & 1]);
+		for (int i = 0; i < BIGN; i++)
+			CHECK(bdst[i] == want_base + (long)n * i, "big sum_to_all [%d]: %ld", i, bdst[i]);
+		shmem_barrier_all();
+	}
 	/* An active set of stride 2: PEs 0, 2, ... */
+	shmem_barrier_all();
+	if (me % 2 == 0) {
+		for (int i = 0; i < BIGN; i++)
+			bsrc[i] = i;
+		shmem_long_sum_to_all(bdst, bsrc, BIGN, 0, 1, (n + 1) / 2, bWrk, pSync[0]);
+		for (int i = 0; i < BIGN; i++)
+			CHECK(bdst[i] == (long)i * ((n + 1) / 2), "big strided set sum [%d]: %ld", i, bdst[i]);
+	}
 	shmem_barrier_all();
 	if (me % 2 == 0) {
 		lsrc[0] = 1;

@@ -26,6 +26,7 @@ func init() {
 	cabi.RegisterConst("BARRIER_TEAMS", MaxTeams, "team ids in a barrier area, each a count line then the round lines")
 	cabi.RegisterConst("POST_RING", postRing, "post lines of a PE's ring for small broadcasts")
 	cabi.RegisterConst("POST_DATA", postData, "bytes a post line carries: broadcasts and reductions of at most this many go through post lines")
+	cabi.RegisterConst("POST_FLAT", postFlat, "largest team whose small reductions fold every member's gather line; larger ones go up and down a binomial tree")
 	cabi.RegisterConst("POST_AHEAD", postAhead, "calls ahead a reader of a root's ring asks for a line")
 	cabi.RegisterConst("POST_DONE_PAUSES", donePauses, "pauses between a waiting root's reads of a done line")
 }

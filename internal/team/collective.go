@@ -23,7 +23,11 @@ package team
 // so a member may return, and reuse src and dst, as soon as step 4 is done.
 // Broadcast needs less than a barrier: its root arrives and returns at
 // once; every other member waits for the root's arrival only, copies, and
-// then arrives (which tells the root the buffer may be reused).
+// then arrives (which tells the root the buffer may be reused). On a team
+// of more than postFlat (4) members it goes down a binomial tree of the
+// members' scratch buffers instead (treeBcast): each member copies its
+// parent's, so that no member reads more than its own few children's
+// arrivals.
 //
 // Large:
 //
@@ -39,7 +43,9 @@ package team
 //     of its dst;
 //  3. team barrier: nobody reads src, or writes dst, any more. In Broadcast
 //     only the root must wait here (only its src was read, and every
-//     member wrote its own dst); the others only arrive.
+//     member wrote its own dst); up to postFlat members the others only
+//     arrive and the root waits for their arrivals, above it every member
+//     makes the barrier, ⌈log₂ n⌉ lines instead of n-1 at the root.
 //
 // Argument checks depend on the arguments alone (lengths, root, op, the
 // element type, whether dst and src lie in this PE's symmetric heap and
@@ -152,6 +158,9 @@ func (t *Team) Broadcast(dst, src Vec, root int, typeErr error) error {
 	}
 	k := t.begin()
 	me := t.rank
+	if nb <= scratchSize && t.size > postFlat {
+		return t.treeBcast(k, dst, src, nb, root, same)
+	}
 	if nb <= scratchSize {
 		if me == root {
 			// Readers are done by their arrival in this call.
@@ -178,12 +187,77 @@ func (t *Team) Broadcast(dst, src Vec, root int, typeErr error) error {
 	switch {
 	case me != root:
 		copyIn(dst.p, t.remote(t.members[root], sOff), nb)
+		t.clc.copied(nb)
 	case !same:
 		copyIn(dst.p, src.p, nb)
+	}
+	if t.size > postFlat {
+		// The root learns that nobody reads its src any more from a
+		// barrier, ⌈log₂ n⌉ lines, not from n-1 members' arrival lines.
+		return t.barrier()
 	}
 	t.arrive()
 	if me == root {
 		return t.waitAll()
+	}
+	return nil
+}
+
+// treeBcast is the Broadcast of more than postData bytes that fit a
+// scratch buffer, on a team of more than postFlat members: down a
+// binomial tree rooted at root, over the members' scratch buffers k%2. In
+// the tree's numbering v = (rank - root) mod n, member v's parent is v
+// minus its lowest set bit, its children v+1, v+2, v+4, ... below that
+// bit. A member waits for its parent's arrival in this call, copies the
+// parent's buffer into its own (when it has children) and into dst, and
+// arrives; the root copies src into its buffer and arrives at once. So a
+// member reads one buffer and the arrival lines of at most ⌈log₂ n⌉
+// children (before it reuses its buffer), and the data reach the last
+// member after ⌈log₂ n⌉ copies, where the root of the flat form read
+// n-1 members' arrival lines. A member's buffer is read by its children
+// only, who are done with it by their arrival in this call.
+func (t *Team) treeBcast(k uint64, dst, src Vec, nb uint64, root int, same bool) error {
+	n := t.size
+	v := (t.rank - root + n) % n
+	low := v & -v
+	var kids []int
+	for c := 1; v+c < n && (v == 0 || c < low); c <<= 1 {
+		kids = append(kids, (v+c+root)%n)
+	}
+	// Only the children read this PE's buffer, when this PE last wrote it
+	// in a treeBcast too (kidsOnly); after another collective, every
+	// member may (scratchFree).
+	b := &t.readDone[k&1]
+	if t.kidsOnly[k&1] {
+		for _, j := range kids {
+			if err := t.waitFor(j, *b); err != nil {
+				return err
+			}
+		}
+		*b = t.curStart + 1
+	} else if err := t.scratchFree(k, 1); err != nil {
+		return err
+	}
+	t.kidsOnly[k&1] = true
+	from := src.p
+	if v != 0 {
+		p := (v - low + root) % n
+		if err := t.waitFor(p, t.arrivals+1); err != nil {
+			return err
+		}
+		from = bufAt(t.slots[p], k, nb)
+	}
+	if len(kids) > 0 {
+		copyOut(bufAt(t.slots[t.rank], k, nb), from, nb)
+		t.clc.copied(nb)
+		if v != 0 {
+			from = bufAt(t.slots[t.rank], k, nb)
+		}
+	}
+	t.arrive()
+	if v != 0 || !same {
+		copyIn(dst.p, from, nb)
+		t.clc.copied(nb)
 	}
 	return nil
 }
@@ -264,16 +338,19 @@ func (t *Team) reduce(dst, src Vec, op Op, opErr error, fold func(acc, x core.Pt
 		acc, nb := dst.at(c), src.bytes(e-c)
 		if !same {
 			copyIn(acc, src.at(c), nb)
+			t.clc.copied(nb)
 		}
 		off := uint64(c) * sz
 		for j, p := range t.members {
 			if j != t.rank {
 				fold(acc, t.remote(p, sOff+off), e-c, op)
+				t.clc.copied(nb)
 			}
 		}
 		for j, p := range t.members {
 			if j != t.rank {
 				copyOut(t.remote(p, dOff+off), acc, nb)
+				t.clc.copied(nb)
 			}
 		}
 	}

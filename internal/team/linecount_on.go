@@ -2,7 +2,10 @@
 
 package team
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"sync"
+)
 
 // The line-count model (build tag linecount): the full barrier counts,
 // per team and per PE, the cache lines it writes that another PE reads
@@ -56,3 +59,61 @@ func (l *lineCounter) end() {
 // LineCounts returns the model's counts of this PE's full barriers on the
 // team (linecount builds only). Call it between calls on the team.
 func (t *Team) LineCounts() LineCounts { return t.bar.lc.c }
+
+// The collectives' part of the model: the post lines of small reductions
+// and the bytes a PE moves in the collectives that copy data.
+//
+// A post line's data is the payload, so its depth travels beside it, in
+// a table of this process (lineDepths): the in-process simulation
+// (TestLineCountCollectives) sees the depth its publisher stored; between
+// processes a line's depth reads as 0, and only the counts are checked.
+// The reads of one call are taken one after another: a read makes the
+// reader's depth max(its depth, the line's) + 1, so a PE that reads k
+// lines has a path of at least k, however early they were published.
+
+// CollCounts is what the model counted of one PE's collectives on a team.
+type CollCounts struct {
+	Calls    int    // small reductions through post lines
+	Writes   int    // post lines published that another PE reads
+	Reads    int    // post lines of other PEs read
+	Depth    int    // the last call's critical path at this PE, in line transfers
+	MaxDepth int    // the largest Depth seen
+	Bytes    uint64 // bytes this PE copied or folded in collectives (data, not post lines)
+}
+
+type collCounter struct {
+	c     CollCounts
+	depth uint32
+}
+
+// lineDepths holds, per post line of this process's simulation, the depth
+// its last publisher stored before publishing.
+var lineDepths sync.Map // *postLine -> uint32
+
+func (l *collCounter) begin() { l.depth = 0 }
+
+func (l *collCounter) wrote(pl *postLine) {
+	l.c.Writes++
+	lineDepths.Store(pl, l.depth)
+}
+
+func (l *collCounter) read(pl *postLine) {
+	l.c.Reads++
+	var d uint32
+	if v, ok := lineDepths.Load(pl); ok {
+		d = v.(uint32)
+	}
+	l.depth = max(l.depth, d) + 1
+}
+
+func (l *collCounter) end() {
+	l.c.Calls++
+	l.c.Depth = int(l.depth)
+	l.c.MaxDepth = max(l.c.MaxDepth, l.c.Depth)
+}
+
+func (l *collCounter) copied(n uint64) { l.c.Bytes += n }
+
+// CollCounts returns the model's counts of this PE's collectives on the
+// team (linecount builds only). Call it between calls on the team.
+func (t *Team) CollCounts() CollCounts { return t.clc.c }

@@ -211,16 +211,38 @@ func (t *Team) awaitDone(j int, a, enough uint32) error {
 // done line (awaitDone): a few of its calls' worth.
 const donePauses = 8
 
-// postReduce is the small Reduce ("Post lines"): every member publishes
-// its src in its gather line g%2, where g counts the team's small
-// reductions, waits for every other member's, and folds them all in rank
-// order. Called with t.mu held; nb <= postData.
+// postFlat is the largest team whose small Reduces every member folds
+// from every other member's gather line (postReduceFlat): up to 4
+// members, the n-1 lines read at once cost less than the tree's 2·⌈log₂ n⌉
+// transfers one after another. Larger teams use the tree (postReduceTree).
+const postFlat = 4
+
+// postReduce is the small Reduce ("Post lines"), the team's g-th, where g
+// counts its small reductions: by every member's gather line g%2, flat for
+// teams of up to postFlat members, else up and down a binomial tree.
+// Called with t.mu held; nb <= postData.
 func (t *Team) postReduce(dst, src core.Ptr, n int, nb uint64, op Op, fold func(acc, x core.Ptr, n int, op Op)) error {
 	g := t.gathers
 	t.gathers++
+	t.clc.begin()
+	var err error
+	if t.size <= postFlat {
+		err = t.postReduceFlat(g, dst, src, n, nb, op, fold)
+	} else {
+		err = t.postReduceTree(g, dst, src, n, nb, op, fold)
+	}
+	t.clc.end()
+	return err
+}
+
+// postReduceFlat: every member publishes its src in its gather line g%2
+// (seq base+g+1), waits for every other member's, and folds them all in
+// rank order, so that all get the same bits.
+func (t *Team) postReduceFlat(g uint32, dst, src core.Ptr, n int, nb uint64, op Op, fold func(acc, x core.Ptr, n int, op Op)) error {
 	me := t.rank
 	mine := &t.slots[me].gather[g&1]
 	core.CopyBytes[byte](addr(&mine.data), src, nb)
+	t.clc.wrote(mine)
 	t.l.publish(mine, t.gathBase[me]+g+1)
 	// A few pauses before the first look at another member's line, which
 	// a member arriving about now is writing (shmsync.SettlePolls, as in
@@ -230,9 +252,11 @@ func (t *Team) postReduce(dst, src core.Ptr, n int, nb uint64, op Op, fold func(
 	}
 	for j := range t.slots {
 		if j != me {
-			if err := t.awaitPost(j, &t.slots[j].gather[g&1], t.gathBase[j], g+1, nil); err != nil {
+			pl := &t.slots[j].gather[g&1]
+			if err := t.awaitPost(j, pl, t.gathBase[j], g+1, nil); err != nil {
 				return t.waitErr(j, err)
 			}
+			t.clc.read(pl)
 		}
 	}
 	// Every member folds in rank order, so all get the same bits.
@@ -242,6 +266,68 @@ func (t *Team) postReduce(dst, src core.Ptr, n int, nb uint64, op Op, fold func(
 	}
 	// The next call's line: every member has read it (each published g,
 	// which it does only after reading every line of g-1).
+	shmsync.PrefetchW(addr(&t.slots[me].gather[(g+1)&1]))
+	return nil
+}
+
+// postReduceTree is the small Reduce of a larger team over a binomial tree
+// of ranks rooted at rank 0: rank r's parent is r minus its lowest set
+// bit, its children r+1, r+2, r+4, ... below that bit (every power of two
+// below the team's size for rank 0).
+//
+//  1. Up: a member copies src into its gather line g%2, folds in each
+//     child's line, lowest child first, once the child has published it
+//     with seq base+2g+1, and publishes its own (rank 0 does not: its
+//     line then holds the result).
+//  2. Down: a member other than rank 0 waits for its parent's line to
+//     reach 2g+2 and copies the result from it into its own line; a
+//     member with children publishes 2g+2.
+//  3. dst is the result of its line.
+//
+// Every member gets the bits that rank 0 computed. A member reads at most
+// ⌈log₂ n⌉ children's lines and its parent's, and the last member to
+// finish does so after 2·⌈log₂ n⌉ line transfers, where the flat form
+// reads n-1 lines on every member. The line of call g is reused by call
+// g+2: its parent read the partial of g before it published the result
+// of g, which the member waited for; its children read the result of g
+// before they finished g, which they did before they published their
+// partials of g+2, which the member waits for before it writes g+2's
+// result (a leaf has no children and writes only its partial).
+func (t *Team) postReduceTree(g uint32, dst, src core.Ptr, n int, nb uint64, op Op, fold func(acc, x core.Ptr, n int, op Op)) error {
+	me := t.rank
+	up, down := 2*g+1, 2*g+2
+	mine := &t.slots[me].gather[g&1]
+	acc := addr(&mine.data)
+	core.CopyBytes[byte](acc, src, nb)
+	low := me & -me // the lowest bit of the rank; 0 for rank 0
+	children := false
+	for c := 1; me+c < t.size && (me == 0 || c < low); c <<= 1 {
+		children = true
+		j := me + c
+		pl := &t.slots[j].gather[g&1]
+		if err := t.awaitPost(j, pl, t.gathBase[j], up, nil); err != nil {
+			return t.waitErr(j, err)
+		}
+		t.clc.read(pl)
+		fold(acc, addr(&pl.data), n, op)
+	}
+	if me != 0 {
+		t.clc.wrote(mine)
+		t.l.publish(mine, t.gathBase[me]+up)
+		p := me - low
+		pl := &t.slots[p].gather[g&1]
+		if err := t.awaitPost(p, pl, t.gathBase[p], down, nil); err != nil {
+			return t.waitErr(p, err)
+		}
+		t.clc.read(pl)
+		core.CopyBytes[byte](acc, addr(&pl.data), nb)
+	}
+	if children {
+		t.clc.wrote(mine)
+		t.l.publish(mine, t.gathBase[me]+down)
+	}
+	core.CopyBytes[byte](dst, acc, nb)
+	// The next call's line: see above for why its readers are done.
 	shmsync.PrefetchW(addr(&t.slots[me].gather[(g+1)&1]))
 	return nil
 }

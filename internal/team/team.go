@@ -155,7 +155,12 @@ package team
 // line g%2, and folds the lines in rank order (so every member gets the
 // same bits). Two lines suffice: a member that reaches call g has seen
 // every other member publish g-1, which each did only after it had read
-// every line of call g-2, the one that line g%2 held.
+// every line of call g-2, the one that line g%2 held. That is the flat
+// form, for teams of up to postFlat (4) members; a larger team runs the
+// same call up and down a binomial tree over the same two lines
+// (postReduceTree), so that a member reads at most ⌈log₂ n⌉+1 lines
+// instead of n-1, each member publishing 2g+1 with its partial and 2g+2
+// with the result.
 //
 // Publication (publish) is a release store of seq after the data, then a
 // load of the line's sleepers count; the store waits for nothing (a
@@ -389,6 +394,7 @@ type Team struct {
 	allAt     uint32                // every member has made at least this many arrivals (the last full barrier's)
 	curStart  uint32                // arrivals before the current call
 	readDone  [2]uint32             // per own scratch buffer: the arrival count by which its readers are done
+	kidsOnly  [2]bool               // per own scratch buffer: its readers are this PE's children in a treeBcast (collective.go), not every member
 	seen      []uint32              // per member: arrivals it is known to have made (saves loads of its line)
 	bcasts    uint32                // small Broadcasts made through post lines ("Post lines")
 	gathers   uint32                // small Reduces made through gather lines
@@ -397,6 +403,7 @@ type Team struct {
 	doneBase  []uint32              // per member: its done line's seq then
 	seenDone  []uint32              // per member: small Broadcasts it is known to be done with
 	memo      [2]offMemo            // the last dst and src found in the symmetric heap
+	clc       collCounter           // the line-count model's counts of the collectives (linecount builds only); under mu
 }
 
 // newTeam makes this PE's handle of team id; readBases reads the members'
@@ -596,6 +603,7 @@ func (t *Team) scratchFree(k uint64, done uint32) error {
 	if t.size == 1 {
 		return nil
 	}
+	t.kidsOnly[k&1] = false
 	b := &t.readDone[k&1]
 	for j := range t.slots {
 		if err := t.waitFor(j, *b); err != nil {

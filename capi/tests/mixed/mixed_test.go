@@ -119,13 +119,16 @@ func passed(t *testing.T, status int, out string, goPEs, cPEs int) {
 	}
 }
 
-// TestShrun: 2 Go + 2 C PEs, and the other way round, under shrun.
+// TestShrun: 2 Go + 2 C PEs, the other way round, and 3 + 3, under shrun.
 func TestShrun(t *testing.T) {
 	p := build(t)
 	status, out := job(t, p.shrun, "--timeout", "100s", "-n", "2", p.goProg, ":", "-n", "2", p.cProg)
 	passed(t, status, out, 2, 2)
 	status, out = job(t, p.shrun, "--timeout", "100s", "-n", "1", p.cProg, ":", "-n", "2", p.goProg, ":", "-n", "1", p.cProg)
 	passed(t, status, out, 2, 2)
+	// More than 4 PEs: the C collectives run the Go runtime's trees.
+	status, out = job(t, p.shrun, "--timeout", "100s", "-n", "3", p.goProg, ":", "-n", "3", p.cProg)
+	passed(t, status, out, 3, 3)
 }
 
 // TestMpirun: 2 Go + 2 C PEs under Open MPI's mpirun (make test installs
