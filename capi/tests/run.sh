@@ -56,8 +56,10 @@ if want exports && command -v nm >/dev/null 2>&1; then
 	sed -e ':a' -e '/,$/{N;s/\n\s*/ /;ba' -e '}' "$ROOT/include/shmem.h" "$ROOT/include/shmemx.h" |
 		grep -E '^[a-z_ A-Z0-9*]+\b_?[a-z_0-9]+\([^;]*\)( __attribute__\(\([a-z]+\)\))?;$' |
 		sed -E 's/^[a-z_ A-Z0-9*]*\b(_?[a-z_0-9]+)\(.*$/\1/' >"$OUT/api"
-	# and the memory hooks, which interpose libc's (capi/hooks.c)
-	{ cat "$OUT/api"; printf '%s\n' free realloc munmap madvise mremap; } | sort -u >"$OUT/declared"
+	# and the memory hooks and the shared malloc, which interpose libc's
+	# (capi/hooks.c, capi/smalloc.c)
+	{ cat "$OUT/api"; printf '%s\n' free realloc munmap madvise mremap \
+		malloc calloc posix_memalign aligned_alloc memalign valloc pvalloc malloc_usable_size; } | sort -u >"$OUT/declared"
 	nm -D --defined-only "$BIN/libsymheap.so" | awk '{print $3}' | sort -u >"$OUT/exported"
 	if [ "$(wc -l <"$OUT/api")" -lt 1000 ]; then
 		echo "FAIL exports: found only $(wc -l <"$OUT/declared") prototypes in the headers (the pattern is wrong)"; fail=1
