@@ -140,7 +140,9 @@ void *realloc(void *p, size_t n)
 		}
 		return shmemi_smalloc_realloc(p, n);
 	}
-	if (p != NULL && n != 0 && __atomic_load_n(&shmemi_smalloc_state, __ATOMIC_RELAXED) == 1) {
+	if (n != 0 && __atomic_load_n(&shmemi_smalloc_state, __ATOMIC_RELAXED) == 1) {
+		if (p == NULL)
+			return malloc(n);
 		/* A block glibc served before shmem_init moves into the
 		 * shared heap when it grows or shrinks. */
 		void *q = malloc(n);

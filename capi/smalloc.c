@@ -483,6 +483,21 @@ static int reclaim(struct tcache *t)
 	return any;
 }
 
+/* reclaim_all gives back the empty spans of cache t and of the caches
+ * of threads that ended (no thread uses those meanwhile: tc_mu). */
+static int reclaim_all(struct tcache *t)
+{
+	int any = t != NULL && reclaim(t);
+	pthread_mutex_lock(&tc_mu);
+	for (struct tcache *x = tc_spare; x != NULL; x = x->next) {
+		for (int c = 0; c < NC; c++)
+			x->cur[c] = 0; /* its current spans may go too */
+		any |= reclaim(x);
+	}
+	pthread_mutex_unlock(&tc_mu);
+	return any;
+}
+
 static void *alloc_small_slow(struct tcache *t, int c)
 {
 	const struct cls *ci = &cl[c];
@@ -496,7 +511,7 @@ static void *alloc_small_slow(struct tcache *t, int c)
 		}
 	}
 	uint64_t s = new_span(t, c);
-	if (s == 0 && reclaim(t))
+	if (s == 0 && reclaim_all(t))
 		s = new_span(t, c);
 	if (s == 0)
 		return NULL;
@@ -514,7 +529,7 @@ static void *alloc_pages(size_t n, size_t align)
 	pthread_mutex_lock(&arena_mu);
 	uint64_t i = pages_take(np, align < PAGE ? PAGE : align);
 	pthread_mutex_unlock(&arena_mu);
-	if (i == 0 && tc != NULL && reclaim(tc)) {
+	if (i == 0 && reclaim_all(tc)) {
 		pthread_mutex_lock(&arena_mu);
 		i = pages_take(np, align < PAGE ? PAGE : align);
 		pthread_mutex_unlock(&arena_mu);
