@@ -122,8 +122,9 @@ struct tcache {
 	struct tcache *next;
 };
 
-int shmemi_smalloc_state;
-uintptr_t shmemi_smalloc_lo, shmemi_smalloc_len;
+int shmemi_smalloc_state SHMEMI_HIDDEN;
+uintptr_t shmemi_smalloc_lo SHMEMI_HIDDEN, shmemi_smalloc_len SHMEMI_HIDDEN;
+static int me; /* shmemi_L.me */
 
 static struct cls cl[NC];
 static uint8_t class_of[SHMEMI_SMALL_MAX / 16 + 1];
@@ -644,17 +645,62 @@ static void free_remote_slot(void *p, char *base, uint64_t s, const struct cls *
 					    __ATOMIC_RELAXED)); /* release: the link, to the owner's exchange */
 }
 
+/* go_free frees a block of the Go runtime's pool through it. */
+__attribute__((noinline)) static void go_free(void *p)
+{
+	char err[1024];
+	if (symheapc_go_shared_free(p, err, sizeof err) != 0) {
+		say(err);
+		say(" (in free)\n");
+		abort();
+	}
+}
+
+static void free_slow(void *p);
+
+/* shmemi_smalloc_free: the common case written out (a slot of one of
+ * this thread's spans, nothing on the span's stack), else free_slow. */
 void shmemi_smalloc_free(void *p)
+{
+	uint64_t off = (uintptr_t)p - (uintptr_t)heap;
+	struct tcache *t = tc;
+	if (LIKELY(off < info.shared_size && t != NULL && shmemi_smalloc_state != 3 && !forked)) {
+		uint64_t e = __atomic_load_n(&table[off / PAGE], __ATOMIC_ACQUIRE); /* pairs with the publishing store */
+		if (LIKELY(e != 0)) {
+			uint64_t s = e >> 8;
+			const struct cls *ci = &cl[(e & 0xff) - 1];
+			uint64_t rel = off - s;
+			uint64_t slot = (rel - ci->slots) * ci->inv >> 32;
+			struct shmemi_small_span *sp = span_at(heap, s);
+			if (LIKELY(rel >= ci->slots && slot < ci->nslots &&
+				   __atomic_load_n(&sp->owner, __ATOMIC_RELAXED) == t->owner &&
+				   __atomic_load_n(&sp->stack, __ATOMIC_RELAXED) == 0)) {
+				uint64_t *a = a_word(heap, s, slot / 64);
+				uint64_t av = __atomic_load_n(a, __ATOMIC_RELAXED), bit = (uint64_t)1 << (slot % 64);
+				if (LIKELY(av & bit)) {
+					__atomic_store_n(a, av & ~bit, __ATOMIC_RELEASE);
+					*slot_link(heap, s, ci, slot) = sp->free;
+					sp->free = slot + 1;
+					sp->used--;
+					return;
+				}
+			}
+		}
+	}
+	free_slow(p);
+}
+
+__attribute__((noinline)) static void free_slow(void *p)
 {
 	if (UNLIKELY(forked || shmemi_smalloc_state == 3))
 		return; /* the parent's heap, not the child's to change; or the heap is moving (finalize) */
-	uintptr_t r = (uintptr_t)p - ((uintptr_t)shmemi_L.base + shmemi_L.part_off);
 	int q;
 	uint64_t off;
 	if (LIKELY((uintptr_t)p - (uintptr_t)heap < info.shared_size)) {
-		q = shmemi_L.me;
+		q = me;
 		off = (uintptr_t)p - (uintptr_t)heap;
 	} else {
+		uintptr_t r = (uintptr_t)p - ((uintptr_t)shmemi_L.base + shmemi_L.part_off);
 		q = (int)(r / shmemi_L.part_stride);
 		off = r - (uint64_t)q * shmemi_L.part_stride - info.shared_off;
 		if (q >= shmemi_L.npes || off >= info.shared_size) {
@@ -669,7 +715,7 @@ void shmemi_smalloc_free(void *p)
 	char *base;
 	uint64_t *tab;
 	struct heapview *v = NULL;
-	if (q == shmemi_L.me) {
+	if (q == me) {
 		base = heap;
 		tab = table;
 	} else {
@@ -691,7 +737,7 @@ void shmemi_smalloc_free(void *p)
 		struct tcache *t = tc;
 		struct shmemi_small_span *sp = span_at(base, s);
 		uint64_t w = slot / 64, bit = (uint64_t)1 << (slot % 64);
-		if (LIKELY(t != NULL && q == shmemi_L.me && __atomic_load_n(&sp->owner, __ATOMIC_RELAXED) == t->owner)) {
+		if (LIKELY(t != NULL && q == me && __atomic_load_n(&sp->owner, __ATOMIC_RELAXED) == t->owner)) {
 			uint64_t *a = a_word(base, s, w);
 			uint64_t av = __atomic_load_n(a, __ATOMIC_RELAXED);
 			if (UNLIKELY(!(av & bit) || (__atomic_load_n(&sp->stack, __ATOMIC_RELAXED) != 0 &&
@@ -738,12 +784,7 @@ void shmemi_smalloc_free(void *p)
 	/* A block of the Go runtime's pool (SharedAlloc): freed through it. */
 	if (shmemi_smalloc_state == 2)
 		return;
-	char err[1024];
-	if (symheapc_go_shared_free(p, err, sizeof err) != 0) {
-		say(err);
-		say(" (in free)\n");
-		abort();
-	}
+	go_free(p);
 }
 
 /* usable returns the bytes from p to the end of its block (0: not one
@@ -961,6 +1002,7 @@ void shmemi_smalloc_init(void)
 	pmap = (uint64_t *)((char *)arena + SHMEMI_SMALL_ARENA_FIXED);
 	fallbacks = info.fallbacks;
 	handle = __atomic_add_fetch(&hdr->handles, 1, __ATOMIC_RELAXED);
+	me = shmemi_L.me;
 	pthread_key_create(&tc_key, tc_exit);
 	pthread_atfork(NULL, NULL, after_fork);
 	shmemi_smalloc_lo = (uintptr_t)shmemi_L.base;

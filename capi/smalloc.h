@@ -24,13 +24,14 @@ struct shmemi_smalloc_info {
 
 /* 1 while malloc serves from the shared heap (after shmem_init, when
  * switched on), 2 after shmem_finalize (the heap is a private copy). */
-extern int shmemi_smalloc_state;
+#define SHMEMI_HIDDEN __attribute__((visibility("hidden"))) /* no GOT load on the paths of every call */
+extern int shmemi_smalloc_state SHMEMI_HIDDEN;
 /* The segment's range as mapped here: the blocks free must look at. */
-extern uintptr_t shmemi_smalloc_lo, shmemi_smalloc_len;
+extern uintptr_t shmemi_smalloc_lo SHMEMI_HIDDEN, shmemi_smalloc_len SHMEMI_HIDDEN;
 
 void shmemi_smalloc_init(void);     /* core.c, after the runtime's Init */
 void shmemi_smalloc_finalize(int before); /* core.c, around the runtime's Close */
-void shmemi_smalloc_free(void *p);  /* a block in [lo, lo+len) */
+void shmemi_smalloc_free(void *p) SHMEMI_HIDDEN; /* a block in [lo, lo+len) */
 void *shmemi_smalloc_realloc(void *p, size_t n);
 size_t shmemi_libc_usable(void *p); /* glibc's malloc_usable_size */
 

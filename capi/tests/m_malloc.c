@@ -8,7 +8,8 @@
  *                     runtime's (alloc/small)
  *   m_malloc full     fills the arena: with SYMHEAP_SHARED_MALLOC=strict
  *                     malloc returns NULL (ENOMEM); otherwise blocks come
- *                     from the system allocator and are counted
+ *                     from the system allocator and are counted; with
+ *                     a file name, the PEs wait for it before freeing
  *   m_malloc off      the switch is off: blocks are glibc's, not shared
  */
 #define _GNU_SOURCE
@@ -260,7 +261,7 @@ static void test_format(void)
 	free(p);
 }
 
-static void test_full(void)
+static void test_full(const char *hold)
 {
 	const char *mode = getenv("SYMHEAP_SHARED_MALLOC");
 	int strict = mode && strcmp(mode, "strict") == 0;
@@ -283,6 +284,11 @@ static void test_full(void)
 	} else {
 		CHECK(outside == 1, "the full arena's fallback: %d blocks, none outside the segment", n);
 	}
+	/* With a file name: wait (10 s at most) until it exists, while
+	 * symheap stat looks at the fallbacks counted. */
+	shmem_barrier_all();
+	for (int i = 0; hold != NULL && i < 1000 && access(hold, F_OK) != 0; i++)
+		usleep(10000);
 	for (int i = 0; i < n; i++)
 		free(blocks[i]);
 	/* Room again after the frees. */
@@ -304,7 +310,7 @@ int main(int argc, char **argv)
 	shmem_init();
 	sym_anchor = shmem_malloc(sizeof(long));
 	if (argc > 1 && strcmp(argv[1], "full") == 0) {
-		test_full();
+		test_full(argc > 2 ? argv[2] : NULL);
 		DONE("m_malloc full");
 	}
 	if (argc > 1 && strcmp(argv[1], "off") == 0) {
