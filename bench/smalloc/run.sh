@@ -4,9 +4,10 @@
 # rounds under glibc, jemalloc and mimalloc (LD_PRELOAD of Debian's
 # libjemalloc2 and libmimalloc2.0, installed with apt-get when missing)
 # and symheap's shared malloc (SYMHEAP_SHARED_MALLOC=1, a lone PE).
-# Prints a markdown table: per test, each allocator's median ns per
+# Prints two markdown tables: per test, each allocator's median ns per
 # malloc/free pair, its spread (min-max over the rounds, in % of the
-# median) and its ratio to glibc's median.
+# median) and its ratio to glibc's median; then the best round of each
+# (the least disturbed by other load) and its ratio to glibc's best.
 set -euo pipefail
 BIN=${1:?usage: run.sh BIN [ROUNDS] [ITERS]}
 ROUNDS=${2:-9}
@@ -52,9 +53,20 @@ END {
 		for (i = 1; i <= 4; i++) {
 			m = n[al[i], k]; lo = 1e18; hi = 0
 			for (j = 1; j <= m; j++) { x[j] = v[al[i], k, j]; if (x[j] < lo) lo = x[j]; if (x[j] > hi) hi = x[j] }
-			md = median(x, m); med[i] = md
+			md = median(x, m); med[i] = md; best[t, i] = lo
 			printf " %.1f (%.0f%%) | %.2f |", md, 100 * (hi - lo) / md, md / med[1]
 		}
+		printf "\n"
+	}
+	printf "\nBest round:\n\n| test | threads |"
+	for (i = 1; i <= 4; i++) printf " %s ns | ×glibc |", al[i]
+	printf "\n|---|---|"
+	for (i = 1; i <= 4; i++) printf "---|---|"
+	printf "\n"
+	for (t = 1; t <= nk; t++) {
+		split(order[t], kk, " ")
+		printf "| %s | %s |", kk[1], kk[2]
+		for (i = 1; i <= 4; i++) printf " %.1f | %.2f |", best[t, i], best[t, i] / best[t, 1]
 		printf "\n"
 	}
 }' "$OUT/raw"
