@@ -14,7 +14,10 @@
 // and --showme:link print only the flags added, --showme:command the
 // compiler); --version prints symheap's version and the compiler's.
 // --symheap-static links the static library (libsymheap.a, which holds
-// the Go runtime) instead of the shared one.
+// the Go runtime) instead of the shared one. --shared-malloc defines the
+// symbol symheap_shared_malloc in the program (the linker's --defsym),
+// which makes the C library serve malloc from the local shared heap
+// (capi/smalloc.c), as SYMHEAP_SHARED_MALLOC=1 does.
 //
 // # The compiler
 //
@@ -377,7 +380,7 @@ func page(l lang) *manpage.Page {
 		Section: 1,
 		Summary: "compile and link " + l.what + " OpenSHMEM programs against libsymheap",
 		Synopsis: []string{
-			l.name + " [--symheap-static] [" + l.what + " compiler arguments...]",
+			l.name + " [--symheap-static] [--shared-malloc] [" + l.what + " compiler arguments...]",
 			l.name + " --showme[:compile|:link|:command] [arguments...]",
 			l.name + " --version",
 		},
