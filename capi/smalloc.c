@@ -926,7 +926,7 @@ void *pvalloc(size_t n)
 size_t malloc_usable_size(void *p)
 {
 	if (shmemi_smalloc_has(p))
-		return usable(p);
+		return shmemi_smalloc_state == 3 ? 0 : usable(p); /* 3: the heap may be unmapped (finalize) */
 	return shmemi_libc_usable(p);
 }
 

@@ -284,10 +284,10 @@ static void test_full(const char *hold)
 	} else {
 		CHECK(outside == 1, "the full arena's fallback: %d blocks, none outside the segment", n);
 	}
-	/* With a file name: wait (10 s at most) until it exists, while
+	/* With a file name: wait (30 s at most) until it exists, while
 	 * symheap stat looks at the fallbacks counted. */
 	shmem_barrier_all();
-	for (int i = 0; hold != NULL && i < 1000 && access(hold, F_OK) != 0; i++)
+	for (int i = 0; hold != NULL && i < 3000 && access(hold, F_OK) != 0; i++)
 		usleep(10000);
 	for (int i = 0; i < n; i++)
 		free(blocks[i]);
