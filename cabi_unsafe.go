@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/symheap/symheap/alloc"
+	"github.com/symheap/symheap/alloc/small"
 	"github.com/symheap/symheap/internal/cabi"
 	"github.com/symheap/symheap/internal/calls"
 	"github.com/symheap/symheap/internal/core"
@@ -55,6 +56,24 @@ func init() {
 	}
 	cabi.MonitorTested = func(p any, flags uint32) {
 		p.(*PE).stats.MonFlags.Store(uint64(flags) | core.MonTested | core.MonCHooks)
+	}
+	cabi.SharedMalloc = func(p any, size uint64) (cabi.SharedMallocArena, error) {
+		pe := p.(*PE)
+		if size == 0 { // three quarters: SharedAlloc keeps the rest
+			size = pe.sp.Lay.SharedSize / 4 * 3
+		}
+		off, got, err := pe.ext.shared.cArena(size)
+		if err != nil {
+			return cabi.SharedMallocArena{}, err
+		}
+		front, _ := core.Within(pe.sp.Mem()[uint64(pe.sp.CBSeg(pe.rank, 0)):], core.AddrOf(&pe.stats.SharedFront))
+		return cabi.SharedMallocArena{
+			SharedOff: pe.sp.Lay.SharedOff, SharedSize: pe.sp.Lay.SharedSize,
+			FrontWord: front,
+			Arena:     off, ArenaSize: got,
+			Fallbacks: core.AddrOf(&pe.stats.CMallocFallbacks),
+			Classes:   small.ClassTable(),
+		}, nil
 	}
 	cabi.FreeExchanged = func(p any, offs []uint64) error { return p.(*PE).freeExchanged(offs) }
 	cabi.ReduceFold = func(t any, dst, src unsafe.Pointer, n int, esz uint64, fold func(acc, x unsafe.Pointer, n int)) error {

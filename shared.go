@@ -388,3 +388,34 @@ func SharedAt[T any](pe *PE, ptr SharedPtr, n int) ([]T, error) {
 	}
 	return core.SliceAt[T](p, n), nil
 }
+
+// cArena takes the C library's shared malloc arena (cabi.SharedMalloc;
+// alloc/small's foreign.go): one page-aligned block of about size bytes
+// of this PE's pool, under the front end, which then lets every PE free
+// the C front end's blocks. When the pool has less room, the arena is
+// what it has, halved until it fits, down to a quarter of a MiB.
+func (h *sharedHeap) cArena(size uint64) (uint64, uint64, error) {
+	if h.front == nil {
+		return 0, 0, fmt.Errorf("symheap: shared malloc: the local shared heap has no small-block front end: %w (SYMHEAP_SHARED_SIZE is %s and SYMHEAP_SHARED_SMALL must not be 0)",
+			ErrOutOfMemory, segment.FormatSize(h.sp.Lay.SharedSize))
+	}
+	if _, ok := h.front.Foreign(); ok {
+		return 0, 0, fmt.Errorf("symheap: shared malloc: %w (this PE's arena exists already)", ErrBadArg)
+	}
+	const least = 256 << 10
+	size = max(size&^(small.SpanSize-1), least)
+	var err error
+	for ; size >= least; size = size / 2 &^ (small.SpanSize - 1) {
+		var off alloc.Off
+		if off, err = h.front.Inner().Alloc(size, 1<<small.PageShift); err != nil {
+			continue
+		}
+		if err = h.front.SetForeign(off, size); err != nil {
+			h.front.Inner().Free(off)
+			return 0, 0, fmt.Errorf("symheap: shared malloc: %w", err)
+		}
+		h.stats.CMallocArena.Store(size) // a statistic: written by this PE only; symheap stat reads it
+		return uint64(off), size, nil
+	}
+	return 0, 0, fmt.Errorf("symheap: shared malloc: an arena of %s: %w", segment.FormatSize(least), h.allocErr(least, err))
+}

@@ -17,6 +17,7 @@
 
 #include "shmem_internal.h"
 #include "shmemi_go.h"
+#include "smalloc.h"
 #include "../include/shmemx.h"
 
 struct shmemi_layout shmemi_L;
@@ -146,6 +147,7 @@ static int shmemi_init(int requested, int *provided, const char *op)
 	shmemi_teams_init();
 	if (shmemi_static_init() != 0)
 		shmemi_fatal(op, "making static data symmetric failed");
+	shmemi_smalloc_init(); /* malloc from the shared heap, when asked for (smalloc.c) */
 	atexit(shmemi_atexit);
 	const char *dbg = getenv("SYMHEAP_CDEBUG");
 	if (dbg && *dbg && strcmp(dbg, "0") != 0)
@@ -207,7 +209,9 @@ void shmem_finalize(void)
 	shmemi_flush();
 	shmemi_static_finalize();
 	shmemi_symalloc_finalize();
+	shmemi_smalloc_finalize(1);
 	int rc = symheapc_go_finalize(err, sizeof err);
+	shmemi_smalloc_finalize(0);
 	shmemi_static_close(); /* every PE has left shmem_init: none opens it any more */
 	shmemi_L.finalized = 1;
 	if (rc != 0) {

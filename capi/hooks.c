@@ -2,7 +2,8 @@
 
 /*
  * hooks.c - the memory hooks of C programs: release events from free,
- * realloc, munmap, madvise and mremap.
+ * realloc, munmap, madvise and mremap. free and realloc hand the blocks
+ * of the shared malloc (smalloc.c) to it, unrecorded (see free).
  *
  * libsymheap defines these functions itself (capi/libsymheap.map exports
  * them), so that the program's calls, the C library's and the Go
@@ -39,11 +40,13 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "shmemi_hooks.h"
+#include "smalloc.h"
 
 extern void __libc_free(void *p);
 extern void *__libc_realloc(void *p, size_t n);
@@ -83,7 +86,8 @@ static uintptr_t page_end(uintptr_t a)
 	return (a + pg - 1) & ~(pg - 1);
 }
 
-void free(void *p)
+/* shmemi_hooks_free is glibc's free, recorded. */
+void shmemi_hooks_free(void *p)
 {
 	if (p != NULL && listening()) {
 		uintptr_t a = (uintptr_t)p;
@@ -92,7 +96,8 @@ void free(void *p)
 	__libc_free(p);
 }
 
-void *realloc(void *p, size_t n)
+/* shmemi_hooks_realloc is glibc's realloc, recorded. */
+void *shmemi_hooks_realloc(void *p, size_t n)
 {
 	if (p == NULL || !listening())
 		return __libc_realloc(p, n);
@@ -108,6 +113,47 @@ void *realloc(void *p, size_t n)
 	else if (q != NULL && malloc_usable_size(q) < old)
 		record(SHMEMI_HOOK_CHUNK, a + malloc_usable_size(q), a + old);
 	return q;
+}
+
+/*
+ * free and realloc first ask the shared malloc (smalloc.c) whether the
+ * block is one of the segment's: such a free is no release of memory to
+ * the system (the segment stays mapped, its registrations valid), so
+ * nothing is recorded for it. Every other block is glibc's (all of them
+ * while the shared malloc is off, and the blocks allocated before
+ * shmem_init or after the arena filled up while it is on).
+ */
+void free(void *p)
+{
+	if (shmemi_smalloc_has(p))
+		shmemi_smalloc_free(p);
+	else
+		shmemi_hooks_free(p);
+}
+
+void *realloc(void *p, size_t n)
+{
+	if (shmemi_smalloc_has(p)) {
+		if (n == 0) { /* as glibc's: the block is freed */
+			shmemi_smalloc_free(p);
+			return NULL;
+		}
+		return shmemi_smalloc_realloc(p, n);
+	}
+	if (n != 0 && __atomic_load_n(&shmemi_smalloc_state, __ATOMIC_RELAXED) == 1) {
+		if (p == NULL)
+			return malloc(n);
+		/* A block glibc served before shmem_init moves into the
+		 * shared heap when it grows or shrinks. */
+		void *q = malloc(n);
+		if (q == NULL)
+			return NULL;
+		size_t old = shmemi_libc_usable(p);
+		memcpy(q, p, old < n ? old : n);
+		shmemi_hooks_free(p);
+		return q;
+	}
+	return shmemi_hooks_realloc(p, n);
 }
 
 int munmap(void *addr, size_t n)

@@ -20,7 +20,7 @@
 
 /* The digest of the runtime's formats (internal/cabi.Sum): shmem_init
  * refuses to run with a runtime whose formats are not these. */
-#define SHMEMI_FORMATS_SUM UINT64_C(0xc646ec204226cbfa)
+#define SHMEMI_FORMATS_SUM UINT64_C(0x14464542ca03686f)
 
 #define SHMEMI_ALLOC_CALL_ALIGN 3 /* an allocation record's kind (symalloc.go) */
 #define SHMEMI_ALLOC_CALL_CALLOC 2 /* an allocation record's kind (symalloc.go) */
@@ -44,6 +44,19 @@
 #define SHMEMI_POST_DONE_PAUSES 8 /* pauses between a waiting root's reads of a done line */
 #define SHMEMI_POST_FLAT 4 /* largest team whose small reductions fold every member's gather line; larger ones go up and down a binomial tree */
 #define SHMEMI_POST_RING 32 /* post lines of a PE's ring for small broadcasts */
+#define SHMEMI_SMALL_ARENA_FIXED 128 /* bytes of small_arena before the page map (alloc/small) */
+#define SHMEMI_SMALL_ARENA_MAGIC UINT64_C(0x434152454e410001) /* small_arena.magic of a formatted arena (alloc/small) */
+#define SHMEMI_SMALL_COLOUR_STEP 64 /* a span colour's unit (alloc/small) */
+#define SHMEMI_SMALL_HDR_FIXED 128 /* bytes of small_header before the span table (alloc/small) */
+#define SHMEMI_SMALL_MAGIC UINT64_C(0x534d414c4c310002) /* small_header.magic of a formatted front end (alloc/small) */
+#define SHMEMI_SMALL_MAX 4096 /* the largest request served from a size class (alloc/small) */
+#define SHMEMI_SMALL_NCLASSES 28 /* size classes (ClassTable's rows) (alloc/small) */
+#define SHMEMI_SMALL_PAGE_HEAD 2 /* page map: the run's first page (alloc/small) */
+#define SHMEMI_SMALL_PAGE_SHIFT 12 /* log2 of the span table's granularity, the spans' alignment and the arena's page (alloc/small) */
+#define SHMEMI_SMALL_PAGE_USED 1 /* page map: the run is allocated (alloc/small) */
+#define SHMEMI_SMALL_SPAN_FIXED 128 /* bytes of small_span before the bitmaps (alloc/small) */
+#define SHMEMI_SMALL_SPAN_MAGIC UINT64_C(0x5350414e00000000) /* the high half of small_span.class (alloc/small) */
+#define SHMEMI_SMALL_SPAN_SHIFT 15 /* log2 of a span's bytes (alloc/small) */
 
 /* struct shmemi_barrier_count: team.barrierCount, 64 bytes:
  * a PE's count of full barriers on one team id, owner only (internal/team, dissem.go). */
@@ -181,6 +194,89 @@ _Static_assert(sizeof(struct shmemi_post_block) == 2240, "struct shmemi_post_blo
 _Static_assert(offsetof(struct shmemi_post_block, post) == 0, "struct shmemi_post_block is not team.teamSlot from post: run go generate ./capi/gen");
 _Static_assert(offsetof(struct shmemi_post_block, gather) == 2048, "struct shmemi_post_block is not team.teamSlot from post: run go generate ./capi/gen");
 _Static_assert(offsetof(struct shmemi_post_block, done) == 2176, "struct shmemi_post_block is not team.teamSlot from post: run go generate ./capi/gen");
+
+/* struct shmemi_small_arena: small.arenaHdr, 128 bytes:
+ * the C front end's arena header, the page map follows (alloc/small, foreign.go). */
+struct shmemi_small_arena {
+	uint64_t magic; /* 0 */
+	uint64_t pages; /* 8 */
+	uint64_t first; /* 16 */
+	uint64_t stack; /* 24 */
+	uint64_t large; /* 32 */
+	uint64_t spans; /* 40 */
+	uint64_t spans_back; /* 48 */
+	uint64_t rfrees; /* 56 */
+	unsigned char pad_64[64]; /* 64 */
+};
+_Static_assert(sizeof(struct shmemi_small_arena) == 128, "struct shmemi_small_arena is not small.arenaHdr: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_arena, magic) == 0, "struct shmemi_small_arena is not small.arenaHdr: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_arena, pages) == 8, "struct shmemi_small_arena is not small.arenaHdr: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_arena, first) == 16, "struct shmemi_small_arena is not small.arenaHdr: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_arena, stack) == 24, "struct shmemi_small_arena is not small.arenaHdr: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_arena, large) == 32, "struct shmemi_small_arena is not small.arenaHdr: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_arena, spans) == 40, "struct shmemi_small_arena is not small.arenaHdr: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_arena, spans_back) == 48, "struct shmemi_small_arena is not small.arenaHdr: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_arena, rfrees) == 56, "struct shmemi_small_arena is not small.arenaHdr: run go generate ./capi/gen");
+
+/* struct shmemi_small_header: small.header, 128 bytes:
+ * the small-block front end's header, the span table follows (alloc/small, small.go). */
+struct shmemi_small_header {
+	uint64_t magic; /* 0 */
+	uint64_t size; /* 8 */
+	uint64_t chunks; /* 16 */
+	uint64_t handles; /* 24 */
+	uint64_t ret_allocs; /* 32 */
+	uint64_t ret_frees; /* 40 */
+	uint64_t spans_taken; /* 48 */
+	uint64_t spans_given; /* 56 */
+	uint64_t failed; /* 64 */
+	uint64_t reallocs; /* 72 */
+	uint64_t retried; /* 80 */
+	uint64_t hdr_use; /* 88 */
+	uint64_t foreign; /* 96 */
+	unsigned char pad_104[24]; /* 104 */
+};
+_Static_assert(sizeof(struct shmemi_small_header) == 128, "struct shmemi_small_header is not small.header: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_header, magic) == 0, "struct shmemi_small_header is not small.header: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_header, size) == 8, "struct shmemi_small_header is not small.header: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_header, chunks) == 16, "struct shmemi_small_header is not small.header: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_header, handles) == 24, "struct shmemi_small_header is not small.header: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_header, ret_allocs) == 32, "struct shmemi_small_header is not small.header: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_header, ret_frees) == 40, "struct shmemi_small_header is not small.header: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_header, spans_taken) == 48, "struct shmemi_small_header is not small.header: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_header, spans_given) == 56, "struct shmemi_small_header is not small.header: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_header, failed) == 64, "struct shmemi_small_header is not small.header: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_header, reallocs) == 72, "struct shmemi_small_header is not small.header: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_header, retried) == 80, "struct shmemi_small_header is not small.header: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_header, hdr_use) == 88, "struct shmemi_small_header is not small.header: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_header, foreign) == 96, "struct shmemi_small_header is not small.header: run go generate ./capi/gen");
+
+/* struct shmemi_small_span: small.spanHdr, 128 bytes:
+ * a span's header: the bitmaps A and R, then the slots follow (alloc/small, small.go). */
+struct shmemi_small_span {
+	uint64_t class; /* 0 */
+	uint64_t owner; /* 8 */
+	uint64_t free; /* 16 */
+	uint64_t bump; /* 24 */
+	uint64_t used; /* 32 */
+	uint64_t allocs; /* 40 */
+	uint64_t stack; /* 48 */
+	uint64_t use; /* 56 */
+	uint64_t rfrees; /* 64 */
+	uint64_t link; /* 72 */
+	unsigned char pad_80[48]; /* 80 */
+};
+_Static_assert(sizeof(struct shmemi_small_span) == 128, "struct shmemi_small_span is not small.spanHdr: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_span, class) == 0, "struct shmemi_small_span is not small.spanHdr: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_span, owner) == 8, "struct shmemi_small_span is not small.spanHdr: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_span, free) == 16, "struct shmemi_small_span is not small.spanHdr: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_span, bump) == 24, "struct shmemi_small_span is not small.spanHdr: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_span, used) == 32, "struct shmemi_small_span is not small.spanHdr: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_span, allocs) == 40, "struct shmemi_small_span is not small.spanHdr: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_span, stack) == 48, "struct shmemi_small_span is not small.spanHdr: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_span, use) == 56, "struct shmemi_small_span is not small.spanHdr: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_span, rfrees) == 64, "struct shmemi_small_span is not small.spanHdr: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_small_span, link) == 72, "struct shmemi_small_span is not small.spanHdr: run go generate ./capi/gen");
 
 /* struct shmemi_sync: cSync (capi/gen/formats.go), 32 bytes:
  * an active set's pSync and the head of the world's scratch block (capi/coll.c). */

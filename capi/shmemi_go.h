@@ -10,6 +10,9 @@
 struct shmemi_layout;
 extern int symheapc_go_init(struct shmemi_layout *l, char *err, size_t n);
 extern int symheapc_go_finalize(char *err, size_t n);
+struct shmemi_smalloc_info;
+extern int symheapc_go_smalloc(struct shmemi_smalloc_info *out, uint64_t size, char *err, size_t n); /* smalloc.c */
+extern int symheapc_go_shared_free(void *p, char *err, size_t n);
 extern void symheapc_go_global_exit(int code);
 extern int symheapc_go_pe_alive(int pe);
 /* The allocation calls first give back the flush[nflush] blocks (offsets

@@ -68,15 +68,21 @@ func (h *Heap) Stats() alloc.Stats {
 		frees += sp.allocs - n
 		return nil
 	})
+	// The C front end's spans are pages of one block of inner, its
+	// arena (foreign.go), not blocks of their own.
+	var cspans, cback uint64
+	if _, a, ok := h.inForeign(alloc.Off(h.hdr.foreign.Load() - 1)); ok {
+		cspans, cback = a.spans.Load(), a.spansBack.Load()
+	}
 	st := ist
 	st.InUse = ist.InUse - hdrUse - spanUse + inUse
 	st.Free = ist.Free + free
 	st.Overhead = st.Size - st.InUse - st.Free
 	st.LargestFree = max(ist.LargestFree, largest)
 	hd := h.hdr
-	st.Live = ist.Live - 1 - (hd.spansTaken.Load() - hd.spansGiven.Load()) + live
-	st.Allocs = ist.Allocs - 1 - hd.spansTaken.Load() + hd.retAllocs.Load() + allocs
-	st.Frees = ist.Frees - hd.spansGiven.Load() + hd.retFrees.Load() + frees
+	st.Live = ist.Live - 1 - (hd.spansTaken.Load() - hd.spansGiven.Load()) + (cspans - cback) + live
+	st.Allocs = ist.Allocs - 1 - hd.spansTaken.Load() + cspans + hd.retAllocs.Load() + allocs
+	st.Frees = ist.Frees - hd.spansGiven.Load() + cback + hd.retFrees.Load() + frees
 	st.Reallocs = ist.Reallocs + hd.reallocs.Load()
 	st.Failed = ist.Failed + hd.failed.Load() - hd.retried.Load()
 	return st
@@ -100,7 +106,10 @@ func (h *Heap) Check() error {
 	var n uint64
 	err := h.spans(func(s uint64, sp *spanHdr, c int, ci *classInfo) error {
 		n++
-		if us, err := h.inner.UsableSize(alloc.Off(blockOf(s))); err != nil || us < SpanSize || us != sp.use.Load() {
+		if _, _, ok := h.inForeign(alloc.Off(s)); ok {
+			// A span of the C front end's arena (foreign.go): its block
+			// is the arena's, not inner's.
+		} else if us, err := h.inner.UsableSize(alloc.Off(blockOf(s))); err != nil || us < SpanSize || us != sp.use.Load() {
 			return fmt.Errorf("small: span %#x is not a live %d-byte block of the region (usable %d, recorded %d): %v", s, SpanSize, us, sp.use.Load(), err)
 		}
 		if cw := sp.class.Load(); cw != spanMagic|uint64(c) {

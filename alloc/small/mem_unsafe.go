@@ -23,6 +23,7 @@ func (v view) word(off uint64) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.A
 func (v view) plain(off uint64) *uint64       { return (*uint64)(unsafe.Add(v.base, off)) }
 func (v view) span(off uint64) *spanHdr       { return (*spanHdr)(unsafe.Add(v.base, off)) }
 func (v view) header(off uint64) *header      { return (*header)(unsafe.Add(v.base, off)) }
+func (v view) arena(off uint64) *arenaHdr     { return (*arenaHdr)(unsafe.Add(v.base, off)) }
 
 // words is the n words from off.
 func (v view) words(off, n uint64) []atomic.Uint64 {
@@ -35,4 +36,6 @@ var (
 	_ [unsafe.Sizeof(header{}) - hdrFixed]byte
 	_ [spanFixed - unsafe.Sizeof(spanHdr{})]byte
 	_ [unsafe.Sizeof(spanHdr{}) - spanFixed]byte
+	_ [arenaFixed - unsafe.Sizeof(arenaHdr{})]byte
+	_ [unsafe.Sizeof(arenaHdr{}) - arenaFixed]byte
 )

@@ -265,7 +265,8 @@ type header struct {
 	reallocs   atomic.Uint64 // Realloc calls on small blocks
 	retried    atomic.Uint64 // failed inner calls that were attempts, retried: not failed calls
 	hdrUse     atomic.Uint64 // inner's usable size of this header block (Stats asks inner nothing)
-	_          [4]uint64
+	foreign    atomic.Uint64 // the C front end's arena (foreign.go): its offset + 1, 0 none; set once by its PE
+	_          [3]uint64
 	// the span table follows
 }
 
@@ -280,7 +281,8 @@ type spanHdr struct {
 	stack  atomic.Uint64 // remote-free stack: top slot + 1, 0 empty
 	use    atomic.Uint64 // inner's usable size of the span's block, set when taken (Stats asks inner nothing)
 	rfrees atomic.Uint64 // remote frees, ever: on a line of its own
-	_      [7]uint64
+	link   uint64        // a C owner's list of its spans of the class (capi/smalloc.c): the next span + 1; Go's owners leave it
+	_      [6]uint64
 	// A (nwords words), R (nwords words), then the slots
 }
 
@@ -775,6 +777,9 @@ func (h *Heap) freeOther(off alloc.Off) error {
 		return h.fail(fmt.Errorf("small: free of %#x, inside a span of %d-byte blocks but not at a block's start: %w", uint64(off), ci.size, alloc.ErrBadFree))
 	case off == h.hoff:
 		return h.fail(fmt.Errorf("small: free of %#x, the front end's header: %w", uint64(off), alloc.ErrBadFree))
+	}
+	if base, a, ok := h.inForeign(off); ok {
+		return h.freeForeign(off, base, a)
 	}
 	return h.inner.Free(off)
 }

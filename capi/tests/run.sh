@@ -57,8 +57,10 @@ if want exports && command -v nm >/dev/null 2>&1; then
 	sed -e ':a' -e '/,$/{N;s/\n\s*/ /;ba' -e '}' "$ROOT/include/shmem.h" "$ROOT/include/shmemx.h" |
 		grep -E '^[a-z_ A-Z0-9*]+\b_?[a-z_0-9]+\([^;]*\)( __attribute__\(\([a-z]+\)\))?;$' |
 		sed -E 's/^[a-z_ A-Z0-9*]*\b(_?[a-z_0-9]+)\(.*$/\1/' >"$OUT/api"
-	# and the memory hooks, which interpose libc's (capi/hooks.c)
-	{ cat "$OUT/api"; printf '%s\n' free realloc munmap madvise mremap; } | sort -u >"$OUT/declared"
+	# and the memory hooks and the shared malloc, which interpose libc's
+	# (capi/hooks.c, capi/smalloc.c)
+	{ cat "$OUT/api"; printf '%s\n' free realloc munmap madvise mremap \
+		malloc calloc posix_memalign aligned_alloc memalign valloc pvalloc malloc_usable_size; } | sort -u >"$OUT/declared"
 	nm -D --defined-only "$BIN/libsymheap.so" | awk '{print $3}' | sort -u >"$OUT/exported"
 	if [ "$(wc -l <"$OUT/api")" -lt 1000 ]; then
 		echo "FAIL exports: found only $(wc -l <"$OUT/declared") prototypes in the headers (the pattern is wrong)"; fail=1
@@ -305,6 +307,66 @@ if want stat; then
 		echo "FAIL symheap info: no C library hooks line with every flag:"
 		sed 's/^/    /' <<<"$info" | tail -20
 		fail=1
+	fi
+fi
+
+# The shared malloc (capi/smalloc.c): m_malloc switched on by the
+# environment on 2-4 PEs and with buddy under the shared heap, linked
+# with symcc --shared-malloc (shared and static library), the full arena
+# (system allocator fallback, and strict: NULL), and the switch off.
+if want malloc; then
+	mbuilt=1
+	"$BIN/symcc" -std=gnu11 -O2 -Wall -Werror -pthread -o "$OUT/m_malloc" "$HERE/m_malloc.c" || { echo "FAIL build m_malloc"; fail=1; mbuilt=0; }
+	"$BIN/symcc" --shared-malloc -std=gnu11 -O2 -pthread -o "$OUT/m_malloc_linked" "$HERE/m_malloc.c" || { echo "FAIL build m_malloc_linked"; fail=1; mbuilt=0; }
+	"$BIN/symcc" --symheap-static --shared-malloc -std=gnu11 -O2 -pthread -o "$OUT/m_malloc_static" "$HERE/m_malloc.c" || { echo "FAIL build m_malloc_static"; fail=1; mbuilt=0; }
+	mcase() { # mcase LABEL WANT-IN-STDOUT ENV... -- SHRUN-ARGS...
+		local label=$1 want=$2
+		shift 2
+		if job SYMHEAP_SHARED_SIZE=16m "$@" && grep -q "$want" "$OUT/out"; then
+			echo "ok   malloc $label"
+		else
+			echo "FAIL malloc $label (status $?), stdout and stderr:"
+			sed 's/^/    /' "$OUT/out" "$OUT/err" | head -20
+			fail=1
+		fi
+	}
+	if [ $mbuilt = 1 ]; then
+		for np in 2 3 4; do
+			mcase "-n $np" "m_malloc: $np PEs: ok" SYMHEAP_SHARED_MALLOC=1 -- -n $np "$OUT/m_malloc"
+		done
+		mcase "-n 2 buddy" "m_malloc: 2 PEs: ok" SYMHEAP_SHARED_MALLOC=1 SYMHEAP_ALLOCATOR=buddy -- -n 2 "$OUT/m_malloc"
+		mcase "--shared-malloc -n 2" "m_malloc: 2 PEs: ok" SYMHEAP_SHARED_MALLOC= -- -n 2 "$OUT/m_malloc_linked"
+		mcase "--shared-malloc --symheap-static -n 2" "m_malloc: 2 PEs: ok" SYMHEAP_SHARED_MALLOC= -- -n 2 "$OUT/m_malloc_static"
+		mcase "full: system allocator" "m_malloc full: 2 PEs: ok" SYMHEAP_SHARED_MALLOC=1 -- -n 2 "$OUT/m_malloc" full
+		if ! grep -q "shared malloc: the arena .* is full" "$OUT/err"; then
+			echo "FAIL malloc full: no message on stderr"; fail=1
+		fi
+		# symheap stat shows each PE's arena and its fallbacks (1 or more: the
+		# runtime's own cgo allocations may come after the fill).
+		SYMHEAP_SHARED_SIZE=16m SYMHEAP_SHARED_MALLOC=1 "$BIN/shrun" --timeout 100s -n 2 "$OUT/m_malloc" full "$OUT/mfull_done" >"$OUT/mfull_out" 2>&1 &
+		sp=$!
+		pids+=("$sp")
+		table=""
+		for _ in $(seq 300); do # the job waits 30 s at most for mfull_done
+			jid=$(ls /dev/shm 2>/dev/null | grep "^symheap-$(id -u)-j$sp-" | head -1)
+			if [ -n "$jid" ]; then
+				table=$("$BIN/symheap" stat "$jid" 2>&1)
+				[ "$(grep -cE '^ +[01] +[0-9.]+ ?[KMG]i?B? +[1-9][0-9]* *$' <<<"$table")" = 2 ] && break
+			fi
+			sleep 0.1
+		done
+		touch "$OUT/mfull_done"
+		wait "$sp"
+		st=$?
+		if [ "$(grep -cE '^ +[01] +[0-9.]+ ?[KMG]i?B? +[1-9][0-9]* *$' <<<"$table")" = 2 ] && grep -q 'SYSTEM ALLOCATOR (ARENA FULL)' <<<"$table" && [ $st = 0 ]; then
+			echo "ok   malloc full: symheap stat shows each PE's fallback"
+		else
+			echo "FAIL malloc full: symheap stat (job status $st):"
+			sed 's/^/    /' <<<"$table" "$OUT/mfull_out" | head -30
+			fail=1
+		fi
+		mcase "full: strict" "m_malloc full: 2 PEs: ok" SYMHEAP_SHARED_MALLOC=strict -- -n 2 "$OUT/m_malloc" full
+		mcase "off" "m_malloc off: 2 PEs: ok" SYMHEAP_SHARED_MALLOC= -- -n 2 "$OUT/m_malloc" off
 	fi
 fi
 

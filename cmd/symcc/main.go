@@ -14,7 +14,10 @@
 // and --showme:link print only the flags added, --showme:command the
 // compiler); --version prints symheap's version and the compiler's.
 // --symheap-static links the static library (libsymheap.a, which holds
-// the Go runtime) instead of the shared one.
+// the Go runtime) instead of the shared one. --shared-malloc defines the
+// symbol symheap_shared_malloc in the program (the linker's --defsym),
+// which makes the C library serve malloc from the local shared heap
+// (capi/smalloc.c), as SYMHEAP_SHARED_MALLOC=1 does.
 //
 // # The compiler
 //
@@ -88,6 +91,7 @@ var options = []manpage.Option{
 	{Name: "--showme:compile", Text: "print only the flags symcc adds when compiling (the include directory)"},
 	{Name: "--showme:link", Text: "print only the flags symcc adds when linking (library directory, rpath, library)"},
 	{Name: "--showme:command", Text: "print only the compiler symcc runs, as an absolute path, with the arguments its variable holds"},
+	{Name: "--shared-malloc", Text: "serve the program's malloc, free, calloc, realloc and the aligned forms from its PE's part of the node's shared heap after shmem_init (as SYMHEAP_SHARED_MALLOC=1 does; docs/c.md, «Shared malloc»)"},
 	{Name: "--symheap-static", Text: "link libsymheap.a (which holds the Go runtime) instead of libsymheap.so"},
 	{Name: "--version", Text: "print symheap's version and the compiler symcc chose, then run the compiler with --version"},
 	{Name: "--help", Text: "print this list"},
@@ -130,7 +134,7 @@ func runAs(l lang, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	showme, static, version := "", false, false
+	showme, static, version, smalloc := "", false, false, false
 	var user []string
 	link := true
 	for _, a := range args {
@@ -140,6 +144,9 @@ func runAs(l lang, args []string, stdout, stderr io.Writer) int {
 			continue
 		case a == "--symheap-static":
 			static = true
+			continue
+		case a == "--shared-malloc":
+			smalloc = true
 			continue
 		case a == "--version":
 			version = true
@@ -159,6 +166,10 @@ func runAs(l lang, args []string, stdout, stderr io.Writer) int {
 			return fail("--symheap-static: %s not found (make build makes it; make install installs it)", a)
 		}
 		linkFlags = []string{a, "-lpthread", "-lm", "-ldl", "-lresolv"}
+	}
+	if smalloc {
+		// A symbol the library looks for (only its address: capi/smalloc.c).
+		linkFlags = append(linkFlags, "-Wl,--defsym=symheap_shared_malloc=1")
 	}
 	argv := append(append([]string{cc.path}, cc.args...), compileFlags...)
 	argv = append(argv, user...)
@@ -369,7 +380,7 @@ func page(l lang) *manpage.Page {
 		Section: 1,
 		Summary: "compile and link " + l.what + " OpenSHMEM programs against libsymheap",
 		Synopsis: []string{
-			l.name + " [--symheap-static] [" + l.what + " compiler arguments...]",
+			l.name + " [--symheap-static] [--shared-malloc] [" + l.what + " compiler arguments...]",
 			l.name + " --showme[:compile|:link|:command] [arguments...]",
 			l.name + " --version",
 		},

@@ -237,15 +237,28 @@ func printJob(out io.Writer, ji inspect.JobInfo, rates *rateBase, wide bool) {
 	printCaches(out, ji)
 }
 
-// printCaches prints, under a job's table, each PE's registration-cache
-// figures (the PE's cache and its transport's to other nodes, summed)
-// when any PE has some, and what each PE's memory monitor proved it sees
+// printCaches prints, under a job's table, each PE's shared malloc
+// figures when any PE has one (its arena, its fallbacks to the system
+// allocator), its registration-cache figures (the PE's cache and its
+// transport's to other nodes, summed) when any PE has some, and what each PE's memory monitor proved it sees
 // when any PE ran its self-test.
 func printCaches(out io.Writer, ji inspect.JobInfo) {
-	var rc, mon bool
+	var rc, mon, cm bool
 	for _, p := range ji.PEs {
 		rc = rc || p.RCache != (inspect.RCacheFigures{})
 		mon = mon || p.Monitor != ""
+		cm = cm || p.CMallocArena != 0
+	}
+	if cm {
+		fmt.Fprintln(out, "\nshared malloc (C programs' malloc in the local shared heap):")
+		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(w, "PE\tARENA\tSYSTEM ALLOCATOR (ARENA FULL)\t")
+		for _, p := range ji.PEs {
+			if p.Node == ji.Node && p.CMallocArena != 0 {
+				fmt.Fprintf(w, "%d\t%s\t%d\t\n", p.Rank, human(p.CMallocArena), p.CMallocFallbacks)
+			}
+		}
+		w.Flush()
 	}
 	if rc {
 		fmt.Fprintln(out, "\nregistration cache:")

@@ -76,6 +76,20 @@ type StaticWindow struct {
 	Size    uint64
 }
 
+// SharedMallocArena is what the C library's shared malloc needs to know:
+// where the local shared heaps are, where each PE's small-block front
+// end is found, and its own arena.
+type SharedMallocArena struct {
+	SharedOff, SharedSize uint64 // PE p's shared heap is its partition (Layout.PartOff + p*PartStride) + SharedOff
+	// FrontWord is the offset from a PE's control block of the word
+	// that holds its front end's header offset + 1 (core.Stats.SharedFront).
+	FrontWord uint64
+	Arena     uint64 // this PE's arena: its offset in the shared heap
+	ArenaSize uint64
+	Fallbacks unsafe.Pointer // this PE's core.Stats.CMallocFallbacks
+	Classes   [][6]uint64    // the size classes (small.ClassTable)
+}
+
 // Static is set by the C library before its Init (Size 0: no window).
 var Static StaticWindow
 
@@ -116,6 +130,10 @@ var (
 	// (its hooks' flags, memhook.Flags) in the PE's figures, where
 	// symheap stat shows them.
 	MonitorTested func(p any, flags uint32)
+	// SharedMalloc takes the C library's shared malloc arena of about
+	// size bytes (0: three quarters of the local shared heap) from this PE's local shared heap (capi/smalloc.c,
+	// alloc/small's foreign.go) and says where everything it needs is.
+	SharedMalloc func(p any, size uint64) (SharedMallocArena, error)
 	// Hosted is set by the C library before its Init: the process is a
 	// C program that hosts the Go runtime, whose threads are not in the
 	// order a Go program's are (the root then leaves the runtime's

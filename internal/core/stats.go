@@ -26,6 +26,11 @@ type Stats struct {
 	// the PE's local shared heap, plus one; 0 when the heap has none
 	// (alloc/small). Written once, before Init's closing barrier.
 	SharedFront atomic.Uint64
+	// The C library's shared malloc (capi/smalloc.c): the bytes of the
+	// PE's arena (0: off), and the blocks it served from the system
+	// allocator because the arena was full. Written by the PE's C front
+	// end only.
+	CMallocArena, CMallocFallbacks atomic.Uint64
 }
 
 // Bits of Stats.MonFlags above memhook's flags.

@@ -70,6 +70,10 @@ type PEInfo struct {
 	// "none"), with " (C hooks)" when the C library's hooks were its
 	// source; "" when no self-test ran.
 	Monitor string
+	// The C library's shared malloc (capi/smalloc.c): its arena's bytes
+	// (0: off) and the blocks it served from the system allocator
+	// because the arena was full.
+	CMallocArena, CMallocFallbacks uint64
 }
 
 // RCacheFigures are the registration cache's counters of one PE.
@@ -147,7 +151,8 @@ func (v *Job) Info() JobInfo {
 				Registrations: st.RCacheRegs.Load(), Deregistrations: st.RCacheDeregs.Load(),
 				Evictions: st.RCacheEvicts.Load(), Invalidations: st.RCacheInv.Load(),
 				BytesRegistered: st.RCacheBytes.Load(), Stale: st.RCacheStale.Load()},
-			Monitor: monitorFlags(st.MonFlags.Load()),
+			Monitor:      monitorFlags(st.MonFlags.Load()),
+			CMallocArena: st.CMallocArena.Load(), CMallocFallbacks: st.CMallocFallbacks.Load(),
 		}
 		switch {
 		case s.Closed(p):

@@ -5,8 +5,8 @@
 //	go test -run '^TestC$/^bounds$' ./capi/tests/ctest
 //
 // TestC builds shrun, symcc, symheap and libsymheap.so (and libsymheap.a
-// for the suites) into a temporary directory and runs one group of run.sh
-// per subtest (exports, suites, errors, bounds, stat). It runs only when asked for by name (-run): make
+// for the suites and malloc) into a temporary directory and runs one group of run.sh
+// per subtest (exports, suites, errors, bounds, malloc, stat). It runs only when asked for by name (-run): make
 // test runs the same tests once through make test-c, and go test ./...
 // should not build the C library twice more (with and without -race).
 package ctest
@@ -20,7 +20,7 @@ import (
 )
 
 // groups are run.sh's groups, in its order.
-var groups = []string{"exports", "suites", "errors", "bounds", "stat"}
+var groups = []string{"exports", "suites", "errors", "bounds", "malloc", "stat"}
 
 func TestC(t *testing.T) {
 	if f := flag.Lookup("test.run"); f == nil || f.Value.String() == "" {
@@ -54,7 +54,7 @@ func TestC(t *testing.T) {
 		"-o", filepath.Join(bin, "libsymheap.so"), "./capi")
 	for _, g := range groups {
 		t.Run(g, func(t *testing.T) {
-			if g == "suites" {
+			if g == "suites" || g == "malloc" {
 				// One program is linked with the static library.
 				build(t, "build", "-buildmode=c-archive", "-tags", "symheap_capi",
 					"-o", filepath.Join(bin, "libsymheap.a"), "./capi")

@@ -180,3 +180,31 @@ func TestFormatsDisagree(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedMalloc: a Go PE and a C PE whose malloc is the shared malloc
+// (capi/smalloc.c) read and free each other's blocks, small and large,
+// in both orders of ranks (smallocpe and capi/tests/m_smalloc.c).
+func TestSharedMalloc(t *testing.T) {
+	p := build(t)
+	dir := filepath.Dir(p.goProg)
+	goProg, cProg := filepath.Join(dir, "smallocpe"), filepath.Join(dir, "m_smalloc")
+	root := cabitest.Root(t)
+	for _, c := range [][]string{
+		{"go", "build", "-o", goProg, "./capi/tests/mixed/smallocpe"},
+		{filepath.Join(filepath.Dir(p.shrun), "symcc"), "-std=gnu11", "-O2", "-Wall", "-Werror", "-o", cProg, "capi/tests/m_smalloc.c"},
+	} {
+		cmd := exec.Command(c[0], c[1:]...)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(c, " "), err, out)
+		}
+	}
+	t.Setenv("SYMHEAP_SHARED_MALLOC", "1")
+	for _, order := range [][]string{{goProg, cProg}, {cProg, goProg}} {
+		status, out := job(t, p.shrun, "--timeout", "100s", "-n", "1", order[0], ":", "-n", "1", order[1])
+		if status != 0 || !strings.Contains(out, "(go): read and freed the C PE's malloc blocks") ||
+			!strings.Contains(out, "(c): read and freed the Go PE's SharedAlloc blocks; reused the block it freed") {
+			t.Errorf("%s first: status %d:\n%s", filepath.Base(order[0]), status, out)
+		}
+	}
+}
