@@ -123,22 +123,37 @@ void *shmemi_hooks_realloc(void *p, size_t n)
  * while the shared malloc is off, and the blocks allocated before
  * shmem_init or after the arena filled up while it is on).
  */
+/* A shared-malloc block freed stays mapped, but it is a release all the
+ * same: a registration of it (shmemx_reg_get, the transport's) must not
+ * outlive it, so the hook records it as glibc's are recorded. */
 void free(void *p)
 {
-	if (shmemi_smalloc_has(p))
+	if (shmemi_smalloc_has(p)) {
+		if (listening()) {
+			uintptr_t a = (uintptr_t)p;
+			record(SHMEMI_HOOK_FREE, a, a + malloc_usable_size(p));
+		}
 		shmemi_smalloc_free(p);
-	else
+	} else {
 		shmemi_hooks_free(p);
+	}
 }
 
 void *realloc(void *p, size_t n)
 {
 	if (shmemi_smalloc_has(p)) {
+		uintptr_t a = (uintptr_t)p;
+		size_t old = listening() ? malloc_usable_size(p) : 0;
 		if (n == 0) { /* as glibc's: the block is freed */
+			if (old)
+				record(SHMEMI_HOOK_FREE, a, a + old);
 			shmemi_smalloc_free(p);
 			return NULL;
 		}
-		return shmemi_smalloc_realloc(p, n);
+		void *q = shmemi_smalloc_realloc(p, n);
+		if (old && q != NULL && q != p)
+			record(SHMEMI_HOOK_CHUNK, a, a + old);
+		return q;
 	}
 	if (n != 0 && __atomic_load_n(&shmemi_smalloc_state, __ATOMIC_RELAXED) == 1) {
 		if (p == NULL)

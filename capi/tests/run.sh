@@ -138,6 +138,16 @@ for np in 1 2 3 4; do
 		fail=1
 	fi
 done
+# and with malloc served from the shared heap (its frees are releases too)
+if want reg && [ -x "$OUT/t_reg" ]; then
+	if job SYMHEAP_LEAVE_PINNED=yes SYMHEAP_SHARED_MALLOC=1 SYMHEAP_SHARED_SIZE=16m -- -n 2 "$OUT/t_reg"; then
+		echo "ok   t_reg -n 2 SYMHEAP_SHARED_MALLOC=1"
+	else
+		echo "FAIL t_reg -n 2 SYMHEAP_SHARED_MALLOC=1 (status $?)"
+		sed 's/^/    /' "$OUT/out" "$OUT/err" | head -20
+		fail=1
+	fi
+fi
 
 # The collectives' trees and shares (more than 4 PEs: coll.c,
 # post_reduce, reduce_shares, broadcast) on 6 and 8 PEs.
