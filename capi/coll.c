@@ -35,6 +35,16 @@
  * barrier's arrivals, collect's counts and the broadcast's two tickets.
  * Each word is back to its value (SHMEM_SYNC_VALUE) once every member has
  * left the routine, as OpenSHMEM asks of pSync.
+ *
+ * A job on several nodes (shmemi_L.far_pe set) takes the route of a job
+ * with Go PEs (go_route): barrier_all and the world's syncs are the
+ * runtime's Barrier (hierarchical: the node in shared memory, the nodes'
+ * leaders over the transport), the team collectives the runtime has run
+ * its steps (internal/far's across nodes), and an active set of every PE
+ * in rank order runs as the world team. What reads other PEs' memory
+ * directly here (collect, alltoalls with strides, the scans, other active
+ * sets) is refused with one message (shmemi_far_refuse); SHMEM_TEAM_SHARED
+ * is the PEs of this node that share memory with this one: this PE alone.
  */
 #define _GNU_SOURCE
 #include <limits.h>
@@ -194,6 +204,14 @@ void shmemi_teams_init(void)
 	for (int p = 0; p < shmemi_L.npes; p++)
 		w[p] = w2[p] = p;
 	team_fill(&shmemi_team_world_, 0, shmemi_L.npes, w);
+	if (shmemi_L.far_pe != NULL) {
+		/* A job on several nodes: no block for the C library's own
+		 * collectives (the runtime's run them), and a shared team of
+		 * this PE alone (see the top). */
+		w2[0] = shmemi_L.me;
+		team_fill(&shmemi_team_shared_, 0, 1, w2);
+		return;
+	}
 	/* Every PE of a job shares this node's memory. */
 	team_fill(&shmemi_team_shared_, 0, shmemi_L.npes, w2);
 	/* The post lines, then the scratch block (one cache line: an
@@ -284,6 +302,10 @@ int shmem_team_sync(shmem_team_t team)
 {
 	char err[1024];
 	struct shmemi_team *t = team_of(team, "shmem_team_sync");
+	if (t == &shmemi_team_shared_ && t->size == 1) {
+		shmemi_quiet();
+		return 0;
+	}
 	if (t == &shmemi_team_world_ || t == &shmemi_team_shared_) {
 		shmemi_world_barrier("shmem_team_sync");
 		return 0;
@@ -300,6 +322,8 @@ static int split(struct shmemi_team *p, int start, int stride, int size, const s
 		 long mask, shmem_team_t *new_team, const char *op)
 {
 	char err[1024];
+	if (p == &shmemi_team_shared_ && shmemi_L.far_pe != NULL)
+		shmemi_far_refuse(op);
 	int *world = malloc(sizeof(int) * (size_t)(size > 0 ? size : 1));
 	if (world == NULL)
 		shmemi_fatal(op, "out of memory");
@@ -432,6 +456,24 @@ static void coll_block(int (*cond)(void *), void *arg, const char *op)
 /* c_only_pe refuses a collective that only the C library has (collect,
  * alltoalls, the scans, every active-set routine) over a group that has
  * PE pe, when pe runs a Go program. */
+/* go_route: the team collectives go to the runtime (a job with Go PEs,
+ * or on several nodes). */
+static int go_route(void)
+{
+	return shmemi_L.go_pes > 0 || shmemi_L.far_pe != NULL;
+}
+
+/* far_world: in a job on several nodes, whether the active set is every
+ * PE in rank order (which runs as the world team); any other refused. */
+static int far_world(int start, int logstride, int size, const char *op)
+{
+	if (shmemi_L.far_pe == NULL)
+		return 0;
+	if (start == 0 && logstride == 0 && size == shmemi_L.npes)
+		return 1;
+	shmemi_far_refuse(op);
+}
+
 static void c_only_pe(int pe, const char *op)
 {
 	if (shmemi_go_pe(pe))
@@ -453,6 +495,7 @@ static void set_check(int start, int logstride, int size, const char *op)
 			     shmemi_L.me, start, logstride, size);
 	for (int i = 0; shmemi_L.go_pes > 0 && i < size; i++)
 		c_only_pe(start + (i << logstride), op);
+	(void)far_world(start, logstride, size, op);
 }
 
 /*
@@ -624,6 +667,14 @@ void shmemi_call_broken(int kind)
 
 void shmemi_world_barrier(const char *op)
 {
+	if (SHMEMI_UNLIKELY(shmemi_L.far_pe != NULL)) {
+		/* The runtime's barrier, which publishes its call and quiets. */
+		char err[1024];
+		shmemi_quiet();
+		if (symheapc_go_barrier_all(err, sizeof err) != 0)
+			shmemi_fatal(op, "%s", err);
+		return;
+	}
 	/* Published as a Barrier whatever the caller (barrier_all, the sync
 	 * of the world team): they all meet here (internal/calls). */
 	shmemi_call_enter(SHMEMI_CALL_BARRIER, 0);
@@ -638,6 +689,10 @@ void shmemi_world_barrier(const char *op)
 void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long *pSync)
 {
 	set_check(PE_start, logPE_stride, PE_size, "shmem_barrier");
+	if (far_world(PE_start, logPE_stride, PE_size, "shmem_barrier")) {
+		shmemi_world_barrier("shmem_barrier");
+		return;
+	}
 	set_barrier(PE_start, logPE_stride, PE_size, pSync, "shmem_barrier");
 }
 
@@ -647,6 +702,10 @@ void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long *pSync)
 void shmem_sync(int PE_start, int logPE_stride, int PE_size, long *pSync)
 {
 	set_check(PE_start, logPE_stride, PE_size, "shmem_sync");
+	if (far_world(PE_start, logPE_stride, PE_size, "shmem_sync")) {
+		shmemi_world_barrier("shmem_sync");
+		return;
+	}
 	set_barrier(PE_start, logPE_stride, PE_size, pSync, "shmem_sync");
 }
 
@@ -799,8 +858,8 @@ static void go_arrays(const void *dest, const void *src, size_t dbytes, size_t s
 {
 	uint64_t off;
 	if ((dbytes > 0 && shmemi_locate(dest, dbytes, &off) == 2) || (sbytes > 0 && shmemi_locate(src, sbytes, &off) == 2))
-		shmemi_fatal(op, "in a job with Go PEs a collective's arrays must lie in the symmetric heap (shmem_malloc): "
-				 "static data are symmetric among the C PEs only");
+		shmemi_fatal(op, "in a job with Go PEs or on several nodes a collective's arrays must lie in the "
+				 "symmetric heap (shmem_malloc): the runtime's collectives do not reach static data");
 }
 
 static void go_collective(int kind, const struct group *g, void *dest, const void *src, size_t n, int root,
@@ -810,6 +869,11 @@ static void go_collective(int kind, const struct group *g, void *dest, const voi
 	size_t dn = kind == SHMEMI_GO_COLL_FCOLLECT ? n * (size_t)g->size : n;
 	go_arrays(dest, src, dn, n, op);
 	shmemi_quiet();
+	if (g->size == 1 && g->team == SHMEM_TEAM_SHARED) { /* this PE alone (a job on several nodes) */
+		if (dest != src && n)
+			memmove(dest, src, n);
+		return;
+	}
 	if (symheapc_go_collective(kind, team_of(g->team, op)->id, dest, (void *)src, n, root, err, sizeof err) != 0)
 		shmemi_fatal(op, "%s", err);
 }
@@ -822,6 +886,11 @@ static void go_reduce(const struct group *g, void *dest, const void *src, size_t
 		shmemi_fatal(op, "%zu elements overflow", n);
 	go_arrays(dest, src, n * size, n * size, op);
 	shmemi_quiet();
+	if (g->size == 1 && g->team == SHMEM_TEAM_SHARED) {
+		if (dest != src && n * size != 0)
+			memmove(dest, src, n * size);
+		return;
+	}
 	if (symheapc_go_reduce(team_of(g->team, op)->id, dest, (void *)src, n, size, combine, err, sizeof err) != 0)
 		shmemi_fatal(op, "%s", err);
 }
@@ -830,6 +899,8 @@ static void go_reduce(const struct group *g, void *dest, const void *src, size_t
  * with a Go PE (c_only_pe). */
 static void c_only(const struct group *g, const char *op)
 {
+	if (shmemi_L.far_pe != NULL && g->size > 1)
+		shmemi_far_refuse(op);
 	for (int r = 0; shmemi_L.go_pes > 0 && r < g->size; r++)
 		c_only_pe(gpe(g, r), op);
 }
@@ -869,7 +940,7 @@ int shmemi_team_reduce(shmem_team_t team, void *dest, const void *src, size_t n,
 {
 	struct group g;
 	team_group(team, &g, op);
-	if (shmemi_L.go_pes > 0) {
+	if (go_route()) {
 		go_reduce(&g, dest, src, n, size, combine, op);
 		return 0;
 	}
@@ -884,6 +955,10 @@ void shmemi_set_reduce(void *dest, const void *src, size_t n, size_t size, int s
 {
 	struct group g;
 	set_group(start, logstride, psize, pSync, &g, op);
+	if (shmemi_L.far_pe != NULL) { /* every PE: the world (set_check) */
+		shmemi_team_reduce(SHMEM_TEAM_WORLD, dest, src, n, size, combine, op);
+		return;
+	}
 	call_enter(&g, SHMEMI_CALL_REDUCE);
 	reduce(&g, dest, src, n, size, combine, op);
 	call_leave(&g);
@@ -956,7 +1031,7 @@ int shmemi_team_broadcast(shmem_team_t team, void *dest, const void *src, size_t
 {
 	struct group g;
 	team_group(team, &g, op);
-	if (shmemi_L.go_pes > 0) {
+	if (go_route()) {
 		go_collective(SHMEMI_GO_COLL_BROADCAST, &g, dest, src, n, root, op);
 		return 0;
 	}
@@ -971,6 +1046,23 @@ void shmemi_set_broadcast(void *dest, const void *src, size_t n, int root, int s
 {
 	struct group g;
 	set_group(start, logstride, size, pSync, &g, op);
+	if (shmemi_L.far_pe != NULL) {
+		/* The world's broadcast, but the root's dest stays as it was
+		 * (OpenSHMEM 1.4's active-set form). */
+		char *keep = NULL;
+		if (g.rank == root && n > 0 && dest != src) {
+			keep = malloc(n);
+			if (keep == NULL)
+				shmemi_fatal(op, "out of memory for %zu bytes", n);
+			memcpy(keep, dest, n);
+		}
+		shmemi_team_broadcast(SHMEM_TEAM_WORLD, dest, src, n, root, op);
+		if (keep != NULL) {
+			memcpy(dest, keep, n);
+			free(keep);
+		}
+		return;
+	}
 	call_enter(&g, SHMEMI_CALL_BROADCAST);
 	broadcast(&g, dest, src, n, root, 0, op);
 	call_leave(&g);
@@ -1007,7 +1099,7 @@ int shmemi_team_collect(shmem_team_t team, void *dest, const void *src, size_t n
 {
 	struct group g;
 	team_group(team, &g, op);
-	if (shmemi_L.go_pes > 0 && fixed) {
+	if (go_route() && fixed) {
 		go_collective(SHMEMI_GO_COLL_FCOLLECT, &g, dest, src, n, 0, op);
 		return 0;
 	}
@@ -1023,6 +1115,12 @@ void shmemi_set_collect(void *dest, const void *src, size_t n, int fixed, int st
 {
 	struct group g;
 	set_group(start, logstride, size, pSync, &g, op);
+	if (shmemi_L.far_pe != NULL) {
+		if (!fixed)
+			shmemi_far_refuse(op);
+		shmemi_team_collect(SHMEM_TEAM_WORLD, dest, src, n, 1, op);
+		return;
+	}
 	call_enter(&g, (fixed ? SHMEMI_CALL_FCOLLECT : SHMEMI_CALL_COLLECT));
 	collect(&g, dest, src, n, fixed, op);
 	call_leave(&g);
@@ -1058,7 +1156,7 @@ int shmemi_team_alltoalls(shmem_team_t team, void *dest, const void *src, ptrdif
 {
 	struct group g;
 	team_group(team, &g, op);
-	if (shmemi_L.go_pes > 0 && dst == 1 && sst == 1) {
+	if (go_route() && dst == 1 && sst == 1) {
 		if (size && nelems > SIZE_MAX / size / (size_t)g.size)
 			shmemi_fatal(op, "%zu elements overflow", nelems);
 		go_collective(SHMEMI_GO_COLL_ALLTOALL, &g, dest, src, nelems * size * (size_t)g.size, 0, op);
@@ -1076,6 +1174,10 @@ void shmemi_set_alltoalls(void *dest, const void *src, ptrdiff_t dst, ptrdiff_t 
 {
 	struct group g;
 	set_group(start, logstride, psize, pSync, &g, op);
+	if (shmemi_L.far_pe != NULL) {
+		shmemi_team_alltoalls(SHMEM_TEAM_WORLD, dest, src, dst, sst, nelems, size, op);
+		return;
+	}
 	call_enter(&g, SHMEMI_CALL_ALLTOALLS);
 	alltoalls(&g, dest, src, dst, sst, nelems, size, op);
 	call_leave(&g);
