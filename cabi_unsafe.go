@@ -143,6 +143,7 @@ func (pe *PE) describeForC() cabi.Layout {
 		MembarrierReady: pe.rma.membarrierReady(),
 		SameAddress:     pe.seg.SameAddress(), Protected: pe.seg.Protected(),
 		Far: pe.rma.far,
+		NodeOf: append([]int(nil), pe.topo.nodeOf...),
 		FarPEs: func() []int {
 			if pe.far == nil {
 				return nil

@@ -195,6 +195,55 @@ static void team_fill(struct shmemi_team *t, int id, int size, int *world)
 	}
 }
 
+/*
+ * far_shared_team makes SHMEM_TEAM_SHARED of a job on several nodes: the
+ * PEs of this node, a team of the runtime's split from the world, so that
+ * its syncs and collectives run as a split team's. Every PE makes one
+ * split per node, in node order (a collective call of the world each),
+ * and keeps its own node's. A split takes a start, stride and size: when
+ * some node's PEs are not evenly spaced in rank, every PE (each knows
+ * every PE's node) makes none, and the shared team is this PE alone.
+ */
+static void far_shared_team(void)
+{
+	int n = shmemi_L.npes, nodes = 0, regular = 1;
+	for (int p = 0; p < n; p++)
+		nodes = shmemi_L.node_of[p] + 1 > nodes ? shmemi_L.node_of[p] + 1 : nodes;
+	int *start = calloc((size_t)nodes, sizeof(int)), *stride = calloc((size_t)nodes, sizeof(int)),
+	    *size = calloc((size_t)nodes, sizeof(int));
+	int *world = malloc(sizeof(int) * (size_t)n);
+	if (start == NULL || stride == NULL || size == NULL || world == NULL)
+		shmemi_fatal("shmem_init", "out of memory");
+	for (int p = 0; p < n; p++) {
+		int k = shmemi_L.node_of[p];
+		if (size[k] == 0)
+			start[k] = p;
+		else if (size[k] == 1)
+			stride[k] = p - start[k];
+		else if (p != start[k] + size[k] * stride[k])
+			regular = 0;
+		size[k]++;
+	}
+	int mine = shmemi_L.node_of[shmemi_L.me];
+	if (!regular) {
+		world[0] = shmemi_L.me;
+		team_fill(&shmemi_team_shared_, 0, 1, world);
+	}
+	for (int k = 0; regular && k < nodes; k++) {
+		char err[1024];
+		int id = symheapc_go_team_split(0, start[k], stride[k] > 0 ? stride[k] : 1, size[k], world, err, sizeof err);
+		if (id == -2)
+			shmemi_fatal("shmem_init", "making SHMEM_TEAM_SHARED: %s", err);
+		if (k == mine)
+			team_fill(&shmemi_team_shared_, id, size[k], world);
+	}
+	if (regular && shmemi_team_shared_.rank_of == NULL)
+		shmemi_fatal("shmem_init", "making SHMEM_TEAM_SHARED: this PE is in no node's team");
+	free(start);
+	free(stride);
+	free(size);
+}
+
 void shmemi_teams_init(void)
 {
 	int *w = malloc(sizeof(int) * (size_t)shmemi_L.npes);
@@ -206,10 +255,10 @@ void shmemi_teams_init(void)
 	team_fill(&shmemi_team_world_, 0, shmemi_L.npes, w);
 	if (shmemi_L.far_pe != NULL) {
 		/* A job on several nodes: no block for the C library's own
-		 * collectives (the runtime's run them), and a shared team of
-		 * this PE alone (see the top). */
-		w2[0] = shmemi_L.me;
-		team_fill(&shmemi_team_shared_, 0, 1, w2);
+		 * collectives (the runtime's run them); the shared team
+		 * (far_shared_team). */
+		free(w2);
+		far_shared_team();
 		return;
 	}
 	/* Every PE of a job shares this node's memory. */
@@ -302,11 +351,7 @@ int shmem_team_sync(shmem_team_t team)
 {
 	char err[1024];
 	struct shmemi_team *t = team_of(team, "shmem_team_sync");
-	if (t == &shmemi_team_shared_ && t->size == 1) {
-		shmemi_quiet();
-		return 0;
-	}
-	if (t == &shmemi_team_world_ || t == &shmemi_team_shared_) {
+	if (t == &shmemi_team_world_ || (t == &shmemi_team_shared_ && shmemi_L.far_pe == NULL)) {
 		shmemi_world_barrier("shmem_team_sync");
 		return 0;
 	}
@@ -322,8 +367,8 @@ static int split(struct shmemi_team *p, int start, int stride, int size, const s
 		 long mask, shmem_team_t *new_team, const char *op)
 {
 	char err[1024];
-	if (p == &shmemi_team_shared_ && shmemi_L.far_pe != NULL)
-		shmemi_far_refuse(op);
+	if (p == &shmemi_team_shared_ && shmemi_L.far_pe != NULL && p->id == 0 && shmemi_L.npes > 1)
+		shmemi_far_refuse(op); /* this PE alone, standing for the node's PEs (far_shared_team) */
 	int *world = malloc(sizeof(int) * (size_t)(size > 0 ? size : 1));
 	if (world == NULL)
 		shmemi_fatal(op, "out of memory");
@@ -854,12 +899,38 @@ static void post_reduce(void *dest, const void *src, size_t n, size_t bytes, shm
  * The arrays must lie in the symmetric heap (the runtime has no view of
  * a C program's static data).
  */
-static void go_arrays(const void *dest, const void *src, size_t dbytes, size_t sbytes, const char *op)
+static int go_arrays(const struct group *g, const void *dest, const void *src, size_t dbytes, size_t sbytes,
+		     const char *op)
 {
 	uint64_t off;
-	if ((dbytes > 0 && shmemi_locate(dest, dbytes, &off) == 2) || (sbytes > 0 && shmemi_locate(src, sbytes, &off) == 2))
-		shmemi_fatal(op, "in a job with Go PEs or on several nodes a collective's arrays must lie in the "
-				 "symmetric heap (shmem_malloc): the runtime's collectives do not reach static data");
+	if ((dbytes > 0 && shmemi_locate(dest, dbytes, &off) == 2) || (sbytes > 0 && shmemi_locate(src, sbytes, &off) == 2)) {
+		/* A job on several nodes, a collective of the world: through
+		 * a bounce block in the heap (go_bounce). */
+		if (shmemi_L.far_pe != NULL && shmemi_L.go_pes == 0 && g->size == shmemi_L.npes)
+			return 1;
+		if (shmemi_L.far_pe != NULL)
+			shmemi_fatal(op, "in a job on several nodes the arrays of a collective on a team smaller than the "
+					 "world must lie in the symmetric heap (shmem_malloc): the runtime's collectives do "
+					 "not reach static data");
+		shmemi_fatal(op, "in a job with Go PEs a collective's arrays must lie in the symmetric heap (shmem_malloc): "
+				 "static data are symmetric among the C PEs only");
+	}
+	return 0;
+}
+
+/* go_bounce: the heap block of a world collective on static arrays in a
+ * job on several nodes (go_arrays): dbytes for dest, then sbytes holding
+ * a copy of src. Every PE of the world passes the same arrays, so every
+ * one makes the same collective allocation. */
+static char *go_bounce(const void *src, size_t dbytes, size_t sbytes, const char *op)
+{
+	char *b = shmem_malloc(dbytes + sbytes);
+	if (b == NULL)
+		shmemi_fatal(op, "no heap block of %zu bytes for a collective on static data across nodes "
+				 "(raise SHMEM_SYMMETRIC_SIZE)",
+			     dbytes + sbytes);
+	shmemi_memcpy(b + dbytes, src, sbytes);
+	return b;
 }
 
 static void go_collective(int kind, const struct group *g, void *dest, const void *src, size_t n, int root,
@@ -867,7 +938,14 @@ static void go_collective(int kind, const struct group *g, void *dest, const voi
 {
 	char err[1024];
 	size_t dn = kind == SHMEMI_GO_COLL_FCOLLECT ? n * (size_t)g->size : n;
-	go_arrays(dest, src, dn, n, op);
+	if (go_arrays(g, dest, src, dn, n, op)) {
+		char *b = go_bounce(src, dn, n, op);
+		go_collective(kind, g, b, b + dn, n, root, op);
+		if (kind != SHMEMI_GO_COLL_BROADCAST || g->rank != root || dest != src)
+			shmemi_memcpy(dest, b, dn);
+		shmem_free(b);
+		return;
+	}
 	shmemi_quiet();
 	if (g->size == 1 && g->team == SHMEM_TEAM_SHARED) { /* this PE alone (a job on several nodes) */
 		if (dest != src && n)
@@ -884,7 +962,13 @@ static void go_reduce(const struct group *g, void *dest, const void *src, size_t
 	char err[1024];
 	if (size && n > SIZE_MAX / size)
 		shmemi_fatal(op, "%zu elements overflow", n);
-	go_arrays(dest, src, n * size, n * size, op);
+	if (go_arrays(g, dest, src, n * size, n * size, op)) {
+		char *b = go_bounce(src, n * size, n * size, op);
+		go_reduce(g, b, b + n * size, n, size, combine, op);
+		shmemi_memcpy(dest, b, n * size);
+		shmem_free(b);
+		return;
+	}
 	shmemi_quiet();
 	if (g->size == 1 && g->team == SHMEM_TEAM_SHARED) {
 		if (dest != src && n * size != 0)

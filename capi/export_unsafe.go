@@ -103,11 +103,21 @@ func symheapc_go_init(l *C.struct_shmemi_layout, errbuf *C.char, n C.size_t) C.i
 			setErr(errbuf, n, errors.New("symheap: Init: out of memory for the map of the PEs on other nodes"))
 			return 1
 		}
+		nodes := (*C.int)(C.calloc(C.size_t(d.NPEs), C.size_t(unsafe.Sizeof(C.int(0)))))
+		if nodes == nil {
+			p.Close()
+			setErr(errbuf, n, errors.New("symheap: Init: out of memory for the map of the PEs' nodes"))
+			return 1
+		}
 		far := unsafe.Slice((*byte)(unsafe.Pointer(m)), d.NPEs)
 		for _, q := range d.FarPEs {
 			far[q] = 1
 		}
-		l.far_pe = m
+		nd := unsafe.Slice((*C.int)(nodes), d.NPEs)
+		for q, k := range d.NodeOf {
+			nd[q] = C.int(k)
+		}
+		l.far_pe, l.node_of = m, nodes
 	}
 	// Addresses in the shared segment, never in Go memory: C may keep them.
 	l.base = (*C.char)(d.Base)

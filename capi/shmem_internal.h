@@ -102,6 +102,7 @@ struct shmemi_layout {
 	 * runtime's transport (far.c); NULL in a job on one node, so that
 	 * the fast path's test is one load and compare (shmemi_goes_far). */
 	unsigned char *far_pe;
+	int *node_of; /* with far_pe: the node of every PE, numbered from 0 */
 };
 
 extern struct shmemi_layout shmemi_L;

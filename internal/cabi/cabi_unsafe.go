@@ -30,6 +30,7 @@ type Layout struct {
 	SameAddress, Protected     bool
 	Far                        bool  // some PE is on another node: the C fast path reaches it through Remote
 	FarPEs                     []int // the PEs on other nodes, when Far
+	NodeOf                     []int // the node of every PE, numbered from 0, when Far
 	Polls, Yields              int   // the pacing of waits for other processes (shmsync.Pace)
 	YieldNs                    int64 // the yields go on this long at least (shmsync.YieldSpan; 0: just count them)
 	Settle                     int   // pauses between a pair barrier's publication and its first look (shmsync.SettlePolls)
