@@ -816,10 +816,30 @@ static void set_group(int start, int logstride, int size, long *pSync, struct gr
 	*g = (struct group){(shmemi_L.me - start) >> logstride, size, NULL, start, logstride, pSync, NULL};
 }
 
+/* peer_src returns where this PE reads the n bytes at src of PE pe: its
+ * copy, or, for a PE on another node, *buf (grown as needed, freed by
+ * the caller) after a get through the transport (far.c). */
+static const char *peer_src(const void *src, size_t n, int pe, char **buf, size_t *cap, const char *op)
+{
+	if (!shmemi_goes_far(pe))
+		return shmemi_addr(src, n, pe, op);
+	if (n > *cap) {
+		free(*buf);
+		*buf = malloc(n);
+		*cap = n;
+		if (*buf == NULL)
+			shmemi_fatal(op, "out of memory for %zu bytes", n);
+	}
+	shmemi_far_get(*buf, src, n, pe, op);
+	return *buf;
+}
+
 /* post_group reports whether the group is every PE of the job in rank
- * order, which the post lines serve. */
+ * order, which the post lines serve (none in a job on several nodes). */
 static int post_group(const struct group *g)
 {
+	if (shmemi_L.far_pe != NULL)
+		return 0;
 	if (g->world)
 		return g->team == SHMEM_TEAM_WORLD || g->team == SHMEM_TEAM_SHARED;
 	return g->start == 0 && g->logstride == 0 && g->size == shmemi_L.npes;
@@ -904,14 +924,11 @@ static int go_arrays(const struct group *g, const void *dest, const void *src, s
 {
 	uint64_t off;
 	if ((dbytes > 0 && shmemi_locate(dest, dbytes, &off) == 2) || (sbytes > 0 && shmemi_locate(src, sbytes, &off) == 2)) {
-		/* A job on several nodes, a collective of the world: through
-		 * a bounce block in the heap (go_bounce). */
-		if (shmemi_L.far_pe != NULL && shmemi_L.go_pes == 0 && g->size == shmemi_L.npes)
+		/* A job on several nodes: this library's own steps, which
+		 * read the members' static data through the transport. */
+		(void)g;
+		if (shmemi_L.far_pe != NULL && shmemi_L.go_pes == 0)
 			return 1;
-		if (shmemi_L.far_pe != NULL)
-			shmemi_fatal(op, "in a job on several nodes the arrays of a collective on a team smaller than the "
-					 "world must lie in the symmetric heap (shmem_malloc): the runtime's collectives do "
-					 "not reach static data");
 		shmemi_fatal(op, "in a job with Go PEs a collective's arrays must lie in the symmetric heap (shmem_malloc): "
 				 "static data are symmetric among the C PEs only");
 	}
@@ -937,15 +954,6 @@ static void go_collective(int kind, const struct group *g, void *dest, const voi
 			  const char *op)
 {
 	char err[1024];
-	size_t dn = kind == SHMEMI_GO_COLL_FCOLLECT ? n * (size_t)g->size : n;
-	if (go_arrays(g, dest, src, dn, n, op)) {
-		char *b = go_bounce(src, dn, n, op);
-		go_collective(kind, g, b, b + dn, n, root, op);
-		if (kind != SHMEMI_GO_COLL_BROADCAST || g->rank != root || dest != src)
-			shmemi_memcpy(dest, b, dn);
-		shmem_free(b);
-		return;
-	}
 	shmemi_quiet();
 	if (g->size == 1 && g->team == SHMEM_TEAM_SHARED) { /* this PE alone (a job on several nodes) */
 		if (dest != src && n)
@@ -962,13 +970,6 @@ static void go_reduce(const struct group *g, void *dest, const void *src, size_t
 	char err[1024];
 	if (size && n > SIZE_MAX / size)
 		shmemi_fatal(op, "%zu elements overflow", n);
-	if (go_arrays(g, dest, src, n * size, n * size, op)) {
-		char *b = go_bounce(src, n * size, n * size, op);
-		go_reduce(g, b, b + n * size, n, size, combine, op);
-		shmemi_memcpy(dest, b, n * size);
-		shmem_free(b);
-		return;
-	}
 	shmemi_quiet();
 	if (g->size == 1 && g->team == SHMEM_TEAM_SHARED) {
 		if (dest != src && n * size != 0)
@@ -983,8 +984,7 @@ static void go_reduce(const struct group *g, void *dest, const void *src, size_t
  * with a Go PE (c_only_pe). */
 static void c_only(const struct group *g, const char *op)
 {
-	if (shmemi_L.far_pe != NULL && g->size > 1)
-		shmemi_far_refuse(op);
+	(void)op;
 	for (int r = 0; shmemi_L.go_pes > 0 && r < g->size; r++)
 		c_only_pe(gpe(g, r), op);
 }
@@ -1007,14 +1007,17 @@ static void reduce(const struct group *g, void *dest, const void *src, size_t n,
 		shmemi_fatal(op, "out of memory for %zu bytes", bytes);
 	gsync(g, op);
 	shmemi_memcpy(acc, src, bytes);
+	char *fb = NULL;
+	size_t fcap = 0;
 	for (int r = 0; r < g->size; r++) {
 		if (r == g->rank)
 			continue;
 		/* Direct loads of the member's source: single copy. */
-		combine(acc, shmemi_addr(src, bytes, gpe(g, r), op), n);
+		combine(acc, peer_src(src, bytes, gpe(g, r), &fb, &fcap, op), n);
 	}
 	gsync(g, op);
 	shmemi_memcpy(dest, acc, bytes);
+	free(fb);
 	if (acc != stackbuf)
 		free(acc);
 }
@@ -1024,7 +1027,7 @@ int shmemi_team_reduce(shmem_team_t team, void *dest, const void *src, size_t n,
 {
 	struct group g;
 	team_group(team, &g, op);
-	if (go_route()) {
+	if (go_route() && !go_arrays(&g, dest, src, n * size, n * size, op)) {
 		go_reduce(&g, dest, src, n, size, combine, op);
 		return 0;
 	}
@@ -1064,14 +1067,17 @@ static void broadcast(const struct group *g, void *dest, const void *src, size_t
 	long *tick = NULL; /* two counter words: see below */
 	if (!g->world)
 		tick = psync(g->pSync)->bcast;
-	else if (g->team == SHMEM_TEAM_WORLD || g->team == SHMEM_TEAM_SHARED)
+	else if ((g->team == SHMEM_TEAM_WORLD || g->team == SHMEM_TEAM_SHARED) && shmemi_L.far_pe == NULL)
 		tick = shmemi_scratch->sync.bcast;
 	if (tick == NULL) { /* a split team: two syncs of the team */
 		gsync(g, op);
-		if (g->rank != root)
-			shmemi_memcpy(dest, shmemi_addr(src, bytes, gpe(g, root), op), bytes);
-		else if (self && dest != src && bytes)
+		char *fb = NULL;
+		size_t fcap = 0;
+		if (g->rank != root && bytes > 0)
+			memcpy(dest, peer_src(src, bytes, gpe(g, root), &fb, &fcap, op), bytes);
+		else if (g->rank == root && self && dest != src && bytes)
 			memmove(dest, src, bytes);
+		free(fb);
 		gsync(g, op);
 		return;
 	}
@@ -1115,7 +1121,7 @@ int shmemi_team_broadcast(shmem_team_t team, void *dest, const void *src, size_t
 {
 	struct group g;
 	team_group(team, &g, op);
-	if (go_route()) {
+	if (go_route() && !go_arrays(&g, dest, src, n, n, op)) {
 		go_collective(SHMEMI_GO_COLL_BROADCAST, &g, dest, src, n, root, op);
 		return 0;
 	}
@@ -1164,6 +1170,8 @@ static void collect(const struct group *g, void *dest, const void *src, size_t n
 		__atomic_store_n(cnt, (uint64_t)n + 1, __ATOMIC_SEQ_CST);
 	gsync(g, op);
 	size_t off = 0;
+	char *fb = NULL;
+	size_t fcap = 0;
 	for (int r = 0; r < g->size; r++) {
 		size_t nr = n;
 		if (!fixed)
@@ -1171,19 +1179,66 @@ static void collect(const struct group *g, void *dest, const void *src, size_t n
 		if (nr == 0)
 			continue; /* src and dest may be NULL */
 		(void)shmemi_addr(dest, off + nr, shmemi_L.me, op);
-		memcpy((char *)dest + off, shmemi_addr(src, nr, gpe(g, r), op), nr);
+		memcpy((char *)dest + off, peer_src(src, nr, gpe(g, r), &fb, &fcap, op), nr);
 		off += nr;
 	}
+	free(fb);
 	gsync(g, op);
 	if (!fixed)
 		__atomic_store_n(cnt, g->world ? 0 : (uint64_t)SHMEM_SYNC_VALUE, __ATOMIC_SEQ_CST);
+}
+
+/*
+ * far_collect: collect on the world of a job on several nodes, from the
+ * runtime's fcollect over heap blocks (every PE of the world makes the
+ * same allocations): the counts by an fcollect, then every source padded
+ * to the largest by a second, compacted in rank order. (The counts word
+ * of collect below is in the world's scratch block, which a job on
+ * several nodes has not got.)
+ */
+static void far_collect(const struct group *g, void *dest, const void *src, size_t n, const char *op)
+{
+	size_t np = (size_t)g->size;
+	uint64_t *cnt = (uint64_t *)go_bounce(&(uint64_t){n}, np * 8, 8, op);
+	go_collective(SHMEMI_GO_COLL_FCOLLECT, g, cnt, cnt + np, 8, 0, op);
+	size_t max = 0;
+	for (size_t r = 0; r < np; r++)
+		max = cnt[r] > max ? cnt[r] : max;
+	if (max > 0) {
+		char *b = shmem_calloc(np + 1, max);
+		if (b == NULL)
+			shmemi_fatal(op, "no heap block of %zu bytes for a collect across nodes (raise SHMEM_SYMMETRIC_SIZE)",
+				     (np + 1) * max);
+		shmemi_memcpy(b + np * max, src, n);
+		go_collective(SHMEMI_GO_COLL_FCOLLECT, g, b, b + np * max, max, 0, op);
+		size_t off = 0;
+		for (size_t r = 0; r < np; r++) {
+			shmemi_memcpy((char *)dest + off, b + r * max, cnt[r]);
+			off += cnt[r];
+		}
+		shmem_free(b);
+	}
+	shmem_free(cnt);
+}
+
+/* far_world_group: a group of the whole world in a job on several nodes,
+ * where far_collect serves. */
+static int far_world_group(const struct group *g)
+{
+	return shmemi_L.far_pe != NULL && shmemi_L.go_pes == 0 && g->size == shmemi_L.npes && g->size > 1;
 }
 
 int shmemi_team_collect(shmem_team_t team, void *dest, const void *src, size_t n, int fixed, const char *op)
 {
 	struct group g;
 	team_group(team, &g, op);
-	if (go_route() && fixed) {
+	if (!fixed && far_world_group(&g)) {
+		far_collect(&g, dest, src, n, op);
+		return 0;
+	}
+	if (!fixed && shmemi_L.far_pe != NULL && g.size > 1)
+		shmemi_far_refuse(op);
+	if (go_route() && fixed && !go_arrays(&g, dest, src, n * (size_t)g.size, n, op)) {
 		go_collective(SHMEMI_GO_COLL_FCOLLECT, &g, dest, src, n, 0, op);
 		return 0;
 	}
@@ -1200,9 +1255,7 @@ void shmemi_set_collect(void *dest, const void *src, size_t n, int fixed, int st
 	struct group g;
 	set_group(start, logstride, size, pSync, &g, op);
 	if (shmemi_L.far_pe != NULL) {
-		if (!fixed)
-			shmemi_far_refuse(op);
-		shmemi_team_collect(SHMEM_TEAM_WORLD, dest, src, n, 1, op);
+		shmemi_team_collect(SHMEM_TEAM_WORLD, dest, src, n, fixed, op);
 		return;
 	}
 	call_enter(&g, (fixed ? SHMEMI_CALL_FCOLLECT : SHMEMI_CALL_COLLECT));
@@ -1223,8 +1276,10 @@ static void alltoalls(const struct group *g, void *dest, const void *src, ptrdif
 	(void)shmemi_addr(src, blk_s * (size_t)(g->size - 1) + span_s, shmemi_L.me, op);
 	(void)shmemi_addr(dest, blk_d * (size_t)(g->size - 1) + span_d, shmemi_L.me, op);
 	gsync(g, op);
+	char *fb = NULL;
+	size_t fcap = 0;
 	for (int j = 0; j < g->size && nelems > 0; j++) { /* none: src and dest may be NULL */
-		const char *s = shmemi_addr((const char *)src + blk_s * (size_t)g->rank, span_s, gpe(g, j), op);
+		const char *s = peer_src((const char *)src + blk_s * (size_t)g->rank, span_s, gpe(g, j), &fb, &fcap, op);
 		char *d = (char *)dest + blk_d * (size_t)j;
 		if (dst == 1 && sst == 1)
 			memcpy(d, s, nelems * size);
@@ -1232,6 +1287,7 @@ static void alltoalls(const struct group *g, void *dest, const void *src, ptrdif
 			for (size_t i = 0; i < nelems; i++)
 				memcpy(d + i * (size_t)dst * size, s + i * (size_t)sst * size, size);
 	}
+	free(fb);
 	gsync(g, op);
 }
 
@@ -1240,7 +1296,7 @@ int shmemi_team_alltoalls(shmem_team_t team, void *dest, const void *src, ptrdif
 {
 	struct group g;
 	team_group(team, &g, op);
-	if (go_route() && dst == 1 && sst == 1) {
+	if (go_route() && dst == 1 && sst == 1 && !go_arrays(&g, dest, src, nelems * size * (size_t)g.size, nelems * size * (size_t)g.size, op)) {
 		if (size && nelems > SIZE_MAX / size / (size_t)g.size)
 			shmemi_fatal(op, "%zu elements overflow", nelems);
 		go_collective(SHMEMI_GO_COLL_ALLTOALL, &g, dest, src, nelems * size * (size_t)g.size, 0, op);
@@ -1300,14 +1356,17 @@ int shmemi_team_scan(shmem_team_t team, void *dest, const void *src, size_t n, s
 		shmemi_fatal(op, "out of memory for %zu bytes", bytes);
 	gsync(&g, op);
 	int upto = exclusive ? g.rank : g.rank + 1; /* the ranks whose sources count */
+	char *fb = NULL;
+	size_t fcap = 0;
 	if (bytes > 0) {
 		if (upto == 0)
 			memset(acc, 0, bytes);
 		else
-			memcpy(acc, shmemi_addr(src, bytes, gpe(&g, 0), op), bytes);
+			memcpy(acc, peer_src(src, bytes, gpe(&g, 0), &fb, &fcap, op), bytes);
 		for (int r = 1; r < upto; r++)
-			combine(acc, shmemi_addr(src, bytes, gpe(&g, r), op), n);
+			combine(acc, peer_src(src, bytes, gpe(&g, r), &fb, &fcap, op), n);
 	}
+	free(fb);
 	gsync(&g, op);
 	shmemi_memcpy(dest, acc, bytes);
 	if (acc != stackbuf)

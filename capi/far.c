@@ -145,7 +145,6 @@ void shmemi_far_put_signal(void *dst, const void *src, size_t n, uint64_t *sig_a
 void shmemi_far_refuse(const char *op)
 {
 	shmemi_fatal(op, "the job spans several nodes, and this routine runs over the node's shared memory only: "
-			 "across nodes the C library has barrier_all, sync_all, the team syncs, and on teams "
-			 "broadcast, reduce (and the _to_all forms on the world), fcollect and alltoall "
-			 "(docs/c.md, \"Across nodes\")");
+			 "across nodes the active-set routines take the set of every PE, and collect a team of "
+			 "every PE (docs/c.md, \"Across nodes\")");
 }
