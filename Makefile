@@ -238,6 +238,10 @@ cluster: cluster-deps
 	@echo "== cluster: the C library across two fake hosts (capi/tests/run.sh nodes)"
 	$(MAKE) --no-print-directory build
 	bash capi/tests/run.sh $(BIN) nodes
+	@echo "== cluster: the same with libsymheap built with UCX (CAPI_TAGS=ucx), joined by PMIx"
+	$(MAKE) --no-print-directory capi CAPI_TAGS=ucx BIN=$(BIN)/ucx
+	cp $(BIN)/symcc $(BIN)/shrun $(BIN)/ucx/
+	SYMHEAP_INCLUDE=$(CURDIR)/include bash capi/tests/run.sh $(BIN)/ucx nodes
 
 # The multi-node example on two fake hosts of two PEs each.
 # DEMO_PORT is where the TCP demo's first PE listens (any free port).
