@@ -394,41 +394,54 @@ var farAMOs = map[C.int]transport.AMO{
 	C.SHMEMI_AMO_AND: transport.AMOAnd, C.SHMEMI_AMO_OR: transport.AMOOr, C.SHMEMI_AMO_XOR: transport.AMOXor,
 }
 
-// farErr reports err, if any, in errbuf, prefixed with what (a format and
-// its arguments, formatted only then).
-func farErr(err error, errbuf *C.char, n C.size_t, what string, a ...any) C.int {
-	if err == nil {
-		return 0
-	}
-	setErr(errbuf, n, fmt.Errorf("symheap: %s: %w", fmt.Sprintf(what, a...), err))
+// farFailed reports a far operation's error in errbuf: the callers
+// format their message only on this path, so that a successful call
+// allocates nothing.
+func farFailed(err error, errbuf *C.char, n C.size_t, what string) C.int {
+	setErr(errbuf, n, fmt.Errorf("symheap: %s: %w", what, err))
 	return 1
 }
 
 //export symheapc_go_far_put
 func symheapc_go_far_put(r, target C.int, off C.uint64_t, src unsafe.Pointer, k C.size_t, nbi C.int, errbuf *C.char, n C.size_t) C.int {
 	err := remote.PutAt(farRegions[r], int(target), uint64(off), cbytes(src, int(k)), nbi != 0)
-	return farErr(err, errbuf, n, "put of %d bytes to PE %d on another node", k, target)
+	if err != nil {
+		return farFailed(err, errbuf, n, fmt.Sprintf("put of %d bytes to PE %d on another node", k, target))
+	}
+	return 0
 }
 
 //export symheapc_go_far_get
 func symheapc_go_far_get(r C.int, dst unsafe.Pointer, source C.int, off C.uint64_t, k C.size_t, errbuf *C.char, n C.size_t) C.int {
 	err := remote.GetAt(farRegions[r], cbytes(dst, int(k)), int(source), uint64(off))
-	return farErr(err, errbuf, n, "get of %d bytes from PE %d on another node", k, source)
+	if err != nil {
+		return farFailed(err, errbuf, n, fmt.Sprintf("get of %d bytes from PE %d on another node", k, source))
+	}
+	return 0
 }
 
 //export symheapc_go_far_amo
 func symheapc_go_far_amo(r, amo, target C.int, off C.uint64_t, size C.int, v, cmp C.uint64_t, old *C.uint64_t, errbuf *C.char, n C.size_t) C.int {
 	o, err := remote.AtomicAt(farRegions[r], uint8(farAMOs[amo]), int(target), uint64(off), int(size), uint64(v), uint64(cmp))
 	*old = C.uint64_t(o)
-	return farErr(err, errbuf, n, "atomic on PE %d on another node", target)
+	if err != nil {
+		return farFailed(err, errbuf, n, fmt.Sprintf("atomic on PE %d on another node", target))
+	}
+	return 0
 }
 
 //export symheapc_go_far_fence
 func symheapc_go_far_fence(errbuf *C.char, n C.size_t) C.int {
-	return farErr(remote.Fence(), errbuf, n, "fence of the operations on other nodes")
+	if err := remote.Fence(); err != nil {
+		return farFailed(err, errbuf, n, "fence of the operations on other nodes")
+	}
+	return 0
 }
 
 //export symheapc_go_far_quiet
 func symheapc_go_far_quiet(errbuf *C.char, n C.size_t) C.int {
-	return farErr(remote.Quiet(), errbuf, n, "quiet of the operations on other nodes")
+	if err := remote.Quiet(); err != nil {
+		return farFailed(err, errbuf, n, "quiet of the operations on other nodes")
+	}
+	return 0
 }
