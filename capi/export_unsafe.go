@@ -43,8 +43,8 @@ var (
 	mu     sync.Mutex // guards teams
 	pe     *symheap.PE
 	remote cabi.Remote // the PEs on other nodes (far.c); nil on one node
-	teams = map[int]*symheap.Team{}
-	next  = 1 // the next team id; 0 is the world
+	teams  = map[int]*symheap.Team{}
+	next   = 1 // the next team id; 0 is the world
 )
 
 // setErr copies err into the C buffer buf of n bytes (NUL-terminated).
