@@ -142,7 +142,7 @@ func (pe *PE) describeForC() cabi.Layout {
 		Rank:     pe.rank, NPEs: pe.npes,
 		MembarrierReady: pe.rma.membarrierReady(),
 		SameAddress:     pe.seg.SameAddress(), Protected: pe.seg.Protected(),
-		Far: pe.rma.far,
+		Far:    pe.rma.far,
 		NodeOf: append([]int(nil), pe.topo.nodeOf...),
 		FarPEs: func() []int {
 			if pe.far == nil {
