@@ -46,6 +46,12 @@ static int where(const void *p, size_t n, int pe, uint64_t *off, const char *op)
 	shmemi_fatal(op, "%zu bytes at %p are not symmetric", n, p);
 }
 
+/* Set after a put or a non-fetching AMO is posted (so that a quiet of
+ * another thread that clears it first leaves it set for the next), and
+ * cleared by the quiet that flushes: a quiet with nothing posted to
+ * another node (a put to this node's PEs, then quiet) skips the flush. */
+int shmemi_far_posted;
+
 static void far_failed(const char *op, const char *err)
 {
 	shmemi_go_error(op, err);
@@ -62,6 +68,7 @@ void shmemi_far_put(void *dst, const void *src, size_t n, int pe, int nbi, const
 	int r = where(dst, n, pe, &off, op);
 	if (symheapc_go_far_put(r, pe, off, (void *)src, n, nbi, err, sizeof err) != 0)
 		far_failed(op, err);
+	__atomic_store_n(&shmemi_far_posted, 1, __ATOMIC_RELAXED);
 	shmemi_bump(shmemi_L.stat_puts);
 }
 
@@ -92,6 +99,8 @@ uint64_t shmemi_far_amo(int amo, const void *p, size_t size, int pe, uint64_t v,
 	shmemi_pay();
 	if (symheapc_go_far_amo(r, amo, pe, off, (int)size, v, cmp, &old, err, sizeof err) != 0)
 		far_failed(op, err);
+	if (amo >= SHMEMI_AMO_ADD || amo == SHMEMI_AMO_SET) /* complete at the next flush */
+		__atomic_store_n(&shmemi_far_posted, 1, __ATOMIC_RELAXED);
 	shmemi_bump(shmemi_L.stat_atomics);
 	return old;
 }
@@ -99,6 +108,7 @@ uint64_t shmemi_far_amo(int amo, const void *p, size_t size, int pe, uint64_t v,
 void shmemi_far_quiet(void)
 {
 	char err[1024];
+	__atomic_store_n(&shmemi_far_posted, 0, __ATOMIC_RELAXED);
 	if (symheapc_go_far_quiet(err, sizeof err) != 0)
 		far_failed("shmem_quiet", err);
 }

@@ -287,6 +287,9 @@ void shmemi_far_put(void *dst, const void *src, size_t n, int pe, int nbi, const
 void shmemi_far_get(void *dst, const void *src, size_t n, int pe, const char *op);
 uint64_t shmemi_far_amo(int amo, const void *p, size_t size, int pe, uint64_t v, uint64_t cmp, const char *op);
 void shmemi_far_quiet(void);
+/* shmemi_far_posted is 1 once a put or a non-fetching AMO to another node
+ * may wait for the transport's flush (far.c), until a quiet flushes. */
+extern int shmemi_far_posted;
 void shmemi_far_strided(void *dst, const void *src, ptrdiff_t dst_stride, ptrdiff_t src_stride, size_t nblocks,
 			size_t bsize, size_t size, int pe, int put, const char *op);
 void shmemi_far_put_signal(void *dst, const void *src, size_t n, uint64_t *sig_addr, uint64_t signal, int sig_op,
@@ -352,7 +355,7 @@ static inline void shmemi_quiet(void)
 	 * (waiters' membarrier stands in for our fence, as for a put). */
 	if (__atomic_load_n(shmemi_job_sleeping(), __ATOMIC_SEQ_CST) != 0)
 		shmemi_wake_all();
-	if (SHMEMI_UNLIKELY(shmemi_L.far_pe != NULL))
+	if (SHMEMI_UNLIKELY(shmemi_L.far_pe != NULL) && __atomic_load_n(&shmemi_far_posted, __ATOMIC_RELAXED))
 		shmemi_far_quiet(); /* the transport's operations, complete at their targets */
 }
 
