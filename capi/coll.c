@@ -40,11 +40,15 @@
  * with Go PEs (go_route): barrier_all and the world's syncs are the
  * runtime's Barrier (hierarchical: the node in shared memory, the nodes'
  * leaders over the transport), the team collectives the runtime has run
- * its steps (internal/far's across nodes), and an active set of every PE
- * in rank order runs as the world team. What reads other PEs' memory
- * directly here (collect, alltoalls with strides, the scans, other active
- * sets) is refused with one message (shmemi_far_refuse); SHMEM_TEAM_SHARED
- * is the PEs of this node that share memory with this one: this PE alone.
+ * its steps (internal/far's across nodes) on arrays in the heap, and an
+ * active set of every PE in rank order runs as the world team. The
+ * routines here (static arrays, collect, alltoalls with strides, the
+ * scans) read a member of another node through the transport (peer_src)
+ * into a private buffer; collect's counts word lives in the world's
+ * scratch block, which such a job has not got, so collect of variable
+ * sizes runs on the world only (far_collect). Every other active set is
+ * refused with one message (shmemi_far_refuse). SHMEM_TEAM_SHARED is
+ * this node's PEs (far_shared_team).
  */
 #define _GNU_SOURCE
 #include <limits.h>
