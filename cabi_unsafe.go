@@ -12,8 +12,10 @@ import (
 	"github.com/symheap/symheap/internal/cabi"
 	"github.com/symheap/symheap/internal/calls"
 	"github.com/symheap/symheap/internal/core"
+	"github.com/symheap/symheap/internal/far"
 	"github.com/symheap/symheap/internal/shmsync"
 	"github.com/symheap/symheap/internal/team"
+	"github.com/symheap/symheap/internal/transport"
 )
 
 // The formats the C library shares with the runtime (internal/cabi): the
@@ -77,7 +79,26 @@ func init() {
 	}
 	cabi.FreeExchanged = func(p any, offs []uint64) error { return p.(*PE).freeExchanged(offs) }
 	cabi.ReduceFold = func(t any, dst, src unsafe.Pointer, n int, esz uint64, fold func(acc, x unsafe.Pointer, n int)) error {
+		if pe := farTeam(t.(*Team)); pe != nil {
+			// A job on several nodes: the multi-node layer's reduction,
+			// on bytes, folding with the C library's fold.
+			nb := uint64(n) * esz
+			d, s := core.Bytes(core.Ptr(dst), nb), core.Bytes(core.Ptr(src), nb)
+			return farCollective(pe, func() error {
+				return far.ReduceWith(pe.far, (*team.Team)(t.(*Team)), d, s, func(acc, x []byte) {
+					a, _ := core.SliceData(acc)
+					b, _ := core.SliceData(x)
+					fold(unsafe.Pointer(a), unsafe.Pointer(b), len(acc)/int(esz))
+				})
+			})
+		}
 		return (*team.Team)(t.(*Team)).ReduceFold(dst, src, n, esz, func(acc, x core.Ptr, n int) { fold(acc, x, n) })
+	}
+	cabi.Far = func(p any) cabi.Remote {
+		if pe := p.(*PE); pe.far != nil {
+			return farForC{pe.far}
+		}
+		return nil
 	}
 	cabi.Diverged = func(p any, withOut bool) error {
 		pe := p.(*PE)
@@ -88,6 +109,26 @@ func init() {
 		return pe.ext.sym.diverged(pe.ext.sym.nums[numSeq], withOut)
 	}
 }
+
+// farForC is the multi-node layer as the C library calls it
+// (cabi.Remote): the same transport, regions and error reports as the
+// runtime's own operations to PEs on other nodes.
+type farForC struct{ l *far.Layer }
+
+func (f farForC) PutAt(r, target int, off uint64, src []byte, nbi bool) error {
+	return f.l.PutAt(transport.Region(r), target, off, src, nbi)
+}
+
+func (f farForC) GetAt(r int, dst []byte, source int, off uint64) error {
+	return f.l.GetAt(transport.Region(r), dst, source, off)
+}
+
+func (f farForC) AtomicAt(r int, op uint8, target int, off uint64, size int, v, cmp uint64) (uint64, error) {
+	return f.l.AtomicAt(transport.Region(r), transport.AMO(op), target, off, size, v, cmp)
+}
+
+func (f farForC) Fence() error { return f.l.Fence() }
+func (f farForC) Quiet() error { return f.l.Quiet() }
 
 // freeExchanged gives blocks back to the symmetric heap's allocator
 // without an exchange: the C library made the Free's exchange itself
@@ -120,7 +161,14 @@ func (pe *PE) describeForC() cabi.Layout {
 		Rank:     pe.rank, NPEs: pe.npes,
 		MembarrierReady: pe.rma.membarrierReady(),
 		SameAddress:     pe.seg.SameAddress(), Protected: pe.seg.Protected(),
-		Far:   pe.rma.far,
+		Far:    pe.rma.far,
+		NodeOf: append([]int(nil), pe.topo.nodeOf...),
+		FarPEs: func() []int {
+			if pe.far == nil {
+				return nil
+			}
+			return pe.far.Far()
+		}(),
 		Polls: polls, Yields: yields, YieldNs: yieldFor.Nanoseconds(), Settle: shmsync.SettlePolls(),
 		StatSymAllocs: core.AddrOf(&pe.stats.SymAllocs),
 		StatSymFrees:  core.AddrOf(&pe.stats.SymFrees),
@@ -157,8 +205,11 @@ func (pe *PE) describeForC() cabi.Layout {
 //     layer (the same steps on every PE), refuses those the runtime has
 //     not got on a group with a Go PE, and does not cache freed blocks.
 //
-// A job across nodes (pe.far) does none of this: the C library does not
-// join one.
+// A job across nodes (pe.far) makes no exchange of languages beyond its
+// node: each node's PEs must run one language, which step 2 checks on the
+// node, and the C library routes its collectives and its operations on
+// PEs of other nodes through this runtime (Layout.Far); its static data
+// are the transport's third region (transport.RegionStatic, startFar).
 
 // formatsSum is the digest of the formats Go and C share (cabi.Sum),
 // which every PE of a job must have alike: the segment's header compares
@@ -191,6 +242,13 @@ func (pe *PE) publishLang() {
 // the C library's block where there is a C PE.
 func (pe *PE) initLangs() error {
 	if pe.far != nil {
+		mine := pe.ctl[pe.rank].lang.Load()
+		for _, p := range pe.topo.local {
+			if l := pe.ctl[p].lang.Load(); l != mine { // after Init's barrier: stored before it
+				return fmt.Errorf("symheap: Init: PE %d runs a %s program and PE %d a %s one: %w (a job on several nodes runs one program language: Go and C PEs share a job on one node only)",
+					pe.rank, langName(mine), p, langName(l), ErrBadConfig)
+			}
+		}
 		return nil
 	}
 	for p, c := range pe.ctl {
@@ -212,4 +270,14 @@ func (pe *PE) initLangs() error {
 	}
 	pe.cBlock, _ = core.SliceData(b)
 	return nil
+}
+
+func langName(l uint32) string {
+	switch l {
+	case cabi.LangGo:
+		return "Go"
+	case cabi.LangC:
+		return "C"
+	}
+	return fmt.Sprintf("language-%d", l)
 }

@@ -87,7 +87,7 @@ func spanRefused(j *job) error {
 	}
 	todo := "set SYMHEAP_BOOT=host:port (an address the job's first PE listens on, reachable from every node) to join the nodes over TCP, or build with `go build -tags ucx` and run under a PMIx launcher (mpirun, srun --mpi=pmix), or run the job on one node"
 	if cabi.Hosted {
-		todo = "the C library, libsymheap, is single-node: run the job on one node"
+		todo = "set SYMHEAP_BOOT=host:port (an address the job's first PE listens on, reachable from every node) to join the nodes over TCP, or build libsymheap with `make capi CAPI_TAGS=ucx` and run under a PMIx launcher (mpirun, srun --mpi=pmix), or run the job on one node"
 	}
 	return fmt.Errorf("symheap: %s says the job has %d PEs, %s, but nothing joins this node to the others: %w (%s)",
 		s.vars, s.total, where, ErrBadConfig, todo)
@@ -118,6 +118,12 @@ func startFar(pe *PE) error {
 	}
 	cbs := pe.sp.Mem()[pe.sp.Lay.CBOff : pe.sp.Lay.CBOff+uint64(pe.npes)*pe.sp.Lay.CBSize]
 	regions := [][]byte{transport.RegionHeap: pe.sp.Heap(pe.rank), transport.RegionControl: cbs}
+	if cabi.Hosted {
+		// A C program's static data, which its C library reaches on the
+		// other nodes' PEs by offset (static.c: the same executable,
+		// so the same offsets).
+		regions = append(regions, cabi.Static.Mem) // transport.RegionStatic
+	}
 	if h := &pe.ext.hooks; h.decision.Enabled {
 		pe.far.UseCache(h.mon)
 	}

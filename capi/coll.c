@@ -37,6 +37,20 @@
  * barrier's arrivals, collect's counts and the broadcast's two tickets.
  * Each word is back to its value (SHMEM_SYNC_VALUE) once every member has
  * left the routine, as OpenSHMEM asks of pSync.
+ *
+ * A job on several nodes (shmemi_L.far_pe set) takes the route of a job
+ * with Go PEs (go_route): barrier_all and the world's syncs are the
+ * runtime's Barrier (hierarchical: the node in shared memory, the nodes'
+ * leaders over the transport), the team collectives the runtime has run
+ * its steps (internal/far's across nodes) on arrays in the heap, and an
+ * active set of every PE in rank order runs as the world team. The
+ * routines here (static arrays, collect, alltoalls with strides, the
+ * scans) read a member of another node through the transport (peer_src)
+ * into a private buffer; collect's counts word lives in the world's
+ * scratch block, which such a job has not got, so collect of variable
+ * sizes runs on the world only (far_collect). Every other active set is
+ * refused with one message (shmemi_far_refuse). SHMEM_TEAM_SHARED is
+ * this node's PEs (far_shared_team).
  */
 #define _GNU_SOURCE
 #include <limits.h>
@@ -187,6 +201,55 @@ static void team_fill(struct shmemi_team *t, int id, int size, int *world)
 	}
 }
 
+/*
+ * far_shared_team makes SHMEM_TEAM_SHARED of a job on several nodes: the
+ * PEs of this node, a team of the runtime's split from the world, so that
+ * its syncs and collectives run as a split team's. Every PE makes one
+ * split per node, in node order (a collective call of the world each),
+ * and keeps its own node's. A split takes a start, stride and size: when
+ * some node's PEs are not evenly spaced in rank, every PE (each knows
+ * every PE's node) makes none, and the shared team is this PE alone.
+ */
+static void far_shared_team(void)
+{
+	int n = shmemi_L.npes, nodes = 0, regular = 1;
+	for (int p = 0; p < n; p++)
+		nodes = shmemi_L.node_of[p] + 1 > nodes ? shmemi_L.node_of[p] + 1 : nodes;
+	int *start = calloc((size_t)nodes, sizeof(int)), *stride = calloc((size_t)nodes, sizeof(int)),
+	    *size = calloc((size_t)nodes, sizeof(int));
+	int *world = malloc(sizeof(int) * (size_t)n);
+	if (start == NULL || stride == NULL || size == NULL || world == NULL)
+		shmemi_fatal("shmem_init", "out of memory");
+	for (int p = 0; p < n; p++) {
+		int k = shmemi_L.node_of[p];
+		if (size[k] == 0)
+			start[k] = p;
+		else if (size[k] == 1)
+			stride[k] = p - start[k];
+		else if (p != start[k] + size[k] * stride[k])
+			regular = 0;
+		size[k]++;
+	}
+	int mine = shmemi_L.node_of[shmemi_L.me];
+	if (!regular) {
+		world[0] = shmemi_L.me;
+		team_fill(&shmemi_team_shared_, 0, 1, world);
+	}
+	for (int k = 0; regular && k < nodes; k++) {
+		char err[1024];
+		int id = symheapc_go_team_split(0, start[k], stride[k] > 0 ? stride[k] : 1, size[k], world, err, sizeof err);
+		if (id == -2)
+			shmemi_fatal("shmem_init", "making SHMEM_TEAM_SHARED: %s", err);
+		if (k == mine)
+			team_fill(&shmemi_team_shared_, id, size[k], world);
+	}
+	if (regular && shmemi_team_shared_.rank_of == NULL)
+		shmemi_fatal("shmem_init", "making SHMEM_TEAM_SHARED: this PE is in no node's team");
+	free(start);
+	free(stride);
+	free(size);
+}
+
 void shmemi_teams_init(void)
 {
 	int *w = malloc(sizeof(int) * (size_t)shmemi_L.npes);
@@ -196,6 +259,14 @@ void shmemi_teams_init(void)
 	for (int p = 0; p < shmemi_L.npes; p++)
 		w[p] = w2[p] = p;
 	team_fill(&shmemi_team_world_, 0, shmemi_L.npes, w);
+	if (shmemi_L.far_pe != NULL) {
+		/* A job on several nodes: no block for the C library's own
+		 * collectives (the runtime's run them); the shared team
+		 * (far_shared_team). */
+		free(w2);
+		far_shared_team();
+		return;
+	}
 	/* Every PE of a job shares this node's memory. */
 	team_fill(&shmemi_team_shared_, 0, shmemi_L.npes, w2);
 	/* The post lines, then the scratch block (one cache line: an
@@ -286,7 +357,7 @@ int shmem_team_sync(shmem_team_t team)
 {
 	char err[1024];
 	struct shmemi_team *t = team_of(team, "shmem_team_sync");
-	if (t == &shmemi_team_world_ || t == &shmemi_team_shared_) {
+	if (t == &shmemi_team_world_ || (t == &shmemi_team_shared_ && shmemi_L.far_pe == NULL)) {
 		shmemi_world_barrier("shmem_team_sync");
 		return 0;
 	}
@@ -302,6 +373,8 @@ static int split(struct shmemi_team *p, int start, int stride, int size, const s
 		 long mask, shmem_team_t *new_team, const char *op)
 {
 	char err[1024];
+	if (p == &shmemi_team_shared_ && shmemi_L.far_pe != NULL && p->id == 0 && shmemi_L.npes > 1)
+		shmemi_far_refuse(op); /* this PE alone, standing for the node's PEs (far_shared_team) */
 	int *world = malloc(sizeof(int) * (size_t)(size > 0 ? size : 1));
 	if (world == NULL)
 		shmemi_fatal(op, "out of memory");
@@ -434,6 +507,24 @@ static void coll_block(int (*cond)(void *), void *arg, const char *op)
 /* c_only_pe refuses a collective that only the C library has (collect,
  * alltoalls, the scans, every active-set routine) over a group that has
  * PE pe, when pe runs a Go program. */
+/* go_route: the team collectives go to the runtime (a job with Go PEs,
+ * or on several nodes). */
+static int go_route(void)
+{
+	return shmemi_L.go_pes > 0 || shmemi_L.far_pe != NULL;
+}
+
+/* far_world: in a job on several nodes, whether the active set is every
+ * PE in rank order (which runs as the world team); any other refused. */
+static int far_world(int start, int logstride, int size, const char *op)
+{
+	if (shmemi_L.far_pe == NULL)
+		return 0;
+	if (start == 0 && logstride == 0 && size == shmemi_L.npes)
+		return 1;
+	shmemi_far_refuse(op);
+}
+
 static void c_only_pe(int pe, const char *op)
 {
 	if (shmemi_go_pe(pe))
@@ -455,6 +546,7 @@ static void set_check(int start, int logstride, int size, const char *op)
 			     shmemi_L.me, start, logstride, size);
 	for (int i = 0; shmemi_L.go_pes > 0 && i < size; i++)
 		c_only_pe(start + (i << logstride), op);
+	(void)far_world(start, logstride, size, op);
 }
 
 /*
@@ -626,6 +718,14 @@ void shmemi_call_broken(int kind)
 
 void shmemi_world_barrier(const char *op)
 {
+	if (SHMEMI_UNLIKELY(shmemi_L.far_pe != NULL)) {
+		/* The runtime's barrier, which publishes its call and quiets. */
+		char err[1024];
+		shmemi_quiet();
+		if (symheapc_go_barrier_all(err, sizeof err) != 0)
+			shmemi_fatal(op, "%s", err);
+		return;
+	}
 	/* Published as a Barrier whatever the caller (barrier_all, the sync
 	 * of the world team): they all meet here (internal/calls). */
 	shmemi_call_enter(SHMEMI_CALL_BARRIER, 0);
@@ -640,6 +740,10 @@ void shmemi_world_barrier(const char *op)
 void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long *pSync)
 {
 	set_check(PE_start, logPE_stride, PE_size, "shmem_barrier");
+	if (far_world(PE_start, logPE_stride, PE_size, "shmem_barrier")) {
+		shmemi_world_barrier("shmem_barrier");
+		return;
+	}
 	set_barrier(PE_start, logPE_stride, PE_size, pSync, "shmem_barrier");
 }
 
@@ -649,6 +753,10 @@ void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long *pSync)
 void shmem_sync(int PE_start, int logPE_stride, int PE_size, long *pSync)
 {
 	set_check(PE_start, logPE_stride, PE_size, "shmem_sync");
+	if (far_world(PE_start, logPE_stride, PE_size, "shmem_sync")) {
+		shmemi_world_barrier("shmem_sync");
+		return;
+	}
 	set_barrier(PE_start, logPE_stride, PE_size, pSync, "shmem_sync");
 }
 
@@ -714,10 +822,30 @@ static void set_group(int start, int logstride, int size, long *pSync, struct gr
 	*g = (struct group){(shmemi_L.me - start) >> logstride, size, NULL, start, logstride, pSync, NULL};
 }
 
+/* peer_src returns where this PE reads the n bytes at src of PE pe: its
+ * copy, or, for a PE on another node, *buf (grown as needed, freed by
+ * the caller) after a get through the transport (far.c). */
+static const char *peer_src(const void *src, size_t n, int pe, char **buf, size_t *cap, const char *op)
+{
+	if (!shmemi_goes_far(pe))
+		return shmemi_addr(src, n, pe, op);
+	if (n > *cap) {
+		free(*buf);
+		*buf = malloc(n);
+		*cap = n;
+		if (*buf == NULL)
+			shmemi_fatal(op, "out of memory for %zu bytes", n);
+	}
+	shmemi_far_get(*buf, src, n, pe, op);
+	return *buf;
+}
+
 /* post_group reports whether the group is every PE of the job in rank
- * order, which the post lines serve. */
+ * order, which the post lines serve (none in a job on several nodes). */
 static int post_group(const struct group *g)
 {
+	if (shmemi_L.far_pe != NULL)
+		return 0;
 	if (g->world)
 		return g->team == SHMEM_TEAM_WORLD || g->team == SHMEM_TEAM_SHARED;
 	return g->start == 0 && g->logstride == 0 && g->size == shmemi_L.npes;
@@ -829,21 +957,47 @@ static void post_reduce(void *dest, const void *src, size_t n, size_t bytes, shm
  * The arrays must lie in the symmetric heap (the runtime has no view of
  * a C program's static data).
  */
-static void go_arrays(const void *dest, const void *src, size_t dbytes, size_t sbytes, const char *op)
+static int go_arrays(const struct group *g, const void *dest, const void *src, size_t dbytes, size_t sbytes,
+		     const char *op)
 {
 	uint64_t off;
-	if ((dbytes > 0 && shmemi_locate(dest, dbytes, &off) == 2) || (sbytes > 0 && shmemi_locate(src, sbytes, &off) == 2))
+	if ((dbytes > 0 && shmemi_locate(dest, dbytes, &off) == 2) || (sbytes > 0 && shmemi_locate(src, sbytes, &off) == 2)) {
+		/* A job on several nodes: this library's own steps, which
+		 * read the members' static data through the transport. */
+		(void)g;
+		if (shmemi_L.far_pe != NULL && shmemi_L.go_pes == 0)
+			return 1;
 		shmemi_fatal(op, "in a job with Go PEs a collective's arrays must lie in the symmetric heap (shmem_malloc): "
 				 "static data are symmetric among the C PEs only");
+	}
+	return 0;
+}
+
+/* go_bounce: the heap block of a world collective on static arrays in a
+ * job on several nodes (go_arrays): dbytes for dest, then sbytes holding
+ * a copy of src. Every PE of the world passes the same arrays, so every
+ * one makes the same collective allocation. */
+static char *go_bounce(const void *src, size_t dbytes, size_t sbytes, const char *op)
+{
+	char *b = shmem_malloc(dbytes + sbytes);
+	if (b == NULL)
+		shmemi_fatal(op, "no heap block of %zu bytes for a collective on static data across nodes "
+				 "(raise SHMEM_SYMMETRIC_SIZE)",
+			     dbytes + sbytes);
+	shmemi_memcpy(b + dbytes, src, sbytes);
+	return b;
 }
 
 static void go_collective(int kind, const struct group *g, void *dest, const void *src, size_t n, int root,
 			  const char *op)
 {
 	char err[1024];
-	size_t dn = kind == SHMEMI_GO_COLL_FCOLLECT ? n * (size_t)g->size : n;
-	go_arrays(dest, src, dn, n, op);
 	shmemi_quiet();
+	if (g->size == 1 && g->team == SHMEM_TEAM_SHARED) { /* this PE alone (a job on several nodes) */
+		if (dest != src && n)
+			memmove(dest, src, n);
+		return;
+	}
 	if (symheapc_go_collective(kind, team_of(g->team, op)->id, dest, (void *)src, n, root, err, sizeof err) != 0)
 		shmemi_fatal(op, "%s", err);
 }
@@ -854,8 +1008,12 @@ static void go_reduce(const struct group *g, void *dest, const void *src, size_t
 	char err[1024];
 	if (size && n > SIZE_MAX / size)
 		shmemi_fatal(op, "%zu elements overflow", n);
-	go_arrays(dest, src, n * size, n * size, op);
 	shmemi_quiet();
+	if (g->size == 1 && g->team == SHMEM_TEAM_SHARED) {
+		if (dest != src && n * size != 0)
+			memmove(dest, src, n * size);
+		return;
+	}
 	if (symheapc_go_reduce(team_of(g->team, op)->id, dest, (void *)src, n, size, combine, err, sizeof err) != 0)
 		shmemi_fatal(op, "%s", err);
 }
@@ -864,6 +1022,7 @@ static void go_reduce(const struct group *g, void *dest, const void *src, size_t
  * with a Go PE (c_only_pe). */
 static void c_only(const struct group *g, const char *op)
 {
+	(void)op;
 	for (int r = 0; shmemi_L.go_pes > 0 && r < g->size; r++)
 		c_only_pe(gpe(g, r), op);
 }
@@ -921,21 +1080,31 @@ static void reduce(const struct group *g, void *dest, const void *src, size_t n,
 		post_reduce(dest, src, n, bytes, combine, op);
 		return;
 	}
-	if (bytes > REDUCE_SHARES) {
+	if (bytes > REDUCE_SHARES && shmemi_L.far_pe == NULL) {
 		reduce_shares(g, dest, src, n, size, combine, op);
 		return;
 	}
-	char acc[REDUCE_SHARES];
+	/* Up to REDUCE_SHARES bytes; and any size in a job on several nodes,
+	 * whose far members' sources are fetched whole (peer_src). */
+	char stackbuf[REDUCE_SHARES];
+	char *acc = bytes <= sizeof stackbuf ? stackbuf : malloc(bytes);
+	if (acc == NULL)
+		shmemi_fatal(op, "out of memory for %zu bytes", bytes);
 	gsync(g, op);
 	shmemi_memcpy(acc, src, bytes);
+	char *fb = NULL;
+	size_t fcap = 0;
 	for (int r = 0; r < g->size; r++) {
 		if (r == g->rank)
 			continue;
 		/* Direct loads of the member's source: single copy. */
-		combine(acc, shmemi_addr(src, bytes, gpe(g, r), op), n);
+		combine(acc, peer_src(src, bytes, gpe(g, r), &fb, &fcap, op), n);
 	}
 	gsync(g, op);
 	shmemi_memcpy(dest, acc, bytes);
+	free(fb);
+	if (acc != stackbuf)
+		free(acc);
 }
 
 int shmemi_team_reduce(shmem_team_t team, void *dest, const void *src, size_t n, size_t size,
@@ -943,7 +1112,7 @@ int shmemi_team_reduce(shmem_team_t team, void *dest, const void *src, size_t n,
 {
 	struct group g;
 	team_group(team, &g, op);
-	if (shmemi_L.go_pes > 0) {
+	if (go_route() && !go_arrays(&g, dest, src, n * size, n * size, op)) {
 		go_reduce(&g, dest, src, n, size, combine, op);
 		return 0;
 	}
@@ -958,6 +1127,10 @@ void shmemi_set_reduce(void *dest, const void *src, size_t n, size_t size, int s
 {
 	struct group g;
 	set_group(start, logstride, psize, pSync, &g, op);
+	if (shmemi_L.far_pe != NULL) { /* every PE: the world (set_check) */
+		shmemi_team_reduce(SHMEM_TEAM_WORLD, dest, src, n, size, combine, op);
+		return;
+	}
 	call_enter(&g, SHMEMI_CALL_REDUCE);
 	reduce(&g, dest, src, n, size, combine, op);
 	call_leave(&g);
@@ -979,7 +1152,8 @@ static void broadcast(const struct group *g, void *dest, const void *src, size_t
 	long *tick = NULL; /* two counter words: see below */
 	if (!g->world)
 		tick = psync(g->pSync)->bcast;
-	else if ((g->team == SHMEM_TEAM_WORLD || g->team == SHMEM_TEAM_SHARED) && g->size <= SHMEMI_POST_FLAT)
+	else if ((g->team == SHMEM_TEAM_WORLD || g->team == SHMEM_TEAM_SHARED) && g->size <= SHMEMI_POST_FLAT &&
+		 shmemi_L.far_pe == NULL)
 		tick = shmemi_scratch->sync.bcast;
 	/* A split team, or the world of more than SHMEMI_POST_FLAT PEs: two
 	 * syncs of the team, each the dissemination barrier, ⌈log₂ n⌉ lines
@@ -989,10 +1163,13 @@ static void broadcast(const struct group *g, void *dest, const void *src, size_t
 	 * handshake). */
 	if (tick == NULL) {
 		gsync(g, op);
-		if (g->rank != root)
-			shmemi_memcpy(dest, shmemi_addr(src, bytes, gpe(g, root), op), bytes);
-		else if (self && dest != src && bytes)
+		char *fb = NULL;
+		size_t fcap = 0;
+		if (g->rank != root && bytes > 0)
+			memcpy(dest, peer_src(src, bytes, gpe(g, root), &fb, &fcap, op), bytes);
+		else if (g->rank == root && self && dest != src && bytes)
 			memmove(dest, src, bytes);
+		free(fb);
 		gsync(g, op);
 		return;
 	}
@@ -1036,7 +1213,7 @@ int shmemi_team_broadcast(shmem_team_t team, void *dest, const void *src, size_t
 {
 	struct group g;
 	team_group(team, &g, op);
-	if (shmemi_L.go_pes > 0) {
+	if (go_route() && !go_arrays(&g, dest, src, n, n, op)) {
 		go_collective(SHMEMI_GO_COLL_BROADCAST, &g, dest, src, n, root, op);
 		return 0;
 	}
@@ -1051,6 +1228,23 @@ void shmemi_set_broadcast(void *dest, const void *src, size_t n, int root, int s
 {
 	struct group g;
 	set_group(start, logstride, size, pSync, &g, op);
+	if (shmemi_L.far_pe != NULL) {
+		/* The world's broadcast, but the root's dest stays as it was
+		 * (OpenSHMEM 1.4's active-set form). */
+		char *keep = NULL;
+		if (g.rank == root && n > 0 && dest != src) {
+			keep = malloc(n);
+			if (keep == NULL)
+				shmemi_fatal(op, "out of memory for %zu bytes", n);
+			memcpy(keep, dest, n);
+		}
+		shmemi_team_broadcast(SHMEM_TEAM_WORLD, dest, src, n, root, op);
+		if (keep != NULL) {
+			memcpy(dest, keep, n);
+			free(keep);
+		}
+		return;
+	}
 	call_enter(&g, SHMEMI_CALL_BROADCAST);
 	broadcast(&g, dest, src, n, root, 0, op);
 	call_leave(&g);
@@ -1068,6 +1262,8 @@ static void collect(const struct group *g, void *dest, const void *src, size_t n
 		__atomic_store_n(cnt, (uint64_t)n + 1, __ATOMIC_SEQ_CST);
 	gsync(g, op);
 	size_t off = 0;
+	char *fb = NULL;
+	size_t fcap = 0;
 	for (int r = 0; r < g->size; r++) {
 		size_t nr = n;
 		if (!fixed)
@@ -1075,19 +1271,66 @@ static void collect(const struct group *g, void *dest, const void *src, size_t n
 		if (nr == 0)
 			continue; /* src and dest may be NULL */
 		(void)shmemi_addr(dest, off + nr, shmemi_L.me, op);
-		memcpy((char *)dest + off, shmemi_addr(src, nr, gpe(g, r), op), nr);
+		memcpy((char *)dest + off, peer_src(src, nr, gpe(g, r), &fb, &fcap, op), nr);
 		off += nr;
 	}
+	free(fb);
 	gsync(g, op);
 	if (!fixed)
 		__atomic_store_n(cnt, g->world ? 0 : (uint64_t)SHMEM_SYNC_VALUE, __ATOMIC_SEQ_CST);
+}
+
+/*
+ * far_collect: collect on the world of a job on several nodes, from the
+ * runtime's fcollect over heap blocks (every PE of the world makes the
+ * same allocations): the counts by an fcollect, then every source padded
+ * to the largest by a second, compacted in rank order. (The counts word
+ * of collect below is in the world's scratch block, which a job on
+ * several nodes has not got.)
+ */
+static void far_collect(const struct group *g, void *dest, const void *src, size_t n, const char *op)
+{
+	size_t np = (size_t)g->size;
+	uint64_t *cnt = (uint64_t *)go_bounce(&(uint64_t){n}, np * 8, 8, op);
+	go_collective(SHMEMI_GO_COLL_FCOLLECT, g, cnt, cnt + np, 8, 0, op);
+	size_t max = 0;
+	for (size_t r = 0; r < np; r++)
+		max = cnt[r] > max ? cnt[r] : max;
+	if (max > 0) {
+		char *b = shmem_calloc(np + 1, max);
+		if (b == NULL)
+			shmemi_fatal(op, "no heap block of %zu bytes for a collect across nodes (raise SHMEM_SYMMETRIC_SIZE)",
+				     (np + 1) * max);
+		shmemi_memcpy(b + np * max, src, n);
+		go_collective(SHMEMI_GO_COLL_FCOLLECT, g, b, b + np * max, max, 0, op);
+		size_t off = 0;
+		for (size_t r = 0; r < np; r++) {
+			shmemi_memcpy((char *)dest + off, b + r * max, cnt[r]);
+			off += cnt[r];
+		}
+		shmem_free(b);
+	}
+	shmem_free(cnt);
+}
+
+/* far_world_group: a group of the whole world in a job on several nodes,
+ * where far_collect serves. */
+static int far_world_group(const struct group *g)
+{
+	return shmemi_L.far_pe != NULL && shmemi_L.go_pes == 0 && g->size == shmemi_L.npes && g->size > 1;
 }
 
 int shmemi_team_collect(shmem_team_t team, void *dest, const void *src, size_t n, int fixed, const char *op)
 {
 	struct group g;
 	team_group(team, &g, op);
-	if (shmemi_L.go_pes > 0 && fixed) {
+	if (!fixed && far_world_group(&g)) {
+		far_collect(&g, dest, src, n, op);
+		return 0;
+	}
+	if (!fixed && shmemi_L.far_pe != NULL && g.size > 1)
+		shmemi_far_refuse(op);
+	if (go_route() && fixed && !go_arrays(&g, dest, src, n * (size_t)g.size, n, op)) {
 		go_collective(SHMEMI_GO_COLL_FCOLLECT, &g, dest, src, n, 0, op);
 		return 0;
 	}
@@ -1103,6 +1346,10 @@ void shmemi_set_collect(void *dest, const void *src, size_t n, int fixed, int st
 {
 	struct group g;
 	set_group(start, logstride, size, pSync, &g, op);
+	if (shmemi_L.far_pe != NULL) {
+		shmemi_team_collect(SHMEM_TEAM_WORLD, dest, src, n, fixed, op);
+		return;
+	}
 	call_enter(&g, (fixed ? SHMEMI_CALL_FCOLLECT : SHMEMI_CALL_COLLECT));
 	collect(&g, dest, src, n, fixed, op);
 	call_leave(&g);
@@ -1121,8 +1368,10 @@ static void alltoalls(const struct group *g, void *dest, const void *src, ptrdif
 	(void)shmemi_addr(src, blk_s * (size_t)(g->size - 1) + span_s, shmemi_L.me, op);
 	(void)shmemi_addr(dest, blk_d * (size_t)(g->size - 1) + span_d, shmemi_L.me, op);
 	gsync(g, op);
+	char *fb = NULL;
+	size_t fcap = 0;
 	for (int j = 0; j < g->size && nelems > 0; j++) { /* none: src and dest may be NULL */
-		const char *s = shmemi_addr((const char *)src + blk_s * (size_t)g->rank, span_s, gpe(g, j), op);
+		const char *s = peer_src((const char *)src + blk_s * (size_t)g->rank, span_s, gpe(g, j), &fb, &fcap, op);
 		char *d = (char *)dest + blk_d * (size_t)j;
 		if (dst == 1 && sst == 1)
 			memcpy(d, s, nelems * size);
@@ -1130,6 +1379,7 @@ static void alltoalls(const struct group *g, void *dest, const void *src, ptrdif
 			for (size_t i = 0; i < nelems; i++)
 				memcpy(d + i * (size_t)dst * size, s + i * (size_t)sst * size, size);
 	}
+	free(fb);
 	gsync(g, op);
 }
 
@@ -1138,7 +1388,7 @@ int shmemi_team_alltoalls(shmem_team_t team, void *dest, const void *src, ptrdif
 {
 	struct group g;
 	team_group(team, &g, op);
-	if (shmemi_L.go_pes > 0 && dst == 1 && sst == 1) {
+	if (go_route() && dst == 1 && sst == 1 && !go_arrays(&g, dest, src, nelems * size * (size_t)g.size, nelems * size * (size_t)g.size, op)) {
 		if (size && nelems > SIZE_MAX / size / (size_t)g.size)
 			shmemi_fatal(op, "%zu elements overflow", nelems);
 		go_collective(SHMEMI_GO_COLL_ALLTOALL, &g, dest, src, nelems * size * (size_t)g.size, 0, op);
@@ -1156,6 +1406,10 @@ void shmemi_set_alltoalls(void *dest, const void *src, ptrdiff_t dst, ptrdiff_t 
 {
 	struct group g;
 	set_group(start, logstride, psize, pSync, &g, op);
+	if (shmemi_L.far_pe != NULL) {
+		shmemi_team_alltoalls(SHMEM_TEAM_WORLD, dest, src, dst, sst, nelems, size, op);
+		return;
+	}
 	call_enter(&g, SHMEMI_CALL_ALLTOALLS);
 	alltoalls(&g, dest, src, dst, sst, nelems, size, op);
 	call_leave(&g);
@@ -1194,14 +1448,17 @@ int shmemi_team_scan(shmem_team_t team, void *dest, const void *src, size_t n, s
 		shmemi_fatal(op, "out of memory for %zu bytes", bytes);
 	gsync(&g, op);
 	int upto = exclusive ? g.rank : g.rank + 1; /* the ranks whose sources count */
+	char *fb = NULL;
+	size_t fcap = 0;
 	if (bytes > 0) {
 		if (upto == 0)
 			memset(acc, 0, bytes);
 		else
-			memcpy(acc, shmemi_addr(src, bytes, gpe(&g, 0), op), bytes);
+			memcpy(acc, peer_src(src, bytes, gpe(&g, 0), &fb, &fcap, op), bytes);
 		for (int r = 1; r < upto; r++)
-			combine(acc, shmemi_addr(src, bytes, gpe(&g, r), op), n);
+			combine(acc, peer_src(src, bytes, gpe(&g, r), &fb, &fcap, op), n);
 	}
+	free(fb);
 	gsync(&g, op);
 	shmemi_memcpy(dest, acc, bytes);
 	if (acc != stackbuf)

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <time.h>
 
 #include "shmem_internal.h"
 #include "shmemi_go.h"
@@ -254,6 +255,8 @@ int shmem_addr_accessible(const void *addr, int pe)
 	case 1:
 		return 1;
 	case 2:
+		if (shmemi_goes_far(pe)) /* through the transport (far.c) */
+			return shmemi_L.static_why == NULL;
 		return shmemi_static_addr(shmemi_L.static_lo + off, 1, pe) != NULL;
 	}
 	return 0;
@@ -264,6 +267,8 @@ void *shmem_ptr(const void *dest, int pe)
 	uint64_t off;
 	if (!shmemi_L.initialized || shmemi_L.finalized || (unsigned)pe >= (unsigned)shmemi_L.npes)
 		return NULL;
+	if (shmemi_goes_far(pe))
+		return NULL; /* on another node: no load or store reaches it */
 	switch (shmemi_locate(dest, 1, &off)) {
 	case 1:
 		/* The main mapping: read-only for other PEs in protected mode. */
@@ -450,8 +455,79 @@ static void hold(long *lock, const char *op)
 	shmemi_held[shmemi_nheld++] = lock;
 }
 
+/*
+ * Locks whose word, on PE 0, lies on another node (as the runtime's
+ * lock_far.go): the same ticket lock, its word reached with the
+ * transport's atomics, which the target performs with the same locked
+ * instructions as its node's CPUs. A waiter cannot sleep on PE 0's
+ * futex: it polls the word, backing off from 20 us to 1 ms.
+ */
+static uint64_t far_lock_amo(int amo, long *lock, uint64_t v, uint64_t cmp, const char *op)
+{
+	return shmemi_far_amo(amo, lock, sizeof(long), 0, v, cmp, op);
+}
+
+static void far_set_lock(long *lock)
+{
+	const char *op = "shmem_set_lock";
+	uint64_t old = far_lock_amo(SHMEMI_AMO_FETCH_ADD, lock, 1ULL << LOCK_NEXT_SHIFT, 0, op);
+	uint64_t ticket = lock_next(old);
+	long pause = 20000;
+	while (lock_serving(old) != ticket) {
+		nanosleep(&(struct timespec){0, pause}, NULL);
+		pause = pause * 2 > 1000000 ? 1000000 : pause * 2;
+		old = far_lock_amo(SHMEMI_AMO_FETCH, lock, 0, 0, op);
+	}
+	(void)far_lock_amo(SHMEMI_AMO_FETCH_ADD, lock, ((uint64_t)shmemi_L.me + 1) << LOCK_HOLDER_SHIFT, 0, op);
+}
+
+static int far_test_lock(long *lock)
+{
+	const char *op = "shmem_test_lock";
+	uint64_t tag = (uint64_t)shmemi_L.me + 1;
+	for (;;) {
+		uint64_t old = far_lock_amo(SHMEMI_AMO_FETCH, lock, 0, 0, op);
+		if (lock_next(old) != lock_serving(old))
+			return 1;
+		uint64_t nw = (old + (1ULL << LOCK_NEXT_SHIFT)) | tag << LOCK_HOLDER_SHIFT;
+		if (far_lock_amo(SHMEMI_AMO_CSWAP, lock, nw, old, op) == old)
+			return 0;
+	}
+}
+
+static void far_clear_lock(long *lock)
+{
+	const char *op = "shmem_clear_lock";
+	for (;;) {
+		uint64_t old = far_lock_amo(SHMEMI_AMO_FETCH, lock, 0, 0, op);
+		int h = lock_holder(old);
+		if (h != shmemi_L.me) {
+			if (h >= 0)
+				shmemi_fatal(op, "the lock at %p is held by PE %d, not this one (only the holder may clear it)",
+					     (void *)lock, h);
+			shmemi_fatal(op, "the lock at %p is not held (only the holder may clear a lock)", (void *)lock);
+		}
+		uint64_t serving = (lock_serving(old) + 1) & LOCK_FIELD;
+		uint64_t nw = 0;
+		if (serving != lock_next(old))
+			nw = lock_next(old) << LOCK_NEXT_SHIFT | serving;
+		if (far_lock_amo(SHMEMI_AMO_CSWAP, lock, nw, old, op) == old)
+			return;
+	}
+}
+
 void shmem_set_lock(long *lock)
 {
+	if (shmemi_goes_far(0)) {
+		shmemi_need_init("shmem_set_lock");
+		if (held_here(lock) >= 0)
+			shmemi_fatal("shmem_set_lock",
+				     "the lock at %p is already held by this thread (call shmem_clear_lock first)",
+				     (void *)lock);
+		far_set_lock(lock);
+		hold(lock, "shmem_set_lock");
+		return;
+	}
 	uint64_t *w = lock_word(lock, "shmem_set_lock");
 	uint64_t tag = (uint64_t)shmemi_L.me + 1;
 	if (held_here(lock) >= 0)
@@ -470,6 +546,13 @@ void shmem_set_lock(long *lock)
 
 int shmem_test_lock(long *lock)
 {
+	if (shmemi_goes_far(0)) {
+		shmemi_need_init("shmem_test_lock");
+		if (far_test_lock(lock) != 0)
+			return 1;
+		hold(lock, "shmem_test_lock");
+		return 0;
+	}
 	uint64_t *w = lock_word(lock, "shmem_test_lock");
 	uint64_t tag = (uint64_t)shmemi_L.me + 1;
 	for (;;) {
@@ -487,6 +570,18 @@ int shmem_test_lock(long *lock)
 
 void shmem_clear_lock(long *lock)
 {
+	if (shmemi_goes_far(0)) {
+		shmemi_need_init("shmem_clear_lock");
+		int i = held_here(lock);
+		if (i < 0)
+			shmemi_fatal("shmem_clear_lock", "the lock at %p is not held by this thread (only the thread "
+							 "holding a lock may clear it)",
+				     (void *)lock);
+		shmemi_quiet();
+		far_clear_lock(lock);
+		shmemi_held[i] = shmemi_held[--shmemi_nheld];
+		return;
+	}
 	uint64_t *w = lock_word(lock, "shmem_clear_lock");
 	int i = held_here(lock);
 	if (i < 0 && lock_holder(__atomic_load_n(w, __ATOMIC_SEQ_CST)) == shmemi_L.me)

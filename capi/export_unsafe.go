@@ -35,15 +35,17 @@ import (
 	"github.com/symheap/symheap"
 	"github.com/symheap/symheap/internal/cabi"
 	"github.com/symheap/symheap/internal/shmsync"
+	"github.com/symheap/symheap/internal/transport"
 )
 
 func main() {}
 
 var (
-	mu    sync.Mutex // guards teams
-	pe    *symheap.PE
-	teams = map[int]*symheap.Team{}
-	next  = 1 // the next team id; 0 is the world
+	mu     sync.Mutex // guards teams
+	pe     *symheap.PE
+	remote cabi.Remote // the PEs on other nodes (far.c); nil on one node
+	teams  = map[int]*symheap.Team{}
+	next   = 1 // the next team id; 0 is the world
 )
 
 // setErr copies err into the C buffer buf of n bytes (NUL-terminated).
@@ -78,7 +80,8 @@ func symheapc_go_init(l *C.struct_shmemi_layout, errbuf *C.char, n C.size_t) C.i
 	// The static data's window (static.c), published for the other C
 	// PEs at Init.
 	if fd := C.shmemi_static_fd(); fd >= 0 {
-		cabi.Static = cabi.StaticWindow{PID: int64(os.Getpid()), FD: int64(fd), Size: uint64(l.static_size)}
+		cabi.Static = cabi.StaticWindow{PID: int64(os.Getpid()), FD: int64(fd), Size: uint64(l.static_size),
+			Mem: unsafe.Slice((*byte)(unsafe.Pointer(l.static_lo)), int(l.static_size))}
 	}
 	p, err := symheap.Init(symheap.Config{})
 	if err != nil {
@@ -91,9 +94,31 @@ func symheapc_go_init(l *C.struct_shmemi_layout, errbuf *C.char, n C.size_t) C.i
 	cabi.BeforeExit = func() { C.shmemi_flush_stdio() }
 	d := cabi.Describe(p)
 	if d.Far {
-		p.Close()
-		setErr(errbuf, n, errors.New("symheap: the job spans several nodes: the C library reaches only the PEs of one node (run the job on one node)"))
-		return 1
+		// A job on several nodes: the operations on the PEs of other
+		// nodes go through the runtime's multi-node layer (far.c). The
+		// map is C memory, which C keeps.
+		remote = cabi.Far(p)
+		m := (*C.uchar)(C.calloc(C.size_t(d.NPEs), 1))
+		if m == nil || remote == nil {
+			p.Close()
+			setErr(errbuf, n, errors.New("symheap: Init: out of memory for the map of the PEs on other nodes"))
+			return 1
+		}
+		nodes := (*C.int)(C.calloc(C.size_t(d.NPEs), C.size_t(unsafe.Sizeof(C.int(0)))))
+		if nodes == nil {
+			p.Close()
+			setErr(errbuf, n, errors.New("symheap: Init: out of memory for the map of the PEs' nodes"))
+			return 1
+		}
+		far := unsafe.Slice((*byte)(unsafe.Pointer(m)), d.NPEs)
+		for _, q := range d.FarPEs {
+			far[q] = 1
+		}
+		nd := unsafe.Slice((*C.int)(nodes), d.NPEs)
+		for q, k := range d.NodeOf {
+			nd[q] = C.int(k)
+		}
+		l.far_pe, l.node_of = m, nodes
 	}
 	// Addresses in the shared segment, never in Go memory: C may keep them.
 	l.base = (*C.char)(d.Base)
@@ -356,4 +381,70 @@ func cbytes(p unsafe.Pointer, n int) []byte {
 		return nil
 	}
 	return unsafe.Slice((*byte)(p), n)
+}
+
+// A job on several nodes (far.c): the C library's operations on PEs of
+// other nodes, on the runtime's multi-node layer. The C names of regions
+// and atomics map to the transport's here, the one place both meet.
+
+var farRegions = [...]int{C.SHMEMI_REGION_HEAP: int(transport.RegionHeap), C.SHMEMI_REGION_STATIC: int(transport.RegionStatic)}
+
+var farAMOs = map[C.int]transport.AMO{
+	C.SHMEMI_AMO_FETCH: transport.AMOFetch, C.SHMEMI_AMO_SET: transport.AMOSet, C.SHMEMI_AMO_SWAP: transport.AMOSwap,
+	C.SHMEMI_AMO_CSWAP: transport.AMOCompareSwap, C.SHMEMI_AMO_FETCH_ADD: transport.AMOFetchAdd,
+	C.SHMEMI_AMO_FETCH_AND: transport.AMOFetchAnd, C.SHMEMI_AMO_FETCH_OR: transport.AMOFetchOr,
+	C.SHMEMI_AMO_FETCH_XOR: transport.AMOFetchXor, C.SHMEMI_AMO_ADD: transport.AMOAdd,
+	C.SHMEMI_AMO_AND: transport.AMOAnd, C.SHMEMI_AMO_OR: transport.AMOOr, C.SHMEMI_AMO_XOR: transport.AMOXor,
+}
+
+// farFailed reports a far operation's error in errbuf: the callers
+// format their message only on this path, so that a successful call
+// allocates nothing.
+func farFailed(err error, errbuf *C.char, n C.size_t, what string) C.int {
+	setErr(errbuf, n, fmt.Errorf("symheap: %s: %w", what, err))
+	return 1
+}
+
+//export symheapc_go_far_put
+func symheapc_go_far_put(r, target C.int, off C.uint64_t, src unsafe.Pointer, k C.size_t, nbi C.int, errbuf *C.char, n C.size_t) C.int {
+	err := remote.PutAt(farRegions[r], int(target), uint64(off), cbytes(src, int(k)), nbi != 0)
+	if err != nil {
+		return farFailed(err, errbuf, n, fmt.Sprintf("put of %d bytes to PE %d on another node", k, target))
+	}
+	return 0
+}
+
+//export symheapc_go_far_get
+func symheapc_go_far_get(r C.int, dst unsafe.Pointer, source C.int, off C.uint64_t, k C.size_t, errbuf *C.char, n C.size_t) C.int {
+	err := remote.GetAt(farRegions[r], cbytes(dst, int(k)), int(source), uint64(off))
+	if err != nil {
+		return farFailed(err, errbuf, n, fmt.Sprintf("get of %d bytes from PE %d on another node", k, source))
+	}
+	return 0
+}
+
+//export symheapc_go_far_amo
+func symheapc_go_far_amo(r, amo, target C.int, off C.uint64_t, size C.int, v, cmp C.uint64_t, old *C.uint64_t, errbuf *C.char, n C.size_t) C.int {
+	o, err := remote.AtomicAt(farRegions[r], uint8(farAMOs[amo]), int(target), uint64(off), int(size), uint64(v), uint64(cmp))
+	*old = C.uint64_t(o)
+	if err != nil {
+		return farFailed(err, errbuf, n, fmt.Sprintf("atomic on PE %d on another node", target))
+	}
+	return 0
+}
+
+//export symheapc_go_far_fence
+func symheapc_go_far_fence(errbuf *C.char, n C.size_t) C.int {
+	if err := remote.Fence(); err != nil {
+		return farFailed(err, errbuf, n, "fence of the operations on other nodes")
+	}
+	return 0
+}
+
+//export symheapc_go_far_quiet
+func symheapc_go_far_quiet(errbuf *C.char, n C.size_t) C.int {
+	if err := remote.Quiet(); err != nil {
+		return farFailed(err, errbuf, n, "quiet of the operations on other nodes")
+	}
+	return 0
 }

@@ -3924,6 +3924,12 @@ void shmem_ctx_signal_set(shmem_ctx_t ctx, uint64_t *sig_addr, uint64_t signal, 
 
 float shmem_float_atomic_fetch(const float *source, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(float), pe, 0, 0, "shmem_float_atomic_fetch");
+		float r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	float *w = shmemi_amo_addr(source, sizeof(float), pe, "shmem_float_atomic_fetch");
 	float r;
 	shmemi_pay();
@@ -3935,6 +3941,12 @@ float shmem_float_atomic_fetch(const float *source, int pe)
 float shmem_ctx_float_atomic_fetch(shmem_ctx_t ctx, const float *source, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_float_atomic_fetch");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(float), pe, 0, 0, "shmem_ctx_float_atomic_fetch");
+		float r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	float *w = shmemi_amo_addr(source, sizeof(float), pe, "shmem_ctx_float_atomic_fetch");
 	float r;
 	shmemi_pay();
@@ -3956,6 +3968,12 @@ void shmem_ctx_float_atomic_fetch_nbi(shmem_ctx_t ctx, float *fetch, const float
 
 double shmem_double_atomic_fetch(const double *source, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(double), pe, 0, 0, "shmem_double_atomic_fetch");
+		double r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	double *w = shmemi_amo_addr(source, sizeof(double), pe, "shmem_double_atomic_fetch");
 	double r;
 	shmemi_pay();
@@ -3967,6 +3985,12 @@ double shmem_double_atomic_fetch(const double *source, int pe)
 double shmem_ctx_double_atomic_fetch(shmem_ctx_t ctx, const double *source, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_double_atomic_fetch");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(double), pe, 0, 0, "shmem_ctx_double_atomic_fetch");
+		double r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	double *w = shmemi_amo_addr(source, sizeof(double), pe, "shmem_ctx_double_atomic_fetch");
 	double r;
 	shmemi_pay();
@@ -3988,6 +4012,12 @@ void shmem_ctx_double_atomic_fetch_nbi(shmem_ctx_t ctx, double *fetch, const dou
 
 int shmem_int_atomic_fetch(const int *source, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(int), pe, 0, 0, "shmem_int_atomic_fetch");
+		int r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int *w = shmemi_amo_addr(source, sizeof(int), pe, "shmem_int_atomic_fetch");
 	int r;
 	shmemi_pay();
@@ -3999,6 +4029,12 @@ int shmem_int_atomic_fetch(const int *source, int pe)
 int shmem_ctx_int_atomic_fetch(shmem_ctx_t ctx, const int *source, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_atomic_fetch");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(int), pe, 0, 0, "shmem_ctx_int_atomic_fetch");
+		int r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int *w = shmemi_amo_addr(source, sizeof(int), pe, "shmem_ctx_int_atomic_fetch");
 	int r;
 	shmemi_pay();
@@ -4020,6 +4056,12 @@ void shmem_ctx_int_atomic_fetch_nbi(shmem_ctx_t ctx, int *fetch, const int *sour
 
 long shmem_long_atomic_fetch(const long *source, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(long), pe, 0, 0, "shmem_long_atomic_fetch");
+		long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	long *w = shmemi_amo_addr(source, sizeof(long), pe, "shmem_long_atomic_fetch");
 	long r;
 	shmemi_pay();
@@ -4031,6 +4073,12 @@ long shmem_long_atomic_fetch(const long *source, int pe)
 long shmem_ctx_long_atomic_fetch(shmem_ctx_t ctx, const long *source, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_atomic_fetch");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(long), pe, 0, 0, "shmem_ctx_long_atomic_fetch");
+		long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	long *w = shmemi_amo_addr(source, sizeof(long), pe, "shmem_ctx_long_atomic_fetch");
 	long r;
 	shmemi_pay();
@@ -4052,6 +4100,12 @@ void shmem_ctx_long_atomic_fetch_nbi(shmem_ctx_t ctx, long *fetch, const long *s
 
 long long shmem_longlong_atomic_fetch(const long long *source, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(long long), pe, 0, 0, "shmem_longlong_atomic_fetch");
+		long long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	long long *w = shmemi_amo_addr(source, sizeof(long long), pe, "shmem_longlong_atomic_fetch");
 	long long r;
 	shmemi_pay();
@@ -4063,6 +4117,12 @@ long long shmem_longlong_atomic_fetch(const long long *source, int pe)
 long long shmem_ctx_longlong_atomic_fetch(shmem_ctx_t ctx, const long long *source, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_atomic_fetch");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(long long), pe, 0, 0, "shmem_ctx_longlong_atomic_fetch");
+		long long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	long long *w = shmemi_amo_addr(source, sizeof(long long), pe, "shmem_ctx_longlong_atomic_fetch");
 	long long r;
 	shmemi_pay();
@@ -4084,6 +4144,12 @@ void shmem_ctx_longlong_atomic_fetch_nbi(shmem_ctx_t ctx, long long *fetch, cons
 
 unsigned int shmem_uint_atomic_fetch(const unsigned int *source, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(unsigned int), pe, 0, 0, "shmem_uint_atomic_fetch");
+		unsigned int r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned int *w = shmemi_amo_addr(source, sizeof(unsigned int), pe, "shmem_uint_atomic_fetch");
 	unsigned int r;
 	shmemi_pay();
@@ -4095,6 +4161,12 @@ unsigned int shmem_uint_atomic_fetch(const unsigned int *source, int pe)
 unsigned int shmem_ctx_uint_atomic_fetch(shmem_ctx_t ctx, const unsigned int *source, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_fetch");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(unsigned int), pe, 0, 0, "shmem_ctx_uint_atomic_fetch");
+		unsigned int r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned int *w = shmemi_amo_addr(source, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_fetch");
 	unsigned int r;
 	shmemi_pay();
@@ -4116,6 +4188,12 @@ void shmem_ctx_uint_atomic_fetch_nbi(shmem_ctx_t ctx, unsigned int *fetch, const
 
 unsigned long shmem_ulong_atomic_fetch(const unsigned long *source, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(unsigned long), pe, 0, 0, "shmem_ulong_atomic_fetch");
+		unsigned long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long *w = shmemi_amo_addr(source, sizeof(unsigned long), pe, "shmem_ulong_atomic_fetch");
 	unsigned long r;
 	shmemi_pay();
@@ -4127,6 +4205,12 @@ unsigned long shmem_ulong_atomic_fetch(const unsigned long *source, int pe)
 unsigned long shmem_ctx_ulong_atomic_fetch(shmem_ctx_t ctx, const unsigned long *source, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_fetch");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(unsigned long), pe, 0, 0, "shmem_ctx_ulong_atomic_fetch");
+		unsigned long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long *w = shmemi_amo_addr(source, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_fetch");
 	unsigned long r;
 	shmemi_pay();
@@ -4148,6 +4232,12 @@ void shmem_ctx_ulong_atomic_fetch_nbi(shmem_ctx_t ctx, unsigned long *fetch, con
 
 unsigned long long shmem_ulonglong_atomic_fetch(const unsigned long long *source, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(unsigned long long), pe, 0, 0, "shmem_ulonglong_atomic_fetch");
+		unsigned long long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long long *w = shmemi_amo_addr(source, sizeof(unsigned long long), pe, "shmem_ulonglong_atomic_fetch");
 	unsigned long long r;
 	shmemi_pay();
@@ -4159,6 +4249,12 @@ unsigned long long shmem_ulonglong_atomic_fetch(const unsigned long long *source
 unsigned long long shmem_ctx_ulonglong_atomic_fetch(shmem_ctx_t ctx, const unsigned long long *source, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_fetch");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(unsigned long long), pe, 0, 0, "shmem_ctx_ulonglong_atomic_fetch");
+		unsigned long long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long long *w = shmemi_amo_addr(source, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_fetch");
 	unsigned long long r;
 	shmemi_pay();
@@ -4180,6 +4276,12 @@ void shmem_ctx_ulonglong_atomic_fetch_nbi(shmem_ctx_t ctx, unsigned long long *f
 
 int32_t shmem_int32_atomic_fetch(const int32_t *source, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(int32_t), pe, 0, 0, "shmem_int32_atomic_fetch");
+		int32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int32_t *w = shmemi_amo_addr(source, sizeof(int32_t), pe, "shmem_int32_atomic_fetch");
 	int32_t r;
 	shmemi_pay();
@@ -4191,6 +4293,12 @@ int32_t shmem_int32_atomic_fetch(const int32_t *source, int pe)
 int32_t shmem_ctx_int32_atomic_fetch(shmem_ctx_t ctx, const int32_t *source, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_fetch");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(int32_t), pe, 0, 0, "shmem_ctx_int32_atomic_fetch");
+		int32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int32_t *w = shmemi_amo_addr(source, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_fetch");
 	int32_t r;
 	shmemi_pay();
@@ -4212,6 +4320,12 @@ void shmem_ctx_int32_atomic_fetch_nbi(shmem_ctx_t ctx, int32_t *fetch, const int
 
 int64_t shmem_int64_atomic_fetch(const int64_t *source, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(int64_t), pe, 0, 0, "shmem_int64_atomic_fetch");
+		int64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int64_t *w = shmemi_amo_addr(source, sizeof(int64_t), pe, "shmem_int64_atomic_fetch");
 	int64_t r;
 	shmemi_pay();
@@ -4223,6 +4337,12 @@ int64_t shmem_int64_atomic_fetch(const int64_t *source, int pe)
 int64_t shmem_ctx_int64_atomic_fetch(shmem_ctx_t ctx, const int64_t *source, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_fetch");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(int64_t), pe, 0, 0, "shmem_ctx_int64_atomic_fetch");
+		int64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int64_t *w = shmemi_amo_addr(source, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_fetch");
 	int64_t r;
 	shmemi_pay();
@@ -4244,6 +4364,12 @@ void shmem_ctx_int64_atomic_fetch_nbi(shmem_ctx_t ctx, int64_t *fetch, const int
 
 uint32_t shmem_uint32_atomic_fetch(const uint32_t *source, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(uint32_t), pe, 0, 0, "shmem_uint32_atomic_fetch");
+		uint32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint32_t *w = shmemi_amo_addr(source, sizeof(uint32_t), pe, "shmem_uint32_atomic_fetch");
 	uint32_t r;
 	shmemi_pay();
@@ -4255,6 +4381,12 @@ uint32_t shmem_uint32_atomic_fetch(const uint32_t *source, int pe)
 uint32_t shmem_ctx_uint32_atomic_fetch(shmem_ctx_t ctx, const uint32_t *source, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_fetch");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(uint32_t), pe, 0, 0, "shmem_ctx_uint32_atomic_fetch");
+		uint32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint32_t *w = shmemi_amo_addr(source, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_fetch");
 	uint32_t r;
 	shmemi_pay();
@@ -4276,6 +4408,12 @@ void shmem_ctx_uint32_atomic_fetch_nbi(shmem_ctx_t ctx, uint32_t *fetch, const u
 
 uint64_t shmem_uint64_atomic_fetch(const uint64_t *source, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(uint64_t), pe, 0, 0, "shmem_uint64_atomic_fetch");
+		uint64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint64_t *w = shmemi_amo_addr(source, sizeof(uint64_t), pe, "shmem_uint64_atomic_fetch");
 	uint64_t r;
 	shmemi_pay();
@@ -4287,6 +4425,12 @@ uint64_t shmem_uint64_atomic_fetch(const uint64_t *source, int pe)
 uint64_t shmem_ctx_uint64_atomic_fetch(shmem_ctx_t ctx, const uint64_t *source, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_fetch");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(uint64_t), pe, 0, 0, "shmem_ctx_uint64_atomic_fetch");
+		uint64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint64_t *w = shmemi_amo_addr(source, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_fetch");
 	uint64_t r;
 	shmemi_pay();
@@ -4308,6 +4452,12 @@ void shmem_ctx_uint64_atomic_fetch_nbi(shmem_ctx_t ctx, uint64_t *fetch, const u
 
 size_t shmem_size_atomic_fetch(const size_t *source, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(size_t), pe, 0, 0, "shmem_size_atomic_fetch");
+		size_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	size_t *w = shmemi_amo_addr(source, sizeof(size_t), pe, "shmem_size_atomic_fetch");
 	size_t r;
 	shmemi_pay();
@@ -4319,6 +4469,12 @@ size_t shmem_size_atomic_fetch(const size_t *source, int pe)
 size_t shmem_ctx_size_atomic_fetch(shmem_ctx_t ctx, const size_t *source, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_atomic_fetch");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(size_t), pe, 0, 0, "shmem_ctx_size_atomic_fetch");
+		size_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	size_t *w = shmemi_amo_addr(source, sizeof(size_t), pe, "shmem_ctx_size_atomic_fetch");
 	size_t r;
 	shmemi_pay();
@@ -4340,6 +4496,12 @@ void shmem_ctx_size_atomic_fetch_nbi(shmem_ctx_t ctx, size_t *fetch, const size_
 
 ptrdiff_t shmem_ptrdiff_atomic_fetch(const ptrdiff_t *source, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(ptrdiff_t), pe, 0, 0, "shmem_ptrdiff_atomic_fetch");
+		ptrdiff_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	ptrdiff_t *w = shmemi_amo_addr(source, sizeof(ptrdiff_t), pe, "shmem_ptrdiff_atomic_fetch");
 	ptrdiff_t r;
 	shmemi_pay();
@@ -4351,6 +4513,12 @@ ptrdiff_t shmem_ptrdiff_atomic_fetch(const ptrdiff_t *source, int pe)
 ptrdiff_t shmem_ctx_ptrdiff_atomic_fetch(shmem_ctx_t ctx, const ptrdiff_t *source, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_atomic_fetch");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH, source, sizeof(ptrdiff_t), pe, 0, 0, "shmem_ctx_ptrdiff_atomic_fetch");
+		ptrdiff_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	ptrdiff_t *w = shmemi_amo_addr(source, sizeof(ptrdiff_t), pe, "shmem_ctx_ptrdiff_atomic_fetch");
 	ptrdiff_t r;
 	shmemi_pay();
@@ -4372,6 +4540,10 @@ void shmem_ctx_ptrdiff_atomic_fetch_nbi(shmem_ctx_t ctx, ptrdiff_t *fetch, const
 
 void shmem_float_atomic_set(float *dest, float value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(float), pe, shmemi_bits(&value, sizeof(float)), 0, "shmem_float_atomic_set");
+		return;
+	}
 	float *w = shmemi_amo_addr(dest, sizeof(float), pe, "shmem_float_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4380,6 +4552,10 @@ void shmem_float_atomic_set(float *dest, float value, int pe)
 void shmem_ctx_float_atomic_set(shmem_ctx_t ctx, float *dest, float value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_float_atomic_set");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(float), pe, shmemi_bits(&value, sizeof(float)), 0, "shmem_ctx_float_atomic_set");
+		return;
+	}
 	float *w = shmemi_amo_addr(dest, sizeof(float), pe, "shmem_ctx_float_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4387,6 +4563,10 @@ void shmem_ctx_float_atomic_set(shmem_ctx_t ctx, float *dest, float value, int p
 
 void shmem_double_atomic_set(double *dest, double value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(double), pe, shmemi_bits(&value, sizeof(double)), 0, "shmem_double_atomic_set");
+		return;
+	}
 	double *w = shmemi_amo_addr(dest, sizeof(double), pe, "shmem_double_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4395,6 +4575,10 @@ void shmem_double_atomic_set(double *dest, double value, int pe)
 void shmem_ctx_double_atomic_set(shmem_ctx_t ctx, double *dest, double value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_double_atomic_set");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(double), pe, shmemi_bits(&value, sizeof(double)), 0, "shmem_ctx_double_atomic_set");
+		return;
+	}
 	double *w = shmemi_amo_addr(dest, sizeof(double), pe, "shmem_ctx_double_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4402,6 +4586,10 @@ void shmem_ctx_double_atomic_set(shmem_ctx_t ctx, double *dest, double value, in
 
 void shmem_int_atomic_set(int *dest, int value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(int), pe, shmemi_bits(&value, sizeof(int)), 0, "shmem_int_atomic_set");
+		return;
+	}
 	int *w = shmemi_amo_addr(dest, sizeof(int), pe, "shmem_int_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4410,6 +4598,10 @@ void shmem_int_atomic_set(int *dest, int value, int pe)
 void shmem_ctx_int_atomic_set(shmem_ctx_t ctx, int *dest, int value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_atomic_set");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(int), pe, shmemi_bits(&value, sizeof(int)), 0, "shmem_ctx_int_atomic_set");
+		return;
+	}
 	int *w = shmemi_amo_addr(dest, sizeof(int), pe, "shmem_ctx_int_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4417,6 +4609,10 @@ void shmem_ctx_int_atomic_set(shmem_ctx_t ctx, int *dest, int value, int pe)
 
 void shmem_long_atomic_set(long *dest, long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(long), pe, shmemi_bits(&value, sizeof(long)), 0, "shmem_long_atomic_set");
+		return;
+	}
 	long *w = shmemi_amo_addr(dest, sizeof(long), pe, "shmem_long_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4425,6 +4621,10 @@ void shmem_long_atomic_set(long *dest, long value, int pe)
 void shmem_ctx_long_atomic_set(shmem_ctx_t ctx, long *dest, long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_atomic_set");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(long), pe, shmemi_bits(&value, sizeof(long)), 0, "shmem_ctx_long_atomic_set");
+		return;
+	}
 	long *w = shmemi_amo_addr(dest, sizeof(long), pe, "shmem_ctx_long_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4432,6 +4632,10 @@ void shmem_ctx_long_atomic_set(shmem_ctx_t ctx, long *dest, long value, int pe)
 
 void shmem_longlong_atomic_set(long long *dest, long long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(long long), pe, shmemi_bits(&value, sizeof(long long)), 0, "shmem_longlong_atomic_set");
+		return;
+	}
 	long long *w = shmemi_amo_addr(dest, sizeof(long long), pe, "shmem_longlong_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4440,6 +4644,10 @@ void shmem_longlong_atomic_set(long long *dest, long long value, int pe)
 void shmem_ctx_longlong_atomic_set(shmem_ctx_t ctx, long long *dest, long long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_atomic_set");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(long long), pe, shmemi_bits(&value, sizeof(long long)), 0, "shmem_ctx_longlong_atomic_set");
+		return;
+	}
 	long long *w = shmemi_amo_addr(dest, sizeof(long long), pe, "shmem_ctx_longlong_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4447,6 +4655,10 @@ void shmem_ctx_longlong_atomic_set(shmem_ctx_t ctx, long long *dest, long long v
 
 void shmem_uint_atomic_set(unsigned int *dest, unsigned int value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(unsigned int), pe, shmemi_bits(&value, sizeof(unsigned int)), 0, "shmem_uint_atomic_set");
+		return;
+	}
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_uint_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4455,6 +4667,10 @@ void shmem_uint_atomic_set(unsigned int *dest, unsigned int value, int pe)
 void shmem_ctx_uint_atomic_set(shmem_ctx_t ctx, unsigned int *dest, unsigned int value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_set");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(unsigned int), pe, shmemi_bits(&value, sizeof(unsigned int)), 0, "shmem_ctx_uint_atomic_set");
+		return;
+	}
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4462,6 +4678,10 @@ void shmem_ctx_uint_atomic_set(shmem_ctx_t ctx, unsigned int *dest, unsigned int
 
 void shmem_ulong_atomic_set(unsigned long *dest, unsigned long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(unsigned long), pe, shmemi_bits(&value, sizeof(unsigned long)), 0, "shmem_ulong_atomic_set");
+		return;
+	}
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ulong_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4470,6 +4690,10 @@ void shmem_ulong_atomic_set(unsigned long *dest, unsigned long value, int pe)
 void shmem_ctx_ulong_atomic_set(shmem_ctx_t ctx, unsigned long *dest, unsigned long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_set");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(unsigned long), pe, shmemi_bits(&value, sizeof(unsigned long)), 0, "shmem_ctx_ulong_atomic_set");
+		return;
+	}
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4477,6 +4701,10 @@ void shmem_ctx_ulong_atomic_set(shmem_ctx_t ctx, unsigned long *dest, unsigned l
 
 void shmem_ulonglong_atomic_set(unsigned long long *dest, unsigned long long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(unsigned long long), pe, shmemi_bits(&value, sizeof(unsigned long long)), 0, "shmem_ulonglong_atomic_set");
+		return;
+	}
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ulonglong_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4485,6 +4713,10 @@ void shmem_ulonglong_atomic_set(unsigned long long *dest, unsigned long long val
 void shmem_ctx_ulonglong_atomic_set(shmem_ctx_t ctx, unsigned long long *dest, unsigned long long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_set");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(unsigned long long), pe, shmemi_bits(&value, sizeof(unsigned long long)), 0, "shmem_ctx_ulonglong_atomic_set");
+		return;
+	}
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4492,6 +4724,10 @@ void shmem_ctx_ulonglong_atomic_set(shmem_ctx_t ctx, unsigned long long *dest, u
 
 void shmem_int32_atomic_set(int32_t *dest, int32_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(int32_t), pe, shmemi_bits(&value, sizeof(int32_t)), 0, "shmem_int32_atomic_set");
+		return;
+	}
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_int32_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4500,6 +4736,10 @@ void shmem_int32_atomic_set(int32_t *dest, int32_t value, int pe)
 void shmem_ctx_int32_atomic_set(shmem_ctx_t ctx, int32_t *dest, int32_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_set");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(int32_t), pe, shmemi_bits(&value, sizeof(int32_t)), 0, "shmem_ctx_int32_atomic_set");
+		return;
+	}
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4507,6 +4747,10 @@ void shmem_ctx_int32_atomic_set(shmem_ctx_t ctx, int32_t *dest, int32_t value, i
 
 void shmem_int64_atomic_set(int64_t *dest, int64_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(int64_t), pe, shmemi_bits(&value, sizeof(int64_t)), 0, "shmem_int64_atomic_set");
+		return;
+	}
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_int64_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4515,6 +4759,10 @@ void shmem_int64_atomic_set(int64_t *dest, int64_t value, int pe)
 void shmem_ctx_int64_atomic_set(shmem_ctx_t ctx, int64_t *dest, int64_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_set");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(int64_t), pe, shmemi_bits(&value, sizeof(int64_t)), 0, "shmem_ctx_int64_atomic_set");
+		return;
+	}
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4522,6 +4770,10 @@ void shmem_ctx_int64_atomic_set(shmem_ctx_t ctx, int64_t *dest, int64_t value, i
 
 void shmem_uint32_atomic_set(uint32_t *dest, uint32_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(uint32_t), pe, shmemi_bits(&value, sizeof(uint32_t)), 0, "shmem_uint32_atomic_set");
+		return;
+	}
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_uint32_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4530,6 +4782,10 @@ void shmem_uint32_atomic_set(uint32_t *dest, uint32_t value, int pe)
 void shmem_ctx_uint32_atomic_set(shmem_ctx_t ctx, uint32_t *dest, uint32_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_set");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(uint32_t), pe, shmemi_bits(&value, sizeof(uint32_t)), 0, "shmem_ctx_uint32_atomic_set");
+		return;
+	}
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4537,6 +4793,10 @@ void shmem_ctx_uint32_atomic_set(shmem_ctx_t ctx, uint32_t *dest, uint32_t value
 
 void shmem_uint64_atomic_set(uint64_t *dest, uint64_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(uint64_t), pe, shmemi_bits(&value, sizeof(uint64_t)), 0, "shmem_uint64_atomic_set");
+		return;
+	}
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_uint64_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4545,6 +4805,10 @@ void shmem_uint64_atomic_set(uint64_t *dest, uint64_t value, int pe)
 void shmem_ctx_uint64_atomic_set(shmem_ctx_t ctx, uint64_t *dest, uint64_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_set");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(uint64_t), pe, shmemi_bits(&value, sizeof(uint64_t)), 0, "shmem_ctx_uint64_atomic_set");
+		return;
+	}
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4552,6 +4816,10 @@ void shmem_ctx_uint64_atomic_set(shmem_ctx_t ctx, uint64_t *dest, uint64_t value
 
 void shmem_size_atomic_set(size_t *dest, size_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(size_t), pe, shmemi_bits(&value, sizeof(size_t)), 0, "shmem_size_atomic_set");
+		return;
+	}
 	size_t *w = shmemi_amo_addr(dest, sizeof(size_t), pe, "shmem_size_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4560,6 +4828,10 @@ void shmem_size_atomic_set(size_t *dest, size_t value, int pe)
 void shmem_ctx_size_atomic_set(shmem_ctx_t ctx, size_t *dest, size_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_atomic_set");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(size_t), pe, shmemi_bits(&value, sizeof(size_t)), 0, "shmem_ctx_size_atomic_set");
+		return;
+	}
 	size_t *w = shmemi_amo_addr(dest, sizeof(size_t), pe, "shmem_ctx_size_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4567,6 +4839,10 @@ void shmem_ctx_size_atomic_set(shmem_ctx_t ctx, size_t *dest, size_t value, int 
 
 void shmem_ptrdiff_atomic_set(ptrdiff_t *dest, ptrdiff_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(ptrdiff_t), pe, shmemi_bits(&value, sizeof(ptrdiff_t)), 0, "shmem_ptrdiff_atomic_set");
+		return;
+	}
 	ptrdiff_t *w = shmemi_amo_addr(dest, sizeof(ptrdiff_t), pe, "shmem_ptrdiff_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4575,6 +4851,10 @@ void shmem_ptrdiff_atomic_set(ptrdiff_t *dest, ptrdiff_t value, int pe)
 void shmem_ctx_ptrdiff_atomic_set(shmem_ctx_t ctx, ptrdiff_t *dest, ptrdiff_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_atomic_set");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_SET, dest, sizeof(ptrdiff_t), pe, shmemi_bits(&value, sizeof(ptrdiff_t)), 0, "shmem_ctx_ptrdiff_atomic_set");
+		return;
+	}
 	ptrdiff_t *w = shmemi_amo_addr(dest, sizeof(ptrdiff_t), pe, "shmem_ctx_ptrdiff_atomic_set");
 	__atomic_store(w, &value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -4582,6 +4862,12 @@ void shmem_ctx_ptrdiff_atomic_set(shmem_ctx_t ctx, ptrdiff_t *dest, ptrdiff_t va
 
 float shmem_float_atomic_swap(float *dest, float value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(float), pe, shmemi_bits(&value, sizeof(float)), 0, "shmem_float_atomic_swap");
+		float r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	float *w = shmemi_amo_addr(dest, sizeof(float), pe, "shmem_float_atomic_swap");
 	float r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4592,6 +4878,12 @@ float shmem_float_atomic_swap(float *dest, float value, int pe)
 float shmem_ctx_float_atomic_swap(shmem_ctx_t ctx, float *dest, float value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_float_atomic_swap");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(float), pe, shmemi_bits(&value, sizeof(float)), 0, "shmem_ctx_float_atomic_swap");
+		float r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	float *w = shmemi_amo_addr(dest, sizeof(float), pe, "shmem_ctx_float_atomic_swap");
 	float r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4612,6 +4904,12 @@ void shmem_ctx_float_atomic_swap_nbi(shmem_ctx_t ctx, float *fetch, float *dest,
 
 double shmem_double_atomic_swap(double *dest, double value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(double), pe, shmemi_bits(&value, sizeof(double)), 0, "shmem_double_atomic_swap");
+		double r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	double *w = shmemi_amo_addr(dest, sizeof(double), pe, "shmem_double_atomic_swap");
 	double r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4622,6 +4920,12 @@ double shmem_double_atomic_swap(double *dest, double value, int pe)
 double shmem_ctx_double_atomic_swap(shmem_ctx_t ctx, double *dest, double value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_double_atomic_swap");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(double), pe, shmemi_bits(&value, sizeof(double)), 0, "shmem_ctx_double_atomic_swap");
+		double r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	double *w = shmemi_amo_addr(dest, sizeof(double), pe, "shmem_ctx_double_atomic_swap");
 	double r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4642,6 +4946,12 @@ void shmem_ctx_double_atomic_swap_nbi(shmem_ctx_t ctx, double *fetch, double *de
 
 int shmem_int_atomic_swap(int *dest, int value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(int), pe, shmemi_bits(&value, sizeof(int)), 0, "shmem_int_atomic_swap");
+		int r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int *w = shmemi_amo_addr(dest, sizeof(int), pe, "shmem_int_atomic_swap");
 	int r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4652,6 +4962,12 @@ int shmem_int_atomic_swap(int *dest, int value, int pe)
 int shmem_ctx_int_atomic_swap(shmem_ctx_t ctx, int *dest, int value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_atomic_swap");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(int), pe, shmemi_bits(&value, sizeof(int)), 0, "shmem_ctx_int_atomic_swap");
+		int r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int *w = shmemi_amo_addr(dest, sizeof(int), pe, "shmem_ctx_int_atomic_swap");
 	int r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4672,6 +4988,12 @@ void shmem_ctx_int_atomic_swap_nbi(shmem_ctx_t ctx, int *fetch, int *dest, int v
 
 long shmem_long_atomic_swap(long *dest, long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(long), pe, shmemi_bits(&value, sizeof(long)), 0, "shmem_long_atomic_swap");
+		long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	long *w = shmemi_amo_addr(dest, sizeof(long), pe, "shmem_long_atomic_swap");
 	long r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4682,6 +5004,12 @@ long shmem_long_atomic_swap(long *dest, long value, int pe)
 long shmem_ctx_long_atomic_swap(shmem_ctx_t ctx, long *dest, long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_atomic_swap");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(long), pe, shmemi_bits(&value, sizeof(long)), 0, "shmem_ctx_long_atomic_swap");
+		long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	long *w = shmemi_amo_addr(dest, sizeof(long), pe, "shmem_ctx_long_atomic_swap");
 	long r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4702,6 +5030,12 @@ void shmem_ctx_long_atomic_swap_nbi(shmem_ctx_t ctx, long *fetch, long *dest, lo
 
 long long shmem_longlong_atomic_swap(long long *dest, long long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(long long), pe, shmemi_bits(&value, sizeof(long long)), 0, "shmem_longlong_atomic_swap");
+		long long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	long long *w = shmemi_amo_addr(dest, sizeof(long long), pe, "shmem_longlong_atomic_swap");
 	long long r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4712,6 +5046,12 @@ long long shmem_longlong_atomic_swap(long long *dest, long long value, int pe)
 long long shmem_ctx_longlong_atomic_swap(shmem_ctx_t ctx, long long *dest, long long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_atomic_swap");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(long long), pe, shmemi_bits(&value, sizeof(long long)), 0, "shmem_ctx_longlong_atomic_swap");
+		long long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	long long *w = shmemi_amo_addr(dest, sizeof(long long), pe, "shmem_ctx_longlong_atomic_swap");
 	long long r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4732,6 +5072,12 @@ void shmem_ctx_longlong_atomic_swap_nbi(shmem_ctx_t ctx, long long *fetch, long 
 
 unsigned int shmem_uint_atomic_swap(unsigned int *dest, unsigned int value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(unsigned int), pe, shmemi_bits(&value, sizeof(unsigned int)), 0, "shmem_uint_atomic_swap");
+		unsigned int r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_uint_atomic_swap");
 	unsigned int r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4742,6 +5088,12 @@ unsigned int shmem_uint_atomic_swap(unsigned int *dest, unsigned int value, int 
 unsigned int shmem_ctx_uint_atomic_swap(shmem_ctx_t ctx, unsigned int *dest, unsigned int value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_swap");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(unsigned int), pe, shmemi_bits(&value, sizeof(unsigned int)), 0, "shmem_ctx_uint_atomic_swap");
+		unsigned int r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_swap");
 	unsigned int r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4762,6 +5114,12 @@ void shmem_ctx_uint_atomic_swap_nbi(shmem_ctx_t ctx, unsigned int *fetch, unsign
 
 unsigned long shmem_ulong_atomic_swap(unsigned long *dest, unsigned long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(unsigned long), pe, shmemi_bits(&value, sizeof(unsigned long)), 0, "shmem_ulong_atomic_swap");
+		unsigned long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ulong_atomic_swap");
 	unsigned long r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4772,6 +5130,12 @@ unsigned long shmem_ulong_atomic_swap(unsigned long *dest, unsigned long value, 
 unsigned long shmem_ctx_ulong_atomic_swap(shmem_ctx_t ctx, unsigned long *dest, unsigned long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_swap");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(unsigned long), pe, shmemi_bits(&value, sizeof(unsigned long)), 0, "shmem_ctx_ulong_atomic_swap");
+		unsigned long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_swap");
 	unsigned long r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4792,6 +5156,12 @@ void shmem_ctx_ulong_atomic_swap_nbi(shmem_ctx_t ctx, unsigned long *fetch, unsi
 
 unsigned long long shmem_ulonglong_atomic_swap(unsigned long long *dest, unsigned long long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(unsigned long long), pe, shmemi_bits(&value, sizeof(unsigned long long)), 0, "shmem_ulonglong_atomic_swap");
+		unsigned long long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ulonglong_atomic_swap");
 	unsigned long long r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4802,6 +5172,12 @@ unsigned long long shmem_ulonglong_atomic_swap(unsigned long long *dest, unsigne
 unsigned long long shmem_ctx_ulonglong_atomic_swap(shmem_ctx_t ctx, unsigned long long *dest, unsigned long long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_swap");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(unsigned long long), pe, shmemi_bits(&value, sizeof(unsigned long long)), 0, "shmem_ctx_ulonglong_atomic_swap");
+		unsigned long long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_swap");
 	unsigned long long r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4822,6 +5198,12 @@ void shmem_ctx_ulonglong_atomic_swap_nbi(shmem_ctx_t ctx, unsigned long long *fe
 
 int32_t shmem_int32_atomic_swap(int32_t *dest, int32_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(int32_t), pe, shmemi_bits(&value, sizeof(int32_t)), 0, "shmem_int32_atomic_swap");
+		int32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_int32_atomic_swap");
 	int32_t r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4832,6 +5214,12 @@ int32_t shmem_int32_atomic_swap(int32_t *dest, int32_t value, int pe)
 int32_t shmem_ctx_int32_atomic_swap(shmem_ctx_t ctx, int32_t *dest, int32_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_swap");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(int32_t), pe, shmemi_bits(&value, sizeof(int32_t)), 0, "shmem_ctx_int32_atomic_swap");
+		int32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_swap");
 	int32_t r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4852,6 +5240,12 @@ void shmem_ctx_int32_atomic_swap_nbi(shmem_ctx_t ctx, int32_t *fetch, int32_t *d
 
 int64_t shmem_int64_atomic_swap(int64_t *dest, int64_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(int64_t), pe, shmemi_bits(&value, sizeof(int64_t)), 0, "shmem_int64_atomic_swap");
+		int64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_int64_atomic_swap");
 	int64_t r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4862,6 +5256,12 @@ int64_t shmem_int64_atomic_swap(int64_t *dest, int64_t value, int pe)
 int64_t shmem_ctx_int64_atomic_swap(shmem_ctx_t ctx, int64_t *dest, int64_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_swap");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(int64_t), pe, shmemi_bits(&value, sizeof(int64_t)), 0, "shmem_ctx_int64_atomic_swap");
+		int64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_swap");
 	int64_t r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4882,6 +5282,12 @@ void shmem_ctx_int64_atomic_swap_nbi(shmem_ctx_t ctx, int64_t *fetch, int64_t *d
 
 uint32_t shmem_uint32_atomic_swap(uint32_t *dest, uint32_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(uint32_t), pe, shmemi_bits(&value, sizeof(uint32_t)), 0, "shmem_uint32_atomic_swap");
+		uint32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_uint32_atomic_swap");
 	uint32_t r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4892,6 +5298,12 @@ uint32_t shmem_uint32_atomic_swap(uint32_t *dest, uint32_t value, int pe)
 uint32_t shmem_ctx_uint32_atomic_swap(shmem_ctx_t ctx, uint32_t *dest, uint32_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_swap");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(uint32_t), pe, shmemi_bits(&value, sizeof(uint32_t)), 0, "shmem_ctx_uint32_atomic_swap");
+		uint32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_swap");
 	uint32_t r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4912,6 +5324,12 @@ void shmem_ctx_uint32_atomic_swap_nbi(shmem_ctx_t ctx, uint32_t *fetch, uint32_t
 
 uint64_t shmem_uint64_atomic_swap(uint64_t *dest, uint64_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(uint64_t), pe, shmemi_bits(&value, sizeof(uint64_t)), 0, "shmem_uint64_atomic_swap");
+		uint64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_uint64_atomic_swap");
 	uint64_t r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4922,6 +5340,12 @@ uint64_t shmem_uint64_atomic_swap(uint64_t *dest, uint64_t value, int pe)
 uint64_t shmem_ctx_uint64_atomic_swap(shmem_ctx_t ctx, uint64_t *dest, uint64_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_swap");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(uint64_t), pe, shmemi_bits(&value, sizeof(uint64_t)), 0, "shmem_ctx_uint64_atomic_swap");
+		uint64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_swap");
 	uint64_t r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4942,6 +5366,12 @@ void shmem_ctx_uint64_atomic_swap_nbi(shmem_ctx_t ctx, uint64_t *fetch, uint64_t
 
 size_t shmem_size_atomic_swap(size_t *dest, size_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(size_t), pe, shmemi_bits(&value, sizeof(size_t)), 0, "shmem_size_atomic_swap");
+		size_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	size_t *w = shmemi_amo_addr(dest, sizeof(size_t), pe, "shmem_size_atomic_swap");
 	size_t r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4952,6 +5382,12 @@ size_t shmem_size_atomic_swap(size_t *dest, size_t value, int pe)
 size_t shmem_ctx_size_atomic_swap(shmem_ctx_t ctx, size_t *dest, size_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_atomic_swap");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(size_t), pe, shmemi_bits(&value, sizeof(size_t)), 0, "shmem_ctx_size_atomic_swap");
+		size_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	size_t *w = shmemi_amo_addr(dest, sizeof(size_t), pe, "shmem_ctx_size_atomic_swap");
 	size_t r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4972,6 +5408,12 @@ void shmem_ctx_size_atomic_swap_nbi(shmem_ctx_t ctx, size_t *fetch, size_t *dest
 
 ptrdiff_t shmem_ptrdiff_atomic_swap(ptrdiff_t *dest, ptrdiff_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(ptrdiff_t), pe, shmemi_bits(&value, sizeof(ptrdiff_t)), 0, "shmem_ptrdiff_atomic_swap");
+		ptrdiff_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	ptrdiff_t *w = shmemi_amo_addr(dest, sizeof(ptrdiff_t), pe, "shmem_ptrdiff_atomic_swap");
 	ptrdiff_t r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -4982,6 +5424,12 @@ ptrdiff_t shmem_ptrdiff_atomic_swap(ptrdiff_t *dest, ptrdiff_t value, int pe)
 ptrdiff_t shmem_ctx_ptrdiff_atomic_swap(shmem_ctx_t ctx, ptrdiff_t *dest, ptrdiff_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_atomic_swap");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_SWAP, dest, sizeof(ptrdiff_t), pe, shmemi_bits(&value, sizeof(ptrdiff_t)), 0, "shmem_ctx_ptrdiff_atomic_swap");
+		ptrdiff_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	ptrdiff_t *w = shmemi_amo_addr(dest, sizeof(ptrdiff_t), pe, "shmem_ctx_ptrdiff_atomic_swap");
 	ptrdiff_t r;
 	__atomic_exchange(w, &value, &r, __ATOMIC_SEQ_CST);
@@ -5002,6 +5450,12 @@ void shmem_ctx_ptrdiff_atomic_swap_nbi(shmem_ctx_t ctx, ptrdiff_t *fetch, ptrdif
 
 int shmem_int_atomic_compare_swap(int *dest, int cond, int value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_CSWAP, dest, sizeof(int), pe, shmemi_bits(&value, sizeof(int)), shmemi_bits(&cond, sizeof(int)), "shmem_int_atomic_compare_swap");
+		int r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int *w = shmemi_amo_addr(dest, sizeof(int), pe, "shmem_int_atomic_compare_swap");
 	int r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5013,6 +5467,12 @@ int shmem_int_atomic_compare_swap(int *dest, int cond, int value, int pe)
 int shmem_ctx_int_atomic_compare_swap(shmem_ctx_t ctx, int *dest, int cond, int value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_atomic_compare_swap");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_CSWAP, dest, sizeof(int), pe, shmemi_bits(&value, sizeof(int)), shmemi_bits(&cond, sizeof(int)), "shmem_ctx_int_atomic_compare_swap");
+		int r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int *w = shmemi_amo_addr(dest, sizeof(int), pe, "shmem_ctx_int_atomic_compare_swap");
 	int r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5034,6 +5494,12 @@ void shmem_ctx_int_atomic_compare_swap_nbi(shmem_ctx_t ctx, int *fetch, int *des
 
 long shmem_long_atomic_compare_swap(long *dest, long cond, long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_CSWAP, dest, sizeof(long), pe, shmemi_bits(&value, sizeof(long)), shmemi_bits(&cond, sizeof(long)), "shmem_long_atomic_compare_swap");
+		long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	long *w = shmemi_amo_addr(dest, sizeof(long), pe, "shmem_long_atomic_compare_swap");
 	long r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5045,6 +5511,12 @@ long shmem_long_atomic_compare_swap(long *dest, long cond, long value, int pe)
 long shmem_ctx_long_atomic_compare_swap(shmem_ctx_t ctx, long *dest, long cond, long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_atomic_compare_swap");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_CSWAP, dest, sizeof(long), pe, shmemi_bits(&value, sizeof(long)), shmemi_bits(&cond, sizeof(long)), "shmem_ctx_long_atomic_compare_swap");
+		long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	long *w = shmemi_amo_addr(dest, sizeof(long), pe, "shmem_ctx_long_atomic_compare_swap");
 	long r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5066,6 +5538,12 @@ void shmem_ctx_long_atomic_compare_swap_nbi(shmem_ctx_t ctx, long *fetch, long *
 
 long long shmem_longlong_atomic_compare_swap(long long *dest, long long cond, long long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_CSWAP, dest, sizeof(long long), pe, shmemi_bits(&value, sizeof(long long)), shmemi_bits(&cond, sizeof(long long)), "shmem_longlong_atomic_compare_swap");
+		long long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	long long *w = shmemi_amo_addr(dest, sizeof(long long), pe, "shmem_longlong_atomic_compare_swap");
 	long long r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5077,6 +5555,12 @@ long long shmem_longlong_atomic_compare_swap(long long *dest, long long cond, lo
 long long shmem_ctx_longlong_atomic_compare_swap(shmem_ctx_t ctx, long long *dest, long long cond, long long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_atomic_compare_swap");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_CSWAP, dest, sizeof(long long), pe, shmemi_bits(&value, sizeof(long long)), shmemi_bits(&cond, sizeof(long long)), "shmem_ctx_longlong_atomic_compare_swap");
+		long long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	long long *w = shmemi_amo_addr(dest, sizeof(long long), pe, "shmem_ctx_longlong_atomic_compare_swap");
 	long long r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5098,6 +5582,12 @@ void shmem_ctx_longlong_atomic_compare_swap_nbi(shmem_ctx_t ctx, long long *fetc
 
 unsigned int shmem_uint_atomic_compare_swap(unsigned int *dest, unsigned int cond, unsigned int value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_CSWAP, dest, sizeof(unsigned int), pe, shmemi_bits(&value, sizeof(unsigned int)), shmemi_bits(&cond, sizeof(unsigned int)), "shmem_uint_atomic_compare_swap");
+		unsigned int r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_uint_atomic_compare_swap");
 	unsigned int r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5109,6 +5599,12 @@ unsigned int shmem_uint_atomic_compare_swap(unsigned int *dest, unsigned int con
 unsigned int shmem_ctx_uint_atomic_compare_swap(shmem_ctx_t ctx, unsigned int *dest, unsigned int cond, unsigned int value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_compare_swap");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_CSWAP, dest, sizeof(unsigned int), pe, shmemi_bits(&value, sizeof(unsigned int)), shmemi_bits(&cond, sizeof(unsigned int)), "shmem_ctx_uint_atomic_compare_swap");
+		unsigned int r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_compare_swap");
 	unsigned int r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5130,6 +5626,12 @@ void shmem_ctx_uint_atomic_compare_swap_nbi(shmem_ctx_t ctx, unsigned int *fetch
 
 unsigned long shmem_ulong_atomic_compare_swap(unsigned long *dest, unsigned long cond, unsigned long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_CSWAP, dest, sizeof(unsigned long), pe, shmemi_bits(&value, sizeof(unsigned long)), shmemi_bits(&cond, sizeof(unsigned long)), "shmem_ulong_atomic_compare_swap");
+		unsigned long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ulong_atomic_compare_swap");
 	unsigned long r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5141,6 +5643,12 @@ unsigned long shmem_ulong_atomic_compare_swap(unsigned long *dest, unsigned long
 unsigned long shmem_ctx_ulong_atomic_compare_swap(shmem_ctx_t ctx, unsigned long *dest, unsigned long cond, unsigned long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_compare_swap");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_CSWAP, dest, sizeof(unsigned long), pe, shmemi_bits(&value, sizeof(unsigned long)), shmemi_bits(&cond, sizeof(unsigned long)), "shmem_ctx_ulong_atomic_compare_swap");
+		unsigned long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_compare_swap");
 	unsigned long r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5162,6 +5670,12 @@ void shmem_ctx_ulong_atomic_compare_swap_nbi(shmem_ctx_t ctx, unsigned long *fet
 
 unsigned long long shmem_ulonglong_atomic_compare_swap(unsigned long long *dest, unsigned long long cond, unsigned long long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_CSWAP, dest, sizeof(unsigned long long), pe, shmemi_bits(&value, sizeof(unsigned long long)), shmemi_bits(&cond, sizeof(unsigned long long)), "shmem_ulonglong_atomic_compare_swap");
+		unsigned long long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ulonglong_atomic_compare_swap");
 	unsigned long long r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5173,6 +5687,12 @@ unsigned long long shmem_ulonglong_atomic_compare_swap(unsigned long long *dest,
 unsigned long long shmem_ctx_ulonglong_atomic_compare_swap(shmem_ctx_t ctx, unsigned long long *dest, unsigned long long cond, unsigned long long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_compare_swap");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_CSWAP, dest, sizeof(unsigned long long), pe, shmemi_bits(&value, sizeof(unsigned long long)), shmemi_bits(&cond, sizeof(unsigned long long)), "shmem_ctx_ulonglong_atomic_compare_swap");
+		unsigned long long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_compare_swap");
 	unsigned long long r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5194,6 +5714,12 @@ void shmem_ctx_ulonglong_atomic_compare_swap_nbi(shmem_ctx_t ctx, unsigned long 
 
 int32_t shmem_int32_atomic_compare_swap(int32_t *dest, int32_t cond, int32_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_CSWAP, dest, sizeof(int32_t), pe, shmemi_bits(&value, sizeof(int32_t)), shmemi_bits(&cond, sizeof(int32_t)), "shmem_int32_atomic_compare_swap");
+		int32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_int32_atomic_compare_swap");
 	int32_t r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5205,6 +5731,12 @@ int32_t shmem_int32_atomic_compare_swap(int32_t *dest, int32_t cond, int32_t val
 int32_t shmem_ctx_int32_atomic_compare_swap(shmem_ctx_t ctx, int32_t *dest, int32_t cond, int32_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_compare_swap");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_CSWAP, dest, sizeof(int32_t), pe, shmemi_bits(&value, sizeof(int32_t)), shmemi_bits(&cond, sizeof(int32_t)), "shmem_ctx_int32_atomic_compare_swap");
+		int32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_compare_swap");
 	int32_t r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5226,6 +5758,12 @@ void shmem_ctx_int32_atomic_compare_swap_nbi(shmem_ctx_t ctx, int32_t *fetch, in
 
 int64_t shmem_int64_atomic_compare_swap(int64_t *dest, int64_t cond, int64_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_CSWAP, dest, sizeof(int64_t), pe, shmemi_bits(&value, sizeof(int64_t)), shmemi_bits(&cond, sizeof(int64_t)), "shmem_int64_atomic_compare_swap");
+		int64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_int64_atomic_compare_swap");
 	int64_t r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5237,6 +5775,12 @@ int64_t shmem_int64_atomic_compare_swap(int64_t *dest, int64_t cond, int64_t val
 int64_t shmem_ctx_int64_atomic_compare_swap(shmem_ctx_t ctx, int64_t *dest, int64_t cond, int64_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_compare_swap");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_CSWAP, dest, sizeof(int64_t), pe, shmemi_bits(&value, sizeof(int64_t)), shmemi_bits(&cond, sizeof(int64_t)), "shmem_ctx_int64_atomic_compare_swap");
+		int64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_compare_swap");
 	int64_t r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5258,6 +5802,12 @@ void shmem_ctx_int64_atomic_compare_swap_nbi(shmem_ctx_t ctx, int64_t *fetch, in
 
 uint32_t shmem_uint32_atomic_compare_swap(uint32_t *dest, uint32_t cond, uint32_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_CSWAP, dest, sizeof(uint32_t), pe, shmemi_bits(&value, sizeof(uint32_t)), shmemi_bits(&cond, sizeof(uint32_t)), "shmem_uint32_atomic_compare_swap");
+		uint32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_uint32_atomic_compare_swap");
 	uint32_t r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5269,6 +5819,12 @@ uint32_t shmem_uint32_atomic_compare_swap(uint32_t *dest, uint32_t cond, uint32_
 uint32_t shmem_ctx_uint32_atomic_compare_swap(shmem_ctx_t ctx, uint32_t *dest, uint32_t cond, uint32_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_compare_swap");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_CSWAP, dest, sizeof(uint32_t), pe, shmemi_bits(&value, sizeof(uint32_t)), shmemi_bits(&cond, sizeof(uint32_t)), "shmem_ctx_uint32_atomic_compare_swap");
+		uint32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_compare_swap");
 	uint32_t r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5290,6 +5846,12 @@ void shmem_ctx_uint32_atomic_compare_swap_nbi(shmem_ctx_t ctx, uint32_t *fetch, 
 
 uint64_t shmem_uint64_atomic_compare_swap(uint64_t *dest, uint64_t cond, uint64_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_CSWAP, dest, sizeof(uint64_t), pe, shmemi_bits(&value, sizeof(uint64_t)), shmemi_bits(&cond, sizeof(uint64_t)), "shmem_uint64_atomic_compare_swap");
+		uint64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_uint64_atomic_compare_swap");
 	uint64_t r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5301,6 +5863,12 @@ uint64_t shmem_uint64_atomic_compare_swap(uint64_t *dest, uint64_t cond, uint64_
 uint64_t shmem_ctx_uint64_atomic_compare_swap(shmem_ctx_t ctx, uint64_t *dest, uint64_t cond, uint64_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_compare_swap");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_CSWAP, dest, sizeof(uint64_t), pe, shmemi_bits(&value, sizeof(uint64_t)), shmemi_bits(&cond, sizeof(uint64_t)), "shmem_ctx_uint64_atomic_compare_swap");
+		uint64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_compare_swap");
 	uint64_t r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5322,6 +5890,12 @@ void shmem_ctx_uint64_atomic_compare_swap_nbi(shmem_ctx_t ctx, uint64_t *fetch, 
 
 size_t shmem_size_atomic_compare_swap(size_t *dest, size_t cond, size_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_CSWAP, dest, sizeof(size_t), pe, shmemi_bits(&value, sizeof(size_t)), shmemi_bits(&cond, sizeof(size_t)), "shmem_size_atomic_compare_swap");
+		size_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	size_t *w = shmemi_amo_addr(dest, sizeof(size_t), pe, "shmem_size_atomic_compare_swap");
 	size_t r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5333,6 +5907,12 @@ size_t shmem_size_atomic_compare_swap(size_t *dest, size_t cond, size_t value, i
 size_t shmem_ctx_size_atomic_compare_swap(shmem_ctx_t ctx, size_t *dest, size_t cond, size_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_atomic_compare_swap");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_CSWAP, dest, sizeof(size_t), pe, shmemi_bits(&value, sizeof(size_t)), shmemi_bits(&cond, sizeof(size_t)), "shmem_ctx_size_atomic_compare_swap");
+		size_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	size_t *w = shmemi_amo_addr(dest, sizeof(size_t), pe, "shmem_ctx_size_atomic_compare_swap");
 	size_t r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5354,6 +5934,12 @@ void shmem_ctx_size_atomic_compare_swap_nbi(shmem_ctx_t ctx, size_t *fetch, size
 
 ptrdiff_t shmem_ptrdiff_atomic_compare_swap(ptrdiff_t *dest, ptrdiff_t cond, ptrdiff_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_CSWAP, dest, sizeof(ptrdiff_t), pe, shmemi_bits(&value, sizeof(ptrdiff_t)), shmemi_bits(&cond, sizeof(ptrdiff_t)), "shmem_ptrdiff_atomic_compare_swap");
+		ptrdiff_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	ptrdiff_t *w = shmemi_amo_addr(dest, sizeof(ptrdiff_t), pe, "shmem_ptrdiff_atomic_compare_swap");
 	ptrdiff_t r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5365,6 +5951,12 @@ ptrdiff_t shmem_ptrdiff_atomic_compare_swap(ptrdiff_t *dest, ptrdiff_t cond, ptr
 ptrdiff_t shmem_ctx_ptrdiff_atomic_compare_swap(shmem_ctx_t ctx, ptrdiff_t *dest, ptrdiff_t cond, ptrdiff_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_atomic_compare_swap");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_CSWAP, dest, sizeof(ptrdiff_t), pe, shmemi_bits(&value, sizeof(ptrdiff_t)), shmemi_bits(&cond, sizeof(ptrdiff_t)), "shmem_ctx_ptrdiff_atomic_compare_swap");
+		ptrdiff_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	ptrdiff_t *w = shmemi_amo_addr(dest, sizeof(ptrdiff_t), pe, "shmem_ctx_ptrdiff_atomic_compare_swap");
 	ptrdiff_t r = cond;
 	__atomic_compare_exchange_n(w, &r, value, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -5386,6 +5978,12 @@ void shmem_ctx_ptrdiff_atomic_compare_swap_nbi(shmem_ctx_t ctx, ptrdiff_t *fetch
 
 int shmem_int_atomic_fetch_inc(int *dest, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(int), pe, 1, 0, "shmem_int_atomic_fetch_inc");
+		int r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int *w = shmemi_amo_addr(dest, sizeof(int), pe, "shmem_int_atomic_fetch_inc");
 	int r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5395,6 +5993,12 @@ int shmem_int_atomic_fetch_inc(int *dest, int pe)
 int shmem_ctx_int_atomic_fetch_inc(shmem_ctx_t ctx, int *dest, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_atomic_fetch_inc");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(int), pe, 1, 0, "shmem_ctx_int_atomic_fetch_inc");
+		int r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int *w = shmemi_amo_addr(dest, sizeof(int), pe, "shmem_ctx_int_atomic_fetch_inc");
 	int r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5414,6 +6018,12 @@ void shmem_ctx_int_atomic_fetch_inc_nbi(shmem_ctx_t ctx, int *fetch, int *dest, 
 
 long shmem_long_atomic_fetch_inc(long *dest, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(long), pe, 1, 0, "shmem_long_atomic_fetch_inc");
+		long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	long *w = shmemi_amo_addr(dest, sizeof(long), pe, "shmem_long_atomic_fetch_inc");
 	long r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5423,6 +6033,12 @@ long shmem_long_atomic_fetch_inc(long *dest, int pe)
 long shmem_ctx_long_atomic_fetch_inc(shmem_ctx_t ctx, long *dest, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_atomic_fetch_inc");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(long), pe, 1, 0, "shmem_ctx_long_atomic_fetch_inc");
+		long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	long *w = shmemi_amo_addr(dest, sizeof(long), pe, "shmem_ctx_long_atomic_fetch_inc");
 	long r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5442,6 +6058,12 @@ void shmem_ctx_long_atomic_fetch_inc_nbi(shmem_ctx_t ctx, long *fetch, long *des
 
 long long shmem_longlong_atomic_fetch_inc(long long *dest, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(long long), pe, 1, 0, "shmem_longlong_atomic_fetch_inc");
+		long long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	long long *w = shmemi_amo_addr(dest, sizeof(long long), pe, "shmem_longlong_atomic_fetch_inc");
 	long long r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5451,6 +6073,12 @@ long long shmem_longlong_atomic_fetch_inc(long long *dest, int pe)
 long long shmem_ctx_longlong_atomic_fetch_inc(shmem_ctx_t ctx, long long *dest, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_atomic_fetch_inc");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(long long), pe, 1, 0, "shmem_ctx_longlong_atomic_fetch_inc");
+		long long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	long long *w = shmemi_amo_addr(dest, sizeof(long long), pe, "shmem_ctx_longlong_atomic_fetch_inc");
 	long long r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5470,6 +6098,12 @@ void shmem_ctx_longlong_atomic_fetch_inc_nbi(shmem_ctx_t ctx, long long *fetch, 
 
 unsigned int shmem_uint_atomic_fetch_inc(unsigned int *dest, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(unsigned int), pe, 1, 0, "shmem_uint_atomic_fetch_inc");
+		unsigned int r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_uint_atomic_fetch_inc");
 	unsigned int r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5479,6 +6113,12 @@ unsigned int shmem_uint_atomic_fetch_inc(unsigned int *dest, int pe)
 unsigned int shmem_ctx_uint_atomic_fetch_inc(shmem_ctx_t ctx, unsigned int *dest, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_fetch_inc");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(unsigned int), pe, 1, 0, "shmem_ctx_uint_atomic_fetch_inc");
+		unsigned int r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_fetch_inc");
 	unsigned int r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5498,6 +6138,12 @@ void shmem_ctx_uint_atomic_fetch_inc_nbi(shmem_ctx_t ctx, unsigned int *fetch, u
 
 unsigned long shmem_ulong_atomic_fetch_inc(unsigned long *dest, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(unsigned long), pe, 1, 0, "shmem_ulong_atomic_fetch_inc");
+		unsigned long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ulong_atomic_fetch_inc");
 	unsigned long r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5507,6 +6153,12 @@ unsigned long shmem_ulong_atomic_fetch_inc(unsigned long *dest, int pe)
 unsigned long shmem_ctx_ulong_atomic_fetch_inc(shmem_ctx_t ctx, unsigned long *dest, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_fetch_inc");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(unsigned long), pe, 1, 0, "shmem_ctx_ulong_atomic_fetch_inc");
+		unsigned long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_fetch_inc");
 	unsigned long r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5526,6 +6178,12 @@ void shmem_ctx_ulong_atomic_fetch_inc_nbi(shmem_ctx_t ctx, unsigned long *fetch,
 
 unsigned long long shmem_ulonglong_atomic_fetch_inc(unsigned long long *dest, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(unsigned long long), pe, 1, 0, "shmem_ulonglong_atomic_fetch_inc");
+		unsigned long long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ulonglong_atomic_fetch_inc");
 	unsigned long long r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5535,6 +6193,12 @@ unsigned long long shmem_ulonglong_atomic_fetch_inc(unsigned long long *dest, in
 unsigned long long shmem_ctx_ulonglong_atomic_fetch_inc(shmem_ctx_t ctx, unsigned long long *dest, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_fetch_inc");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(unsigned long long), pe, 1, 0, "shmem_ctx_ulonglong_atomic_fetch_inc");
+		unsigned long long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_fetch_inc");
 	unsigned long long r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5554,6 +6218,12 @@ void shmem_ctx_ulonglong_atomic_fetch_inc_nbi(shmem_ctx_t ctx, unsigned long lon
 
 int32_t shmem_int32_atomic_fetch_inc(int32_t *dest, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(int32_t), pe, 1, 0, "shmem_int32_atomic_fetch_inc");
+		int32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_int32_atomic_fetch_inc");
 	int32_t r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5563,6 +6233,12 @@ int32_t shmem_int32_atomic_fetch_inc(int32_t *dest, int pe)
 int32_t shmem_ctx_int32_atomic_fetch_inc(shmem_ctx_t ctx, int32_t *dest, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_fetch_inc");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(int32_t), pe, 1, 0, "shmem_ctx_int32_atomic_fetch_inc");
+		int32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_fetch_inc");
 	int32_t r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5582,6 +6258,12 @@ void shmem_ctx_int32_atomic_fetch_inc_nbi(shmem_ctx_t ctx, int32_t *fetch, int32
 
 int64_t shmem_int64_atomic_fetch_inc(int64_t *dest, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(int64_t), pe, 1, 0, "shmem_int64_atomic_fetch_inc");
+		int64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_int64_atomic_fetch_inc");
 	int64_t r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5591,6 +6273,12 @@ int64_t shmem_int64_atomic_fetch_inc(int64_t *dest, int pe)
 int64_t shmem_ctx_int64_atomic_fetch_inc(shmem_ctx_t ctx, int64_t *dest, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_fetch_inc");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(int64_t), pe, 1, 0, "shmem_ctx_int64_atomic_fetch_inc");
+		int64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_fetch_inc");
 	int64_t r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5610,6 +6298,12 @@ void shmem_ctx_int64_atomic_fetch_inc_nbi(shmem_ctx_t ctx, int64_t *fetch, int64
 
 uint32_t shmem_uint32_atomic_fetch_inc(uint32_t *dest, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(uint32_t), pe, 1, 0, "shmem_uint32_atomic_fetch_inc");
+		uint32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_uint32_atomic_fetch_inc");
 	uint32_t r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5619,6 +6313,12 @@ uint32_t shmem_uint32_atomic_fetch_inc(uint32_t *dest, int pe)
 uint32_t shmem_ctx_uint32_atomic_fetch_inc(shmem_ctx_t ctx, uint32_t *dest, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_fetch_inc");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(uint32_t), pe, 1, 0, "shmem_ctx_uint32_atomic_fetch_inc");
+		uint32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_fetch_inc");
 	uint32_t r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5638,6 +6338,12 @@ void shmem_ctx_uint32_atomic_fetch_inc_nbi(shmem_ctx_t ctx, uint32_t *fetch, uin
 
 uint64_t shmem_uint64_atomic_fetch_inc(uint64_t *dest, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(uint64_t), pe, 1, 0, "shmem_uint64_atomic_fetch_inc");
+		uint64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_uint64_atomic_fetch_inc");
 	uint64_t r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5647,6 +6353,12 @@ uint64_t shmem_uint64_atomic_fetch_inc(uint64_t *dest, int pe)
 uint64_t shmem_ctx_uint64_atomic_fetch_inc(shmem_ctx_t ctx, uint64_t *dest, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_fetch_inc");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(uint64_t), pe, 1, 0, "shmem_ctx_uint64_atomic_fetch_inc");
+		uint64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_fetch_inc");
 	uint64_t r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5666,6 +6378,12 @@ void shmem_ctx_uint64_atomic_fetch_inc_nbi(shmem_ctx_t ctx, uint64_t *fetch, uin
 
 size_t shmem_size_atomic_fetch_inc(size_t *dest, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(size_t), pe, 1, 0, "shmem_size_atomic_fetch_inc");
+		size_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	size_t *w = shmemi_amo_addr(dest, sizeof(size_t), pe, "shmem_size_atomic_fetch_inc");
 	size_t r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5675,6 +6393,12 @@ size_t shmem_size_atomic_fetch_inc(size_t *dest, int pe)
 size_t shmem_ctx_size_atomic_fetch_inc(shmem_ctx_t ctx, size_t *dest, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_atomic_fetch_inc");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(size_t), pe, 1, 0, "shmem_ctx_size_atomic_fetch_inc");
+		size_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	size_t *w = shmemi_amo_addr(dest, sizeof(size_t), pe, "shmem_ctx_size_atomic_fetch_inc");
 	size_t r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5694,6 +6418,12 @@ void shmem_ctx_size_atomic_fetch_inc_nbi(shmem_ctx_t ctx, size_t *fetch, size_t 
 
 ptrdiff_t shmem_ptrdiff_atomic_fetch_inc(ptrdiff_t *dest, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(ptrdiff_t), pe, 1, 0, "shmem_ptrdiff_atomic_fetch_inc");
+		ptrdiff_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	ptrdiff_t *w = shmemi_amo_addr(dest, sizeof(ptrdiff_t), pe, "shmem_ptrdiff_atomic_fetch_inc");
 	ptrdiff_t r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5703,6 +6433,12 @@ ptrdiff_t shmem_ptrdiff_atomic_fetch_inc(ptrdiff_t *dest, int pe)
 ptrdiff_t shmem_ctx_ptrdiff_atomic_fetch_inc(shmem_ctx_t ctx, ptrdiff_t *dest, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_atomic_fetch_inc");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(ptrdiff_t), pe, 1, 0, "shmem_ctx_ptrdiff_atomic_fetch_inc");
+		ptrdiff_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	ptrdiff_t *w = shmemi_amo_addr(dest, sizeof(ptrdiff_t), pe, "shmem_ctx_ptrdiff_atomic_fetch_inc");
 	ptrdiff_t r = __atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5722,6 +6458,10 @@ void shmem_ctx_ptrdiff_atomic_fetch_inc_nbi(shmem_ctx_t ctx, ptrdiff_t *fetch, p
 
 void shmem_int_atomic_inc(int *dest, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(int), pe, 1, 0, "shmem_int_atomic_inc");
+		return;
+	}
 	int *w = shmemi_amo_addr(dest, sizeof(int), pe, "shmem_int_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5730,6 +6470,10 @@ void shmem_int_atomic_inc(int *dest, int pe)
 void shmem_ctx_int_atomic_inc(shmem_ctx_t ctx, int *dest, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_atomic_inc");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(int), pe, 1, 0, "shmem_ctx_int_atomic_inc");
+		return;
+	}
 	int *w = shmemi_amo_addr(dest, sizeof(int), pe, "shmem_ctx_int_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5737,6 +6481,10 @@ void shmem_ctx_int_atomic_inc(shmem_ctx_t ctx, int *dest, int pe)
 
 void shmem_long_atomic_inc(long *dest, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(long), pe, 1, 0, "shmem_long_atomic_inc");
+		return;
+	}
 	long *w = shmemi_amo_addr(dest, sizeof(long), pe, "shmem_long_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5745,6 +6493,10 @@ void shmem_long_atomic_inc(long *dest, int pe)
 void shmem_ctx_long_atomic_inc(shmem_ctx_t ctx, long *dest, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_atomic_inc");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(long), pe, 1, 0, "shmem_ctx_long_atomic_inc");
+		return;
+	}
 	long *w = shmemi_amo_addr(dest, sizeof(long), pe, "shmem_ctx_long_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5752,6 +6504,10 @@ void shmem_ctx_long_atomic_inc(shmem_ctx_t ctx, long *dest, int pe)
 
 void shmem_longlong_atomic_inc(long long *dest, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(long long), pe, 1, 0, "shmem_longlong_atomic_inc");
+		return;
+	}
 	long long *w = shmemi_amo_addr(dest, sizeof(long long), pe, "shmem_longlong_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5760,6 +6516,10 @@ void shmem_longlong_atomic_inc(long long *dest, int pe)
 void shmem_ctx_longlong_atomic_inc(shmem_ctx_t ctx, long long *dest, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_atomic_inc");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(long long), pe, 1, 0, "shmem_ctx_longlong_atomic_inc");
+		return;
+	}
 	long long *w = shmemi_amo_addr(dest, sizeof(long long), pe, "shmem_ctx_longlong_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5767,6 +6527,10 @@ void shmem_ctx_longlong_atomic_inc(shmem_ctx_t ctx, long long *dest, int pe)
 
 void shmem_uint_atomic_inc(unsigned int *dest, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(unsigned int), pe, 1, 0, "shmem_uint_atomic_inc");
+		return;
+	}
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_uint_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5775,6 +6539,10 @@ void shmem_uint_atomic_inc(unsigned int *dest, int pe)
 void shmem_ctx_uint_atomic_inc(shmem_ctx_t ctx, unsigned int *dest, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_inc");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(unsigned int), pe, 1, 0, "shmem_ctx_uint_atomic_inc");
+		return;
+	}
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5782,6 +6550,10 @@ void shmem_ctx_uint_atomic_inc(shmem_ctx_t ctx, unsigned int *dest, int pe)
 
 void shmem_ulong_atomic_inc(unsigned long *dest, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(unsigned long), pe, 1, 0, "shmem_ulong_atomic_inc");
+		return;
+	}
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ulong_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5790,6 +6562,10 @@ void shmem_ulong_atomic_inc(unsigned long *dest, int pe)
 void shmem_ctx_ulong_atomic_inc(shmem_ctx_t ctx, unsigned long *dest, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_inc");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(unsigned long), pe, 1, 0, "shmem_ctx_ulong_atomic_inc");
+		return;
+	}
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5797,6 +6573,10 @@ void shmem_ctx_ulong_atomic_inc(shmem_ctx_t ctx, unsigned long *dest, int pe)
 
 void shmem_ulonglong_atomic_inc(unsigned long long *dest, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(unsigned long long), pe, 1, 0, "shmem_ulonglong_atomic_inc");
+		return;
+	}
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ulonglong_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5805,6 +6585,10 @@ void shmem_ulonglong_atomic_inc(unsigned long long *dest, int pe)
 void shmem_ctx_ulonglong_atomic_inc(shmem_ctx_t ctx, unsigned long long *dest, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_inc");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(unsigned long long), pe, 1, 0, "shmem_ctx_ulonglong_atomic_inc");
+		return;
+	}
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5812,6 +6596,10 @@ void shmem_ctx_ulonglong_atomic_inc(shmem_ctx_t ctx, unsigned long long *dest, i
 
 void shmem_int32_atomic_inc(int32_t *dest, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(int32_t), pe, 1, 0, "shmem_int32_atomic_inc");
+		return;
+	}
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_int32_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5820,6 +6608,10 @@ void shmem_int32_atomic_inc(int32_t *dest, int pe)
 void shmem_ctx_int32_atomic_inc(shmem_ctx_t ctx, int32_t *dest, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_inc");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(int32_t), pe, 1, 0, "shmem_ctx_int32_atomic_inc");
+		return;
+	}
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5827,6 +6619,10 @@ void shmem_ctx_int32_atomic_inc(shmem_ctx_t ctx, int32_t *dest, int pe)
 
 void shmem_int64_atomic_inc(int64_t *dest, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(int64_t), pe, 1, 0, "shmem_int64_atomic_inc");
+		return;
+	}
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_int64_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5835,6 +6631,10 @@ void shmem_int64_atomic_inc(int64_t *dest, int pe)
 void shmem_ctx_int64_atomic_inc(shmem_ctx_t ctx, int64_t *dest, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_inc");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(int64_t), pe, 1, 0, "shmem_ctx_int64_atomic_inc");
+		return;
+	}
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5842,6 +6642,10 @@ void shmem_ctx_int64_atomic_inc(shmem_ctx_t ctx, int64_t *dest, int pe)
 
 void shmem_uint32_atomic_inc(uint32_t *dest, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(uint32_t), pe, 1, 0, "shmem_uint32_atomic_inc");
+		return;
+	}
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_uint32_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5850,6 +6654,10 @@ void shmem_uint32_atomic_inc(uint32_t *dest, int pe)
 void shmem_ctx_uint32_atomic_inc(shmem_ctx_t ctx, uint32_t *dest, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_inc");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(uint32_t), pe, 1, 0, "shmem_ctx_uint32_atomic_inc");
+		return;
+	}
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5857,6 +6665,10 @@ void shmem_ctx_uint32_atomic_inc(shmem_ctx_t ctx, uint32_t *dest, int pe)
 
 void shmem_uint64_atomic_inc(uint64_t *dest, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(uint64_t), pe, 1, 0, "shmem_uint64_atomic_inc");
+		return;
+	}
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_uint64_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5865,6 +6677,10 @@ void shmem_uint64_atomic_inc(uint64_t *dest, int pe)
 void shmem_ctx_uint64_atomic_inc(shmem_ctx_t ctx, uint64_t *dest, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_inc");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(uint64_t), pe, 1, 0, "shmem_ctx_uint64_atomic_inc");
+		return;
+	}
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5872,6 +6688,10 @@ void shmem_ctx_uint64_atomic_inc(shmem_ctx_t ctx, uint64_t *dest, int pe)
 
 void shmem_size_atomic_inc(size_t *dest, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(size_t), pe, 1, 0, "shmem_size_atomic_inc");
+		return;
+	}
 	size_t *w = shmemi_amo_addr(dest, sizeof(size_t), pe, "shmem_size_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5880,6 +6700,10 @@ void shmem_size_atomic_inc(size_t *dest, int pe)
 void shmem_ctx_size_atomic_inc(shmem_ctx_t ctx, size_t *dest, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_atomic_inc");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(size_t), pe, 1, 0, "shmem_ctx_size_atomic_inc");
+		return;
+	}
 	size_t *w = shmemi_amo_addr(dest, sizeof(size_t), pe, "shmem_ctx_size_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5887,6 +6711,10 @@ void shmem_ctx_size_atomic_inc(shmem_ctx_t ctx, size_t *dest, int pe)
 
 void shmem_ptrdiff_atomic_inc(ptrdiff_t *dest, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(ptrdiff_t), pe, 1, 0, "shmem_ptrdiff_atomic_inc");
+		return;
+	}
 	ptrdiff_t *w = shmemi_amo_addr(dest, sizeof(ptrdiff_t), pe, "shmem_ptrdiff_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5895,6 +6723,10 @@ void shmem_ptrdiff_atomic_inc(ptrdiff_t *dest, int pe)
 void shmem_ctx_ptrdiff_atomic_inc(shmem_ctx_t ctx, ptrdiff_t *dest, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_atomic_inc");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(ptrdiff_t), pe, 1, 0, "shmem_ctx_ptrdiff_atomic_inc");
+		return;
+	}
 	ptrdiff_t *w = shmemi_amo_addr(dest, sizeof(ptrdiff_t), pe, "shmem_ctx_ptrdiff_atomic_inc");
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5902,6 +6734,12 @@ void shmem_ctx_ptrdiff_atomic_inc(shmem_ctx_t ctx, ptrdiff_t *dest, int pe)
 
 int shmem_int_atomic_fetch_add(int *dest, int value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(int), pe, shmemi_bits(&value, sizeof(int)), 0, "shmem_int_atomic_fetch_add");
+		int r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int *w = shmemi_amo_addr(dest, sizeof(int), pe, "shmem_int_atomic_fetch_add");
 	int r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5911,6 +6749,12 @@ int shmem_int_atomic_fetch_add(int *dest, int value, int pe)
 int shmem_ctx_int_atomic_fetch_add(shmem_ctx_t ctx, int *dest, int value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_atomic_fetch_add");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(int), pe, shmemi_bits(&value, sizeof(int)), 0, "shmem_ctx_int_atomic_fetch_add");
+		int r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int *w = shmemi_amo_addr(dest, sizeof(int), pe, "shmem_ctx_int_atomic_fetch_add");
 	int r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5930,6 +6774,12 @@ void shmem_ctx_int_atomic_fetch_add_nbi(shmem_ctx_t ctx, int *fetch, int *dest, 
 
 long shmem_long_atomic_fetch_add(long *dest, long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(long), pe, shmemi_bits(&value, sizeof(long)), 0, "shmem_long_atomic_fetch_add");
+		long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	long *w = shmemi_amo_addr(dest, sizeof(long), pe, "shmem_long_atomic_fetch_add");
 	long r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5939,6 +6789,12 @@ long shmem_long_atomic_fetch_add(long *dest, long value, int pe)
 long shmem_ctx_long_atomic_fetch_add(shmem_ctx_t ctx, long *dest, long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_atomic_fetch_add");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(long), pe, shmemi_bits(&value, sizeof(long)), 0, "shmem_ctx_long_atomic_fetch_add");
+		long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	long *w = shmemi_amo_addr(dest, sizeof(long), pe, "shmem_ctx_long_atomic_fetch_add");
 	long r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5958,6 +6814,12 @@ void shmem_ctx_long_atomic_fetch_add_nbi(shmem_ctx_t ctx, long *fetch, long *des
 
 long long shmem_longlong_atomic_fetch_add(long long *dest, long long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(long long), pe, shmemi_bits(&value, sizeof(long long)), 0, "shmem_longlong_atomic_fetch_add");
+		long long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	long long *w = shmemi_amo_addr(dest, sizeof(long long), pe, "shmem_longlong_atomic_fetch_add");
 	long long r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5967,6 +6829,12 @@ long long shmem_longlong_atomic_fetch_add(long long *dest, long long value, int 
 long long shmem_ctx_longlong_atomic_fetch_add(shmem_ctx_t ctx, long long *dest, long long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_atomic_fetch_add");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(long long), pe, shmemi_bits(&value, sizeof(long long)), 0, "shmem_ctx_longlong_atomic_fetch_add");
+		long long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	long long *w = shmemi_amo_addr(dest, sizeof(long long), pe, "shmem_ctx_longlong_atomic_fetch_add");
 	long long r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5986,6 +6854,12 @@ void shmem_ctx_longlong_atomic_fetch_add_nbi(shmem_ctx_t ctx, long long *fetch, 
 
 unsigned int shmem_uint_atomic_fetch_add(unsigned int *dest, unsigned int value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(unsigned int), pe, shmemi_bits(&value, sizeof(unsigned int)), 0, "shmem_uint_atomic_fetch_add");
+		unsigned int r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_uint_atomic_fetch_add");
 	unsigned int r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -5995,6 +6869,12 @@ unsigned int shmem_uint_atomic_fetch_add(unsigned int *dest, unsigned int value,
 unsigned int shmem_ctx_uint_atomic_fetch_add(shmem_ctx_t ctx, unsigned int *dest, unsigned int value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_fetch_add");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(unsigned int), pe, shmemi_bits(&value, sizeof(unsigned int)), 0, "shmem_ctx_uint_atomic_fetch_add");
+		unsigned int r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_fetch_add");
 	unsigned int r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6014,6 +6894,12 @@ void shmem_ctx_uint_atomic_fetch_add_nbi(shmem_ctx_t ctx, unsigned int *fetch, u
 
 unsigned long shmem_ulong_atomic_fetch_add(unsigned long *dest, unsigned long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(unsigned long), pe, shmemi_bits(&value, sizeof(unsigned long)), 0, "shmem_ulong_atomic_fetch_add");
+		unsigned long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ulong_atomic_fetch_add");
 	unsigned long r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6023,6 +6909,12 @@ unsigned long shmem_ulong_atomic_fetch_add(unsigned long *dest, unsigned long va
 unsigned long shmem_ctx_ulong_atomic_fetch_add(shmem_ctx_t ctx, unsigned long *dest, unsigned long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_fetch_add");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(unsigned long), pe, shmemi_bits(&value, sizeof(unsigned long)), 0, "shmem_ctx_ulong_atomic_fetch_add");
+		unsigned long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_fetch_add");
 	unsigned long r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6042,6 +6934,12 @@ void shmem_ctx_ulong_atomic_fetch_add_nbi(shmem_ctx_t ctx, unsigned long *fetch,
 
 unsigned long long shmem_ulonglong_atomic_fetch_add(unsigned long long *dest, unsigned long long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(unsigned long long), pe, shmemi_bits(&value, sizeof(unsigned long long)), 0, "shmem_ulonglong_atomic_fetch_add");
+		unsigned long long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ulonglong_atomic_fetch_add");
 	unsigned long long r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6051,6 +6949,12 @@ unsigned long long shmem_ulonglong_atomic_fetch_add(unsigned long long *dest, un
 unsigned long long shmem_ctx_ulonglong_atomic_fetch_add(shmem_ctx_t ctx, unsigned long long *dest, unsigned long long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_fetch_add");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(unsigned long long), pe, shmemi_bits(&value, sizeof(unsigned long long)), 0, "shmem_ctx_ulonglong_atomic_fetch_add");
+		unsigned long long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_fetch_add");
 	unsigned long long r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6070,6 +6974,12 @@ void shmem_ctx_ulonglong_atomic_fetch_add_nbi(shmem_ctx_t ctx, unsigned long lon
 
 int32_t shmem_int32_atomic_fetch_add(int32_t *dest, int32_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(int32_t), pe, shmemi_bits(&value, sizeof(int32_t)), 0, "shmem_int32_atomic_fetch_add");
+		int32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_int32_atomic_fetch_add");
 	int32_t r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6079,6 +6989,12 @@ int32_t shmem_int32_atomic_fetch_add(int32_t *dest, int32_t value, int pe)
 int32_t shmem_ctx_int32_atomic_fetch_add(shmem_ctx_t ctx, int32_t *dest, int32_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_fetch_add");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(int32_t), pe, shmemi_bits(&value, sizeof(int32_t)), 0, "shmem_ctx_int32_atomic_fetch_add");
+		int32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_fetch_add");
 	int32_t r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6098,6 +7014,12 @@ void shmem_ctx_int32_atomic_fetch_add_nbi(shmem_ctx_t ctx, int32_t *fetch, int32
 
 int64_t shmem_int64_atomic_fetch_add(int64_t *dest, int64_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(int64_t), pe, shmemi_bits(&value, sizeof(int64_t)), 0, "shmem_int64_atomic_fetch_add");
+		int64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_int64_atomic_fetch_add");
 	int64_t r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6107,6 +7029,12 @@ int64_t shmem_int64_atomic_fetch_add(int64_t *dest, int64_t value, int pe)
 int64_t shmem_ctx_int64_atomic_fetch_add(shmem_ctx_t ctx, int64_t *dest, int64_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_fetch_add");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(int64_t), pe, shmemi_bits(&value, sizeof(int64_t)), 0, "shmem_ctx_int64_atomic_fetch_add");
+		int64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_fetch_add");
 	int64_t r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6126,6 +7054,12 @@ void shmem_ctx_int64_atomic_fetch_add_nbi(shmem_ctx_t ctx, int64_t *fetch, int64
 
 uint32_t shmem_uint32_atomic_fetch_add(uint32_t *dest, uint32_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(uint32_t), pe, shmemi_bits(&value, sizeof(uint32_t)), 0, "shmem_uint32_atomic_fetch_add");
+		uint32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_uint32_atomic_fetch_add");
 	uint32_t r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6135,6 +7069,12 @@ uint32_t shmem_uint32_atomic_fetch_add(uint32_t *dest, uint32_t value, int pe)
 uint32_t shmem_ctx_uint32_atomic_fetch_add(shmem_ctx_t ctx, uint32_t *dest, uint32_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_fetch_add");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(uint32_t), pe, shmemi_bits(&value, sizeof(uint32_t)), 0, "shmem_ctx_uint32_atomic_fetch_add");
+		uint32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_fetch_add");
 	uint32_t r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6154,6 +7094,12 @@ void shmem_ctx_uint32_atomic_fetch_add_nbi(shmem_ctx_t ctx, uint32_t *fetch, uin
 
 uint64_t shmem_uint64_atomic_fetch_add(uint64_t *dest, uint64_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(uint64_t), pe, shmemi_bits(&value, sizeof(uint64_t)), 0, "shmem_uint64_atomic_fetch_add");
+		uint64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_uint64_atomic_fetch_add");
 	uint64_t r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6163,6 +7109,12 @@ uint64_t shmem_uint64_atomic_fetch_add(uint64_t *dest, uint64_t value, int pe)
 uint64_t shmem_ctx_uint64_atomic_fetch_add(shmem_ctx_t ctx, uint64_t *dest, uint64_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_fetch_add");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(uint64_t), pe, shmemi_bits(&value, sizeof(uint64_t)), 0, "shmem_ctx_uint64_atomic_fetch_add");
+		uint64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_fetch_add");
 	uint64_t r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6182,6 +7134,12 @@ void shmem_ctx_uint64_atomic_fetch_add_nbi(shmem_ctx_t ctx, uint64_t *fetch, uin
 
 size_t shmem_size_atomic_fetch_add(size_t *dest, size_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(size_t), pe, shmemi_bits(&value, sizeof(size_t)), 0, "shmem_size_atomic_fetch_add");
+		size_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	size_t *w = shmemi_amo_addr(dest, sizeof(size_t), pe, "shmem_size_atomic_fetch_add");
 	size_t r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6191,6 +7149,12 @@ size_t shmem_size_atomic_fetch_add(size_t *dest, size_t value, int pe)
 size_t shmem_ctx_size_atomic_fetch_add(shmem_ctx_t ctx, size_t *dest, size_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_atomic_fetch_add");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(size_t), pe, shmemi_bits(&value, sizeof(size_t)), 0, "shmem_ctx_size_atomic_fetch_add");
+		size_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	size_t *w = shmemi_amo_addr(dest, sizeof(size_t), pe, "shmem_ctx_size_atomic_fetch_add");
 	size_t r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6210,6 +7174,12 @@ void shmem_ctx_size_atomic_fetch_add_nbi(shmem_ctx_t ctx, size_t *fetch, size_t 
 
 ptrdiff_t shmem_ptrdiff_atomic_fetch_add(ptrdiff_t *dest, ptrdiff_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(ptrdiff_t), pe, shmemi_bits(&value, sizeof(ptrdiff_t)), 0, "shmem_ptrdiff_atomic_fetch_add");
+		ptrdiff_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	ptrdiff_t *w = shmemi_amo_addr(dest, sizeof(ptrdiff_t), pe, "shmem_ptrdiff_atomic_fetch_add");
 	ptrdiff_t r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6219,6 +7189,12 @@ ptrdiff_t shmem_ptrdiff_atomic_fetch_add(ptrdiff_t *dest, ptrdiff_t value, int p
 ptrdiff_t shmem_ctx_ptrdiff_atomic_fetch_add(shmem_ctx_t ctx, ptrdiff_t *dest, ptrdiff_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_atomic_fetch_add");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_ADD, dest, sizeof(ptrdiff_t), pe, shmemi_bits(&value, sizeof(ptrdiff_t)), 0, "shmem_ctx_ptrdiff_atomic_fetch_add");
+		ptrdiff_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	ptrdiff_t *w = shmemi_amo_addr(dest, sizeof(ptrdiff_t), pe, "shmem_ctx_ptrdiff_atomic_fetch_add");
 	ptrdiff_t r = __atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6238,6 +7214,10 @@ void shmem_ctx_ptrdiff_atomic_fetch_add_nbi(shmem_ctx_t ctx, ptrdiff_t *fetch, p
 
 void shmem_int_atomic_add(int *dest, int value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(int), pe, shmemi_bits(&value, sizeof(int)), 0, "shmem_int_atomic_add");
+		return;
+	}
 	int *w = shmemi_amo_addr(dest, sizeof(int), pe, "shmem_int_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6246,6 +7226,10 @@ void shmem_int_atomic_add(int *dest, int value, int pe)
 void shmem_ctx_int_atomic_add(shmem_ctx_t ctx, int *dest, int value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int_atomic_add");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(int), pe, shmemi_bits(&value, sizeof(int)), 0, "shmem_ctx_int_atomic_add");
+		return;
+	}
 	int *w = shmemi_amo_addr(dest, sizeof(int), pe, "shmem_ctx_int_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6253,6 +7237,10 @@ void shmem_ctx_int_atomic_add(shmem_ctx_t ctx, int *dest, int value, int pe)
 
 void shmem_long_atomic_add(long *dest, long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(long), pe, shmemi_bits(&value, sizeof(long)), 0, "shmem_long_atomic_add");
+		return;
+	}
 	long *w = shmemi_amo_addr(dest, sizeof(long), pe, "shmem_long_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6261,6 +7249,10 @@ void shmem_long_atomic_add(long *dest, long value, int pe)
 void shmem_ctx_long_atomic_add(shmem_ctx_t ctx, long *dest, long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_long_atomic_add");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(long), pe, shmemi_bits(&value, sizeof(long)), 0, "shmem_ctx_long_atomic_add");
+		return;
+	}
 	long *w = shmemi_amo_addr(dest, sizeof(long), pe, "shmem_ctx_long_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6268,6 +7260,10 @@ void shmem_ctx_long_atomic_add(shmem_ctx_t ctx, long *dest, long value, int pe)
 
 void shmem_longlong_atomic_add(long long *dest, long long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(long long), pe, shmemi_bits(&value, sizeof(long long)), 0, "shmem_longlong_atomic_add");
+		return;
+	}
 	long long *w = shmemi_amo_addr(dest, sizeof(long long), pe, "shmem_longlong_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6276,6 +7272,10 @@ void shmem_longlong_atomic_add(long long *dest, long long value, int pe)
 void shmem_ctx_longlong_atomic_add(shmem_ctx_t ctx, long long *dest, long long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_longlong_atomic_add");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(long long), pe, shmemi_bits(&value, sizeof(long long)), 0, "shmem_ctx_longlong_atomic_add");
+		return;
+	}
 	long long *w = shmemi_amo_addr(dest, sizeof(long long), pe, "shmem_ctx_longlong_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6283,6 +7283,10 @@ void shmem_ctx_longlong_atomic_add(shmem_ctx_t ctx, long long *dest, long long v
 
 void shmem_uint_atomic_add(unsigned int *dest, unsigned int value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(unsigned int), pe, shmemi_bits(&value, sizeof(unsigned int)), 0, "shmem_uint_atomic_add");
+		return;
+	}
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_uint_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6291,6 +7295,10 @@ void shmem_uint_atomic_add(unsigned int *dest, unsigned int value, int pe)
 void shmem_ctx_uint_atomic_add(shmem_ctx_t ctx, unsigned int *dest, unsigned int value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_add");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(unsigned int), pe, shmemi_bits(&value, sizeof(unsigned int)), 0, "shmem_ctx_uint_atomic_add");
+		return;
+	}
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6298,6 +7306,10 @@ void shmem_ctx_uint_atomic_add(shmem_ctx_t ctx, unsigned int *dest, unsigned int
 
 void shmem_ulong_atomic_add(unsigned long *dest, unsigned long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(unsigned long), pe, shmemi_bits(&value, sizeof(unsigned long)), 0, "shmem_ulong_atomic_add");
+		return;
+	}
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ulong_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6306,6 +7318,10 @@ void shmem_ulong_atomic_add(unsigned long *dest, unsigned long value, int pe)
 void shmem_ctx_ulong_atomic_add(shmem_ctx_t ctx, unsigned long *dest, unsigned long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_add");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(unsigned long), pe, shmemi_bits(&value, sizeof(unsigned long)), 0, "shmem_ctx_ulong_atomic_add");
+		return;
+	}
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6313,6 +7329,10 @@ void shmem_ctx_ulong_atomic_add(shmem_ctx_t ctx, unsigned long *dest, unsigned l
 
 void shmem_ulonglong_atomic_add(unsigned long long *dest, unsigned long long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(unsigned long long), pe, shmemi_bits(&value, sizeof(unsigned long long)), 0, "shmem_ulonglong_atomic_add");
+		return;
+	}
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ulonglong_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6321,6 +7341,10 @@ void shmem_ulonglong_atomic_add(unsigned long long *dest, unsigned long long val
 void shmem_ctx_ulonglong_atomic_add(shmem_ctx_t ctx, unsigned long long *dest, unsigned long long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_add");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(unsigned long long), pe, shmemi_bits(&value, sizeof(unsigned long long)), 0, "shmem_ctx_ulonglong_atomic_add");
+		return;
+	}
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6328,6 +7352,10 @@ void shmem_ctx_ulonglong_atomic_add(shmem_ctx_t ctx, unsigned long long *dest, u
 
 void shmem_int32_atomic_add(int32_t *dest, int32_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(int32_t), pe, shmemi_bits(&value, sizeof(int32_t)), 0, "shmem_int32_atomic_add");
+		return;
+	}
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_int32_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6336,6 +7364,10 @@ void shmem_int32_atomic_add(int32_t *dest, int32_t value, int pe)
 void shmem_ctx_int32_atomic_add(shmem_ctx_t ctx, int32_t *dest, int32_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_add");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(int32_t), pe, shmemi_bits(&value, sizeof(int32_t)), 0, "shmem_ctx_int32_atomic_add");
+		return;
+	}
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6343,6 +7375,10 @@ void shmem_ctx_int32_atomic_add(shmem_ctx_t ctx, int32_t *dest, int32_t value, i
 
 void shmem_int64_atomic_add(int64_t *dest, int64_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(int64_t), pe, shmemi_bits(&value, sizeof(int64_t)), 0, "shmem_int64_atomic_add");
+		return;
+	}
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_int64_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6351,6 +7387,10 @@ void shmem_int64_atomic_add(int64_t *dest, int64_t value, int pe)
 void shmem_ctx_int64_atomic_add(shmem_ctx_t ctx, int64_t *dest, int64_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_add");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(int64_t), pe, shmemi_bits(&value, sizeof(int64_t)), 0, "shmem_ctx_int64_atomic_add");
+		return;
+	}
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6358,6 +7398,10 @@ void shmem_ctx_int64_atomic_add(shmem_ctx_t ctx, int64_t *dest, int64_t value, i
 
 void shmem_uint32_atomic_add(uint32_t *dest, uint32_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(uint32_t), pe, shmemi_bits(&value, sizeof(uint32_t)), 0, "shmem_uint32_atomic_add");
+		return;
+	}
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_uint32_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6366,6 +7410,10 @@ void shmem_uint32_atomic_add(uint32_t *dest, uint32_t value, int pe)
 void shmem_ctx_uint32_atomic_add(shmem_ctx_t ctx, uint32_t *dest, uint32_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_add");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(uint32_t), pe, shmemi_bits(&value, sizeof(uint32_t)), 0, "shmem_ctx_uint32_atomic_add");
+		return;
+	}
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6373,6 +7421,10 @@ void shmem_ctx_uint32_atomic_add(shmem_ctx_t ctx, uint32_t *dest, uint32_t value
 
 void shmem_uint64_atomic_add(uint64_t *dest, uint64_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(uint64_t), pe, shmemi_bits(&value, sizeof(uint64_t)), 0, "shmem_uint64_atomic_add");
+		return;
+	}
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_uint64_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6381,6 +7433,10 @@ void shmem_uint64_atomic_add(uint64_t *dest, uint64_t value, int pe)
 void shmem_ctx_uint64_atomic_add(shmem_ctx_t ctx, uint64_t *dest, uint64_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_add");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(uint64_t), pe, shmemi_bits(&value, sizeof(uint64_t)), 0, "shmem_ctx_uint64_atomic_add");
+		return;
+	}
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6388,6 +7444,10 @@ void shmem_ctx_uint64_atomic_add(shmem_ctx_t ctx, uint64_t *dest, uint64_t value
 
 void shmem_size_atomic_add(size_t *dest, size_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(size_t), pe, shmemi_bits(&value, sizeof(size_t)), 0, "shmem_size_atomic_add");
+		return;
+	}
 	size_t *w = shmemi_amo_addr(dest, sizeof(size_t), pe, "shmem_size_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6396,6 +7456,10 @@ void shmem_size_atomic_add(size_t *dest, size_t value, int pe)
 void shmem_ctx_size_atomic_add(shmem_ctx_t ctx, size_t *dest, size_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_size_atomic_add");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(size_t), pe, shmemi_bits(&value, sizeof(size_t)), 0, "shmem_ctx_size_atomic_add");
+		return;
+	}
 	size_t *w = shmemi_amo_addr(dest, sizeof(size_t), pe, "shmem_ctx_size_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6403,6 +7467,10 @@ void shmem_ctx_size_atomic_add(shmem_ctx_t ctx, size_t *dest, size_t value, int 
 
 void shmem_ptrdiff_atomic_add(ptrdiff_t *dest, ptrdiff_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(ptrdiff_t), pe, shmemi_bits(&value, sizeof(ptrdiff_t)), 0, "shmem_ptrdiff_atomic_add");
+		return;
+	}
 	ptrdiff_t *w = shmemi_amo_addr(dest, sizeof(ptrdiff_t), pe, "shmem_ptrdiff_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6411,6 +7479,10 @@ void shmem_ptrdiff_atomic_add(ptrdiff_t *dest, ptrdiff_t value, int pe)
 void shmem_ctx_ptrdiff_atomic_add(shmem_ctx_t ctx, ptrdiff_t *dest, ptrdiff_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ptrdiff_atomic_add");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_ADD, dest, sizeof(ptrdiff_t), pe, shmemi_bits(&value, sizeof(ptrdiff_t)), 0, "shmem_ctx_ptrdiff_atomic_add");
+		return;
+	}
 	ptrdiff_t *w = shmemi_amo_addr(dest, sizeof(ptrdiff_t), pe, "shmem_ctx_ptrdiff_atomic_add");
 	__atomic_fetch_add(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6418,6 +7490,12 @@ void shmem_ctx_ptrdiff_atomic_add(shmem_ctx_t ctx, ptrdiff_t *dest, ptrdiff_t va
 
 unsigned int shmem_uint_atomic_fetch_and(unsigned int *dest, unsigned int value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_AND, dest, sizeof(unsigned int), pe, shmemi_bits(&value, sizeof(unsigned int)), 0, "shmem_uint_atomic_fetch_and");
+		unsigned int r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_uint_atomic_fetch_and");
 	unsigned int r = __atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6427,6 +7505,12 @@ unsigned int shmem_uint_atomic_fetch_and(unsigned int *dest, unsigned int value,
 unsigned int shmem_ctx_uint_atomic_fetch_and(shmem_ctx_t ctx, unsigned int *dest, unsigned int value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_fetch_and");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_AND, dest, sizeof(unsigned int), pe, shmemi_bits(&value, sizeof(unsigned int)), 0, "shmem_ctx_uint_atomic_fetch_and");
+		unsigned int r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_fetch_and");
 	unsigned int r = __atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6446,6 +7530,12 @@ void shmem_ctx_uint_atomic_fetch_and_nbi(shmem_ctx_t ctx, unsigned int *fetch, u
 
 unsigned long shmem_ulong_atomic_fetch_and(unsigned long *dest, unsigned long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_AND, dest, sizeof(unsigned long), pe, shmemi_bits(&value, sizeof(unsigned long)), 0, "shmem_ulong_atomic_fetch_and");
+		unsigned long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ulong_atomic_fetch_and");
 	unsigned long r = __atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6455,6 +7545,12 @@ unsigned long shmem_ulong_atomic_fetch_and(unsigned long *dest, unsigned long va
 unsigned long shmem_ctx_ulong_atomic_fetch_and(shmem_ctx_t ctx, unsigned long *dest, unsigned long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_fetch_and");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_AND, dest, sizeof(unsigned long), pe, shmemi_bits(&value, sizeof(unsigned long)), 0, "shmem_ctx_ulong_atomic_fetch_and");
+		unsigned long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_fetch_and");
 	unsigned long r = __atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6474,6 +7570,12 @@ void shmem_ctx_ulong_atomic_fetch_and_nbi(shmem_ctx_t ctx, unsigned long *fetch,
 
 unsigned long long shmem_ulonglong_atomic_fetch_and(unsigned long long *dest, unsigned long long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_AND, dest, sizeof(unsigned long long), pe, shmemi_bits(&value, sizeof(unsigned long long)), 0, "shmem_ulonglong_atomic_fetch_and");
+		unsigned long long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ulonglong_atomic_fetch_and");
 	unsigned long long r = __atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6483,6 +7585,12 @@ unsigned long long shmem_ulonglong_atomic_fetch_and(unsigned long long *dest, un
 unsigned long long shmem_ctx_ulonglong_atomic_fetch_and(shmem_ctx_t ctx, unsigned long long *dest, unsigned long long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_fetch_and");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_AND, dest, sizeof(unsigned long long), pe, shmemi_bits(&value, sizeof(unsigned long long)), 0, "shmem_ctx_ulonglong_atomic_fetch_and");
+		unsigned long long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_fetch_and");
 	unsigned long long r = __atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6502,6 +7610,12 @@ void shmem_ctx_ulonglong_atomic_fetch_and_nbi(shmem_ctx_t ctx, unsigned long lon
 
 int32_t shmem_int32_atomic_fetch_and(int32_t *dest, int32_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_AND, dest, sizeof(int32_t), pe, shmemi_bits(&value, sizeof(int32_t)), 0, "shmem_int32_atomic_fetch_and");
+		int32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_int32_atomic_fetch_and");
 	int32_t r = __atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6511,6 +7625,12 @@ int32_t shmem_int32_atomic_fetch_and(int32_t *dest, int32_t value, int pe)
 int32_t shmem_ctx_int32_atomic_fetch_and(shmem_ctx_t ctx, int32_t *dest, int32_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_fetch_and");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_AND, dest, sizeof(int32_t), pe, shmemi_bits(&value, sizeof(int32_t)), 0, "shmem_ctx_int32_atomic_fetch_and");
+		int32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_fetch_and");
 	int32_t r = __atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6530,6 +7650,12 @@ void shmem_ctx_int32_atomic_fetch_and_nbi(shmem_ctx_t ctx, int32_t *fetch, int32
 
 int64_t shmem_int64_atomic_fetch_and(int64_t *dest, int64_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_AND, dest, sizeof(int64_t), pe, shmemi_bits(&value, sizeof(int64_t)), 0, "shmem_int64_atomic_fetch_and");
+		int64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_int64_atomic_fetch_and");
 	int64_t r = __atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6539,6 +7665,12 @@ int64_t shmem_int64_atomic_fetch_and(int64_t *dest, int64_t value, int pe)
 int64_t shmem_ctx_int64_atomic_fetch_and(shmem_ctx_t ctx, int64_t *dest, int64_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_fetch_and");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_AND, dest, sizeof(int64_t), pe, shmemi_bits(&value, sizeof(int64_t)), 0, "shmem_ctx_int64_atomic_fetch_and");
+		int64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_fetch_and");
 	int64_t r = __atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6558,6 +7690,12 @@ void shmem_ctx_int64_atomic_fetch_and_nbi(shmem_ctx_t ctx, int64_t *fetch, int64
 
 uint32_t shmem_uint32_atomic_fetch_and(uint32_t *dest, uint32_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_AND, dest, sizeof(uint32_t), pe, shmemi_bits(&value, sizeof(uint32_t)), 0, "shmem_uint32_atomic_fetch_and");
+		uint32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_uint32_atomic_fetch_and");
 	uint32_t r = __atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6567,6 +7705,12 @@ uint32_t shmem_uint32_atomic_fetch_and(uint32_t *dest, uint32_t value, int pe)
 uint32_t shmem_ctx_uint32_atomic_fetch_and(shmem_ctx_t ctx, uint32_t *dest, uint32_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_fetch_and");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_AND, dest, sizeof(uint32_t), pe, shmemi_bits(&value, sizeof(uint32_t)), 0, "shmem_ctx_uint32_atomic_fetch_and");
+		uint32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_fetch_and");
 	uint32_t r = __atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6586,6 +7730,12 @@ void shmem_ctx_uint32_atomic_fetch_and_nbi(shmem_ctx_t ctx, uint32_t *fetch, uin
 
 uint64_t shmem_uint64_atomic_fetch_and(uint64_t *dest, uint64_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_AND, dest, sizeof(uint64_t), pe, shmemi_bits(&value, sizeof(uint64_t)), 0, "shmem_uint64_atomic_fetch_and");
+		uint64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_uint64_atomic_fetch_and");
 	uint64_t r = __atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6595,6 +7745,12 @@ uint64_t shmem_uint64_atomic_fetch_and(uint64_t *dest, uint64_t value, int pe)
 uint64_t shmem_ctx_uint64_atomic_fetch_and(shmem_ctx_t ctx, uint64_t *dest, uint64_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_fetch_and");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_AND, dest, sizeof(uint64_t), pe, shmemi_bits(&value, sizeof(uint64_t)), 0, "shmem_ctx_uint64_atomic_fetch_and");
+		uint64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_fetch_and");
 	uint64_t r = __atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6614,6 +7770,10 @@ void shmem_ctx_uint64_atomic_fetch_and_nbi(shmem_ctx_t ctx, uint64_t *fetch, uin
 
 void shmem_uint_atomic_and(unsigned int *dest, unsigned int value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_AND, dest, sizeof(unsigned int), pe, shmemi_bits(&value, sizeof(unsigned int)), 0, "shmem_uint_atomic_and");
+		return;
+	}
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_uint_atomic_and");
 	__atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6622,6 +7782,10 @@ void shmem_uint_atomic_and(unsigned int *dest, unsigned int value, int pe)
 void shmem_ctx_uint_atomic_and(shmem_ctx_t ctx, unsigned int *dest, unsigned int value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_and");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_AND, dest, sizeof(unsigned int), pe, shmemi_bits(&value, sizeof(unsigned int)), 0, "shmem_ctx_uint_atomic_and");
+		return;
+	}
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_and");
 	__atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6629,6 +7793,10 @@ void shmem_ctx_uint_atomic_and(shmem_ctx_t ctx, unsigned int *dest, unsigned int
 
 void shmem_ulong_atomic_and(unsigned long *dest, unsigned long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_AND, dest, sizeof(unsigned long), pe, shmemi_bits(&value, sizeof(unsigned long)), 0, "shmem_ulong_atomic_and");
+		return;
+	}
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ulong_atomic_and");
 	__atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6637,6 +7805,10 @@ void shmem_ulong_atomic_and(unsigned long *dest, unsigned long value, int pe)
 void shmem_ctx_ulong_atomic_and(shmem_ctx_t ctx, unsigned long *dest, unsigned long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_and");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_AND, dest, sizeof(unsigned long), pe, shmemi_bits(&value, sizeof(unsigned long)), 0, "shmem_ctx_ulong_atomic_and");
+		return;
+	}
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_and");
 	__atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6644,6 +7816,10 @@ void shmem_ctx_ulong_atomic_and(shmem_ctx_t ctx, unsigned long *dest, unsigned l
 
 void shmem_ulonglong_atomic_and(unsigned long long *dest, unsigned long long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_AND, dest, sizeof(unsigned long long), pe, shmemi_bits(&value, sizeof(unsigned long long)), 0, "shmem_ulonglong_atomic_and");
+		return;
+	}
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ulonglong_atomic_and");
 	__atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6652,6 +7828,10 @@ void shmem_ulonglong_atomic_and(unsigned long long *dest, unsigned long long val
 void shmem_ctx_ulonglong_atomic_and(shmem_ctx_t ctx, unsigned long long *dest, unsigned long long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_and");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_AND, dest, sizeof(unsigned long long), pe, shmemi_bits(&value, sizeof(unsigned long long)), 0, "shmem_ctx_ulonglong_atomic_and");
+		return;
+	}
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_and");
 	__atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6659,6 +7839,10 @@ void shmem_ctx_ulonglong_atomic_and(shmem_ctx_t ctx, unsigned long long *dest, u
 
 void shmem_int32_atomic_and(int32_t *dest, int32_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_AND, dest, sizeof(int32_t), pe, shmemi_bits(&value, sizeof(int32_t)), 0, "shmem_int32_atomic_and");
+		return;
+	}
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_int32_atomic_and");
 	__atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6667,6 +7851,10 @@ void shmem_int32_atomic_and(int32_t *dest, int32_t value, int pe)
 void shmem_ctx_int32_atomic_and(shmem_ctx_t ctx, int32_t *dest, int32_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_and");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_AND, dest, sizeof(int32_t), pe, shmemi_bits(&value, sizeof(int32_t)), 0, "shmem_ctx_int32_atomic_and");
+		return;
+	}
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_and");
 	__atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6674,6 +7862,10 @@ void shmem_ctx_int32_atomic_and(shmem_ctx_t ctx, int32_t *dest, int32_t value, i
 
 void shmem_int64_atomic_and(int64_t *dest, int64_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_AND, dest, sizeof(int64_t), pe, shmemi_bits(&value, sizeof(int64_t)), 0, "shmem_int64_atomic_and");
+		return;
+	}
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_int64_atomic_and");
 	__atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6682,6 +7874,10 @@ void shmem_int64_atomic_and(int64_t *dest, int64_t value, int pe)
 void shmem_ctx_int64_atomic_and(shmem_ctx_t ctx, int64_t *dest, int64_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_and");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_AND, dest, sizeof(int64_t), pe, shmemi_bits(&value, sizeof(int64_t)), 0, "shmem_ctx_int64_atomic_and");
+		return;
+	}
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_and");
 	__atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6689,6 +7885,10 @@ void shmem_ctx_int64_atomic_and(shmem_ctx_t ctx, int64_t *dest, int64_t value, i
 
 void shmem_uint32_atomic_and(uint32_t *dest, uint32_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_AND, dest, sizeof(uint32_t), pe, shmemi_bits(&value, sizeof(uint32_t)), 0, "shmem_uint32_atomic_and");
+		return;
+	}
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_uint32_atomic_and");
 	__atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6697,6 +7897,10 @@ void shmem_uint32_atomic_and(uint32_t *dest, uint32_t value, int pe)
 void shmem_ctx_uint32_atomic_and(shmem_ctx_t ctx, uint32_t *dest, uint32_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_and");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_AND, dest, sizeof(uint32_t), pe, shmemi_bits(&value, sizeof(uint32_t)), 0, "shmem_ctx_uint32_atomic_and");
+		return;
+	}
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_and");
 	__atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6704,6 +7908,10 @@ void shmem_ctx_uint32_atomic_and(shmem_ctx_t ctx, uint32_t *dest, uint32_t value
 
 void shmem_uint64_atomic_and(uint64_t *dest, uint64_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_AND, dest, sizeof(uint64_t), pe, shmemi_bits(&value, sizeof(uint64_t)), 0, "shmem_uint64_atomic_and");
+		return;
+	}
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_uint64_atomic_and");
 	__atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6712,6 +7920,10 @@ void shmem_uint64_atomic_and(uint64_t *dest, uint64_t value, int pe)
 void shmem_ctx_uint64_atomic_and(shmem_ctx_t ctx, uint64_t *dest, uint64_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_and");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_AND, dest, sizeof(uint64_t), pe, shmemi_bits(&value, sizeof(uint64_t)), 0, "shmem_ctx_uint64_atomic_and");
+		return;
+	}
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_and");
 	__atomic_fetch_and(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6719,6 +7931,12 @@ void shmem_ctx_uint64_atomic_and(shmem_ctx_t ctx, uint64_t *dest, uint64_t value
 
 unsigned int shmem_uint_atomic_fetch_or(unsigned int *dest, unsigned int value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_OR, dest, sizeof(unsigned int), pe, shmemi_bits(&value, sizeof(unsigned int)), 0, "shmem_uint_atomic_fetch_or");
+		unsigned int r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_uint_atomic_fetch_or");
 	unsigned int r = __atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6728,6 +7946,12 @@ unsigned int shmem_uint_atomic_fetch_or(unsigned int *dest, unsigned int value, 
 unsigned int shmem_ctx_uint_atomic_fetch_or(shmem_ctx_t ctx, unsigned int *dest, unsigned int value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_fetch_or");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_OR, dest, sizeof(unsigned int), pe, shmemi_bits(&value, sizeof(unsigned int)), 0, "shmem_ctx_uint_atomic_fetch_or");
+		unsigned int r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_fetch_or");
 	unsigned int r = __atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6747,6 +7971,12 @@ void shmem_ctx_uint_atomic_fetch_or_nbi(shmem_ctx_t ctx, unsigned int *fetch, un
 
 unsigned long shmem_ulong_atomic_fetch_or(unsigned long *dest, unsigned long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_OR, dest, sizeof(unsigned long), pe, shmemi_bits(&value, sizeof(unsigned long)), 0, "shmem_ulong_atomic_fetch_or");
+		unsigned long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ulong_atomic_fetch_or");
 	unsigned long r = __atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6756,6 +7986,12 @@ unsigned long shmem_ulong_atomic_fetch_or(unsigned long *dest, unsigned long val
 unsigned long shmem_ctx_ulong_atomic_fetch_or(shmem_ctx_t ctx, unsigned long *dest, unsigned long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_fetch_or");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_OR, dest, sizeof(unsigned long), pe, shmemi_bits(&value, sizeof(unsigned long)), 0, "shmem_ctx_ulong_atomic_fetch_or");
+		unsigned long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_fetch_or");
 	unsigned long r = __atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6775,6 +8011,12 @@ void shmem_ctx_ulong_atomic_fetch_or_nbi(shmem_ctx_t ctx, unsigned long *fetch, 
 
 unsigned long long shmem_ulonglong_atomic_fetch_or(unsigned long long *dest, unsigned long long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_OR, dest, sizeof(unsigned long long), pe, shmemi_bits(&value, sizeof(unsigned long long)), 0, "shmem_ulonglong_atomic_fetch_or");
+		unsigned long long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ulonglong_atomic_fetch_or");
 	unsigned long long r = __atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6784,6 +8026,12 @@ unsigned long long shmem_ulonglong_atomic_fetch_or(unsigned long long *dest, uns
 unsigned long long shmem_ctx_ulonglong_atomic_fetch_or(shmem_ctx_t ctx, unsigned long long *dest, unsigned long long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_fetch_or");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_OR, dest, sizeof(unsigned long long), pe, shmemi_bits(&value, sizeof(unsigned long long)), 0, "shmem_ctx_ulonglong_atomic_fetch_or");
+		unsigned long long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_fetch_or");
 	unsigned long long r = __atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6803,6 +8051,12 @@ void shmem_ctx_ulonglong_atomic_fetch_or_nbi(shmem_ctx_t ctx, unsigned long long
 
 int32_t shmem_int32_atomic_fetch_or(int32_t *dest, int32_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_OR, dest, sizeof(int32_t), pe, shmemi_bits(&value, sizeof(int32_t)), 0, "shmem_int32_atomic_fetch_or");
+		int32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_int32_atomic_fetch_or");
 	int32_t r = __atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6812,6 +8066,12 @@ int32_t shmem_int32_atomic_fetch_or(int32_t *dest, int32_t value, int pe)
 int32_t shmem_ctx_int32_atomic_fetch_or(shmem_ctx_t ctx, int32_t *dest, int32_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_fetch_or");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_OR, dest, sizeof(int32_t), pe, shmemi_bits(&value, sizeof(int32_t)), 0, "shmem_ctx_int32_atomic_fetch_or");
+		int32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_fetch_or");
 	int32_t r = __atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6831,6 +8091,12 @@ void shmem_ctx_int32_atomic_fetch_or_nbi(shmem_ctx_t ctx, int32_t *fetch, int32_
 
 int64_t shmem_int64_atomic_fetch_or(int64_t *dest, int64_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_OR, dest, sizeof(int64_t), pe, shmemi_bits(&value, sizeof(int64_t)), 0, "shmem_int64_atomic_fetch_or");
+		int64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_int64_atomic_fetch_or");
 	int64_t r = __atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6840,6 +8106,12 @@ int64_t shmem_int64_atomic_fetch_or(int64_t *dest, int64_t value, int pe)
 int64_t shmem_ctx_int64_atomic_fetch_or(shmem_ctx_t ctx, int64_t *dest, int64_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_fetch_or");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_OR, dest, sizeof(int64_t), pe, shmemi_bits(&value, sizeof(int64_t)), 0, "shmem_ctx_int64_atomic_fetch_or");
+		int64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_fetch_or");
 	int64_t r = __atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6859,6 +8131,12 @@ void shmem_ctx_int64_atomic_fetch_or_nbi(shmem_ctx_t ctx, int64_t *fetch, int64_
 
 uint32_t shmem_uint32_atomic_fetch_or(uint32_t *dest, uint32_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_OR, dest, sizeof(uint32_t), pe, shmemi_bits(&value, sizeof(uint32_t)), 0, "shmem_uint32_atomic_fetch_or");
+		uint32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_uint32_atomic_fetch_or");
 	uint32_t r = __atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6868,6 +8146,12 @@ uint32_t shmem_uint32_atomic_fetch_or(uint32_t *dest, uint32_t value, int pe)
 uint32_t shmem_ctx_uint32_atomic_fetch_or(shmem_ctx_t ctx, uint32_t *dest, uint32_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_fetch_or");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_OR, dest, sizeof(uint32_t), pe, shmemi_bits(&value, sizeof(uint32_t)), 0, "shmem_ctx_uint32_atomic_fetch_or");
+		uint32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_fetch_or");
 	uint32_t r = __atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6887,6 +8171,12 @@ void shmem_ctx_uint32_atomic_fetch_or_nbi(shmem_ctx_t ctx, uint32_t *fetch, uint
 
 uint64_t shmem_uint64_atomic_fetch_or(uint64_t *dest, uint64_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_OR, dest, sizeof(uint64_t), pe, shmemi_bits(&value, sizeof(uint64_t)), 0, "shmem_uint64_atomic_fetch_or");
+		uint64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_uint64_atomic_fetch_or");
 	uint64_t r = __atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6896,6 +8186,12 @@ uint64_t shmem_uint64_atomic_fetch_or(uint64_t *dest, uint64_t value, int pe)
 uint64_t shmem_ctx_uint64_atomic_fetch_or(shmem_ctx_t ctx, uint64_t *dest, uint64_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_fetch_or");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_OR, dest, sizeof(uint64_t), pe, shmemi_bits(&value, sizeof(uint64_t)), 0, "shmem_ctx_uint64_atomic_fetch_or");
+		uint64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_fetch_or");
 	uint64_t r = __atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6915,6 +8211,10 @@ void shmem_ctx_uint64_atomic_fetch_or_nbi(shmem_ctx_t ctx, uint64_t *fetch, uint
 
 void shmem_uint_atomic_or(unsigned int *dest, unsigned int value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_OR, dest, sizeof(unsigned int), pe, shmemi_bits(&value, sizeof(unsigned int)), 0, "shmem_uint_atomic_or");
+		return;
+	}
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_uint_atomic_or");
 	__atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6923,6 +8223,10 @@ void shmem_uint_atomic_or(unsigned int *dest, unsigned int value, int pe)
 void shmem_ctx_uint_atomic_or(shmem_ctx_t ctx, unsigned int *dest, unsigned int value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_or");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_OR, dest, sizeof(unsigned int), pe, shmemi_bits(&value, sizeof(unsigned int)), 0, "shmem_ctx_uint_atomic_or");
+		return;
+	}
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_or");
 	__atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6930,6 +8234,10 @@ void shmem_ctx_uint_atomic_or(shmem_ctx_t ctx, unsigned int *dest, unsigned int 
 
 void shmem_ulong_atomic_or(unsigned long *dest, unsigned long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_OR, dest, sizeof(unsigned long), pe, shmemi_bits(&value, sizeof(unsigned long)), 0, "shmem_ulong_atomic_or");
+		return;
+	}
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ulong_atomic_or");
 	__atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6938,6 +8246,10 @@ void shmem_ulong_atomic_or(unsigned long *dest, unsigned long value, int pe)
 void shmem_ctx_ulong_atomic_or(shmem_ctx_t ctx, unsigned long *dest, unsigned long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_or");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_OR, dest, sizeof(unsigned long), pe, shmemi_bits(&value, sizeof(unsigned long)), 0, "shmem_ctx_ulong_atomic_or");
+		return;
+	}
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_or");
 	__atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6945,6 +8257,10 @@ void shmem_ctx_ulong_atomic_or(shmem_ctx_t ctx, unsigned long *dest, unsigned lo
 
 void shmem_ulonglong_atomic_or(unsigned long long *dest, unsigned long long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_OR, dest, sizeof(unsigned long long), pe, shmemi_bits(&value, sizeof(unsigned long long)), 0, "shmem_ulonglong_atomic_or");
+		return;
+	}
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ulonglong_atomic_or");
 	__atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6953,6 +8269,10 @@ void shmem_ulonglong_atomic_or(unsigned long long *dest, unsigned long long valu
 void shmem_ctx_ulonglong_atomic_or(shmem_ctx_t ctx, unsigned long long *dest, unsigned long long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_or");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_OR, dest, sizeof(unsigned long long), pe, shmemi_bits(&value, sizeof(unsigned long long)), 0, "shmem_ctx_ulonglong_atomic_or");
+		return;
+	}
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_or");
 	__atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6960,6 +8280,10 @@ void shmem_ctx_ulonglong_atomic_or(shmem_ctx_t ctx, unsigned long long *dest, un
 
 void shmem_int32_atomic_or(int32_t *dest, int32_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_OR, dest, sizeof(int32_t), pe, shmemi_bits(&value, sizeof(int32_t)), 0, "shmem_int32_atomic_or");
+		return;
+	}
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_int32_atomic_or");
 	__atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6968,6 +8292,10 @@ void shmem_int32_atomic_or(int32_t *dest, int32_t value, int pe)
 void shmem_ctx_int32_atomic_or(shmem_ctx_t ctx, int32_t *dest, int32_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_or");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_OR, dest, sizeof(int32_t), pe, shmemi_bits(&value, sizeof(int32_t)), 0, "shmem_ctx_int32_atomic_or");
+		return;
+	}
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_or");
 	__atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6975,6 +8303,10 @@ void shmem_ctx_int32_atomic_or(shmem_ctx_t ctx, int32_t *dest, int32_t value, in
 
 void shmem_int64_atomic_or(int64_t *dest, int64_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_OR, dest, sizeof(int64_t), pe, shmemi_bits(&value, sizeof(int64_t)), 0, "shmem_int64_atomic_or");
+		return;
+	}
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_int64_atomic_or");
 	__atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6983,6 +8315,10 @@ void shmem_int64_atomic_or(int64_t *dest, int64_t value, int pe)
 void shmem_ctx_int64_atomic_or(shmem_ctx_t ctx, int64_t *dest, int64_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_or");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_OR, dest, sizeof(int64_t), pe, shmemi_bits(&value, sizeof(int64_t)), 0, "shmem_ctx_int64_atomic_or");
+		return;
+	}
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_or");
 	__atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6990,6 +8326,10 @@ void shmem_ctx_int64_atomic_or(shmem_ctx_t ctx, int64_t *dest, int64_t value, in
 
 void shmem_uint32_atomic_or(uint32_t *dest, uint32_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_OR, dest, sizeof(uint32_t), pe, shmemi_bits(&value, sizeof(uint32_t)), 0, "shmem_uint32_atomic_or");
+		return;
+	}
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_uint32_atomic_or");
 	__atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -6998,6 +8338,10 @@ void shmem_uint32_atomic_or(uint32_t *dest, uint32_t value, int pe)
 void shmem_ctx_uint32_atomic_or(shmem_ctx_t ctx, uint32_t *dest, uint32_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_or");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_OR, dest, sizeof(uint32_t), pe, shmemi_bits(&value, sizeof(uint32_t)), 0, "shmem_ctx_uint32_atomic_or");
+		return;
+	}
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_or");
 	__atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7005,6 +8349,10 @@ void shmem_ctx_uint32_atomic_or(shmem_ctx_t ctx, uint32_t *dest, uint32_t value,
 
 void shmem_uint64_atomic_or(uint64_t *dest, uint64_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_OR, dest, sizeof(uint64_t), pe, shmemi_bits(&value, sizeof(uint64_t)), 0, "shmem_uint64_atomic_or");
+		return;
+	}
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_uint64_atomic_or");
 	__atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7013,6 +8361,10 @@ void shmem_uint64_atomic_or(uint64_t *dest, uint64_t value, int pe)
 void shmem_ctx_uint64_atomic_or(shmem_ctx_t ctx, uint64_t *dest, uint64_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_or");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_OR, dest, sizeof(uint64_t), pe, shmemi_bits(&value, sizeof(uint64_t)), 0, "shmem_ctx_uint64_atomic_or");
+		return;
+	}
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_or");
 	__atomic_fetch_or(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7020,6 +8372,12 @@ void shmem_ctx_uint64_atomic_or(shmem_ctx_t ctx, uint64_t *dest, uint64_t value,
 
 unsigned int shmem_uint_atomic_fetch_xor(unsigned int *dest, unsigned int value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_XOR, dest, sizeof(unsigned int), pe, shmemi_bits(&value, sizeof(unsigned int)), 0, "shmem_uint_atomic_fetch_xor");
+		unsigned int r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_uint_atomic_fetch_xor");
 	unsigned int r = __atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7029,6 +8387,12 @@ unsigned int shmem_uint_atomic_fetch_xor(unsigned int *dest, unsigned int value,
 unsigned int shmem_ctx_uint_atomic_fetch_xor(shmem_ctx_t ctx, unsigned int *dest, unsigned int value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_fetch_xor");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_XOR, dest, sizeof(unsigned int), pe, shmemi_bits(&value, sizeof(unsigned int)), 0, "shmem_ctx_uint_atomic_fetch_xor");
+		unsigned int r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_fetch_xor");
 	unsigned int r = __atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7048,6 +8412,12 @@ void shmem_ctx_uint_atomic_fetch_xor_nbi(shmem_ctx_t ctx, unsigned int *fetch, u
 
 unsigned long shmem_ulong_atomic_fetch_xor(unsigned long *dest, unsigned long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_XOR, dest, sizeof(unsigned long), pe, shmemi_bits(&value, sizeof(unsigned long)), 0, "shmem_ulong_atomic_fetch_xor");
+		unsigned long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ulong_atomic_fetch_xor");
 	unsigned long r = __atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7057,6 +8427,12 @@ unsigned long shmem_ulong_atomic_fetch_xor(unsigned long *dest, unsigned long va
 unsigned long shmem_ctx_ulong_atomic_fetch_xor(shmem_ctx_t ctx, unsigned long *dest, unsigned long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_fetch_xor");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_XOR, dest, sizeof(unsigned long), pe, shmemi_bits(&value, sizeof(unsigned long)), 0, "shmem_ctx_ulong_atomic_fetch_xor");
+		unsigned long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_fetch_xor");
 	unsigned long r = __atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7076,6 +8452,12 @@ void shmem_ctx_ulong_atomic_fetch_xor_nbi(shmem_ctx_t ctx, unsigned long *fetch,
 
 unsigned long long shmem_ulonglong_atomic_fetch_xor(unsigned long long *dest, unsigned long long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_XOR, dest, sizeof(unsigned long long), pe, shmemi_bits(&value, sizeof(unsigned long long)), 0, "shmem_ulonglong_atomic_fetch_xor");
+		unsigned long long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ulonglong_atomic_fetch_xor");
 	unsigned long long r = __atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7085,6 +8467,12 @@ unsigned long long shmem_ulonglong_atomic_fetch_xor(unsigned long long *dest, un
 unsigned long long shmem_ctx_ulonglong_atomic_fetch_xor(shmem_ctx_t ctx, unsigned long long *dest, unsigned long long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_fetch_xor");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_XOR, dest, sizeof(unsigned long long), pe, shmemi_bits(&value, sizeof(unsigned long long)), 0, "shmem_ctx_ulonglong_atomic_fetch_xor");
+		unsigned long long r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_fetch_xor");
 	unsigned long long r = __atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7104,6 +8492,12 @@ void shmem_ctx_ulonglong_atomic_fetch_xor_nbi(shmem_ctx_t ctx, unsigned long lon
 
 int32_t shmem_int32_atomic_fetch_xor(int32_t *dest, int32_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_XOR, dest, sizeof(int32_t), pe, shmemi_bits(&value, sizeof(int32_t)), 0, "shmem_int32_atomic_fetch_xor");
+		int32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_int32_atomic_fetch_xor");
 	int32_t r = __atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7113,6 +8507,12 @@ int32_t shmem_int32_atomic_fetch_xor(int32_t *dest, int32_t value, int pe)
 int32_t shmem_ctx_int32_atomic_fetch_xor(shmem_ctx_t ctx, int32_t *dest, int32_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_fetch_xor");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_XOR, dest, sizeof(int32_t), pe, shmemi_bits(&value, sizeof(int32_t)), 0, "shmem_ctx_int32_atomic_fetch_xor");
+		int32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_fetch_xor");
 	int32_t r = __atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7132,6 +8532,12 @@ void shmem_ctx_int32_atomic_fetch_xor_nbi(shmem_ctx_t ctx, int32_t *fetch, int32
 
 int64_t shmem_int64_atomic_fetch_xor(int64_t *dest, int64_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_XOR, dest, sizeof(int64_t), pe, shmemi_bits(&value, sizeof(int64_t)), 0, "shmem_int64_atomic_fetch_xor");
+		int64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_int64_atomic_fetch_xor");
 	int64_t r = __atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7141,6 +8547,12 @@ int64_t shmem_int64_atomic_fetch_xor(int64_t *dest, int64_t value, int pe)
 int64_t shmem_ctx_int64_atomic_fetch_xor(shmem_ctx_t ctx, int64_t *dest, int64_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_fetch_xor");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_XOR, dest, sizeof(int64_t), pe, shmemi_bits(&value, sizeof(int64_t)), 0, "shmem_ctx_int64_atomic_fetch_xor");
+		int64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_fetch_xor");
 	int64_t r = __atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7160,6 +8572,12 @@ void shmem_ctx_int64_atomic_fetch_xor_nbi(shmem_ctx_t ctx, int64_t *fetch, int64
 
 uint32_t shmem_uint32_atomic_fetch_xor(uint32_t *dest, uint32_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_XOR, dest, sizeof(uint32_t), pe, shmemi_bits(&value, sizeof(uint32_t)), 0, "shmem_uint32_atomic_fetch_xor");
+		uint32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_uint32_atomic_fetch_xor");
 	uint32_t r = __atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7169,6 +8587,12 @@ uint32_t shmem_uint32_atomic_fetch_xor(uint32_t *dest, uint32_t value, int pe)
 uint32_t shmem_ctx_uint32_atomic_fetch_xor(shmem_ctx_t ctx, uint32_t *dest, uint32_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_fetch_xor");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_XOR, dest, sizeof(uint32_t), pe, shmemi_bits(&value, sizeof(uint32_t)), 0, "shmem_ctx_uint32_atomic_fetch_xor");
+		uint32_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_fetch_xor");
 	uint32_t r = __atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7188,6 +8612,12 @@ void shmem_ctx_uint32_atomic_fetch_xor_nbi(shmem_ctx_t ctx, uint32_t *fetch, uin
 
 uint64_t shmem_uint64_atomic_fetch_xor(uint64_t *dest, uint64_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_XOR, dest, sizeof(uint64_t), pe, shmemi_bits(&value, sizeof(uint64_t)), 0, "shmem_uint64_atomic_fetch_xor");
+		uint64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_uint64_atomic_fetch_xor");
 	uint64_t r = __atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7197,6 +8627,12 @@ uint64_t shmem_uint64_atomic_fetch_xor(uint64_t *dest, uint64_t value, int pe)
 uint64_t shmem_ctx_uint64_atomic_fetch_xor(shmem_ctx_t ctx, uint64_t *dest, uint64_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_fetch_xor");
+	if (shmemi_goes_far(pe)) {
+		uint64_t o = shmemi_far_amo(SHMEMI_AMO_FETCH_XOR, dest, sizeof(uint64_t), pe, shmemi_bits(&value, sizeof(uint64_t)), 0, "shmem_ctx_uint64_atomic_fetch_xor");
+		uint64_t r;
+		memcpy(&r, &o, sizeof r);
+		return r;
+	}
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_fetch_xor");
 	uint64_t r = __atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7216,6 +8652,10 @@ void shmem_ctx_uint64_atomic_fetch_xor_nbi(shmem_ctx_t ctx, uint64_t *fetch, uin
 
 void shmem_uint_atomic_xor(unsigned int *dest, unsigned int value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_XOR, dest, sizeof(unsigned int), pe, shmemi_bits(&value, sizeof(unsigned int)), 0, "shmem_uint_atomic_xor");
+		return;
+	}
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_uint_atomic_xor");
 	__atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7224,6 +8664,10 @@ void shmem_uint_atomic_xor(unsigned int *dest, unsigned int value, int pe)
 void shmem_ctx_uint_atomic_xor(shmem_ctx_t ctx, unsigned int *dest, unsigned int value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint_atomic_xor");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_XOR, dest, sizeof(unsigned int), pe, shmemi_bits(&value, sizeof(unsigned int)), 0, "shmem_ctx_uint_atomic_xor");
+		return;
+	}
 	unsigned int *w = shmemi_amo_addr(dest, sizeof(unsigned int), pe, "shmem_ctx_uint_atomic_xor");
 	__atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7231,6 +8675,10 @@ void shmem_ctx_uint_atomic_xor(shmem_ctx_t ctx, unsigned int *dest, unsigned int
 
 void shmem_ulong_atomic_xor(unsigned long *dest, unsigned long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_XOR, dest, sizeof(unsigned long), pe, shmemi_bits(&value, sizeof(unsigned long)), 0, "shmem_ulong_atomic_xor");
+		return;
+	}
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ulong_atomic_xor");
 	__atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7239,6 +8687,10 @@ void shmem_ulong_atomic_xor(unsigned long *dest, unsigned long value, int pe)
 void shmem_ctx_ulong_atomic_xor(shmem_ctx_t ctx, unsigned long *dest, unsigned long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulong_atomic_xor");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_XOR, dest, sizeof(unsigned long), pe, shmemi_bits(&value, sizeof(unsigned long)), 0, "shmem_ctx_ulong_atomic_xor");
+		return;
+	}
 	unsigned long *w = shmemi_amo_addr(dest, sizeof(unsigned long), pe, "shmem_ctx_ulong_atomic_xor");
 	__atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7246,6 +8698,10 @@ void shmem_ctx_ulong_atomic_xor(shmem_ctx_t ctx, unsigned long *dest, unsigned l
 
 void shmem_ulonglong_atomic_xor(unsigned long long *dest, unsigned long long value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_XOR, dest, sizeof(unsigned long long), pe, shmemi_bits(&value, sizeof(unsigned long long)), 0, "shmem_ulonglong_atomic_xor");
+		return;
+	}
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ulonglong_atomic_xor");
 	__atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7254,6 +8710,10 @@ void shmem_ulonglong_atomic_xor(unsigned long long *dest, unsigned long long val
 void shmem_ctx_ulonglong_atomic_xor(shmem_ctx_t ctx, unsigned long long *dest, unsigned long long value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_ulonglong_atomic_xor");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_XOR, dest, sizeof(unsigned long long), pe, shmemi_bits(&value, sizeof(unsigned long long)), 0, "shmem_ctx_ulonglong_atomic_xor");
+		return;
+	}
 	unsigned long long *w = shmemi_amo_addr(dest, sizeof(unsigned long long), pe, "shmem_ctx_ulonglong_atomic_xor");
 	__atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7261,6 +8721,10 @@ void shmem_ctx_ulonglong_atomic_xor(shmem_ctx_t ctx, unsigned long long *dest, u
 
 void shmem_int32_atomic_xor(int32_t *dest, int32_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_XOR, dest, sizeof(int32_t), pe, shmemi_bits(&value, sizeof(int32_t)), 0, "shmem_int32_atomic_xor");
+		return;
+	}
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_int32_atomic_xor");
 	__atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7269,6 +8733,10 @@ void shmem_int32_atomic_xor(int32_t *dest, int32_t value, int pe)
 void shmem_ctx_int32_atomic_xor(shmem_ctx_t ctx, int32_t *dest, int32_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int32_atomic_xor");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_XOR, dest, sizeof(int32_t), pe, shmemi_bits(&value, sizeof(int32_t)), 0, "shmem_ctx_int32_atomic_xor");
+		return;
+	}
 	int32_t *w = shmemi_amo_addr(dest, sizeof(int32_t), pe, "shmem_ctx_int32_atomic_xor");
 	__atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7276,6 +8744,10 @@ void shmem_ctx_int32_atomic_xor(shmem_ctx_t ctx, int32_t *dest, int32_t value, i
 
 void shmem_int64_atomic_xor(int64_t *dest, int64_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_XOR, dest, sizeof(int64_t), pe, shmemi_bits(&value, sizeof(int64_t)), 0, "shmem_int64_atomic_xor");
+		return;
+	}
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_int64_atomic_xor");
 	__atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7284,6 +8756,10 @@ void shmem_int64_atomic_xor(int64_t *dest, int64_t value, int pe)
 void shmem_ctx_int64_atomic_xor(shmem_ctx_t ctx, int64_t *dest, int64_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_int64_atomic_xor");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_XOR, dest, sizeof(int64_t), pe, shmemi_bits(&value, sizeof(int64_t)), 0, "shmem_ctx_int64_atomic_xor");
+		return;
+	}
 	int64_t *w = shmemi_amo_addr(dest, sizeof(int64_t), pe, "shmem_ctx_int64_atomic_xor");
 	__atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7291,6 +8767,10 @@ void shmem_ctx_int64_atomic_xor(shmem_ctx_t ctx, int64_t *dest, int64_t value, i
 
 void shmem_uint32_atomic_xor(uint32_t *dest, uint32_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_XOR, dest, sizeof(uint32_t), pe, shmemi_bits(&value, sizeof(uint32_t)), 0, "shmem_uint32_atomic_xor");
+		return;
+	}
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_uint32_atomic_xor");
 	__atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7299,6 +8779,10 @@ void shmem_uint32_atomic_xor(uint32_t *dest, uint32_t value, int pe)
 void shmem_ctx_uint32_atomic_xor(shmem_ctx_t ctx, uint32_t *dest, uint32_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint32_atomic_xor");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_XOR, dest, sizeof(uint32_t), pe, shmemi_bits(&value, sizeof(uint32_t)), 0, "shmem_ctx_uint32_atomic_xor");
+		return;
+	}
 	uint32_t *w = shmemi_amo_addr(dest, sizeof(uint32_t), pe, "shmem_ctx_uint32_atomic_xor");
 	__atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7306,6 +8790,10 @@ void shmem_ctx_uint32_atomic_xor(shmem_ctx_t ctx, uint32_t *dest, uint32_t value
 
 void shmem_uint64_atomic_xor(uint64_t *dest, uint64_t value, int pe)
 {
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_XOR, dest, sizeof(uint64_t), pe, shmemi_bits(&value, sizeof(uint64_t)), 0, "shmem_uint64_atomic_xor");
+		return;
+	}
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_uint64_atomic_xor");
 	__atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);
@@ -7314,6 +8802,10 @@ void shmem_uint64_atomic_xor(uint64_t *dest, uint64_t value, int pe)
 void shmem_ctx_uint64_atomic_xor(shmem_ctx_t ctx, uint64_t *dest, uint64_t value, int pe)
 {
 	pe = shmemi_ctx_pe(ctx, pe, "shmem_ctx_uint64_atomic_xor");
+	if (shmemi_goes_far(pe)) {
+		(void)shmemi_far_amo(SHMEMI_AMO_XOR, dest, sizeof(uint64_t), pe, shmemi_bits(&value, sizeof(uint64_t)), 0, "shmem_ctx_uint64_atomic_xor");
+		return;
+	}
 	uint64_t *w = shmemi_amo_addr(dest, sizeof(uint64_t), pe, "shmem_ctx_uint64_atomic_xor");
 	__atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);
 	shmemi_amo_done(pe);

@@ -41,6 +41,14 @@
  *   6. Locks: the runtime's ticket lock on PE 0's copy of the lock word
  *      (lock.go's format: next<<48 | (holder+1)<<32 | serving).
  *
+ * A job on several nodes: PEs of this node are reached as above; a PE
+ * on another node has no partition here, and every operation on it goes
+ * to the runtime's multi-node layer (far.c: the transport Go programs
+ * use, by region and offset), tested first by shmemi_goes_far, one load
+ * and compare of a pointer that is NULL when the job is on one node.
+ * Quiet and fence complete the transport's operations too; collectives
+ * and barriers run the runtime's (coll.c).
+ *
  * What calls into Go: shmem_init/finalize, the symmetric allocator (but
  * for shmem_free and cache hits of shmem_malloc: symalloc.c), the
  * split, sync and destroy of split teams, global_exit and the liveness
@@ -92,6 +100,12 @@ struct shmemi_layout {
 	 * lang (SHMEMI_LANG_GO, SHMEMI_LANG_C). */
 	char *cblock;
 	int go_pes;
+	/* A job on several nodes (docs/multinode.md): far_pe[p] is 1 for a
+	 * PE on another node, which the operations reach through the
+	 * runtime's transport (far.c); NULL in a job on one node, so that
+	 * the fast path's test is one load and compare (shmemi_goes_far). */
+	unsigned char *far_pe;
+	int *node_of; /* with far_pe: the node of every PE, numbered from 0 */
 };
 
 extern struct shmemi_layout shmemi_L;
@@ -245,6 +259,56 @@ static inline char *shmemi_addr(const void *p, size_t n, int pe, const char *op)
 	return shmemi_addr_slow(p, n, pe, op);
 }
 
+/* shmemi_goes_far reports whether pe is a PE on another node (far.c);
+ * a PE number out of range is not, and meets the checks of shmemi_addr. */
+static inline int shmemi_goes_far(int pe)
+{
+	return SHMEMI_UNLIKELY(shmemi_L.far_pe != NULL) && (unsigned)pe < (unsigned)shmemi_L.npes &&
+	       shmemi_L.far_pe[pe];
+}
+
+/* Operations on a PE of another node (far.c), through the runtime's
+ * transport: p is a symmetric address of this PE (the heap or static
+ * data), located by offset. A put returns when src may be reused (nbi:
+ * src is read until the next quiet); the data are complete at quiet. An
+ * AMO of size 4 or 8 bytes takes and returns the value's bits. */
+enum {
+	SHMEMI_AMO_FETCH = 1,
+	SHMEMI_AMO_SET,
+	SHMEMI_AMO_SWAP,
+	SHMEMI_AMO_CSWAP,
+	SHMEMI_AMO_FETCH_ADD,
+	SHMEMI_AMO_FETCH_AND,
+	SHMEMI_AMO_FETCH_OR,
+	SHMEMI_AMO_FETCH_XOR,
+	SHMEMI_AMO_ADD,
+	SHMEMI_AMO_AND,
+	SHMEMI_AMO_OR,
+	SHMEMI_AMO_XOR,
+};
+void shmemi_far_put(void *dst, const void *src, size_t n, int pe, int nbi, const char *op);
+void shmemi_far_get(void *dst, const void *src, size_t n, int pe, const char *op);
+uint64_t shmemi_far_amo(int amo, const void *p, size_t size, int pe, uint64_t v, uint64_t cmp, const char *op);
+void shmemi_far_quiet(void);
+/* shmemi_far_posted is 1 once a put or a non-fetching AMO to another node
+ * may wait for the transport's flush (far.c), until a quiet flushes. */
+extern int shmemi_far_posted;
+void shmemi_far_strided(void *dst, const void *src, ptrdiff_t dst_stride, ptrdiff_t src_stride, size_t nblocks,
+			size_t bsize, size_t size, int pe, int put, const char *op);
+void shmemi_far_put_signal(void *dst, const void *src, size_t n, uint64_t *sig_addr, uint64_t signal, int sig_op,
+			   int pe, const char *op);
+/* A collective routine the C library has only over the node's shared
+ * memory, called in a job on several nodes: ends the job, naming op. */
+void shmemi_far_refuse(const char *op) __attribute__((noreturn, cold));
+
+/* shmemi_bits: the size bytes of an AMO's value as the transport's word. */
+static inline uint64_t shmemi_bits(const void *v, size_t size)
+{
+	uint64_t b = 0;
+	memcpy(&b, v, size);
+	return b;
+}
+
 /* shmemi_wake: the wake-up step of a put or AMO to pe. Seq-cst load; pairs
  * with a waiter's sleepers increment followed by its membarrier (wait.go). */
 static inline void shmemi_wake(int pe)
@@ -294,6 +358,8 @@ static inline void shmemi_quiet(void)
 	 * (waiters' membarrier stands in for our fence, as for a put). */
 	if (__atomic_load_n(shmemi_job_sleeping(), __ATOMIC_SEQ_CST) != 0)
 		shmemi_wake_all();
+	if (SHMEMI_UNLIKELY(shmemi_L.far_pe != NULL) && __atomic_load_n(&shmemi_far_posted, __ATOMIC_RELAXED))
+		shmemi_far_quiet(); /* the transport's operations, complete at their targets */
 }
 
 /* shmemi_copy: two word loads then two word stores for 8 to 16 bytes (the
@@ -323,6 +389,10 @@ static inline void shmemi_memcpy(void *d, const void *s, size_t n)
 
 static inline void shmemi_put(void *dst, const void *src, size_t n, int pe, const char *op)
 {
+	if (shmemi_goes_far(pe)) {
+		shmemi_far_put(dst, src, n, pe, 0, op);
+		return;
+	}
 	char *d = shmemi_addr(dst, n, pe, op);
 	if (SHMEMI_UNLIKELY(n == 0))
 		return; /* dst and src may be NULL: nothing to copy, nobody to wake */
@@ -336,6 +406,10 @@ static inline void shmemi_put(void *dst, const void *src, size_t n, int pe, cons
 /* An NBI put: the copy; the wake-up step waits for quiet. */
 static inline void shmemi_put_nbi(void *dst, const void *src, size_t n, int pe, const char *op)
 {
+	if (shmemi_goes_far(pe)) {
+		shmemi_far_put(dst, src, n, pe, 1, op);
+		return;
+	}
 	char *d = shmemi_addr(dst, n, pe, op);
 	if (SHMEMI_UNLIKELY(n == 0))
 		return;
@@ -345,6 +419,10 @@ static inline void shmemi_put_nbi(void *dst, const void *src, size_t n, int pe, 
 
 static inline void shmemi_get(void *dst, const void *src, size_t n, int pe, const char *op)
 {
+	if (shmemi_goes_far(pe)) {
+		shmemi_far_get(dst, src, n, pe, op);
+		return;
+	}
 	const char *s = shmemi_addr(src, n, pe, op);
 	if (SHMEMI_UNLIKELY(n == 0))
 		return;
@@ -363,6 +441,10 @@ static inline void shmemi_iput(void *dst, const void *src, ptrdiff_t dst_stride,
 	}
 	if (dst_stride < 1 || src_stride < 1)
 		shmemi_fatal(op, "strides dst %td and src %td must be at least 1", dst_stride, src_stride);
+	if (shmemi_goes_far(pe)) {
+		shmemi_far_strided(dst, src, dst_stride, src_stride, nelems, 1, size, pe, 1, op);
+		return;
+	}
 	char *d = shmemi_addr(dst, ((nelems - 1) * (size_t)dst_stride + 1) * size, pe, op);
 	const char *s = src;
 	for (size_t i = 0; i < nelems; i++)
@@ -382,6 +464,10 @@ static inline void shmemi_iget(void *dst, const void *src, ptrdiff_t dst_stride,
 	}
 	if (dst_stride < 1 || src_stride < 1)
 		shmemi_fatal(op, "strides dst %td and src %td must be at least 1", dst_stride, src_stride);
+	if (shmemi_goes_far(pe)) {
+		shmemi_far_strided(dst, src, dst_stride, src_stride, nelems, 1, size, pe, 0, op);
+		return;
+	}
 	const char *s = shmemi_addr(src, ((nelems - 1) * (size_t)src_stride + 1) * size, pe, op);
 	char *d = dst;
 	shmemi_pay();
@@ -402,6 +488,10 @@ static inline void shmemi_ibput(void *dst, const void *src, ptrdiff_t dst_stride
 	if (dst_stride < (ptrdiff_t)bsize || src_stride < (ptrdiff_t)bsize)
 		shmemi_fatal(op, "strides dst %td and src %td must be at least the block size %zu", dst_stride,
 			     src_stride, bsize);
+	if (shmemi_goes_far(pe)) {
+		shmemi_far_strided(dst, src, dst_stride, src_stride, nblocks, bsize, size, pe, 1, op);
+		return;
+	}
 	char *d = shmemi_addr(dst, ((nblocks - 1) * (size_t)dst_stride + bsize) * size, pe, op);
 	const char *s = src;
 	for (size_t i = 0; i < nblocks; i++)
@@ -422,6 +512,10 @@ static inline void shmemi_ibget(void *dst, const void *src, ptrdiff_t dst_stride
 	if (dst_stride < (ptrdiff_t)bsize || src_stride < (ptrdiff_t)bsize)
 		shmemi_fatal(op, "strides dst %td and src %td must be at least the block size %zu", dst_stride,
 			     src_stride, bsize);
+	if (shmemi_goes_far(pe)) {
+		shmemi_far_strided(dst, src, dst_stride, src_stride, nblocks, bsize, size, pe, 0, op);
+		return;
+	}
 	const char *s = shmemi_addr(src, ((nblocks - 1) * (size_t)src_stride + bsize) * size, pe, op);
 	char *d = dst;
 	shmemi_pay();
@@ -450,6 +544,10 @@ static inline void shmemi_amo_done(int pe)
 static inline void shmemi_put_signal(void *dst, const void *src, size_t n, uint64_t *sig_addr, uint64_t signal,
 				     int sig_op, int pe, const char *op)
 {
+	if (shmemi_goes_far(pe)) {
+		shmemi_far_put_signal(dst, src, n, sig_addr, signal, sig_op, pe, op);
+		return;
+	}
 	char *d = shmemi_addr(dst, n, pe, op);
 	uint64_t *s = shmemi_amo_addr(sig_addr, sizeof(uint64_t), pe, op);
 	shmemi_memcpy(d, src, n); /* none: the signal still goes */
@@ -470,6 +568,10 @@ static inline void shmemi_put_signal(void *dst, const void *src, size_t n, uint6
  * first), then the wake-up step. */
 static inline void shmemi_signal_update(uint64_t *sig_addr, uint64_t signal, int sig_op, int pe, const char *op)
 {
+	if (shmemi_goes_far(pe)) {
+		shmemi_far_put_signal(NULL, NULL, 0, sig_addr, signal, sig_op, pe, op);
+		return;
+	}
 	uint64_t *s = shmemi_amo_addr(sig_addr, sizeof(uint64_t), pe, op);
 	if (sig_op == SHMEM_SIGNAL_SET)
 		__atomic_store_n(s, signal, __ATOMIC_SEQ_CST);

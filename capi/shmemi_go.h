@@ -46,5 +46,16 @@ extern int symheapc_go_collective(int kind, int id, void *dst, void *src, size_t
 extern int symheapc_go_reduce(int id, void *dst, void *src, size_t n, size_t size,
 			      void (*combine)(void *acc, const void *in, size_t n), char *err, size_t en);
 
+/* A job on several nodes (far.c): operations on PE pe of another node,
+ * on region r (SHMEMI_REGION_*) at offset off; amo is SHMEMI_AMO_*
+ * (shmem_internal.h), its old value in *old. */
+enum { SHMEMI_REGION_HEAP, SHMEMI_REGION_STATIC };
+extern int symheapc_go_far_put(int r, int pe, uint64_t off, void *src, size_t n, int nbi, char *err, size_t en);
+extern int symheapc_go_far_get(int r, void *dst, int pe, uint64_t off, size_t n, char *err, size_t en);
+extern int symheapc_go_far_amo(int r, int amo, int pe, uint64_t off, int size, uint64_t v, uint64_t cmp,
+			       uint64_t *old, char *err, size_t en);
+extern int symheapc_go_far_fence(char *err, size_t en);
+extern int symheapc_go_far_quiet(char *err, size_t en);
+
 void shmemi_flush_stdio(void);
 #endif

@@ -171,6 +171,8 @@ int shmemi_static_init(void)
 	for (int q = 0; q < npes; q++) {
 		if (q == shmemi_L.me || shmemi_go_pe(q))
 			continue; /* a Go PE has no copy (the top, step 3) */
+		if (shmemi_goes_far(q))
+			continue; /* another node's: reached through the transport (far.c) */
 		/* Stored before the runtime's Init barrier. */
 		struct shmemi_control *c = shmemi_ctl(q);
 		int64_t pid = __atomic_load_n(&c->static_pid, __ATOMIC_RELAXED);

@@ -471,6 +471,17 @@ void shmem_free(void *ptr)
 	lock_calls();
 	uint64_t off = off_of(ptr);
 	struct live *e = off != NO_OFF ? live_find(off) : NULL;
+	if (e != NULL && shmemi_L.far_pe != NULL) {
+		/* A job on several nodes: the runtime's Free, whose exchange
+		 * crosses nodes (this one's records reach only the node). */
+		live_remove(e);
+		unlock_calls();
+		if (symheapc_go_free(ptr, err, sizeof err) != 0) {
+			shmemi_go_error("shmem_free", err);
+			symheapc_go_global_exit(1);
+		}
+		return;
+	}
 	if (e == NULL) {
 		/* Not a live block of this PE's calls (perhaps one in the
 		 * cache: a double free): the cache goes back, and Go says what

@@ -324,6 +324,39 @@ var amoKinds = []struct {
 	{"atomic_xor", "void", "$T *dest, $T value, int pe", "\t__atomic_fetch_xor(w, value, __ATOMIC_SEQ_CST);\n", 3, true, "bit"},
 }
 
+// farAMOs: each atomic on a PE of another node (far.c): the transport's
+// operation, and the value and compare operand it takes.
+var farAMOs = map[string]struct{ op, v, cmp string }{
+	"atomic_fetch":        {"FETCH", "0", "0"},
+	"atomic_set":          {"SET", "shmemi_bits(&value, sizeof($T))", "0"},
+	"atomic_swap":         {"SWAP", "shmemi_bits(&value, sizeof($T))", "0"},
+	"atomic_compare_swap": {"CSWAP", "shmemi_bits(&value, sizeof($T))", "shmemi_bits(&cond, sizeof($T))"},
+	"atomic_fetch_inc":    {"FETCH_ADD", "1", "0"},
+	"atomic_inc":          {"ADD", "1", "0"},
+	"atomic_fetch_add":    {"FETCH_ADD", "shmemi_bits(&value, sizeof($T))", "0"},
+	"atomic_add":          {"ADD", "shmemi_bits(&value, sizeof($T))", "0"},
+	"atomic_fetch_and":    {"FETCH_AND", "shmemi_bits(&value, sizeof($T))", "0"},
+	"atomic_and":          {"AND", "shmemi_bits(&value, sizeof($T))", "0"},
+	"atomic_fetch_or":     {"FETCH_OR", "shmemi_bits(&value, sizeof($T))", "0"},
+	"atomic_or":           {"OR", "shmemi_bits(&value, sizeof($T))", "0"},
+	"atomic_fetch_xor":    {"FETCH_XOR", "shmemi_bits(&value, sizeof($T))", "0"},
+	"atomic_xor":          {"XOR", "shmemi_bits(&value, sizeof($T))", "0"},
+}
+
+// farAMO is the branch of an atomic to a PE of another node, which
+// returns the old value's bits as $T when fetching.
+func farAMO(name string, fetching bool, target string) string {
+	f, ok := farAMOs[name]
+	if !ok {
+		panic("capi/gen: no far form of " + name)
+	}
+	call := "shmemi_far_amo(SHMEMI_AMO_" + f.op + ", " + target + ", sizeof($T), pe, " + f.v + ", " + f.cmp + ", $OP)"
+	if !fetching {
+		return "\tif (shmemi_goes_far(pe)) {\n\t\t(void)" + call + ";\n\t\treturn;\n\t}\n"
+	}
+	return "\tif (shmemi_goes_far(pe)) {\n\t\tuint64_t o = " + call + ";\n\t\t$T r;\n\t\tmemcpy(&r, &o, sizeof r);\n\t\treturn r;\n\t}\n"
+}
+
 func amoTable(name string) []typ {
 	switch name {
 	case "ext":
@@ -342,7 +375,7 @@ func (g *gen) amos() {
 			if k.name == "atomic_fetch" {
 				target = "source"
 			}
-			body := sub("\t$T *w = shmemi_amo_addr("+target+", sizeof($T), pe, $OP);\n"+k.body, t)
+			body := sub(farAMO(k.name, k.ret != "void", target)+"\t$T *w = shmemi_amo_addr("+target+", sizeof($T), pe, $OP);\n"+k.body, t)
 			if k.modifies {
 				if k.name == "atomic_compare_swap" {
 					body += "\tif (r == cond)\n\t\tshmemi_amo_done(pe);\n"

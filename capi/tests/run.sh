@@ -12,8 +12,13 @@
 # programs on 2-4 PEs and the runtime's modes), errors (t_err), bounds
 # (t_bounds: every PE and size bound of the fast path), stat, reg (t_reg:
 # the registration cache), big (every suite on 64 PEs, with heaps of 4m
-# and 1m). Not in "all": big256, the
-# suites on 256 PEs (make test-big; minutes on two cores). The Go test
+# and 1m). Not in "all": big256, the suites on 256 PEs (make test-big;
+# minutes on two cores), and nodes: the suites that make sense across
+# nodes (t_rma, t_amo, t_sync, t_coll, t_tables, t_mem, t_any, t_thread)
+# and examples/c/pi.c on 2 fake hosts of 2 PEs each (shrun --nodes 2:
+# internal/cluster, which needs mpirun and unshare: make cluster runs it),
+# and n_refuse.c, what is refused across nodes, refused with one message.
+# The Go test
 # capi/tests/ctest runs groups by name, for the mutants of
 # internal/mutate/mutants.txt.
 set -uo pipefail
@@ -78,7 +83,7 @@ for src in "$HERE"/t_*.c; do
 	t_err) want errors || continue ;;
 	t_bounds) want bounds || continue ;;
 	t_reg) want reg || continue ;;
-	*) want suites || want big || wanted big256 || continue ;;
+	*) want suites || want big || wanted big256 || wanted nodes || continue ;;
 	esac
 	"$BIN/symcc" -std=gnu11 -O2 -Wall -Werror -pthread -o "$OUT/$t" "$src" || { echo "FAIL build $t"; fail=1; continue; }
 done
@@ -412,6 +417,41 @@ elif "$BIN/symcc" -std=gnu11 -O2 -o "$OUT/stat_job" "$HERE/stat_job.c"; then
 	fi
 else
 	echo "FAIL build stat_job"; fail=1
+fi
+
+# Across nodes: 2 fake hosts × 2 PEs, joined over TCP (or PMIx in a
+# libsymheap built with CAPI_TAGS=ucx). The fake hosts' /dev/shm are their
+# own: shrun --nodes fails when a segment is left there.
+if wanted nodes; then
+	"$BIN/symcc" -std=gnu11 -O2 -Wall -Werror -o "$OUT/pi" "$ROOT/examples/c/pi.c" || { echo "FAIL build pi"; fail=1; }
+	"$BIN/symcc" -std=gnu11 -O2 -Wall -Werror -o "$OUT/n_refuse" "$HERE/n_refuse.c" || { echo "FAIL build n_refuse"; fail=1; }
+	for t in t_rma t_amo t_sync t_coll t_tables t_mem t_any t_thread pi; do
+		[ -x "$OUT/$t" ] || continue
+		if job -- --nodes 2 -n 4 "$OUT/$t"; then
+			echo "ok   $t --nodes 2 -n 4"
+		else
+			echo "FAIL $t --nodes 2 -n 4 (status $?)"
+			grep -v '^ *$' "$OUT/out" "$OUT/err" | sed 's/^/    /' | head -20
+			fail=1
+		fi
+	done
+	if ! grep -q '^pi ~ 3\.14159' "$OUT/out" 2>/dev/null; then
+		echo "FAIL pi --nodes 2 -n 4: no estimate of pi in its output"; fail=1
+	fi
+	# On one node the strided set runs; on two it is refused, once per
+	# refusing PE, with the message that names the routine.
+	if job -- -n 4 "$OUT/n_refuse" && grep -q 'strided active set ran' "$OUT/out"; then
+		echo "ok   n_refuse -n 4 (one node: runs)"
+	else
+		echo "FAIL n_refuse -n 4 on one node"; sed 's/^/    /' "$OUT/out" "$OUT/err" | head -10; fail=1
+	fi
+	job -- --nodes 2 -n 4 "$OUT/n_refuse"
+	st=$?
+	if [ $st = 1 ] && grep -q 'shmem_barrier: the job spans several nodes' "$OUT/out" && ! grep -q 'strided active set ran' "$OUT/out"; then
+		echo "ok   n_refuse --nodes 2 -n 4 (refused: $(grep -m1 -o 'shmem_barrier: the job spans several nodes[^,]*' "$OUT/out"))"
+	else
+		echo "FAIL n_refuse --nodes 2 -n 4: status $st, want 1 and the refusal"; sed 's/^/    /' "$OUT/out" "$OUT/err" | head -10; fail=1
+	fi
 fi
 
 left=$(leftovers)

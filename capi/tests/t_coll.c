@@ -36,8 +36,18 @@ int main(void)
 	/* The predefined teams. */
 	CHECK(shmem_team_my_pe(SHMEM_TEAM_WORLD) == me, "world rank");
 	CHECK(shmem_team_n_pes(SHMEM_TEAM_WORLD) == n, "world size");
-	CHECK(shmem_team_n_pes(SHMEM_TEAM_SHARED) == n, "shared team size");
-	CHECK(shmem_team_translate_pe(SHMEM_TEAM_WORLD, n - 1, SHMEM_TEAM_SHARED) == n - 1, "translate");
+	/* The shared team: the PEs shmem_ptr reaches, every PE on one node;
+	 * in a job on several nodes (nodes), this node's, and the routines
+	 * that run over shared memory only are left out. */
+	int nodes = shmem_team_n_pes(SHMEM_TEAM_SHARED) < n;
+	for (int p = 0; p < n; p++)
+		CHECK((shmem_team_translate_pe(SHMEM_TEAM_WORLD, p, SHMEM_TEAM_SHARED) >= 0) == (shmem_ptr(pSyncB, p) != NULL),
+		      "PE %d: in the shared team %d, shmem_ptr %p", p,
+		      shmem_team_translate_pe(SHMEM_TEAM_WORLD, p, SHMEM_TEAM_SHARED), shmem_ptr(pSyncB, p));
+	if (!nodes) {
+		CHECK(shmem_team_n_pes(SHMEM_TEAM_SHARED) == n, "shared team size");
+		CHECK(shmem_team_translate_pe(SHMEM_TEAM_WORLD, n - 1, SHMEM_TEAM_SHARED) == n - 1, "translate");
+	}
 	shmem_team_config_t cfg = {0};
 	CHECK(shmem_team_get_config(SHMEM_TEAM_WORLD, SHMEM_TEAM_NUM_CONTEXTS, &cfg) == 0, "get_config");
 
@@ -141,7 +151,8 @@ int main(void)
 		CHECK(shmem_ctx_long_g(ctx, &ldst[1], peer) == 77 + me, "ctx get in team");
 		shmem_team_sync(even);
 		shmem_ctx_destroy(ctx);
-		CHECK(shmem_team_ptr(even, ldst, 0) != NULL, "team_ptr");
+		CHECK((shmem_team_ptr(even, ldst, 0) != NULL) == (shmem_ptr(ldst, 0) != NULL), "team_ptr");
+		CHECK(nodes || shmem_team_ptr(even, ldst, 0) != NULL, "team_ptr");
 		shmem_team_destroy(even);
 	} else {
 		CHECK(even == SHMEM_TEAM_INVALID, "odd PE in the even team");
@@ -264,7 +275,7 @@ int main(void)
 	}
 	/* An active set of stride 2: PEs 0, 2, ... */
 	shmem_barrier_all();
-	if (me % 2 == 0) {
+	if (me % 2 == 0 && !nodes) {
 		for (int i = 0; i < BIGN; i++)
 			bsrc[i] = i;
 		shmem_long_sum_to_all(bdst, bsrc, BIGN, 0, 1, (n + 1) / 2, bWrk, pSync[0]);
@@ -272,7 +283,7 @@ int main(void)
 			CHECK(bdst[i] == (long)i * ((n + 1) / 2), "big strided set sum [%d]: %ld", i, bdst[i]);
 	}
 	shmem_barrier_all();
-	if (me % 2 == 0) {
+	if (me % 2 == 0 && !nodes) {
 		lsrc[0] = 1;
 		shmem_long_sum_to_all(ldst, lsrc, 1, 0, 1, (n + 1) / 2, pWrk, pSync[1]);
 		CHECK(ldst[0] == (n + 1) / 2, "strided set sum %ld", ldst[0]);

@@ -130,10 +130,15 @@ int main(void)
 	CHECK((unsigned char)b[7] == (unsigned char)(7 ^ left), "putmem_signal data");
 
 	/* shmem_ptr: direct loads of the neighbour's copy. */
+	/* The PEs of SHMEM_TEAM_SHARED have one; one on another node none. */
 	long *rp = shmem_ptr(h, right);
-	CHECK(rp != NULL && rp[0] == me * 1000, "shmem_ptr load: %ld", rp ? rp[0] : -1);
 	long *sp = shmem_ptr(&sdata[8], right);
-	CHECK(sp != NULL && sp[0] == me * 1000, "shmem_ptr on static data");
+	if (shmem_team_translate_pe(SHMEM_TEAM_WORLD, right, SHMEM_TEAM_SHARED) >= 0) {
+		CHECK(rp != NULL && rp[0] == me * 1000, "shmem_ptr load: %ld", rp ? rp[0] : -1);
+		CHECK(sp != NULL && sp[0] == me * 1000, "shmem_ptr on static data");
+	} else {
+		CHECK(rp == NULL && sp == NULL, "shmem_ptr to PE %d, on another node, is not NULL", right);
+	}
 	CHECK(shmem_ptr(got, right) == NULL, "shmem_ptr of a stack address");
 
 	shmem_barrier_all();

@@ -1,7 +1,7 @@
 // Command shrun starts the PEs of a symheap job on this node and
 // supervises them as one group.
 //
-//	shrun -n N [--heap SIZE] [--allocator NAME] [--timeout D] [--tag] [--offset-mode] [-x VAR[=value]]... PROGRAM|PACKAGE [ARGS...] [: -n N PROGRAM [ARGS...]]...
+//	shrun -n N [--nodes K] [--heap SIZE] [--allocator NAME] [--timeout D] [--tag] [--offset-mode] [-x VAR[=value]]... PROGRAM|PACKAGE [ARGS...] [: -n N PROGRAM [ARGS...]]...
 //
 // PROGRAM is an executable file (or a name found in PATH); PACKAGE is a Go
 // main package, named by directory ("./examples/ring") or import path,
@@ -19,6 +19,15 @@
 // programs may be mixed: docs/c.md). Each program after a ":" takes its
 // own -n; shrun's other flags hold for every program. A PE's own ":"
 // argument cannot be passed.
+//
+// --nodes K (K > 1) runs the job across K fake hosts of this machine
+// instead (internal/cluster: each host an IPC namespace and a /dev/shm
+// of its own, started by Open MPI's mpirun, which must be installed),
+// N/K PEs on each, joined over TCP by a rendezvous at a free port of
+// 127.0.0.1 (SYMHEAP_BOOT), or by PMIx in a ucx build: a Go program or
+// a C one (libsymheap) sees a job on K nodes (docs/multinode.md). N must
+// be a multiple of K, PROGRAM an executable, and the PEs' output comes
+// when the job has ended.
 //
 // Each PE gets SYMHEAP_JOB, SYMHEAP_PE and SYMHEAP_NPES (see package
 // launch); --heap sets SHMEM_SYMMETRIC_SIZE, --allocator SYMHEAP_ALLOCATOR
@@ -45,14 +54,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/symheap/symheap/internal/cluster"
 	"github.com/symheap/symheap/internal/config"
 	"github.com/symheap/symheap/internal/errs"
 	"github.com/symheap/symheap/internal/manpage"
@@ -63,7 +76,7 @@ func main() {
 	os.Exit(shrun(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usageHead = `usage: shrun -n N [--heap SIZE] [--allocator NAME] [--timeout D] [--tag] [--offset-mode] [-x VAR[=value]]... PROGRAM|PACKAGE [ARGS...] [: -n N PROGRAM [ARGS...]]...
+const usageHead = `usage: shrun -n N [--nodes K] [--heap SIZE] [--allocator NAME] [--timeout D] [--tag] [--offset-mode] [-x VAR[=value]]... PROGRAM|PACKAGE [ARGS...] [: -n N PROGRAM [ARGS...]]...
 
 Starts N PEs of PROGRAM (an executable) or PACKAGE (a Go main package, built
 first) as one symheap job, and exits with the status of the first PE that fails.
@@ -78,6 +91,7 @@ type flags struct {
 	timeout                  time.Duration
 	tag, offsetMode, version bool
 	env                      []string // -x, as KEY=value
+	nodes                    int      // fake hosts (--nodes); 1: this node alone
 }
 
 // newFlags defines shrun's flags (the same set makes --help and the
@@ -110,6 +124,7 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *flags) {
 		}
 		return nil
 	})
+	fs.IntVar(&f.nodes, "nodes", 1, "run the job across `K` fake hosts of this machine (an IPC namespace and /dev/shm each; needs mpirun), N/K PEs on each")
 	fs.BoolVar(&f.version, "version", false, "print symheap's version and exit")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usageHead)
@@ -183,6 +198,9 @@ func shrun(args []string, stdout, stderr io.Writer) int {
 		opts.Env = append(opts.Env, config.EnvOffsetMode+"=1")
 	}
 	opts.Env = append(opts.Env, f.env...)
+	if f.nodes != 1 {
+		return fakeHosts(f, apps, opts, stdout, stderr)
+	}
 
 	// Signals are caught from before the start: during a build they
 	// cancel it; once the PEs run they are forwarded (first SIGINT or
@@ -323,4 +341,67 @@ func manPage() *manpage.Page {
 		},
 		SeeAlso: []string{"symcc(1)", "symheap(1)", "shmem_init(3)"},
 	}
+}
+
+// fakeHosts runs the job across f.nodes fake hosts (--nodes): the one
+// program, N/K PEs a host, under internal/cluster. It returns the exit
+// status as shrun's other paths do.
+func fakeHosts(f *flags, apps []launch.App, opts launch.Options, stdout, stderr io.Writer) int {
+	fail := func(status int, format string, a ...any) int {
+		fmt.Fprintf(stderr, "shrun: "+format+"\n", a...)
+		return status
+	}
+	switch {
+	case f.nodes < 1:
+		return fail(2, "--nodes %d: give the number of fake hosts, at least 1", f.nodes)
+	case len(apps) != 1:
+		return fail(2, "--nodes %d: one program only (no \":\")", f.nodes)
+	case f.n%f.nodes != 0:
+		return fail(2, "--nodes %d: -n %d is not a multiple of it (each fake host runs as many PEs)", f.nodes, f.n)
+	}
+	prog, err := exec.LookPath(apps[0].Prog)
+	if err == nil {
+		prog, err = filepath.Abs(prog)
+	}
+	if err != nil {
+		return fail(2, "--nodes %d: %s: %v (with --nodes PROGRAM is an executable: go build a package first)", f.nodes, apps[0].Prog, err)
+	}
+	if err := cluster.Available(); err != nil {
+		return fail(1, "--nodes %d: %v", f.nodes, err)
+	}
+	// The rendezvous of the TCP bootstrap: a port free now on the
+	// loopback, which the job's first PE listens on.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fail(1, "--nodes %d: finding a port for the rendezvous: %v", f.nodes, err)
+	}
+	boot := ln.Addr().String()
+	ln.Close()
+	env := []string{"SYMHEAP_BOOT=" + boot}
+	if opts.Heap != "" {
+		env = append(env, "SHMEM_SYMMETRIC_SIZE="+opts.Heap)
+	}
+	if opts.Allocator != "" {
+		env = append(env, "SYMHEAP_ALLOCATOR="+opts.Allocator)
+	}
+	env = append(env, opts.Env...)
+	var mpiArgs []string
+	if f.tag {
+		mpiArgs = append(mpiArgs, "--tag-output")
+	}
+	r := cluster.Run(context.Background(), cluster.Job{Hosts: f.nodes, PerHost: f.n / f.nodes,
+		Argv: append([]string{prog}, apps[0].Args...), Env: env, MPIArgs: mpiArgs, Timeout: f.timeout})
+	stdout.Write(r.Output)
+	var exit *exec.ExitError
+	switch {
+	case len(r.Leftovers) > 0:
+		return fail(1, "segments left behind on the fake hosts: %v", r.Leftovers)
+	case r.Err == nil:
+		return 0
+	case errors.Is(r.Err, context.DeadlineExceeded):
+		return fail(124, "the job ran past --timeout %v and was stopped: %v", f.timeout, r.Err)
+	case errors.As(r.Err, &exit) && exit.ExitCode() > 0:
+		return exit.ExitCode()
+	}
+	return fail(1, "%v", r.Err)
 }

@@ -28,7 +28,9 @@ type Layout struct {
 	Rank, NPEs                 int
 	MembarrierReady            bool // puts need no fence (wait.go)
 	SameAddress, Protected     bool
-	Far                        bool  // some PE is on another node (the ucx build): the C fast path cannot reach it
+	Far                        bool  // some PE is on another node: the C fast path reaches it through Remote
+	FarPEs                     []int // the PEs on other nodes, when Far
+	NodeOf                     []int // the node of every PE, numbered from 0, when Far
 	Polls, Yields              int   // the pacing of waits for other processes (shmsync.Pace)
 	YieldNs                    int64 // the yields go on this long at least (shmsync.YieldSpan; 0: just count them)
 	Settle                     int   // pauses between a pair barrier's publication and its first look (shmsync.SettlePolls)
@@ -74,6 +76,10 @@ const CBlockSize = 4096
 type StaticWindow struct {
 	PID, FD int64
 	Size    uint64
+	// Mem is the window's memory in this process (the program's static
+	// data, outside the Go heap), which a job on several nodes registers
+	// with its transport (transport.RegionStatic).
+	Mem []byte
 }
 
 // SharedMallocArena is what the C library's shared malloc needs to know:
@@ -122,6 +128,11 @@ var (
 	// team t (a root *Team) with the C library's fold: its reductions in
 	// a job with Go PEs (Layout.GoPEs), which take the runtime's steps.
 	ReduceFold func(t any, dst, src unsafe.Pointer, n int, esz uint64, fold func(acc, x unsafe.Pointer, n int)) error
+	// Far returns the transport to the PEs on other nodes of a job that
+	// spans nodes (Layout.Far), nil otherwise: the C library's put, get,
+	// atomics, fence and quiet to those PEs go through it, as the
+	// runtime's own do (internal/far).
+	Far func(p any) Remote
 	// BeforeExit, when set (by the C library), runs before the runtime
 	// ends the process on a GlobalExit (this PE's or another's): it
 	// flushes C's stdio.
@@ -140,3 +151,14 @@ var (
 	// monitor thread alone: shmsync.QuietMonitor).
 	Hosted bool
 )
+
+// Remote is the multi-node layer as the C library uses it: one-sided
+// operations on region r (transport.RegionHeap, RegionStatic) of a PE on
+// another node, by offset. op is a transport.AMO.
+type Remote interface {
+	PutAt(r, target int, off uint64, src []byte, nbi bool) error
+	GetAt(r int, dst []byte, source int, off uint64) error
+	AtomicAt(r int, op uint8, target int, off uint64, size int, v, cmp uint64) (uint64, error)
+	Fence() error
+	Quiet() error
+}

@@ -467,6 +467,22 @@ func (l *Layer) Atomic(op transport.AMO, target int, off core.HeapOff, size int,
 	return old, l.peerLost(target, err)
 }
 
+// PutAt, GetAt and AtomicAt are Put, Get and Atomic on region r of the
+// far PE: the C library's, whose static data are a region of their own
+// (transport.RegionStatic).
+func (l *Layer) PutAt(r transport.Region, target int, off uint64, src []byte, nbi bool) error {
+	return l.peerLost(target, l.net.Put(target, r, off, src, nbi))
+}
+
+func (l *Layer) GetAt(r transport.Region, dst []byte, source int, off uint64) error {
+	return l.peerLost(source, l.net.Get(dst, source, r, off))
+}
+
+func (l *Layer) AtomicAt(r transport.Region, op transport.AMO, target int, off uint64, size int, v, cmp uint64) (uint64, error) {
+	old, err := l.net.Atomic(op, target, r, off, size, v, cmp)
+	return old, l.peerLost(target, err)
+}
+
 func (l *Layer) Fence() error { return l.peerLost(-1, l.net.Fence()) }
 func (l *Layer) Quiet() error { return l.peerLost(-1, l.net.Flush()) }
 func (l *Layer) Progress()    { l.net.Progress() }

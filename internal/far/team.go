@@ -373,6 +373,13 @@ func Reduce[T team.Number](l *Layer, t *team.Team, dst, src []T, op team.Op) err
 	if err := team.CheckOp[T](op); err != nil {
 		return err
 	}
+	return ReduceWith(l, t, dst, src, func(acc, x []T) { team.Fold(acc, x, op) })
+}
+
+// ReduceWith is Reduce with the fold of another element-wise operation:
+// fold(acc, x) combines x into acc (the C library's reductions, whose
+// folds are its own, on bytes).
+func ReduceWith[T any](l *Layer, t *team.Team, dst, src []T, fold func(acc, x []T)) error {
 	if len(dst) != len(src) {
 		return fmt.Errorf("symheap: Reduce of %d elements into %d: %w", len(src), len(dst), errs.ErrBadArg)
 	}
@@ -408,7 +415,7 @@ func Reduce[T team.Number](l *Layer, t *team.Team, dst, src []T, op team.Op) err
 				return err
 			}
 			if j > 0 {
-				team.Fold(acc, tmp, op)
+				fold(acc, tmp)
 			}
 		}
 		if share {

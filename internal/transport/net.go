@@ -30,6 +30,10 @@ type Region int
 const (
 	RegionHeap    Region = 0 // this PE's symmetric heap
 	RegionControl Region = 1 // the node's control blocks
+	// RegionStatic is a C program's static data (.data and .bss, made
+	// symmetric by the C library's static.c), which the PEs of a C
+	// program register after the other two; a Go program registers two.
+	RegionStatic Region = 2
 )
 
 // Match is the outcome of Tagged.RecvMatch.
