@@ -48,6 +48,7 @@ static int64_t now_ns(void)
  * long_yield_ns (shmsync, "A yield that lasts"). Relaxed: a lost update
  * costs one more yield. */
 static int64_t yield_again;
+static int long_run; /* the latest yields of the process's waits that lasted, in a row */
 
 static void block_on(uint32_t *word, uint32_t *sleepers, uint32_t *all, int membar, int (*cond)(void *),
 		     void *arg, const char *op)
@@ -73,15 +74,16 @@ static void block_on(uint32_t *word, uint32_t *sleepers, uint32_t *all, int memb
 	int64_t until = 0, t = now_ns();
 	if (shmemi_L.yield_ns > 0)
 		until = t + shmemi_L.yield_ns;
-	int may = t >= __atomic_load_n(&yield_again, __ATOMIC_RELAXED), long_run = 0;
+	int may = t >= __atomic_load_n(&yield_again, __ATOMIC_RELAXED);
 	for (int i = 0; may && (i < shmemi_L.yields || (until && t < until)); i++) {
 		if (cond(arg))
 			return;
 		sched_yield();
 		int64_t after = now_ns();
 		if (after - t < shmemi_L.long_yield_ns) {
-			long_run = 0;
-		} else if (++long_run >= shmemi_L.long_yield_run) {
+			__atomic_store_n(&long_run, 0, __ATOMIC_RELAXED);
+		} else if (__atomic_add_fetch(&long_run, 1, __ATOMIC_RELAXED) >= shmemi_L.long_yield_run) {
+			__atomic_store_n(&long_run, 0, __ATOMIC_RELAXED);
 			__atomic_store_n(&yield_again, after + shmemi_L.long_yield_memory_ns, __ATOMIC_RELAXED);
 			break;
 		}

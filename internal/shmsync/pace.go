@@ -115,7 +115,8 @@ import (
 // quiet 2-PE barrier then cost 26 µs instead of 0.35).
 const LongYield = 200 * time.Microsecond
 
-// LongYieldRun is how many yields in a row must last LongYield.
+// LongYieldRun is how many yields in a row, of this process's waits, must
+// last LongYield.
 const LongYieldRun = 2
 
 // LongYieldMemory is how long the waits of a process sleep without
@@ -124,9 +125,13 @@ const LongYieldMemory = 100 * time.Millisecond
 
 // longYields counts this process's waits that stopped yielding;
 // yieldAgain is when its waits may yield again (Monotonic; 0: now).
+// longRun counts the process's latest yields that lasted, in a row, over
+// its waits: a wait often ends after one such yield (the neighbours' slice
+// let every PE on; the next wait meets them again).
 var (
 	longYields atomic.Uint64
 	yieldAgain atomic.Int64
+	longRun    atomic.Int32
 )
 
 // lastedYield records a wait whose yields lasted, the last ending at now
@@ -318,7 +323,6 @@ type Pacer struct {
 	handOver         time.Duration // a yield this long handed the core over (0: not told)
 	handed           bool          // the last yield did
 	lasted           bool          // LongYieldRun yields in a row lasted LongYield: sleep now ("A yield that lasts")
-	longRun          int8          // the yields in a row that lasted LongYield
 	yieldFor         time.Duration // yield until this long after the first yield, at least
 	yieldFrom        time.Duration // the first yield, since paceEpoch (monotonic; a Pacer stays small)
 }
@@ -444,8 +448,9 @@ func (p *Pacer) Next() bool {
 		d := time.Duration(now - t)
 		p.handed = p.handOver > 0 && d >= p.handOver
 		if d < LongYield {
-			p.longRun = 0
-		} else if p.longRun++; p.longRun >= LongYieldRun {
+			longRun.Store(0)
+		} else if longRun.Add(1) >= LongYieldRun {
+			longRun.Store(0)
 			p.lasted = true
 			lastedYield(now)
 		}
