@@ -220,16 +220,14 @@ func (t *Team) treeBcast(k uint64, dst, src Vec, nb uint64, root int, same bool)
 	n := t.size
 	v := (t.rank - root + n) % n
 	low := v & -v
-	var kids []int
-	for c := 1; v+c < n && (v == 0 || c < low); c <<= 1 {
-		kids = append(kids, (v+c+root)%n)
-	}
+	kids := treeKids(t.rank, root, n)
 	// Only the children read this PE's buffer, when this PE last wrote it
-	// in a treeBcast too (kidsOnly); after another collective, every
-	// member may (scratchFree).
+	// in a treeBcast too (kidsOnly): the children in that call's tree,
+	// whose root may not be this call's (another root, other children);
+	// after another collective, every member may (scratchFree).
 	b := &t.readDone[k&1]
 	if t.kidsOnly[k&1] {
-		for _, j := range kids {
+		for _, j := range treeKids(t.rank, t.kidsRoot[k&1], n) {
 			if err := t.waitFor(j, *b); err != nil {
 				return err
 			}
@@ -238,7 +236,7 @@ func (t *Team) treeBcast(k uint64, dst, src Vec, nb uint64, root int, same bool)
 	} else if err := t.scratchFree(k, 1); err != nil {
 		return err
 	}
-	t.kidsOnly[k&1] = true
+	t.kidsOnly[k&1], t.kidsRoot[k&1] = true, root
 	from := src.p
 	if v != 0 {
 		p := (v - low + root) % n
@@ -253,6 +251,14 @@ func (t *Team) treeBcast(k uint64, dst, src Vec, nb uint64, root int, same bool)
 		if v != 0 {
 			from = bufAt(t.slots[t.rank], k, nb)
 		}
+	} else if v != 0 {
+		// A leaf reads its parent's buffer into dst before it arrives:
+		// its arrival tells the parent it is done with the buffer, which
+		// the parent may then write for a later call.
+		copyIn(dst.p, from, nb)
+		t.clc.copied(nb)
+		t.arrive()
+		return nil
 	}
 	t.arrive()
 	if v != 0 || !same {
@@ -260,6 +266,20 @@ func (t *Team) treeBcast(k uint64, dst, src Vec, nb uint64, root int, same bool)
 		t.clc.copied(nb)
 	}
 	return nil
+}
+
+// treeKids returns the children of rank in treeBcast's binomial tree of n
+// members rooted at root: in the tree's numbering v = (rank - root) mod
+// n, the members v+1, v+2, v+4, ... below v's lowest set bit (every power
+// of two for the root).
+func treeKids(rank, root, n int) []int {
+	v := (rank - root + n) % n
+	low := v & -v
+	var kids []int
+	for c := 1; v+c < n && (v == 0 || c < low); c <<= 1 {
+		kids = append(kids, (v+c+root)%n)
+	}
+	return kids
 }
 
 // Reduce combines src of every member element by element with op and

@@ -395,6 +395,7 @@ type Team struct {
 	curStart  uint32                // arrivals before the current call
 	readDone  [2]uint32             // per own scratch buffer: the arrival count by which its readers are done
 	kidsOnly  [2]bool               // per own scratch buffer: its readers are this PE's children in a treeBcast (collective.go), not every member
+	kidsRoot  [2]int                // per own scratch buffer, when kidsOnly: the root of that treeBcast, whose tree names the children
 	seen      []uint32              // per member: arrivals it is known to have made (saves loads of its line)
 	bcasts    uint32                // small Broadcasts made through post lines ("Post lines")
 	gathers   uint32                // small Reduces made through gather lines
