@@ -836,11 +836,46 @@ static inline int on(void)
 	return __atomic_load_n(&shmemi_smalloc_state, __ATOMIC_RELAXED) == 1;
 }
 
+/* lib_base is the base of libsymheap.so as mapped here, where this file
+ * is in the shared library (0 when it is linked into the program). In
+ * strict mode a full arena fails the program's malloc, not the Go
+ * runtime's own (runtime/cgo starts its threads with malloc and ends the
+ * process when it fails): a NULL for a caller in libsymheap.so becomes a
+ * counted fallback. The program's and the runtime's calls cannot be told
+ * apart where both are in one executable (symcc --symheap-static). */
+static uintptr_t lib_base;
+
+static void find_lib(void)
+{
+	Dl_info d;
+	if (dladdr((void *)find_lib, &d) && d.dli_fname != NULL && strstr(d.dli_fname, ".so") != NULL)
+		lib_base = (uintptr_t)d.dli_fbase;
+}
+
+/* runtime_call: in strict mode, whether ra (a caller's return address)
+ * is in libsymheap.so: the Go runtime's own allocation. */
+static int runtime_call(void *ra)
+{
+	Dl_info d;
+	return lib_base != 0 && dladdr(ra, &d) && (uintptr_t)d.dli_fbase == lib_base;
+}
+
+/* strict_fallback is a block of n bytes from glibc for the runtime when a
+ * strict full arena returned NULL (counted, as in full). */
+static void *strict_fallback(size_t n)
+{
+	count_fallback();
+	return __libc_malloc(n);
+}
+
 void *malloc(size_t n)
 {
 	if (UNLIKELY(!on()))
 		return __libc_malloc(n);
-	return sm_malloc(n);
+	void *p = sm_malloc(n);
+	if (UNLIKELY(p == NULL) && strict && runtime_call(__builtin_return_address(0)))
+		return strict_fallback(n);
+	return p;
 }
 
 void *calloc(size_t n, size_t m)
@@ -943,6 +978,8 @@ static int wanted(void)
 	const char *e = getenv("SYMHEAP_SHARED_MALLOC");
 	if (e != NULL && *e != 0) {
 		strict = strcmp(e, "strict") == 0;
+		if (strict)
+			find_lib();
 		return strcmp(e, "0") != 0 && strcmp(e, "off") != 0;
 	}
 	return symheap_shared_malloc != NULL;

@@ -107,6 +107,25 @@ job() {
 	wait "$p"
 }
 
+# stat_until PID TRIES PATTERN STAT-ARGS...: reads symheap stat STAT-ARGS
+# of the job that shrun PID runs, every tenth of a second for at most
+# TRIES times, until two lines (one per PE) match PATTERN; table holds
+# the last output.
+stat_until() {
+	local sp=$1 tries=$2 pat=$3 jid
+	shift 3
+	table=""
+	for _ in $(seq "$tries"); do
+		jid=$(ls /dev/shm 2>/dev/null | grep "^symheap-$(id -u)-j$sp-" | head -1)
+		if [ -n "$jid" ]; then
+			table=$("$BIN/symheap" stat "$@" "$jid" 2>&1)
+			[ "$(grep -cE -- "$pat" <<<"$table")" = 2 ] && return 0
+		fi
+		sleep 0.1
+	done
+	return 1
+}
+
 run() { # run NAME NP ALLOC ARGS...: the job's exit status
 	local name=$1 np=$2 alloc=$3
 	shift 3
@@ -361,15 +380,8 @@ if want malloc; then
 		SYMHEAP_SHARED_SIZE=16m SYMHEAP_SHARED_MALLOC=1 "$BIN/shrun" --timeout 100s -n 2 "$OUT/m_malloc" full "$OUT/mfull_done" >"$OUT/mfull_out" 2>&1 &
 		sp=$!
 		pids+=("$sp")
-		table=""
-		for _ in $(seq 300); do # the job waits 30 s at most for mfull_done
-			jid=$(ls /dev/shm 2>/dev/null | grep "^symheap-$(id -u)-j$sp-" | head -1)
-			if [ -n "$jid" ]; then
-				table=$("$BIN/symheap" stat "$jid" 2>&1)
-				[ "$(grep -cE '^ +[01] +[0-9.]+ ?[KMG]i?B? +[1-9][0-9]* *$' <<<"$table")" = 2 ] && break
-			fi
-			sleep 0.1
-		done
+		# (the job waits 30 s at most for mfull_done)
+		stat_until "$sp" 300 '^ +[01] +[0-9.]+ ?[KMG]i?B? +[1-9][0-9]* *$'
 		touch "$OUT/mfull_done"
 		wait "$sp"
 		st=$?
@@ -394,17 +406,9 @@ elif "$BIN/symcc" -std=gnu11 -O2 -o "$OUT/stat_job" "$HERE/stat_job.c"; then
 	"$BIN/shrun" --timeout 100s -n 2 "$OUT/stat_job" "$OUT/stat_done" >"$OUT/stat_out" 2>&1 &
 	sp=$!
 	pids+=("$sp")
-	table=""
-	for _ in $(seq 100); do
-		jid=$(ls /dev/shm 2>/dev/null | grep "^symheap-$(id -u)-j$sp-" | head -1)
-		if [ -n "$jid" ]; then
-			table=$("$BIN/symheap" stat --wide "$jid" 2>&1)
-			# Both PE rows show PUTS GETS ATOMICS 1000 1000 1000 once the
-			# loops are done.
-			[ "$(grep -cE '^ +[01] .* 1000 +1000 +1000 ' <<<"$table")" = 2 ] && break
-		fi
-		sleep 0.1
-	done
+	# Both PE rows show PUTS GETS ATOMICS 1000 1000 1000 once the loops
+	# are done.
+	stat_until "$sp" 100 '^ +[01] .* 1000 +1000 +1000 ' --wide
 	touch "$OUT/stat_done"
 	wait "$sp"
 	st=$?
