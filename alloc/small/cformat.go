@@ -1,23 +1,37 @@
 package small
 
-import (
-	"reflect"
-
-	"github.com/symheap/symheap/internal/cabi"
-)
+import "reflect"
 
 // The front end's formats as the C library's shared malloc reads and
 // writes them too (capi/smalloc.c; foreign.go): the region header, the
 // span header (its bitmaps and slots follow at the offsets ClassTable
 // gives), the arena header and their constants, generated into
-// capi/shmemi_formats.h (internal/cabi, capi/gen).
-func init() {
-	cabi.RegisterStruct(cabi.Struct{Name: "small_header", Type: reflect.TypeFor[header](),
-		Doc: "the small-block front end's header, the span table follows (alloc/small, small.go)"})
-	cabi.RegisterStruct(cabi.Struct{Name: "small_span", Type: reflect.TypeFor[spanHdr](),
-		Doc: "a span's header: the bitmaps A and R, then the slots follow (alloc/small, small.go)"})
-	cabi.RegisterStruct(cabi.Struct{Name: "small_arena", Type: reflect.TypeFor[arenaHdr](),
-		Doc: "the C front end's arena header, the page map follows (alloc/small, foreign.go)"})
+// capi/shmemi_formats.h (internal/cabi, capi/gen). The root package
+// registers them (cabi_small.go): this package stays below internal/cabi.
+
+// CStruct is a Go type of the front end's formats and its C name.
+type CStruct struct {
+	Name string
+	Type reflect.Type
+	Doc  string
+}
+
+// CConst is a constant of the front end's formats and its C name.
+type CConst struct {
+	Name  string
+	Value uint64
+	Doc   string
+}
+
+// CFormats returns the front end's structs and constants that the C
+// library reads and writes too.
+func CFormats() ([]CStruct, []CConst) {
+	structs := []CStruct{
+		{"small_header", reflect.TypeFor[header](), "the small-block front end's header, the span table follows (alloc/small, small.go)"},
+		{"small_span", reflect.TypeFor[spanHdr](), "a span's header: the bitmaps A and R, then the slots follow (alloc/small, small.go)"},
+		{"small_arena", reflect.TypeFor[arenaHdr](), "the C front end's arena header, the page map follows (alloc/small, foreign.go)"},
+	}
+	var consts []CConst
 	for _, c := range []struct {
 		name string
 		v    uint64
@@ -37,6 +51,7 @@ func init() {
 		{"SMALL_PAGE_USED", pageUsed, "page map: the run is allocated"},
 		{"SMALL_PAGE_HEAD", pageHead, "page map: the run's first page"},
 	} {
-		cabi.RegisterConst(c.name, c.v, c.doc+" (alloc/small)")
+		consts = append(consts, CConst{c.name, c.v, c.doc + " (alloc/small)"})
 	}
+	return structs, consts
 }
