@@ -119,12 +119,18 @@ func TestAdapt(t *testing.T) {
 	defer SetPEs(1)
 	defer pollShift.Store(0)
 	pollShift.Store(0)
+	// Each wait here yields: on a loaded machine a yield may last, and
+	// two in a row would make the waits sleep ("A yield that lasts"),
+	// which is not what this test is about.
+	calm := func() { yieldAgain.Store(0); longRun.Store(0) }
+	calm()
 	full := Pace()
 	if full.polls == 0 {
 		t.Skip("this machine's plan does not poll (one core)")
 	}
 	// Ends at the first test after a yield that was quick (nothing else
 	// ran): no lesson.
+	calm()
 	p := Pace()
 	p.handOver = time.Hour
 	n := int32(0)
@@ -136,6 +142,7 @@ func TestAdapt(t *testing.T) {
 	}
 	// Ends at the first test after a yield that handed the core over (here
 	// any yield counts as one): the peer needed our core.
+	calm()
 	p = Pace()
 	p.handOver = time.Nanosecond
 	n = 0
