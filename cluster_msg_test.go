@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,18 +40,24 @@ import (
 // Every message's bytes are a pattern of its sender, case, index and
 // size, checked whole at the receiver along with its status, and the
 // receive buffer is a little longer than the message: the bytes past it
-// must stay as they were. A case that does not complete within
-// matrixCaseLimit is a hang: its PE prints the case (and its goroutines)
-// on a line starting with matrixHang, and exits, which ends the job;
-// clusterFailure lifts that line into the test's failure. The limit is a
-// hang detector far above any case's time, not a timing assertion.
+// must stay as they were. A case during which this PE fills or checks no
+// message for matrixCaseLimit is a hang: its PE prints the case (and its
+// goroutines) on a line starting with matrixHang, and exits, which ends
+// the job; clusterFailure lifts that line into the test's failure. The
+// limit is a hang detector, not a timing assertion: a case that moves,
+// however slowly (under -race on a loaded machine 64 MiB each way can
+// take longer than the limit), is not taken for one.
 
 // matrixHang starts the line a PE prints when a case hangs.
 const matrixHang = "MSGMATRIX HANG:"
 
-// matrixCaseLimit is how long one case may take before it is taken to
-// hang (the largest moves 64 MiB each way).
+// matrixCaseLimit is how long a case may go without a message filled or
+// checked before it is taken to hang.
 const matrixCaseLimit = 30 * time.Second
+
+// matrixMoves counts the messages this PE has filled or checked: the
+// watchdog's sign that a case is moving.
+var matrixMoves atomic.Int64
 
 // matrixWindow is the number of messages outstanding each way in the
 // window cases.
@@ -327,16 +334,31 @@ func (m *matrix) watchdog() (stop func()) { return hangWatchdog(m.name) }
 
 // hangWatchdog ends the process, printing name on a line that starts
 // with matrixHang (which clusterFailure lifts into the test's failure)
-// and every goroutine's stack, if the stop function has not been called
-// within matrixCaseLimit: a hang detector far above any case's time.
+// and every goroutine's stack, if matrixMoves stands still for
+// matrixCaseLimit before the stop function is called.
 func hangWatchdog(name string) (stop func()) {
-	tm := time.AfterFunc(matrixCaseLimit, func() {
-		buf := make([]byte, 1<<16)
-		buf = buf[:runtime.Stack(buf, true)]
-		fmt.Fprintf(os.Stderr, "%s %s did not complete in %v (if the partner failed first, its error is above)\n%s\n", matrixHang, name, matrixCaseLimit, buf)
-		os.Exit(3)
-	})
-	return func() { tm.Stop() }
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(matrixCaseLimit)
+		defer tick.Stop()
+		last := matrixMoves.Load()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			if now := matrixMoves.Load(); now != last {
+				last = now
+				continue
+			}
+			buf := make([]byte, 1<<16)
+			buf = buf[:runtime.Stack(buf, true)]
+			fmt.Fprintf(os.Stderr, "%s %s filled or checked no message for %v (if the partner failed first, its error is above)\n%s\n", matrixHang, name, matrixCaseLimit, buf)
+			os.Exit(3)
+		}
+	}()
+	return func() { close(done) }
 }
 
 // handshake: each side tells the other it got here, and waits to hear
@@ -481,6 +503,7 @@ func (m *matrix) got(i, n int, st Status) {
 // that a message in the wrong buffer, a stale one or a shifted one
 // differs.
 func fillPattern(b []byte, src, tag, i int) {
+	matrixMoves.Add(1)
 	seed := patternSeed(len(b), src, tag, i)
 	k := 0
 	for ; k+8 <= len(b); k += 8 {
@@ -496,6 +519,7 @@ func fillPattern(b []byte, src, tag, i int) {
 // checkPattern returns the offset of the first byte of b that is not
 // fillPattern's, or -1.
 func checkPattern(b []byte, src, tag, i int) int {
+	matrixMoves.Add(1)
 	seed := patternSeed(len(b), src, tag, i)
 	k := 0
 	for ; k+8 <= len(b); k += 8 {
