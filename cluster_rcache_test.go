@@ -29,7 +29,7 @@ func init() {
 
 func TestClusterRegCache(t *testing.T) {
 	overTransports(t, func(t *testing.T, tr string) {
-		r := clusterJob(t, tr, 2, 1, "gcreg,stat", 120*time.Second, "SYMHEAP_LEAVE_PINNED=yes")
+		r := clusterJob(t, tr, 2, 1, "gcreg,stat", 300*time.Second, "SYMHEAP_LEAVE_PINNED=yes")
 		if r.Err != nil {
 			t.Fatal(clusterFailure(r))
 		}
