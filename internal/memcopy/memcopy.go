@@ -3,7 +3,7 @@
 // CPUs with 64-byte vector registers, on Intel CPUs with fast string
 // moves large blocks at odd destinations and blocks larger than one
 // thread's share of the cache, and on AMD CPUs with 64-byte vector
-// registers blocks from 1 MiB to glibc's non-temporal threshold.
+// registers blocks from 1 MiB to a quarter of the L3.
 //
 // # Small blocks
 //
@@ -72,9 +72,11 @@
 // with a loop of four 64-byte loads and aligned 64-byte stores that go
 // through the caches; the runtime's memmove streams from 1 MiB. A Put of
 // 1 and 4 MiB, which fits the cache, then went to memory where glibc's
-// stayed in the cache, and fell short of glibc's bandwidth
-// (docs/bench/p2p.md, «Large Puts on AMD»). Above the threshold both
-// stream.
+// stayed in the cache, and fell short of glibc's bandwidth; from 8 MiB
+// the runtime's streaming was the faster (docs/bench/p2p.md, «Large Puts
+// on AMD»). glibc's threshold there is a quarter of the L3 as the CPU
+// reports it, which on a VM may be the whole socket's (127 MiB), where
+// a core has only its complex's (32 MiB).
 //
 // # The rule
 //
@@ -83,9 +85,10 @@
 // alone, it makes BetterLocal's choice, and a caller whose destination
 // another core reads next asks Better first (which stops at VecMax). On
 // an AMD CPU that passes vecRule it takes the vector copy also for
-// Large <= n < glibc's non-temporal threshold there (amdStreamFrom
-// computes it from CPUID leaf 0x80000006 as that glibc does), between
-// blocks that do not overlap: glibc's loop for those sizes. For
+// Large <= n < a quarter of the L3 (amdStreamFrom: glibc's non-temporal
+// threshold from CPUID leaf 0x80000006, at most a quarter of one core
+// complex's L3), between blocks that do not overlap: glibc's loop for
+// those sizes. For
 // n >= Large (1 MiB, the size from which the runtime streams) on a CPU
 // that prefers string moves (GenuineIntel with ERMS and FSRM, read with
 // CPUID: the runtime's own test for REP MOVS), between blocks that do not
@@ -195,6 +198,6 @@ func Rule() (rep bool, from uint64) { return useRep, uint64(streamFrom) }
 func Vector() bool { return useVec }
 
 // VectorBelow reports the size below which Move copies blocks from Large
-// on with 64-byte vector registers too (AMD: glibc's non-temporal
-// threshold), or 0 where it does not.
+// on with 64-byte vector registers too (AMD: a quarter of the L3), or 0
+// where it does not.
 func VectorBelow() uint64 { return uint64(vecBelow) }

@@ -112,9 +112,11 @@ func TestAMDStreamFrom(t *testing.T) {
 		vec  bool
 		want uintptr
 	}{
-		// The VM of docs/bench/p2p.md: glibc 2.36's ld.so prints 0x7f00000.
-		{"EPYC VM, 1016 x 512 KiB of L3", cpu{vendor: amd, maxLeaf: 0x10, maxExt: 0x80000021, l3x512K: 1016}, true, 0x7f00000},
+		// The VM of docs/bench/p2p.md: glibc 2.36's ld.so prints 0x7f00000,
+		// a quarter of the socket's L3; a quarter of one complex's is less.
+		{"EPYC VM, 1016 x 512 KiB of L3", cpu{vendor: amd, maxLeaf: 0x10, maxExt: 0x80000021, l3x512K: 1016}, true, 8 << 20},
 		{"32 MiB L3", cpu{vendor: amd, maxLeaf: 0x10, maxExt: 0x80000021, l3x512K: 64}, true, 8 << 20},
+		{"16 MiB L3", cpu{vendor: amd, maxLeaf: 0x10, maxExt: 0x80000021, l3x512K: 32}, true, 4 << 20},
 		{"L3 below 4 MiB", cpu{vendor: amd, maxLeaf: 0x10, maxExt: 0x80000021, l3x512K: 4}, true, Large},
 		{"no AVX-512", cpu{vendor: amd, maxLeaf: 0x10, maxExt: 0x80000021, l3x512K: 64}, false, 0},
 		{"no leaf 0x80000006", cpu{vendor: amd, maxLeaf: 0x10, maxExt: 0x80000005, l3x512K: 64}, true, 0},
@@ -127,7 +129,7 @@ func TestAMDStreamFrom(t *testing.T) {
 }
 
 // TestVectorBelow checks Move on both sides of vecBelow, lowered to a few
-// MiB so that the test need not copy the real threshold's 127 MiB, at
+// MiB so that the test need not copy the real threshold's megabytes, at
 // destination offsets across a line (TestBytesOverlap checks overlapping
 // blocks of these sizes).
 func TestVectorBelow(t *testing.T) {
