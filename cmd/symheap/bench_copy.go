@@ -120,6 +120,9 @@ func (r *runner) copySection(s *section) {
 	if memcopy.Vector() {
 		parts = append(parts, fmt.Sprintf("64-byte vector moves (AVX-512) from %d B to %d KiB", memcopy.Small, memcopy.VecMax>>10))
 	}
+	if below := memcopy.VectorBelow(); below != 0 {
+		parts = append(parts, fmt.Sprintf("64-byte vector moves from %d MiB to %.1f MiB (a quarter of the L3, AMD), streaming stores (the runtime's) above", memcopy.Large>>20, float64(below)/(1<<20)))
+	}
 	if rep {
 		parts = append(parts, fmt.Sprintf("REP MOVSB for a destination off a 16-byte boundary from %d MiB to %.1f MiB, streaming stores from %.1f MiB (glibc's non-temporal threshold)",
 			memcopy.Large>>20, float64(from)/(1<<20), float64(from)/(1<<20)))

@@ -1,8 +1,9 @@
 // Package memcopy copies blocks of memory at the speed of the C library's
 // memcpy where Go's copy falls short of it: blocks of 129 bytes to 1 KiB on
-// CPUs with 64-byte vector registers, and on Intel CPUs with fast string
+// CPUs with 64-byte vector registers, on Intel CPUs with fast string
 // moves large blocks at odd destinations and blocks larger than one
-// thread's share of the cache.
+// thread's share of the cache, and on AMD CPUs with 64-byte vector
+// registers blocks from 1 MiB to a quarter of the L3.
 //
 // # Small blocks
 //
@@ -65,12 +66,29 @@
 //
 // The two are at parity in between.
 //
+// On AMD CPUs glibc 2.36 stops REP MOVSB at the size of the second-level
+// cache (its x86_rep_movsb_stop_threshold: string moves run slowly above
+// it there) and copies larger blocks, up to its non-temporal threshold,
+// with a loop of four 64-byte loads and aligned 64-byte stores that go
+// through the caches; the runtime's memmove streams from 1 MiB. A Put of
+// 1 and 4 MiB, which fits the cache, then went to memory where glibc's
+// stayed in the cache, and fell short of glibc's bandwidth; from 8 MiB
+// the runtime's streaming was the faster (docs/bench/p2p.md, «Large Puts
+// on AMD»). glibc's threshold there is a quarter of the L3 as the CPU
+// reports it, which on a VM may be the whole socket's (127 MiB), where
+// a core has only its complex's (32 MiB).
+//
 // # The rule
 //
 // Move copies n bytes. It takes the vector copy when the CPU passes
 // vecRule, Small <= n <= LocalMax and the blocks do not overlap: called
 // alone, it makes BetterLocal's choice, and a caller whose destination
-// another core reads next asks Better first (which stops at VecMax). For
+// another core reads next asks Better first (which stops at VecMax). On
+// an AMD CPU that passes vecRule it takes the vector copy also for
+// Large <= n < a quarter of the L3 (amdStreamFrom: glibc's non-temporal
+// threshold from CPUID leaf 0x80000006, at most a quarter of one core
+// complex's L3), between blocks that do not overlap: glibc's loop for
+// those sizes. For
 // n >= Large (1 MiB, the size from which the runtime streams) on a CPU
 // that prefers string moves (GenuineIntel with ERMS and FSRM, read with
 // CPUID: the runtime's own test for REP MOVS), between blocks that do not
@@ -178,3 +196,8 @@ func Rule() (rep bool, from uint64) { return useRep, uint64(streamFrom) }
 // Vector reports whether Move copies Small to VecMax bytes (LocalMax for
 // BetterLocal's callers) with 64-byte vector registers on this CPU.
 func Vector() bool { return useVec }
+
+// VectorBelow reports the size below which Move copies blocks from Large
+// on with 64-byte vector registers too (AMD: a quarter of the L3), or 0
+// where it does not.
+func VectorBelow() uint64 { return uint64(vecBelow) }

@@ -30,6 +30,46 @@ var useRep, streamFrom = probe(cpuid)
 // checks XCR0 for the AVX-512 state).
 var useVec = vecRule(xcpu.X86.HasAVX512F && xcpu.X86.HasAVX512VL, xcpu.X86.HasAVXVNNI, isAMD(cpuid))
 
+// vecBelow: on AMD, where useVec holds, Move takes the vector copy also
+// for copies from Large up to this size (amdStreamFrom); 0 elsewhere.
+var vecBelow = amdStreamFrom(useVec, cpuid)
+
+// amdStreamFrom returns, on an AMD CPU with the vector copy (vec), the
+// size from which Move streams there, and 0 elsewhere. From the
+// second-level cache's size (where glibc's REP MOVSB stops on AMD,
+// x86_rep_movsb_stop_threshold) to its non-temporal threshold, glibc
+// copies with a loop of four 64-byte loads and aligned 64-byte stores that
+// go through the caches, as the vector copy does; the runtime's memmove
+// streams from 1 MiB.
+//
+// glibc's threshold is a quarter of the L3 as leaf 0x80000006 reports it
+// (EDX bits 31-18, 512 KiB units) when the CPU does not list its caches
+// in leaf 0x8000001D: the rule of glibc 2.38, which Debian 12's 2.36
+// (2.36-9+deb12u14) has taken. A VM may report there the L3 of the whole
+// socket: on the 2-vCPU AMD EPYC VM of docs/bench/p2p.md, 1016 x 512 KiB,
+// and its ld.so prints glibc.cpu.x86_non_temporal_threshold 0x7f00000
+// (127 MiB). A core uses only its complex's L3 (32 MiB on Zen 3 to 5
+// servers), and there a Put of 8 MiB or more ran faster streamed than
+// through the caches, and one of 1 and 4 MiB slower (docs/bench/p2p.md,
+// «Large Puts on AMD»). So Move streams from the smaller of glibc's
+// threshold and a quarter of a complex's L3 (ccxL3), and from Large at
+// the least.
+func amdStreamFrom(vec bool, id func(leaf, sub uint32) (a, b, c, d uint32)) uintptr {
+	if !vec || !isAMD(id) {
+		return 0
+	}
+	if maxExt, _, _, _ := id(0x80000000, 0); maxExt < 0x80000006 {
+		return 0
+	}
+	_, _, _, d := id(0x80000006, 0)
+	l3 := uintptr(d>>18) << 19
+	return max(min(l3, ccxL3)/4, Large)
+}
+
+// ccxL3 is the L3 of one core complex (CCX) of AMD's Zen 3, 4 and 5
+// server CPUs, which every core of it shares.
+const ccxL3 = 32 << 20
+
 // vecRule is glibc's rule (2.36, cpu_features.c and ifunc-memmove.h) for
 // its 64-byte memcpy: AVX-512F and VL usable, and on Intel only where the
 // CPU has AVX-VNNI, the mark of the cores (Sapphire Rapids, Alder Lake

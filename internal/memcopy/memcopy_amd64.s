@@ -42,9 +42,9 @@ TEXT ·cpuid(SB), NOSPLIT, $0-24
 
 // func Move(dst, src unsafe.Pointer, n uintptr)
 //
-// The vector copy below when useVec is set, Small <= n <= LocalMax and the
-// blocks are apart; every other copy goes on to moveGo, with the same
-// arguments (a tail jump).
+// The vector copy below when useVec is set, Small <= n <= LocalMax or
+// Large <= n < vecBelow, and the blocks are apart; every other copy goes
+// on to moveGo, with the same arguments (a tail jump).
 TEXT ·Move(SB), NOSPLIT, $0-24
 	MOVQ	dst+0(FP), DI
 	MOVQ	src+8(FP), SI
@@ -53,7 +53,8 @@ TEXT ·Move(SB), NOSPLIT, $0-24
 	JEQ	other
 	LEAQ	-const_Small(BX), AX
 	CMPQ	AX, $(const_LocalMax-const_Small)
-	JHI	other
+	JHI	large
+apart:
 	MOVQ	DI, AX
 	SUBQ	SI, AX
 	CMPQ	AX, BX
@@ -63,7 +64,7 @@ TEXT ·Move(SB), NOSPLIT, $0-24
 	CMPQ	AX, BX
 	JCS	other // src starts inside dst
 
-// The vector copy: n bytes, Small <= n <= LocalMax, between blocks that do not
+// The vector copy: n bytes, n >= Small, between blocks that do not
 // overlap, with EVEX-encoded vector registers 16 to 31 (AVX-512F):
 // their upper halves are not the ones VZEROUPPER clears, so the SSE code
 // that runs after (the runtime's) pays no transition.
@@ -130,6 +131,13 @@ last:
 	VMOVDQU64	Z23, 192(R9)
 	CLEAN_UPPER
 	RET
+
+// From Large up to vecBelow (0 but on AMD) the vector copy as well.
+large:
+	CMPQ	BX, ·vecBelow(SB)
+	JCC	other // n >= vecBelow
+	CMPQ	BX, $const_Large
+	JCC	apart // Large <= n < vecBelow
 
 other:
 	CMPQ	BX, $const_Large

@@ -14,6 +14,8 @@ type cpu struct {
 	maxLeaf    uint32
 	ebx7, edx7 uint32
 	caches     [][4]uint32 // leaf 4 subleafs: EAX, EBX, ECX, EDX
+	maxExt     uint32      // EAX of leaf 0x80000000
+	l3x512K    uint32      // leaf 0x80000006: the L3 in 512 KiB units
 }
 
 func (c cpu) id(leaf, sub uint32) (a, b, cc, d uint32) {
@@ -22,6 +24,10 @@ func (c cpu) id(leaf, sub uint32) (a, b, cc, d uint32) {
 		return c.maxLeaf, c.vendor[0], c.vendor[2], c.vendor[1]
 	case 7:
 		return 0, c.ebx7, 0, c.edx7
+	case 0x80000000:
+		return c.maxExt, 0, 0, 0
+	case 0x80000006:
+		return 0, 0, 0, c.l3x512K << 18
 	case 4:
 		if int(sub) < len(c.caches) {
 			r := c.caches[sub]
@@ -97,6 +103,43 @@ func TestVecRule(t *testing.T) {
 			t.Errorf("%s: vecRule = %v, want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+func TestAMDStreamFrom(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    cpu
+		vec  bool
+		want uintptr
+	}{
+		// The VM of docs/bench/p2p.md: glibc 2.36's ld.so prints 0x7f00000,
+		// a quarter of the socket's L3; a quarter of one complex's is less.
+		{"EPYC VM, 1016 x 512 KiB of L3", cpu{vendor: amd, maxLeaf: 0x10, maxExt: 0x80000021, l3x512K: 1016}, true, 8 << 20},
+		{"32 MiB L3", cpu{vendor: amd, maxLeaf: 0x10, maxExt: 0x80000021, l3x512K: 64}, true, 8 << 20},
+		{"16 MiB L3", cpu{vendor: amd, maxLeaf: 0x10, maxExt: 0x80000021, l3x512K: 32}, true, 4 << 20},
+		{"L3 below 4 MiB", cpu{vendor: amd, maxLeaf: 0x10, maxExt: 0x80000021, l3x512K: 4}, true, Large},
+		{"no AVX-512", cpu{vendor: amd, maxLeaf: 0x10, maxExt: 0x80000021, l3x512K: 64}, false, 0},
+		{"no leaf 0x80000006", cpu{vendor: amd, maxLeaf: 0x10, maxExt: 0x80000005, l3x512K: 64}, true, 0},
+		{"intel", cpu{vendor: intel, maxLeaf: 0x20, maxExt: 0x80000008, l3x512K: 64}, true, 0},
+	} {
+		if got := amdStreamFrom(tc.vec, tc.c.id); got != tc.want {
+			t.Errorf("%s: amdStreamFrom = %#x, want %#x", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestVectorBelow checks Move on both sides of vecBelow, lowered to a few
+// MiB so that the test need not copy the real threshold's megabytes, at
+// destination offsets across a line (TestBytesOverlap checks overlapping
+// blocks of these sizes).
+func TestVectorBelow(t *testing.T) {
+	if vecBelow == 0 {
+		t.Skip("no vector copy from Large on this CPU (not AMD with AVX-512)")
+	}
+	saved := vecBelow
+	vecBelow = Large + 4096
+	defer func() { vecBelow = saved }()
+	sweep(t, []int{Large, Large + 1, Large + 4095, Large + 4096, Large + 4097}, []int{0, 1, 8, 63, 64}, Bytes)
 }
 
 // TestStream checks the streaming copy on its own, at every size from
