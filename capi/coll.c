@@ -20,7 +20,7 @@
  * others (broadcast, below), up to SHMEMI_POST_FLAT PEs; above, the
  * world's broadcasts of more than SHMEMI_POST_DATA and at most
  * SHMEMI_SCRATCH_SIZE bytes go down the Go runtime's binomial tree of
- * scratch buffers (tree_bcast, shmemi_tree.h). A reduction of
+ * scratch buffers (shmemi_tree_bcast, shmemi_tree.h). A reduction of
  * more than REDUCE_SHARES bytes is folded in shares (reduce_shares). A
  * broadcast or reduction of at most SHMEMI_POST_DATA bytes over the whole
  * job goes through post lines instead (post_broadcast, post_reduce: above
@@ -280,8 +280,9 @@ void shmemi_teams_init(void)
 	}
 	/* Every PE of a job shares this node's memory. */
 	team_fill(&shmemi_team_shared_, 0, shmemi_L.npes, w2);
-	/* The post lines, then the scratch block (one cache line: an
-	 * arrival's add and its sleepers load touch one line), in the block
+	/* The post lines, the scratch block (one cache line: an
+	 * arrival's add and its sleepers load touch one line) and the tree
+	 * broadcast's block (shmemi_tree.h), in the block
 	 * the runtime's Init allocated on every PE, Go PEs too (cabi_unsafe.go,
 	 * "Go and C PEs in one job"). */
 	_Static_assert(sizeof(struct shmemi_post_block) % 64 == 0 && sizeof(struct shmemi_scratch) % 64 == 0 &&

@@ -6,7 +6,7 @@
  * (internal/team, collective.go), step for step, on blocks of its format
  * (struct shmemi_scratch_head: a team slot's arrived word and scratch
  * buffers, generated into shmemi_formats.h). coll.c runs it for the
- * world (tree_bcast); capi/tests/x_tree.c runs the same steps with a
+ * world (broadcast); capi/tests/x_tree.c runs the same steps with a
  * thread per PE, for the line-count model (SHMEMI_LINECOUNT).
  *
  * In the tree's numbering v = (rank - root) mod n, member v's parent is v

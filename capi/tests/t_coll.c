@@ -21,7 +21,7 @@ static int isrc[MAX_PES], idst[8 * MAX_PES];
 static long bsrc[BIGN], bdst[BIGN], bWrk[BIGN / 2 + 1];
 static double dbsrc[BIGN], dbdst[BIGN];
 /* Broadcasts of 57 to 512 bytes, which go down a tree of scratch buffers
- * above 4 PEs (coll.c, tree_bcast), and their neighbours' sizes. */
+ * above 4 PEs (shmemi_tree.h), and their neighbours' sizes. */
 static unsigned char tsrc[520], tdst[520];
 static uint64_t tsrc64[65], tdst64[65];
 

@@ -249,7 +249,7 @@ type teamSlot struct {
 // scratchHead is a team slot's arrived word and scratch buffers. The C
 // library's world broadcasts of postData+1 to scratchSize bytes run
 // treeBcast's steps on a block of this format of their own (capi/coll.c,
-// tree_bcast; cformat.go).
+// shmemi_tree.h; cformat.go).
 type scratchHead struct {
 	arrived  atomic.Uint32 // this PE's arrivals on the team; futex word
 	sleepers atomic.Uint32 // processes asleep on arrived
