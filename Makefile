@@ -174,10 +174,11 @@ unit-norace:
 
 # The line-count model of the full barrier and the collectives
 # (internal/team, linecount_on.go): their bounds checked in-process for
-# 2..256 PEs and on real jobs of 2..16.
+# 2..256 PEs and on real jobs of 2..16; the C library's tree broadcast
+# (capi/shmemi_tree.h) in-process, a thread per PE, for 2..256.
 linecount:
 	@echo "== linecount: the barrier's and the collectives' line transfers (build tag linecount)"
-	$(GO) test -race -tags linecount -run 'LineCount' ./internal/team/ .
+	$(GO) test -race -tags linecount -run 'LineCount' ./internal/team/ . ./capi/tests/xlang/
 
 # Every benchmark once, so that none can rot.
 bench-smoke:

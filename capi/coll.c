@@ -17,7 +17,10 @@
  *      buffer to the destination (which may be the source).
  *
  * Broadcast needs less: a handshake of tickets between the root and the
- * others (broadcast, below), up to SHMEMI_POST_FLAT PEs. A reduction of
+ * others (broadcast, below), up to SHMEMI_POST_FLAT PEs; above, the
+ * world's broadcasts of more than SHMEMI_POST_DATA and at most
+ * SHMEMI_SCRATCH_SIZE bytes go down the Go runtime's binomial tree of
+ * scratch buffers (shmemi_tree_bcast, shmemi_tree.h). A reduction of
  * more than REDUCE_SHARES bytes is folded in shares (reduce_shares). A
  * broadcast or reduction of at most SHMEMI_POST_DATA bytes over the whole
  * job goes through post lines instead (post_broadcast, post_reduce: above
@@ -62,6 +65,7 @@
 
 #include "shmem_internal.h"
 #include "shmemi_go.h"
+#include "shmemi_tree.h"
 
 struct shmemi_team {
 	int id;       /* the Go runtime's; -1: not usable */
@@ -122,6 +126,13 @@ static struct shmemi_post_block *shmemi_post;       /* this PE's (symmetric) */
 static struct shmemi_post_block **shmemi_post_peer; /* every PE's, by PE */
 static uint32_t post_bcasts, post_gathers;          /* small broadcasts, reductions so far */
 static uint32_t *post_seen_done;                    /* each PE's done count, as last read */
+
+/* The world's tree broadcasts (shmemi_tree.h): every PE's block of the
+ * runtime's scratch_head format, after the scratch block in the C
+ * library's block, and this PE's state. Used only by a job of C PEs on
+ * one node (post_group): a job with Go PEs runs the team broadcasts in the
+ * runtime, on its team slots. */
+static struct shmemi_tree tree_world;
 
 /* The world's full barrier (world_dissem) is the Go runtime's
  * dissemination barrier on the same words: the barrier area of each PE's
@@ -269,13 +280,16 @@ void shmemi_teams_init(void)
 	}
 	/* Every PE of a job shares this node's memory. */
 	team_fill(&shmemi_team_shared_, 0, shmemi_L.npes, w2);
-	/* The post lines, then the scratch block (one cache line: an
-	 * arrival's add and its sleepers load touch one line), in the block
+	/* The post lines, the scratch block (one cache line: an
+	 * arrival's add and its sleepers load touch one line) and the tree
+	 * broadcast's block (shmemi_tree.h), in the block
 	 * the runtime's Init allocated on every PE, Go PEs too (cabi_unsafe.go,
 	 * "Go and C PEs in one job"). */
-	_Static_assert(sizeof(struct shmemi_post_block) % 64 == 0 &&
-			       sizeof(struct shmemi_post_block) + sizeof(struct shmemi_scratch) <= SHMEMI_CBLOCK_SIZE,
-		       "the C library's block does not hold the post lines and the scratch block");
+	_Static_assert(sizeof(struct shmemi_post_block) % 64 == 0 && sizeof(struct shmemi_scratch) % 64 == 0 &&
+			       sizeof(struct shmemi_post_block) + sizeof(struct shmemi_scratch) +
+					       sizeof(struct shmemi_scratch_head) <=
+				       SHMEMI_CBLOCK_SIZE,
+		       "the C library's block does not hold the post lines, the scratch block and the tree's block");
 	if (shmemi_L.cblock == NULL)
 		shmemi_fatal("shmem_init", "the runtime allocated no block for the C library");
 	shmemi_post = (struct shmemi_post_block *)shmemi_L.cblock;
@@ -287,6 +301,14 @@ void shmemi_teams_init(void)
 	for (int p = 0; p < shmemi_L.npes; p++)
 		shmemi_post_peer[p] = (struct shmemi_post_block *)shmemi_addr(shmemi_post, sizeof(struct shmemi_post_block),
 									     p, "shmem_init");
+	struct shmemi_scratch_head *tb = (struct shmemi_scratch_head *)(shmemi_scratch + 1);
+	tree_world = (struct shmemi_tree){.rank = shmemi_L.me, .n = shmemi_L.npes, .kids_root = {-1, -1}};
+	tree_world.block = malloc(sizeof(*tree_world.block) * (size_t)shmemi_L.npes);
+	tree_world.seen = calloc((size_t)shmemi_L.npes, sizeof(*tree_world.seen));
+	if (tree_world.block == NULL || tree_world.seen == NULL)
+		shmemi_fatal("shmem_init", "out of memory");
+	for (int p = 0; p < shmemi_L.npes; p++)
+		tree_world.block[p] = (struct shmemi_scratch_head *)shmemi_addr(tb, sizeof *tb, p, "shmem_init");
 	barrier_order();
 }
 
@@ -666,6 +688,29 @@ static void post_await_done(struct shmemi_post_line *d, uint32_t want, uint32_t 
 	shmemi_block_word(&d->seq, &d->sleepers, 0, post_reached_spaced, &w, op);
 }
 
+/* The tree broadcast's waits and wake-ups (shmemi_tree.h): an arrival is
+ * a seq-cst store, so the waiter needs no fence. */
+struct tree_wait {
+	uint32_t *word, want;
+};
+
+static int tree_reached(void *arg)
+{
+	struct tree_wait *w = arg;
+	return shmemi_tree_reached(__atomic_load_n(w->word, __ATOMIC_SEQ_CST), w->want);
+}
+
+static void shmemi_tree_block(uint32_t *word, uint32_t *sleepers, uint32_t want, const char *op)
+{
+	struct tree_wait w = {word, want};
+	shmemi_block_word(word, sleepers, 0, tree_reached, &w, op);
+}
+
+static void shmemi_tree_wake(uint32_t *word)
+{
+	syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX >> 1, NULL, NULL, 0);
+}
+
 /*
  * world_dissem: the world's full barrier, the Go runtime's dissemination
  * barrier (internal/team, dissem.go) on the same words, so that a Go call
@@ -1031,7 +1076,7 @@ static void c_only(const struct group *g, const char *op)
  * (reduce_shares), as the Go runtime's above its scratch buffer
  * (internal/team, reduce); REDUCE_CHUNK the bytes of a share folded at a
  * time, so that they stay in the cache while every source is folded in. */
-#define REDUCE_SHARES 512
+#define REDUCE_SHARES SHMEMI_SCRATCH_SIZE
 #define REDUCE_CHUNK 4096
 
 /* reduce_shares is the large reduction, as the Go runtime's: a reduce-
@@ -1137,7 +1182,10 @@ void shmemi_set_reduce(void *dest, const void *src, size_t n, size_t size, int s
 }
 
 /* broadcast: every member but the root copies the root's source (team
- * form: the root copies its own too, as OpenSHMEM 1.5 says). */
+ * form: the root copies its own too, as OpenSHMEM 1.5 says): from its
+ * post line (at most SHMEMI_POST_DATA bytes), down the tree of scratch
+ * buffers (the world above SHMEMI_POST_FLAT PEs, at most
+ * SHMEMI_SCRATCH_SIZE bytes), else from its source. */
 static void broadcast(const struct group *g, void *dest, const void *src, size_t bytes, int root, int self,
 		      const char *op)
 {
@@ -1149,14 +1197,20 @@ static void broadcast(const struct group *g, void *dest, const void *src, size_t
 		post_broadcast(dest, src, bytes, root, self, op);
 		return;
 	}
+	if (bytes <= SHMEMI_SCRATCH_SIZE && g->size > SHMEMI_POST_FLAT && post_group(g)) {
+		if (g->rank == root)
+			shmemi_quiet();
+		shmemi_tree_bcast(&tree_world, dest, src, bytes, root, self, op);
+		return;
+	}
 	long *tick = NULL; /* two counter words: see below */
 	if (!g->world)
 		tick = psync(g->pSync)->bcast;
 	else if ((g->team == SHMEM_TEAM_WORLD || g->team == SHMEM_TEAM_SHARED) && g->size <= SHMEMI_POST_FLAT &&
 		 shmemi_L.far_pe == NULL)
 		tick = shmemi_scratch->sync.bcast;
-	/* A split team, or the world of more than SHMEMI_POST_FLAT PEs: two
-	 * syncs of the team, each the dissemination barrier, ⌈log₂ n⌉ lines
+	/* A split team, or the world of more than SHMEMI_POST_FLAT PEs and
+	 * more than SHMEMI_SCRATCH_SIZE bytes: two syncs of the team, each the dissemination barrier, ⌈log₂ n⌉ lines
 	 * for every member, where the root of the handshake adds to n-1
 	 * members' tickets and n-1 members add to its one (an active set's
 	 * sync is the counter barrier, n-1 lines a member, so it keeps the

@@ -20,7 +20,7 @@
 
 /* The digest of the runtime's formats (internal/cabi.Sum): shmem_init
  * refuses to run with a runtime whose formats are not these. */
-#define SHMEMI_FORMATS_SUM UINT64_C(0x14464542ca03686f)
+#define SHMEMI_FORMATS_SUM UINT64_C(0x31454302a97b8df7)
 
 #define SHMEMI_ALLOC_CALL_ALIGN 3 /* an allocation record's kind (symalloc.go) */
 #define SHMEMI_ALLOC_CALL_CALLOC 2 /* an allocation record's kind (symalloc.go) */
@@ -44,6 +44,7 @@
 #define SHMEMI_POST_DONE_PAUSES 8 /* pauses between a waiting root's reads of a done line */
 #define SHMEMI_POST_FLAT 4 /* largest team whose small reductions fold every member's gather line; larger ones go up and down a binomial tree */
 #define SHMEMI_POST_RING 32 /* post lines of a PE's ring for small broadcasts */
+#define SHMEMI_SCRATCH_SIZE 512 /* bytes of a scratch buffer: broadcasts of more than SHMEMI_POST_DATA and at most this many go down treeBcast's tree above SHMEMI_POST_FLAT PEs */
 #define SHMEMI_SMALL_ARENA_FIXED 128 /* bytes of small_arena before the page map (alloc/small) */
 #define SHMEMI_SMALL_ARENA_MAGIC UINT64_C(0x434152454e410001) /* small_arena.magic of a formatted arena (alloc/small) */
 #define SHMEMI_SMALL_COLOUR_STEP 64 /* a span colour's unit (alloc/small) */
@@ -194,6 +195,21 @@ _Static_assert(sizeof(struct shmemi_post_block) == 2240, "struct shmemi_post_blo
 _Static_assert(offsetof(struct shmemi_post_block, post) == 0, "struct shmemi_post_block is not team.teamSlot from post: run go generate ./capi/gen");
 _Static_assert(offsetof(struct shmemi_post_block, gather) == 2048, "struct shmemi_post_block is not team.teamSlot from post: run go generate ./capi/gen");
 _Static_assert(offsetof(struct shmemi_post_block, done) == 2176, "struct shmemi_post_block is not team.teamSlot from post: run go generate ./capi/gen");
+
+/* struct shmemi_scratch_head: team.scratchHead, 1088 bytes:
+ * a team slot's arrived word and scratch buffers (internal/team, teamSlot; treeBcast in collective.go). */
+struct shmemi_scratch_head {
+	uint32_t arrived; /* 0 */
+	uint32_t sleepers; /* 4 */
+	unsigned char inlined[2][24]; /* 8 */
+	unsigned char pad_56[8]; /* 56 */
+	unsigned char scratch[2][512]; /* 64 */
+};
+_Static_assert(sizeof(struct shmemi_scratch_head) == 1088, "struct shmemi_scratch_head is not team.scratchHead: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_scratch_head, arrived) == 0, "struct shmemi_scratch_head is not team.scratchHead: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_scratch_head, sleepers) == 4, "struct shmemi_scratch_head is not team.scratchHead: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_scratch_head, inlined) == 8, "struct shmemi_scratch_head is not team.scratchHead: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_scratch_head, scratch) == 64, "struct shmemi_scratch_head is not team.scratchHead: run go generate ./capi/gen");
 
 /* struct shmemi_small_arena: small.arenaHdr, 128 bytes:
  * the C front end's arena header, the page map follows (alloc/small, foreign.go). */

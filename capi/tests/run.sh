@@ -174,8 +174,9 @@ if want reg && [ -x "$OUT/t_reg" ]; then
 fi
 
 # The collectives' trees and shares (more than 4 PEs: coll.c,
-# post_reduce, reduce_shares, broadcast) on 6 and 8 PEs.
-for np in 6 8; do
+# post_reduce, reduce_shares, broadcast and its tree of scratch buffers)
+# on 6, 8 and 16 PEs (oversubscribed on a machine of a few cores).
+for np in 6 8 16; do
 	want suites || break
 	[ -x "$OUT/t_coll" ] || continue
 	if run t_coll "$np" ""; then

@@ -20,6 +20,10 @@ static int isrc[MAX_PES], idst[8 * MAX_PES];
 #define BIGN 1003
 static long bsrc[BIGN], bdst[BIGN], bWrk[BIGN / 2 + 1];
 static double dbsrc[BIGN], dbdst[BIGN];
+/* Broadcasts of 57 to 512 bytes, which go down a tree of scratch buffers
+ * above 4 PEs (shmemi_tree.h), and their neighbours' sizes. */
+static unsigned char tsrc[520], tdst[520];
+static uint64_t tsrc64[65], tdst64[65];
 
 int main(void)
 {
@@ -222,6 +226,50 @@ int main(void)
 		shmem_long_broadcast(SHMEM_TEAM_WORLD, &ldst[1], lsrc, 1, root);
 		CHECK(ldst[1] == (long)it * 100 + root, "team broadcast round %d: %ld", it, ldst[1]);
 	}
+	/* Broadcasts of 57 to 512 bytes (above 4 PEs: the tree), back to
+	 * back, the root and the size changing every call, between sizes that
+	 * take other paths (8, 513). The root rewrites its source at once,
+	 * and PEs dawdle in turn: a member must have read its parent's buffer
+	 * before it arrives, and a buffer must not be written again before
+	 * the children of the tree that last wrote it (another root) have
+	 * read it. The world team's form, then the active set of every PE
+	 * (whose root's dest stays as it was). */
+	static const size_t tsizes[] = {57, 64, 100, 255, 256, 511, 512, 8, 513, 200, 120, 448};
+	for (int it = 0; it < 600; it++) {
+		int root = (it * 7 + it / 5) % n;
+		size_t nb = tsizes[it % 12];
+		if (it % 23 == 0 && me == (it / 23) % n)
+			usleep(3000);
+		for (size_t i = 0; i < nb; i++)
+			tsrc[i] = (unsigned char)(it * 31 + i * 7 + me);
+		memset(tdst, 0xee, nb + 1);
+		shmem_broadcastmem(SHMEM_TEAM_WORLD, tdst, tsrc, nb, root);
+		memset(tsrc, 0x55, nb); /* the root's source changes at once */
+		for (size_t i = 0; i < nb; i++)
+			CHECK(tdst[i] == (unsigned char)(it * 31 + i * 7 + root), "tree broadcast round %d (%zu B from %d) [%zu]: %d",
+			      it, nb, root, i, tdst[i]);
+		CHECK(tdst[nb] == 0xee, "tree broadcast round %d (%zu B) wrote past its end", it, nb);
+		if (me == (it * 5) % n && it % 7 == 3)
+			usleep(2000);
+	}
+	shmem_barrier_all();
+	for (int it = 0; it < 300; it++) {
+		int root = (it * 3 + it / 4) % n;
+		size_t ne = 8 + (size_t)(it * 13) % 57; /* 64 to 512 bytes */
+		if (it % 29 == 0 && me == (it / 29) % n)
+			usleep(3000);
+		for (size_t i = 0; i < ne; i++)
+			tsrc64[i] = (uint64_t)it << 32 | (uint64_t)i << 16 | (uint64_t)me;
+		for (size_t i = 0; i <= ne; i++)
+			tdst64[i] = 7;
+		shmem_broadcast64(tdst64, tsrc64, ne, root, 0, 0, n, pSync[it & 1]);
+		for (size_t i = 0; i < ne; i++)
+			CHECK(tdst64[i] == (me == root ? 7 : ((uint64_t)it << 32 | (uint64_t)i << 16 | (uint64_t)root)),
+			      "tree broadcast64 round %d (%zu elements from %d) [%zu]: %#lx", it, ne, root, i,
+			      (unsigned long)tdst64[i]);
+		CHECK(tdst64[ne] == 7, "tree broadcast64 round %d wrote past its end", it);
+	}
+	shmem_barrier_all();
 	/* Small broadcasts and reductions go through post lines: a root runs
 	 * up to 32 calls ahead of the slowest PE and then reuses its lines.
 	 * The last PE dawdles now and then, the root rewrites its source at

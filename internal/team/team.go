@@ -24,7 +24,7 @@ package team
 //	arrived   the member's arrivals at the team's synchronisation points:
 //	          monotonic, never reset; the futex word its waiters sleep on
 //	sleepers  processes asleep on arrived
-//	inline    two 24-byte buffers in arrived's cache line, and
+//	inlined   two 24-byte buffers in arrived's cache line, and
 //	scratch   two 512-byte buffers, where the member leaves its
 //	          contribution to a small collective, chosen by the parity of
 //	          the call number (inline when it fits: the line transfer that
@@ -240,14 +240,22 @@ const (
 // inlineSize bytes goes in the arrived word's own cache line, so that the
 // line transfer that shows a waiter the arrival brings the data along.
 type teamSlot struct {
+	scratchHead
+	post   [postRing]postLine // small Broadcasts this PE roots, by the team's count of them modulo postRing ("Post lines")
+	gather [2]postLine        // this PE's contributions to small Reduces, by the parity of their count
+	done   postLine           // the small Broadcasts this PE is done with (seq only)
+}
+
+// scratchHead is a team slot's arrived word and scratch buffers. The C
+// library's world broadcasts of postData+1 to scratchSize bytes run
+// treeBcast's steps on a block of this format of their own (capi/coll.c,
+// shmemi_tree.h; cformat.go).
+type scratchHead struct {
 	arrived  atomic.Uint32 // this PE's arrivals on the team; futex word
 	sleepers atomic.Uint32 // processes asleep on arrived
-	inline   [2][inlineSize]byte
+	inlined  [2][inlineSize]byte
 	_        [8]byte
 	scratch  [2][scratchSize]byte // larger contributions to small collectives, by call parity
-	post     [postRing]postLine   // small Broadcasts this PE roots, by the team's count of them modulo postRing ("Post lines")
-	gather   [2]postLine          // this PE's contributions to small Reduces, by the parity of their count
-	done     postLine             // the small Broadcasts this PE is done with (seq only)
 }
 
 // teamArea is the teams' area of every control block.

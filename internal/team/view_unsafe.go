@@ -15,7 +15,7 @@ func (l *Layer) slotOf(p, id int) *teamSlot {
 // aligned and nb <= scratchSize.
 func bufAt(s *teamSlot, k uint64, nb uint64) core.Ptr {
 	if nb <= inlineSize {
-		return core.AddrOf(&s.inline[k&1])
+		return core.AddrOf(&s.inlined[k&1])
 	}
 	return core.AddrOf(&s.scratch[k&1])
 }
