@@ -57,10 +57,8 @@
  */
 #define _GNU_SOURCE
 #include <limits.h>
-#include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "shmem_internal.h"
@@ -517,7 +515,7 @@ static void coll_wake(int pe, const char *op)
 	if (__atomic_load_n(coll_sleepers(pe, op), __ATOMIC_SEQ_CST) != 0) {
 		uint32_t *w = coll_word(pe, op);
 		__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
-		syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX >> 1, NULL, NULL, 0);
+		shmemi_futex_wake(w);
 	}
 }
 
@@ -651,7 +649,7 @@ static void post_publish(struct shmemi_post_line *pl, uint32_t v, int relaxed)
 	else
 		__atomic_store_n(&pl->seq, v, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&pl->sleepers, __ATOMIC_SEQ_CST) != 0)
-		syscall(SYS_futex, &pl->seq, FUTEX_WAKE, INT_MAX >> 1, NULL, NULL, 0);
+		shmemi_futex_wake(&pl->seq);
 }
 
 /* post_await waits until the line pl (another PE's) has reached count
@@ -708,7 +706,7 @@ static void shmemi_tree_block(uint32_t *word, uint32_t *sleepers, uint32_t want,
 
 static void shmemi_tree_wake(uint32_t *word)
 {
-	syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX >> 1, NULL, NULL, 0);
+	shmemi_futex_wake(word);
 }
 
 /*

@@ -72,9 +72,9 @@ void shmemi_need_init(const char *op)
 
 /* ---- the wake-up step ---- */
 
-static long shmemi_futex(uint32_t *w, int op, uint32_t v, const struct timespec *ts)
+void shmemi_futex_wake(uint32_t *w)
 {
-	return syscall(SYS_futex, w, op, v, ts, NULL, 0);
+	syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX >> 1, NULL, NULL, 0);
 }
 
 void shmemi_wake_slow(int pe)
@@ -83,7 +83,7 @@ void shmemi_wake_slow(int pe)
 	/* As shmsync.Wake: seq-cst increment, then load the sleepers. */
 	__atomic_fetch_add(w, 1, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(shmemi_sigsleepers(pe), __ATOMIC_SEQ_CST) != 0)
-		shmemi_futex(w, FUTEX_WAKE, INT_MAX >> 1, NULL);
+		shmemi_futex_wake(w);
 }
 
 void shmemi_wake_all(void)

@@ -128,6 +128,7 @@ void shmemi_need_init(const char *op);
 void shmemi_go_error(const char *op, const char *err); /* an error the Go runtime returned, with its call */
 void *shmemi_alloc(int kind, size_t size, size_t align, long hints, const char *op); /* symalloc.c */
 void shmemi_wake_slow(int pe);
+void shmemi_futex_wake(uint32_t *w); /* core.c: FUTEX_WAKE of every sleeper on w */
 void shmemi_wake_all(void);
 
 /* shmemi_ctl is the fixed part of PE pe's control block (the root's
