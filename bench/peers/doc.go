@@ -7,7 +7,8 @@
 //
 //	harness    binary              launcher  tests (= metric names)
 //	osh        osh_bench           oshrun    put_lat get_lat put_bw put_rate fadd_lat
-//	                                         barrier_lat bcast_lat reduce_lat malloc_lat
+//	                                         barrier_lat bcast_lat reduce_lat fcollect_lat
+//	                                         malloc_lat
 //	mpi        mpi_bench           mpirun    pingpong_lat stream_bw stream_rate
 //	                                         barrier_lat bcast_lat allreduce_lat
 //	memcpy     memcpy_bench        -         memcpy_bw memcpy_shm_bw memcpy_odd_bw

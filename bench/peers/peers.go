@@ -40,9 +40,9 @@ type harness struct {
 
 var harnesses = map[string]harness{
 	OSH: {"osh_bench", "oshrun", []string{"put_lat", "get_lat", "put_bw", "put_rate",
-		"fadd_lat", "barrier_lat", "bcast_lat", "reduce_lat", "malloc_lat"}},
+		"fadd_lat", "barrier_lat", "bcast_lat", "reduce_lat", "fcollect_lat", "malloc_lat"}},
 	SymheapC: {"osh_bench_symheap", "shrun", []string{"put_lat", "get_lat", "put_bw", "put_rate",
-		"fadd_lat", "barrier_lat", "bcast_lat", "reduce_lat", "malloc_lat"}},
+		"fadd_lat", "barrier_lat", "bcast_lat", "reduce_lat", "fcollect_lat", "malloc_lat"}},
 	MPI: {"mpi_bench", "mpirun", []string{"pingpong_lat", "stream_bw", "stream_rate", "barrier_lat",
 		"bcast_lat", "allreduce_lat"}},
 	Memcpy:    {"memcpy_bench", "", []string{"memcpy_bw", "memcpy_shm_bw", "memcpy_odd_bw", "memcpy_cold_bw"}},

@@ -59,7 +59,14 @@ With --peers it also builds and runs, alternating with ours, Open MPI's
 OpenSHMEM and MPI, C memcpy, a cache-line ping-pong and the C mallocs
 (glibc, jemalloc, mimalloc), and prints each ratio ours/theirs.
 
+With --load K (0 included) it prints instead the tail report: p50 and p99
+per call of the collectives, ours in Go and C against Open MPI's OpenSHMEM
+with --peers, at 2 and 4 PEs or at --pes (up to 64, oversubscribed when
+the machine has fewer cores), under K busy processes per CPU
+(docs/bench/load.md, docs/bench/scale.md).
+
 tests: ` + "put_lat get_lat put_bw put_rate fadd barrier bcast reduce malloc alloc msg_lat msg_bw msg_rate copy" + `
+tests with --load: ` + "barrier bcast reduce fcollect malloc" + `
 
 flags:
 `
@@ -550,7 +557,7 @@ func newBenchFlags(o *benchOutput) (*flag.FlagSet, *benchFlagVals) {
 	v.peerDir = fs.String("peers-dir", peers.DefaultDir(), "where the peer harnesses are built")
 	fs.StringVar(&o.plotDir, "plot", "", "write PNG charts into `dir`")
 	v.timeout = fs.Duration("timeout", 10*time.Minute, "limit for each job of PEs and each peer run")
-	v.load = fs.Int("load", 0, "start `K` busy processes per CPU for the whole run and report p50 and p99 per call of barrier, broadcast, reduce and malloc+free at 2 and 4 PEs (0: the same report with no load)")
+	v.load = fs.Int("load", 0, "start `K` busy processes per CPU for the whole run and report p50 and p99 per call of barrier, broadcast, reduce, fcollect and malloc+free at 2 and 4 PEs, or at --pes (0: the same report with no load)")
 	v.batch = fs.Int("batch", 10, "with --load: calls per timed sample (`n`, rounded up to even)")
 	return fs, &v
 }

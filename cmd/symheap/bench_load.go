@@ -6,8 +6,8 @@ package main
 //     subcommand __busy: one thread spinning at the bench's own priority)
 //     and run until the report is done (busyLoad). With --load 0 none
 //     start: the same report on a quiet machine, for the table beside it.
-//  2. Barrier, Broadcast, Reduce and collective Malloc+Free run at 2 and 4
-//     PEs in tail mode (benchParams.Batch): every PE times batches of
+//  2. Barrier, Broadcast, Reduce, FCollect and collective Malloc+Free run
+//     at 2 and 4 PEs (or at --pes) in tail mode (benchParams.Batch): every PE times batches of
 //     --batch calls, each batch on its own. A sample is one batch's mean
 //     time per call on one PE; a run's p50 and p99 are the percentiles of
 //     each PE's samples, the larger over PEs. Ours in Go (a job of
@@ -47,7 +47,15 @@ import (
 const hiddenBusy = "__busy"
 
 // loadTests are the tests of the load report, in order.
-var loadTests = []string{"barrier", "bcast", "reduce", "malloc"}
+var loadTests = []string{"barrier", "bcast", "reduce", "fcollect", "malloc"}
+
+// The load report's sizes: Broadcast at the three sizes its algorithm
+// changes by (a post line, scratch buffers, the source read by every
+// member), Reduce at one and 1024 int64, FCollect at one int64 a PE.
+var (
+	loadBcastSizes    = []int64{8, 512, 8192}
+	loadFCollectSizes = []int64{8}
+)
 
 // loadPEs are the job sizes of the load report.
 var loadPEs = []int{2, 4}
@@ -183,9 +191,11 @@ func (r *runner) loadSection(id string, np int) *section {
 	case "barrier":
 		s.Title, metric, heap = "Barrier", "barrier_lat", 2<<20
 	case "bcast":
-		s.Title, metric, heap, p.Sizes = "Broadcast from PE 0", "bcast_lat", 4<<20, vecSizes
+		s.Title, metric, heap, p.Sizes = "Broadcast from PE 0", "bcast_lat", 4<<20, loadBcastSizes
 	case "reduce":
 		s.Title, metric, heap, p.Sizes = "Reduce (sum, every PE gets it)", "reduce_lat", 4<<20, vecSizes
+	case "fcollect":
+		s.Title, metric, heap, p.Sizes = "FCollect (every PE's block to every PE)", "fcollect_lat", 4<<20, loadFCollectSizes
 	case "malloc":
 		s.Title, metric, heap, p.Sizes = "Collective Malloc+Free", "malloc_lat", 2*maxSize(mallocSizes)+4<<20, mallocSizes
 	default:
@@ -340,4 +350,4 @@ func spreadCell(p *point, unit string) string {
 }
 
 // errLoadFlags is the error of flags the load report does not take.
-var errLoadFlags = errors.New("bench: --load reports Barrier, Broadcast, Reduce and Malloc+Free; --sizes, --max-size, --plot and --targets do not apply")
+var errLoadFlags = errors.New("bench: --load reports Barrier, Broadcast, Reduce, FCollect and Malloc+Free; --sizes, --max-size, --plot and --targets do not apply")

@@ -42,7 +42,7 @@ func busyOf(parent int) []int {
 // per CPU, batches of 2 calls, no peers) and checks its shape, and that the bench reaped every
 // busy process before it exited.
 func TestBenchLoad(t *testing.T) {
-	cmd := exec.Command(filepath.Join(bin, "symheap"), "bench", "--load", "1", "--quick", "--batch", "2", "--tests", "barrier,malloc")
+	cmd := exec.Command(filepath.Join(bin, "symheap"), "bench", "--load", "1", "--quick", "--batch", "2", "--tests", "barrier,bcast,fcollect,malloc")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -69,6 +69,9 @@ func TestBenchLoad(t *testing.T) {
 		sizes []string
 	}{
 		{"# Barrier, 2 PEs:", []string{"0"}}, {"# Barrier, 4 PEs:", []string{"0"}},
+		{"# Broadcast from PE 0, 4 PEs:", []string{"8", "512", "8192"}},
+		{"# FCollect (every PE's block to every PE), 2 PEs:", []string{"8"}},
+		{"# FCollect (every PE's block to every PE), 4 PEs:", []string{"8"}},
 		{"# Collective Malloc+Free, 2 PEs:", []string{"64", "1048576"}},
 		{"# Collective Malloc+Free, 4 PEs:", []string{"64", "1048576"}},
 	} {

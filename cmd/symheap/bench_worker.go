@@ -140,6 +140,7 @@ var peTests = map[string]func(b *peBench) error{
 	"barrier_lat":  (*peBench).barrier,
 	"bcast_lat":    func(b *peBench) error { return b.vector("bcast_lat") },
 	"reduce_lat":   func(b *peBench) error { return b.vector("reduce_lat") },
+	"fcollect_lat": func(b *peBench) error { return b.vector("fcollect_lat") },
 	"malloc_lat":   (*peBench).mallocFree,
 	"shared_alloc": (*peBench).sharedAlloc,
 	"msg_lat":      (*peBench).pingPong,
@@ -550,18 +551,26 @@ func (b *peBench) barrier() error {
 	})
 }
 
-// vector: Broadcast from PE 0, or Reduce (sum, every PE gets it), of
-// size/8 int64 over the world team.
+// vector: Broadcast from PE 0, Reduce (sum, every PE gets it), or
+// FCollect (every PE's block to every PE), of size/8 int64 over the world
+// team.
 func (b *peBench) vector(metric string) error {
-	if metric == "bcast_lat" {
+	switch metric {
+	case "bcast_lat":
 		b.collUnit(metric, "Broadcast of size/8 int64 from PE 0")
-	} else {
+	case "reduce_lat":
 		b.collUnit(metric, "Reduce (OpSum) of size/8 int64")
+	default:
+		b.collUnit(metric, "FCollect of size/8 int64 from each PE")
 	}
 	w := b.pe.World()
 	for _, s := range b.p.Sizes {
 		nelem := int(max(s/8, 1))
-		buf, err := symheap.Calloc[int64](b.pe, 2*nelem)
+		ndst := nelem
+		if metric == "fcollect_lat" {
+			ndst *= b.pe.Size()
+		}
+		buf, err := symheap.Calloc[int64](b.pe, nelem+ndst)
 		if err != nil {
 			return err
 		}
@@ -570,8 +579,11 @@ func (b *peBench) vector(metric string) error {
 			src[i] = 1
 		}
 		op := func() error { return symheap.Broadcast(w, dst, src, 0) }
-		if metric == "reduce_lat" {
+		switch metric {
+		case "reduce_lat":
 			op = func() error { return symheap.Reduce(w, dst, src, symheap.OpSum) }
+		case "fcollect_lat":
+			op = func() error { return symheap.FCollect(w, dst, src) }
 		}
 		err = b.collective(metric, int64(nelem)*8, int64(nelem)*8, func(n int) error {
 			for i := 0; i < n; i++ {
@@ -586,6 +598,9 @@ func (b *peBench) vector(metric string) error {
 		}
 		if metric == "reduce_lat" && dst[0] != int64(b.pe.Size()) {
 			return fmt.Errorf("reduce of %d int64 gave %d, want %d", nelem, dst[0], b.pe.Size())
+		}
+		if metric == "fcollect_lat" && dst[len(dst)-1] != 1 {
+			return fmt.Errorf("fcollect of %d int64 gave %d from the last PE, want 1", nelem, dst[len(dst)-1])
 		}
 		if err := symheap.Free(b.pe, buf); err != nil {
 			return err

@@ -51,6 +51,7 @@
  *   barrier_lat all PEs: shmem_barrier_all, us per call
  *   bcast_lat   all PEs: shmem_broadcast64 from PE 0, size/8 elements, us
  *   reduce_lat  all PEs: shmem_long_sum_to_all of size/8 int64, us
+ *   fcollect_lat all PEs: shmem_fcollect64 of size/8 int64 from each PE, us
  *   malloc_lat  all PEs: shmem_malloc(size) + shmem_free pair, us
  * Point-to-point tests use PEs 0 and 1; the others wait in a barrier.
  * Collective figures are the slowest PE's mean time per call.  Each figure is
@@ -67,14 +68,15 @@
 
 #define HARNESS "osh"
 static const char *const TESTS =
-	"put_lat get_lat put_bw put_rate fadd_lat barrier_lat bcast_lat reduce_lat malloc_lat";
+	"put_lat get_lat put_bw put_rate fadd_lat barrier_lat bcast_lat reduce_lat fcollect_lat malloc_lat";
 
 static int me, npes;
 static const char *prog = "osh_bench";
 
 /* Synchronisation arrays for the 1.4 collectives: symmetric (static data). */
-static long psync_coll[2][SHMEM_REDUCE_SYNC_SIZE > SHMEM_BCAST_SYNC_SIZE ?
-			  SHMEM_REDUCE_SYNC_SIZE : SHMEM_BCAST_SYNC_SIZE];
+#define PSYNC_MAX2(a, b) ((a) > (b) ? (a) : (b))
+static long psync_coll[2][PSYNC_MAX2(PSYNC_MAX2(SHMEM_REDUCE_SYNC_SIZE, SHMEM_BCAST_SYNC_SIZE),
+				     SHMEM_COLLECT_SYNC_SIZE)];
 static long psync_agree[SHMEM_REDUCE_SYNC_SIZE];
 static double agree_src, agree_dst;
 static double agree_wrk[SHMEM_REDUCE_MIN_WRKDATA_SIZE];
@@ -254,7 +256,7 @@ static void run_p2p(const struct peers_opts *o, char *remote, char *local)
 	}
 }
 
-enum coll_kind { COLL_BARRIER, COLL_BCAST, COLL_REDUCE, COLL_MALLOC };
+enum coll_kind { COLL_BARRIER, COLL_BCAST, COLL_REDUCE, COLL_FCOLLECT, COLL_MALLOC };
 
 /*
  * coll_loop runs n calls of one collective.  Consecutive calls alternate
@@ -277,6 +279,10 @@ static void coll_loop(enum coll_kind k, long n, long *dst, long *src, long nelem
 		for (long i = 0; i < n; i++)
 			shmem_long_sum_to_all(dst, src, (int)nelem, 0, 0, npes, wrk[i & 1],
 					      psync_coll[i & 1]);
+		break;
+	case COLL_FCOLLECT:
+		for (long i = 0; i < n; i++)
+			shmem_fcollect64(dst, src, (size_t)nelem, 0, 0, npes, psync_coll[i & 1]);
 		break;
 	case COLL_MALLOC:
 		for (long i = 0; i < n; i++) {
@@ -301,10 +307,11 @@ static void coll_measure(const struct peers_opts *o, enum coll_kind k, long size
 {
 	long nelem = (size + 7) / 8;
 	long *dst = NULL, *src = NULL, *wrk[2] = {NULL, NULL};
-	if (k == COLL_BCAST || k == COLL_REDUCE) {
+	if (k == COLL_BCAST || k == COLL_REDUCE || k == COLL_FCOLLECT) {
 		if (nelem < 1)
 			nelem = 1;
-		dst = sym_alloc((size_t)nelem * 8);
+		/* fcollect: dst holds nelem from every PE. */
+		dst = sym_alloc((size_t)nelem * 8 * (k == COLL_FCOLLECT ? npes : 1));
 		src = sym_alloc((size_t)nelem * 8);
 		for (long i = 0; i < nelem; i++)
 			src[i] = 1;
@@ -359,6 +366,10 @@ static void coll_measure(const struct peers_opts *o, enum coll_kind k, long size
 	}
 	if (k == COLL_REDUCE && dst[0] != npes) {
 		fprintf(stderr, "%s: reduce gave %ld, want %d\n", prog, dst[0], npes);
+		shmem_global_exit(1);
+	}
+	if (k == COLL_FCOLLECT && dst[nelem * (npes - 1)] != 1) {
+		fprintf(stderr, "%s: fcollect gave %ld from the last PE, want 1\n", prog, dst[nelem * (npes - 1)]);
 		shmem_global_exit(1);
 	}
 	shmem_barrier_all();
@@ -454,6 +465,13 @@ static void run_coll(const struct peers_opts *o)
 		for (int i = 0; i < ns; i++)
 			if (vec_size_new(sz, i))
 				coll_result(o, "reduce_lat", COLL_REDUCE, sz[i], vec_bytes(sz[i]));
+	}
+	if (peers_selected(o, "fcollect_lat")) {
+		coll_unit(o, "fcollect_lat", "shmem_fcollect64 of size/8 int64 from each PE");
+		ns = test_sizes(o, vec_sizes, 2, &sz);
+		for (int i = 0; i < ns; i++)
+			if (vec_size_new(sz, i))
+				coll_result(o, "fcollect_lat", COLL_FCOLLECT, sz[i], vec_bytes(sz[i]));
 	}
 	if (peers_selected(o, "malloc_lat")) {
 		coll_unit(o, "malloc_lat", "shmem_malloc+shmem_free pair (collective)");
