@@ -22,9 +22,25 @@ package main
 // its OS thread for as long as the load runs (Linux sends the signal when
 // the thread that forked the child ends, and the Go runtime ends threads:
 // launch's doc, "the fork thread"), so a bench killed with SIGKILL takes
-// them with it. They share a process group of their own, which the bench
-// kills and reaps when it ends (and on SIGINT/SIGTERM, which end it); and
-// each also stops by itself once its parent is no longer the bench.
+// them with it. The bench kills and reaps them when it ends (and on
+// SIGINT/SIGTERM, which end it); and each also stops by itself once its
+// parent is no longer the bench.
+//
+// # Each busy process is a job of its own
+//
+// Each busy process leads a session of its own (Setsid), as a job started
+// by another user or another batch script does, and so does each job
+// measured: the peers' (runSession in bench/peers) and ours in Go, whose
+// PEs are the bench's children in the bench's session, where nothing else
+// runs. Linux's autogroup scheduling (kernel.sched_autogroup_enabled, on
+// by default in Debian's kernels) shares the CPUs between sessions first,
+// then between the processes of each. With the busy processes in one
+// session, the bench's, an earlier form of this report gave the C and
+// Open MPI jobs, each in a session of its own, half the machine against
+// them all, and the Go job, in their session, a process's share: under 2
+// busy processes per CPU a Go 4-PE malloc+free took 250-570 µs at p50
+// against C's 17-52, and the same Go loop run in a session of its own
+// took 29-64 µs against C's 48-136 (docs/bench/load.md).
 
 import (
 	"context"
@@ -67,8 +83,8 @@ type busyLoad struct {
 	done chan struct{}
 }
 
-// startLoad starts n busy processes (this executable, exe, as __busy) in
-// a process group of their own.
+// startLoad starts n busy processes (this executable, exe, as __busy),
+// each in a session of its own.
 func startLoad(exe string, n int) (*busyLoad, error) {
 	l := &busyLoad{stop: make(chan struct{}), done: make(chan struct{})}
 	started := make(chan error, 1)
@@ -87,10 +103,11 @@ func startLoad(exe string, n int) (*busyLoad, error) {
 			<-l.stop
 		}
 		if len(cmds) > 0 {
-			// One signal for the group (its id is the first one's pid,
-			// which cannot be reused before that one is reaped below),
-			// then reap each.
-			_ = syscall.Kill(-cmds[0].Process.Pid, syscall.SIGKILL)
+			// Every signal first (a pid cannot be reused before it is
+			// reaped below), then reap each.
+			for _, c := range cmds {
+				_ = c.Process.Kill()
+			}
 			for _, c := range cmds {
 				_ = c.Wait()
 			}
@@ -111,10 +128,7 @@ func spawnBusy(exe string, n int) ([]*exec.Cmd, error) {
 	for i := 0; i < n; i++ {
 		c := exec.Command(exe, hiddenBusy, "-parent", strconv.Itoa(os.Getpid()))
 		c.Env = env
-		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		if len(cmds) > 0 {
-			c.SysProcAttr.Pgid = cmds[0].Process.Pid
-		}
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 		if err := c.Start(); err != nil {
 			return cmds, err
 		}
