@@ -160,6 +160,7 @@ func (pe *PE) describeForC() cabi.Layout {
 		StatAt:   core.AddrOf(&pe.stats.Atomics),
 		Rank:     pe.rank, NPEs: pe.npes,
 		MembarrierReady: pe.rma.membarrierReady(),
+		PostRelaxed:     pe.ext.teams.Relaxed(),
 		SameAddress:     pe.seg.SameAddress(), Protected: pe.seg.Protected(),
 		Far:    pe.rma.far,
 		NodeOf: append([]int(nil), pe.topo.nodeOf...),

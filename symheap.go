@@ -291,7 +291,7 @@ func initPE(cfg Config, stop func() error) (*PE, error) {
 		return fail(err)
 	}
 	go pe.watchExit()
-	pe.ext.teams.Init((*teamRuntime)(pe), team.Config{Space: &pe.sp, Closed: &pe.closed, Calls: pe.calls, Home: home})
+	pe.ext.teams.Init((*teamRuntime)(pe), team.Config{Space: &pe.sp, Closed: &pe.closed, Calls: pe.calls, Home: home, NodePEs: len(topo.local)})
 	// PEs on other nodes: UCX, and the bootstrap's fence, which is the
 	// cross-node part of the barrier below.
 	if err := startFar(pe); err != nil {

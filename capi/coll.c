@@ -720,8 +720,10 @@ static void shmemi_tree_wake(uint32_t *word)
  * holds c. Each line has one writer and one reader: ⌈log₂ N⌉ lines
  * written and read per PE, ⌈log₂ N⌉ transfers on the critical path. With
  * two PEs it is the pair barrier it replaced: one line each way. Where
- * the process registered for membarrier the publication is a release
- * store (post_publish, relaxed): every store before the barrier (puts
+ * the runtime publishes its post lines relaxed (registered for
+ * membarrier, a CPU for every PE of the node: internal/team, "Post
+ * lines", Sleeping) the publication is a release store (post_publish,
+ * relaxed): every store before the barrier (puts
  * included, after quiet's SFENCE) is visible to the PE that sees the
  * count, and transitively to the later rounds' readers; a waiter that
  * goes to sleep fences for the publisher's load of sleepers (wait.c W2).
@@ -734,7 +736,7 @@ static void world_dissem(const char *op)
 	/* Owner only: a relaxed load, a release store (the runtime's). */
 	uint32_t c = __atomic_load_n(&dis_count->count, __ATOMIC_RELAXED) + 1;
 	__atomic_store_n(&dis_count->count, c, __ATOMIC_RELEASE);
-	int relaxed = shmemi_L.mb_ready;
+	int relaxed = shmemi_L.post_relaxed;
 	for (int r = 0; r < shmemi_L.barrier_rounds; r++) {
 		post_publish(&dis_mine[r]->line[c & 1], c, relaxed);
 		/* A few pauses before the first look at the other's line, which a

@@ -75,6 +75,7 @@ struct shmemi_layout {
 	uint64_t *stat_puts, *stat_gets, *stat_atomics;
 	int me, npes;
 	int mb_ready, same_address, protected_;
+	int post_relaxed; /* the world barrier publishes with release stores, its sleepers fence (team.Layer.Relaxed) */
 	int polls, yields;
 	int64_t yield_ns; /* the yields go on this long at least (shmsync.YieldSpan) */
 	int64_t long_yield_ns; /* a yield this long ends the yields: the wait sleeps (shmsync.LongYield) */

@@ -27,6 +27,7 @@ type Layout struct {
 	StatPuts, StatGets, StatAt unsafe.Pointer
 	Rank, NPEs                 int
 	MembarrierReady            bool // puts need no fence (wait.go)
+	PostRelaxed                bool // the world barrier's post lines are published with release stores (team.Layer.Relaxed)
 	SameAddress, Protected     bool
 	Far                        bool  // some PE is on another node: the C fast path reaches it through Remote
 	FarPEs                     []int // the PEs on other nodes, when Far

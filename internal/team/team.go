@@ -188,6 +188,18 @@ package team
 // consistent store instead, and a waiter whose fence fails sleeps in 1 ms
 // slices.
 //
+// A node with more PEs than CPUs online publishes with the sequentially
+// consistent store too, and its sleepers make no fence: there most waits
+// sleep (shmsync, "Pacing": no polling, a few yields), and the global
+// fence, which interrupts every CPU running a registered process, costs
+// far more than the store's own fence saves. A 16-PE barrier on 2 CPUs,
+// both forms alternating (a loop of 1000, p50 of batches of 10): 1050-1210
+// µs with the fence, 450-520 without (docs/bench/load.md). Every PE of the
+// node decides alike: the PEs of the node (its topology) against the CPUs
+// online (unix.OnlineCPUs, not this process's affinity), the same figures
+// for all; and the C library's world barrier, on the same lines, takes
+// the runtime's decision (cabi.Layout.PostRelaxed).
+//
 // Every new team reads, at Split step 4, the largest number in each
 // member's ring and gather lines, its done number and its barrier count:
 // the bases, as for arrived. A line of the slot's previous team holds at most
@@ -302,6 +314,10 @@ type Config struct {
 	// Home is this PE's index among its node's PEs, which names the CPU
 	// it is expected to run on (unix.HomeCPU; "Topology", topo.go).
 	Home int
+	// NodePEs is the number of PEs on this PE's node: with more than the
+	// CPUs online, the post lines are published with seq-cst stores
+	// ("Post lines", Sleeping).
+	NodePEs int
 }
 
 // Layer is a PE's teams: the world team and the count of the handles of
@@ -315,8 +331,9 @@ type Layer struct {
 	world  *Team
 
 	// relaxed: this process is registered for asymmetric fences
-	// (membarrier), so its post lines are published with release stores
-	// ("Post lines", Sleeping). Set by Init.
+	// (membarrier) and its node has a CPU for every PE, so its post lines
+	// are published with release stores ("Post lines", Sleeping). Set by
+	// Init.
 	relaxed bool
 	// settle: the pauses a pair barrier makes between publishing its
 	// count and its first look at the peer's (shmsync.SettlePolls). Set
@@ -332,7 +349,9 @@ type Layer struct {
 // the key before any member's first full barrier, which reads it.
 func (l *Layer) Init(rt Runtime, c Config) {
 	l.rt, l.sp, l.closed, l.calls = rt, c.Space, c.Closed, c.Calls
-	l.relaxed = unix.MembarrierRegister() == nil
+	registered := unix.MembarrierRegister() == nil
+	cpus := unix.OnlineCPUs()
+	l.relaxed = registered && (cpus == 0 || c.NodePEs <= cpus)
 	l.Retune()
 	cpu, err := unix.HomeCPU(c.Home)
 	if err != nil {
@@ -350,6 +369,11 @@ func (l *Layer) Retune() { l.settle = shmsync.SettlePolls() }
 
 // World returns the team of every PE of the job, in PE order.
 func (l *Layer) World() *Team { return l.world }
+
+// Relaxed reports whether this PE publishes its post lines with release
+// stores, its sleepers fencing for them ("Post lines", Sleeping): the C
+// library's world barrier, on the same lines, does as the runtime does.
+func (l *Layer) Relaxed() bool { return l.relaxed }
 
 // Handles returns how many teams made by Split this PE is a member of and
 // has not destroyed.

@@ -249,3 +249,36 @@ func durationTimespec(d time.Duration) *unix.Timespec {
 	ts := unix.NsecToTimespec(int64(d))
 	return &ts
 }
+
+// OnlineCPUs returns the number of CPUs online on this machine, from
+// /sys/devices/system/cpu/online ("0-3,6,8-9"), whatever this process's
+// affinity: every process of a node reads the same figure. It returns 0
+// when the file cannot be read or parsed.
+func OnlineCPUs() int {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return 0
+	}
+	return cpuListLen(strings.TrimSpace(string(b)))
+}
+
+// cpuListLen counts the CPUs of a kernel CPU list ("0-3,6"); 0 if it is
+// malformed.
+func cpuListLen(s string) int {
+	n := 0
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return 0
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return 0
+			}
+		}
+		n += b - a + 1
+	}
+	return n
+}
