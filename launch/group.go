@@ -61,6 +61,7 @@ type proc struct {
 	stdout, stderr *lineWriter // nil when that output is discarded
 
 	ended   bool // guarded by Group.mu: the PE is a zombie or reaped
+	killed  bool // guarded by Group.mu: ended, by a signal (set with ended by reap; firstFailure)
 	stopped bool // guarded by Group.mu: the supervisor sent it a stop signal
 }
 
@@ -219,10 +220,10 @@ func (g *Group) abortStart() {
 
 // reap waits for p to end (Supervision, step 1) and reports it.
 func (g *Group) reap(p *proc) {
-	werr := unix.WaitExitedNoReap(p.pid)
+	killed, werr := unix.WaitExitedNoReap(p.pid)
 	end := time.Now()
 	g.mu.Lock()
-	p.ended = true
+	p.ended, p.killed = true, killed
 	g.mu.Unlock()
 	if werr == nil {
 		// p is a zombie, so its group id is still its own: kill what is
@@ -296,7 +297,7 @@ func (g *Group) supervise(ctx context.Context) {
 			st := g.status(e)
 			res.PEs[e.rank] = st
 			if st.Failed() && !st.Stopped && res.FirstFailed < 0 && reason == running {
-				res.FirstFailed = e.rank
+				res.FirstFailed = g.firstFailure(e.rank, st, res.PEs)
 				stop(byFailure)
 			}
 			if poll == early.C && left > 0 && reason == running {
@@ -438,6 +439,61 @@ func (g *Group) stalled(now time.Time, since []time.Time) []int {
 }
 
 // status turns a reaped PE's state into its PEStatus.
+// firstFailure names the job's failure when PE rank, whose status is st,
+// is the first failing exit the supervisor collects (Supervision, step 2).
+// An exit with a status may follow another PE's death: a PE that finds a
+// peer gone reports it and exits, and its exit can reach the supervisor
+// before the dead PE's (each is collected by a goroutine of its own). So
+// unless st is a death by a signal itself, a PE not yet collected that
+// has already been killed by a signal (no signal has been sent by the
+// group yet) is the failure instead, the lowest rank of them: one its
+// goroutine found so (reap: killed) or, before that goroutine ran, one
+// the kernel shows so (EndedBySignal), which is then marked ended, as the
+// zombie it is, so that the stop signal does not count it as stopped. A
+// PE killed by a signal drops its liveness lock, which its peers watch,
+// before it becomes a zombie; on a busy machine its last steps can wait
+// for a CPU while a peer reports it gone and exits: so a PE found exiting
+// (ProcessExiting: it runs no code of its own any more) is waited for,
+// and counts if a signal ended it. seen holds the statuses collected so
+// far (Pid set once collected).
+func (g *Group) firstFailure(rank int, st PEStatus, seen []PEStatus) int {
+	if st.Signal != 0 {
+		return rank
+	}
+	var exiting []*proc
+	g.mu.Lock()
+	for _, p := range g.procs {
+		if p.rank == rank || seen[p.rank].Pid != 0 {
+			continue
+		}
+		if !p.ended && unix.EndedBySignal(p.pid) {
+			p.ended, p.killed = true, true
+		}
+		if p.killed {
+			g.mu.Unlock()
+			return p.rank
+		}
+		if !p.ended && unix.ProcessExiting(p.pid) {
+			exiting = append(exiting, p)
+		}
+	}
+	g.mu.Unlock()
+	// Outside the lock, which reap takes once the PE has ended.
+	for _, p := range exiting {
+		killed, err := unix.WaitExitedNoReap(p.pid)
+		g.mu.Lock()
+		if err == nil && killed {
+			p.ended, p.killed = true, true
+		}
+		killed = p.killed // err: reap was first, and set it
+		g.mu.Unlock()
+		if killed {
+			return p.rank
+		}
+	}
+	return rank
+}
+
 func (g *Group) status(e exit) PEStatus {
 	p := g.procs[e.rank]
 	g.mu.Lock()

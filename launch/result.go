@@ -42,7 +42,9 @@ type Result struct {
 	// PEs holds one entry per rank.
 	PEs []PEStatus
 	// FirstFailed is the rank of the first PE seen to fail (non-zero exit
-	// or a signal it was not sent by the launcher's stop); -1 if none did.
+	// or a signal it was not sent by the launcher's stop; a PE already
+	// killed by a signal when the first exit with a status is collected
+	// comes before it); -1 if none did.
 	FirstFailed int
 	// Status is the job's exit status: 0 when every PE exited 0, else the
 	// status of the first failing PE, else StatusTimeout, StatusStopped

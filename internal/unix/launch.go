@@ -10,14 +10,14 @@ import (
 // reaping it (waitid with WNOWAIT): the process stays a zombie, so its pid
 // and its process group id cannot be reused until the caller reaps it
 // (os.Process.Wait). Between the two calls a signal sent to pid or to
-// process group -pid can reach only that process and its group. It retries
-// EINTR.
-func WaitExitedNoReap(pid int) error {
+// process group -pid can reach only that process and its group. killed
+// reports whether a signal ended it. It retries EINTR.
+func WaitExitedNoReap(pid int) (killed bool, err error) {
 	var info unix.Siginfo
 	for {
 		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
 		if err != unix.EINTR {
-			return err
+			return err == nil && (info.Code == cldKilled || info.Code == cldDumped), err
 		}
 	}
 }
@@ -37,4 +37,29 @@ func KillGroup(pgid int, sig syscall.Signal) error {
 // (prctl PR_SET_PDEATHSIG, 0).
 func ClearParentDeathSignal() error {
 	return unix.Prctl(unix.PR_SET_PDEATHSIG, 0, 0, 0, 0)
+}
+
+// si_code values of SIGCHLD (asm-generic/siginfo.h): the child was killed
+// by a signal, or killed and dumped core.
+const (
+	cldKilled = 2
+	cldDumped = 3
+)
+
+// EndedBySignal reports whether child pid has already ended by a signal,
+// without waiting and without reaping it (waitid with WNOHANG|WNOWAIT):
+// false while it runs, when it exited with a status, and when it is not a
+// child of this process that is left to wait for.
+func EndedBySignal(pid int) bool {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || info.Signo != int32(unix.SIGCHLD) {
+			return false
+		}
+		return info.Code == cldKilled || info.Code == cldDumped
+	}
 }

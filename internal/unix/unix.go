@@ -185,6 +185,29 @@ func ProcessState(pid int) (byte, error) {
 	return b[i+2], nil
 }
 
+// ProcessExiting reports whether the main thread of pid has begun to exit
+// (PF_EXITING in the flags of /proc/PID/stat): the process runs none of
+// its own code any more, and becomes a zombie shortly. False when it
+// cannot be read (the process is gone).
+func ProcessExiting(pid int) bool {
+	const pfExiting = 0x4 // include/linux/sched.h
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return false
+	}
+	// After the command: state ppid pgrp session tty_nr tpgid flags ...
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 7 {
+		return false
+	}
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	return err == nil && flags&pfExiting != 0
+}
+
 // ProcessRunnable reports whether a thread of pid is running or waits
 // for a CPU (state 'R' in /proc/PID/task/TID/stat): a process starved
 // by the scheduler has one, a stopped or wedged one has none.
