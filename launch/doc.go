@@ -73,7 +73,10 @@
 //     group sends is sent under Group.mu to PEs not yet marked ended: a
 //     signal can never reach a process that merely inherited a PE's pid.
 //  2. The supervisor collects the exits. The first PE that ends with a
-//     non-zero status or by a signal is the job's failure; the supervisor
+//     non-zero status or by a signal is the job's failure (but a PE
+//     already killed by a signal, or exiting from one, when a status exit
+//     is the first collected comes first: its peers may report it gone and
+//     exit before it is a zombie; Group.firstFailure); the supervisor
 //     then sends the stop signal (SIGTERM, or Options.StopSignal) to every
 //     PE still running and SIGKILL to those that remain after
 //     Options.Grace (500 ms by default). A timeout
