@@ -193,12 +193,13 @@ package team
 // sleep (shmsync, "Pacing": no polling, a few yields), and the global
 // fence, which interrupts every CPU running a registered process, costs
 // far more than the store's own fence saves. A 16-PE barrier on 2 CPUs,
-// both forms alternating (a loop of 1000, p50 of batches of 10): 1050-1210
-// µs with the fence, 450-520 without (docs/bench/load.md). Every PE of the
-// node decides alike: the PEs of the node (its topology) against the CPUs
-// online (unix.OnlineCPUs, not this process's affinity), the same figures
-// for all; and the C library's world barrier, on the same lines, takes
-// the runtime's decision (cabi.Layout.PostRelaxed).
+// both forms alternating (a loop of 1000, p50 of batches of 10): 869-887
+// µs with the fence, 379-386 without (docs/bench/scale.md,
+// "Oversubscribed"). Every PE of the node decides alike: the PEs of the
+// node (its topology) against the CPUs online (unix.OnlineCPUs, not this
+// process's affinity), the same figures for all; and the C library's
+// world barrier, on the same lines, takes the runtime's decision
+// (cabi.Layout.PostRelaxed).
 //
 // Every new team reads, at Split step 4, the largest number in each
 // member's ring and gather lines, its done number and its barrier count:
