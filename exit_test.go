@@ -89,6 +89,11 @@ func TestExitPaths(t *testing.T) {
 // others' ErrPeerLost names the stopped PE and the timeout set here (not
 // the 10 s default), and the job ended by their exit, not by the
 // launcher's stall kill or the job timeout (a hang meets that timeout).
+// The PE that reports first exits, and its exit drops its liveness lock:
+// the other may then find it gone before it finds the stopped PE (each
+// check reports the first loss it sees), and on a busy machine its exit
+// can be collected first. That report is status 5, accepted only when PE
+// 0 exited with 3 (it named the stopped PE).
 func TestStoppedPeerLost(t *testing.T) {
 	const timeout = time.Second
 	res := petest.Run(t, 3, func(t *testing.T) {
@@ -113,6 +118,10 @@ func TestStoppedPeerLost(t *testing.T) {
 		err = pe.Barrier()
 		took := time.Since(start)
 		fmt.Printf("LOST after %v: %v\n", took.Round(time.Millisecond), err)
+		if pe.Rank() == 2 && errors.Is(err, symheap.ErrPeerLost) && strings.Contains(err.Error(), "PE 0 (pid ") &&
+			strings.Contains(err.Error(), "died") {
+			os.Exit(5) // PE 0 reported and left first (above)
+		}
 		// Exit 3 only for the loss this test is about; anything else is
 		// status 4, which fails the check of the job's status below.
 		if !errors.Is(err, symheap.ErrPeerLost) || !strings.Contains(err.Error(), "PE 1 ") ||
@@ -122,8 +131,9 @@ func TestStoppedPeerLost(t *testing.T) {
 		}
 		os.Exit(3)
 	}, append(small, petest.Env("SYMHEAP_PEER_TIMEOUT="+timeout.String()), petest.ExpectFailure(), petest.Timeout(30*time.Second))...)
-	if res.Status != 3 {
-		t.Fatalf("status %d, want 3 from a PE that saw the stopped peer", res.Status)
+	if res.Status != 3 && (res.Status != 5 || res.PEs[0].ExitCode != 3) {
+		t.Fatalf("status %d (PE 0's exit code %d), want 3 from a PE that saw the stopped peer, or 5 from PE 2 after PE 0's 3",
+			res.Status, res.PEs[0].ExitCode)
 	}
 	if res.TimedOut || len(res.Stalled) > 0 {
 		t.Errorf("job ended by the launcher (timed out %v, stalled PEs %v), not by the PEs' ErrPeerLost", res.TimedOut, res.Stalled)
