@@ -318,7 +318,8 @@ func rmaBenchPE(b *testing.B, job string) {
 			pe.mu.Lock()
 			defer pe.mu.Unlock()
 			pe.ext.sym.nums[numCall]++
-			return pe.ext.sym.exchange(callMalloc, 0, 0, noOff, noOff, 0)
+			_, err := pe.ext.sym.exchange(callMalloc, 0, 0, noOff, noOff, 0)
+			return err
 		})
 	}
 }

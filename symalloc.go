@@ -12,6 +12,7 @@ import (
 	"github.com/symheap/symheap/internal/calls"
 	"github.com/symheap/symheap/internal/core"
 	"github.com/symheap/symheap/internal/shmsync"
+	"github.com/symheap/symheap/internal/team"
 	"github.com/symheap/symheap/internal/transport"
 
 	"github.com/symheap/symheap/alloc"
@@ -268,10 +269,11 @@ func (h *symHeap) collective(kind, size, align, in uint64, hints Hints, op func(
 	defer h.calls.Leave()
 	h.nums[numCall]++
 	if kind == callFree || kind == callRealloc {
-		if err := h.exchange(kind, size, align, in, noOff, hints); err != nil {
+		v, err := h.exchange(kind, size, align, in, noOff, hints)
+		if err != nil {
 			return err
 		}
-		if err := h.compare(h.nums[numSeq], false); err != nil {
+		if err := h.compare(h.nums[numSeq], false, v); err != nil {
 			return err
 		}
 	}
@@ -286,11 +288,12 @@ func (h *symHeap) collective(kind, size, align, in uint64, hints Hints, op func(
 		core.Bump(&h.stats.SymFrees)
 		return nil
 	}
-	if err := h.exchange(kind, size, align, in, out, hints); err != nil {
+	v, err := h.exchange(kind, size, align, in, out, hints)
+	if err != nil {
 		h.undo(kind, out, opErr)
 		return err
 	}
-	if err := h.compare(h.nums[numSeq], true); err != nil {
+	if err := h.compare(h.nums[numSeq], true, v); err != nil {
 		h.undo(kind, out, opErr)
 		return err
 	}
@@ -324,6 +327,7 @@ type symHeap struct {
 	ctl   []*control // every PE's control block
 	stats *core.Stats
 	rma   *rmaLayer      // the completion and wake-up protocol, and the waits
+	teams *team.Layer    // the agreement that exchanges records on one node (Layer.Agree)
 	calls *calls.Tracker // publishes every call (internal/calls)
 	lost  func() error   // the liveness check of every PE, and whether they make the same call
 	// farRecords brings the records of a phase across nodes, into this
@@ -369,12 +373,22 @@ func (r *allocRecord) load() recValues {
 		align: r.align.Load(), in: r.in.Load(), out: r.out.Load(), hints: r.hints.Load()}
 }
 
+// verdict is what an exchange learned of the other PEs' records of its
+// phase.
+type verdict uint8
+
+const (
+	unread verdict = iota // published and arrived: compare reads them
+	alike                 // the agreement found every record equal to this PE's
+	differ                // it found one that differs: compare names them
+)
+
 // exchange publishes this PE's record of the next phase and waits until
 // every PE has published its own (see "The records" above). This PE's
 // own values stay in h.mine too: compare reads them from there, because
 // reading one's own record back after the others have read it costs a
 // cache miss.
-func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) error {
+func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) (verdict, error) {
 	h.nums[numSeq]++
 	seq, call := h.nums[numSeq], h.nums[numCall]
 	rank := h.sp.Rank
@@ -384,8 +398,9 @@ func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) error
 	v.seq, v.call, v.kind, v.size, v.align, v.in, v.out, v.hints = seq, call, kind, size, align, in, out, uint64(hints)
 	rec := &h.ctl[rank].allocRec[seq%2].allocRecord
 	// The fields are published by the seq store below (a release: on
-	// amd64 a locked instruction, on arm64 STLR), so they need no atomic
-	// writes of their own; readers load them after they see seq.
+	// amd64 a locked instruction, on arm64 STLR), or on one node by the
+	// agreement's first post line; readers load them after they see seq,
+	// or after the agreement, so they need no atomic writes of their own.
 	core.SetPlain(&rec.call, v.call)
 	core.SetPlain(&rec.kind, v.kind)
 	core.SetPlain(&rec.size, v.size)
@@ -398,7 +413,10 @@ func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) error
 		// barrier's Quiet, as Barrier does in a job of one PE.
 		core.SetPlain(&rec.seq, seq)
 		h.rma.quietAll()
-		return nil
+		return alike, nil
+	}
+	if !h.rma.far {
+		return h.agree(v, rec)
 	}
 	if h.rma.mb.Load() == mbReady {
 		// As the world barrier publishes (internal/team, pairBarrier):
@@ -426,10 +444,8 @@ func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) error
 		// store above is the fence wakeSleepers asks for.
 		h.rma.wakeSleepers()
 	}
-	if h.rma.far {
-		if err := h.farRecords(seq); err != nil {
-			return fmt.Errorf("symheap: %s (call #%d) exchanging its record with other nodes: %w", callNames[kind], call, err)
-		}
+	if err := h.farRecords(seq); err != nil {
+		return unread, fmt.Errorf("symheap: %s (call #%d) exchanging its record with other nodes: %w", callNames[kind], call, err)
 	}
 	arrived := func() bool {
 		for p, c := range h.ctl {
@@ -440,27 +456,47 @@ func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) error
 		}
 		return true
 	}
-	lost := h.lost
-	if h.rma.far {
-		// The node's leader brings the other nodes' records
-		// (farRecords), and may find a PE lost on the way.
-		lost = func() error {
-			// The leader's report first: after a divergence it leaves
-			// at once, and its leaving is not the cause.
-			if err := h.farLost(); err != nil {
-				return err
-			}
-			return h.lost()
+	// The node's leader brings the other nodes' records (farRecords),
+	// and may find a PE lost on the way.
+	lost := func() error {
+		// The leader's report first: after a divergence it leaves at
+		// once, and its leaving is not the cause.
+		if err := h.farLost(); err != nil {
+			return err
 		}
+		return h.lost()
 	}
 	if err := h.rma.pollThenWait(rank, arrived, lost); err != nil {
-		return fmt.Errorf("symheap: %s waiting for the other PEs: %w", callNames[kind], err)
+		return unread, fmt.Errorf("symheap: %s waiting for the other PEs: %w", callNames[kind], err)
 	}
 	// The next phase's record line, for writing: every other PE has read
 	// it (each published this phase's record only after it had finished
 	// with the last one), and its stores then find it here.
 	h.prefetchRecord(rank, (seq+1)%2)
-	return nil
+	return unread, nil
+}
+
+// agree is exchange on one node: the record goes to the other PEs along
+// the agreement's dissemination rounds (internal/team, agree.go), which
+// also say whether every PE's record equals this one. The record line
+// stays this PE's, stored for the error path (diverged) and the calls'
+// messages (callDetail), which read it after the agreement; its seq
+// store is plain, published by the agreement's first post line.
+func (h *symHeap) agree(v *recValues, rec *allocRecord) (verdict, error) {
+	core.SetPlain(&rec.seq, v.seq)
+	// Quiet: the fence (or its debt, paid by the release store that
+	// publishes the first round) and the wake-up step for this PE's puts,
+	// as the barrier's.
+	h.rma.quietAll()
+	words := [team.AgreeWords]uint64{v.call, v.kind, v.size, v.align, v.in, v.out, v.hints}
+	ok, err := h.teams.Agree(v.seq, &words, h.lost)
+	if err != nil {
+		return unread, fmt.Errorf("symheap: %s waiting for the other PEs: %w", callNames[v.kind], err)
+	}
+	if ok {
+		return alike, nil
+	}
+	return differ, nil
 }
 
 // allMatch reports whether every other PE's record of phase seq holds v
@@ -486,12 +522,16 @@ func (h *symHeap) allMatch(seq uint64, v *recValues, withOut bool) bool {
 // a benchmark can measure what the check costs.
 var testSkipDivergenceCheck bool
 
-// compare checks every PE's record of phase seq against ours.
-func (h *symHeap) compare(seq uint64, withOut bool) error {
+// compare checks every PE's record of phase seq against ours, given what
+// the exchange learned of them.
+func (h *symHeap) compare(seq uint64, withOut bool, v verdict) error {
 	if testSkipDivergenceCheck {
 		return nil
 	}
-	if h.allMatch(seq, &h.mine[seq%2], withOut) {
+	switch {
+	case v == alike:
+		return nil
+	case v == unread && h.allMatch(seq, &h.mine[seq%2], withOut):
 		return nil
 	}
 	return h.diverged(seq, withOut)

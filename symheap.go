@@ -270,7 +270,7 @@ func initPE(cfg Config, stop func() error) (*PE, error) {
 	}
 	pe.rma.ctl, pe.rma.stats, pe.rma.rank, pe.rma.npes = pe.ctl, pe.stats, pe.rank, pe.npes
 	pe.calls = calls.NewTracker(calls.Areas(&pe.sp, nil), pe.rank, pe.callDetail)
-	pe.ext.sym = symHeap{sp: &pe.sp, ctl: pe.ctl, stats: pe.stats, rma: &pe.rma, calls: pe.calls, lost: pe.collectiveLost}
+	pe.ext.sym = symHeap{sp: &pe.sp, ctl: pe.ctl, stats: pe.stats, rma: &pe.rma, teams: &pe.ext.teams, calls: pe.calls, lost: pe.collectiveLost}
 	pe.ext.sym.nums = &pe.ext.sym.own
 	pe.ext.sym.Retune()
 	pe.ext.sym.farRecords, pe.ext.sym.farLost = pe.far.Records, pe.far.LeaderLost

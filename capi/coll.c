@@ -141,6 +141,13 @@ static struct shmemi_barrier_count *dis_count;  /* this PE's count word for the 
 static struct shmemi_barrier_round **dis_mine;  /* this PE's round lines */
 static struct shmemi_barrier_round **dis_from;  /* round r: the lines of the PE it waits for */
 
+/* The collective allocation's agreement (shmemi_agree) is the runtime's
+ * (internal/team, agree.go): a dissemination barrier in the same order,
+ * on the agreement's round lines, which follow the team ids' parts of the
+ * barrier area, and whose post lines carry each PE's record. */
+static struct shmemi_barrier_round **agree_mine; /* this PE's agreement lines */
+static struct shmemi_barrier_round **agree_from; /* round r: those of the PE it waits for */
+
 /* barrier_area is PE pe's barrier area; team id's count line follows the
  * head, its round lines follow the count line. */
 static char *barrier_team(int pe, int id)
@@ -156,6 +163,12 @@ static struct shmemi_barrier_round *barrier_round(int pe, int id, int r)
 	return (struct shmemi_barrier_round *)(barrier_team(pe, id) + sizeof(struct shmemi_barrier_count)) + r;
 }
 
+/* agree_round is PE pe's agreement line of round r: no count line. */
+static struct shmemi_barrier_round *agree_round(int pe, int r)
+{
+	return (struct shmemi_barrier_round *)barrier_team(pe, SHMEMI_BARRIER_TEAMS) + r;
+}
+
 /* barrier_order places this PE in the world's barrier as the Go runtime
  * does (internal/team, topo.go barrierOrder and dissem.go place): the
  * PEs sorted by (topology key, rank); in round r this PE waits for the
@@ -168,7 +181,10 @@ static void barrier_order(void)
 	uint64_t *key = malloc(sizeof(uint64_t) * (size_t)n);
 	dis_mine = malloc(sizeof(*dis_mine) * (size_t)(shmemi_L.barrier_rounds + 1));
 	dis_from = malloc(sizeof(*dis_from) * (size_t)(shmemi_L.barrier_rounds + 1));
-	if (order == NULL || key == NULL || dis_mine == NULL || dis_from == NULL)
+	agree_mine = malloc(sizeof(*agree_mine) * (size_t)(shmemi_L.barrier_rounds + 1));
+	agree_from = malloc(sizeof(*agree_from) * (size_t)(shmemi_L.barrier_rounds + 1));
+	if (order == NULL || key == NULL || dis_mine == NULL || dis_from == NULL || agree_mine == NULL ||
+	    agree_from == NULL)
 		shmemi_fatal("shmem_init", "out of memory");
 	for (int p = 0; p < n; p++) {
 		struct shmemi_barrier_head *h =
@@ -187,6 +203,8 @@ static void barrier_order(void)
 	for (int r = 0; r < shmemi_L.barrier_rounds; r++) {
 		dis_mine[r] = barrier_round(shmemi_L.me, 0, r);
 		dis_from[r] = barrier_round(order[(pos - (1 << r) + n) % n], 0, r);
+		agree_mine[r] = agree_round(shmemi_L.me, r);
+		agree_from[r] = agree_round(order[(pos - (1 << r) + n) % n], r);
 	}
 	free(order);
 	free(key);
@@ -747,6 +765,47 @@ static void world_dissem(const char *op)
 	}
 	for (int r = 0; r < shmemi_L.barrier_rounds; r++)
 		shmemi_prefetch_w(&dis_mine[r]->line[(c + 1) & 1]);
+}
+
+/*
+ * shmemi_agree: phase seq of the collective allocation's agreement, the
+ * runtime's (internal/team, agree.go, on the same lines and in the same
+ * order, so that Go and C PEs of one job meet in it): for each of the
+ * barrier_rounds rounds, store rec (or, once a difference was seen, the
+ * poisoned record: every word all ones) in this PE's line (r, seq%2),
+ * publish seq, wait until the line (r, seq%2) of the PE 2^r places before
+ * it holds seq, and compare its words with rec. It returns 1 when every
+ * PE's record equals rec, on every PE alike. The caller quieted (its
+ * owed fence is paid by the release store, or the store is seq-cst). A
+ * line's words are rewritten in phase seq+2, after its reader has left
+ * seq.
+ */
+int shmemi_agree(uint64_t seq, const uint64_t *rec, const char *op)
+{
+	uint32_t s = (uint32_t)seq; /* lines compare modulo 2^32 */
+	int relaxed = shmemi_L.post_relaxed, ok = 1;
+	for (int r = 0; r < shmemi_L.barrier_rounds; r++) {
+		struct shmemi_post_line *pl = &agree_mine[r]->line[s & 1];
+		uint64_t *w = (uint64_t *)(void *)pl->data;
+		for (int i = 0; i < SHMEMI_AGREE_WORDS; i++)
+			__atomic_store_n(&w[i], ok ? rec[i] : ~(uint64_t)0, __ATOMIC_RELAXED);
+		post_publish(pl, s, relaxed);
+		/* A few pauses before the first look at the other's line
+		 * (shmsync.SettlePolls). */
+		for (int i = 0; i < shmemi_L.settle; i++)
+			shmemi_pause();
+		struct shmemi_post_line *src = &agree_from[r]->line[s & 1];
+		post_await(src, s, relaxed, op);
+		if (ok) {
+			/* Loads after the seq load that saw s. */
+			const uint64_t *theirs = (const uint64_t *)(const void *)src->data;
+			for (int i = 0; i < SHMEMI_AGREE_WORDS && ok; i++)
+				ok = __atomic_load_n(&theirs[i], __ATOMIC_RELAXED) == rec[i];
+		}
+	}
+	for (int r = 0; r < shmemi_L.barrier_rounds; r++)
+		shmemi_prefetch_w(&agree_mine[r]->line[(s + 1) & 1]);
+	return ok;
 }
 
 /* shmemi_world_barrier is barrier_all and the sync of SHMEM_TEAM_WORLD and

@@ -131,6 +131,7 @@ void *shmemi_alloc(int kind, size_t size, size_t align, long hints, const char *
 void shmemi_wake_slow(int pe);
 void shmemi_futex_wake(uint32_t *w); /* core.c: FUTEX_WAKE of every sleeper on w */
 void shmemi_wake_all(void);
+int shmemi_agree(uint64_t seq, const uint64_t *rec, const char *op); /* coll.c: the allocation records' agreement */
 
 /* shmemi_ctl is the fixed part of PE pe's control block (the root's
  * control.go, struct shmemi_control in shmemi_formats.h). */

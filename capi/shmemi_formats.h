@@ -20,8 +20,9 @@
 
 /* The digest of the runtime's formats (internal/cabi.Sum): shmem_init
  * refuses to run with a runtime whose formats are not these. */
-#define SHMEMI_FORMATS_SUM UINT64_C(0x31454302a97b8df7)
+#define SHMEMI_FORMATS_SUM UINT64_C(0xee185ec6dd027e23)
 
+#define SHMEMI_AGREE_WORDS 7 /* words of an allocation record that the agreement's post lines carry: call, kind, size, align, in, out, hints */
 #define SHMEMI_ALLOC_CALL_ALIGN 3 /* an allocation record's kind (symalloc.go) */
 #define SHMEMI_ALLOC_CALL_CALLOC 2 /* an allocation record's kind (symalloc.go) */
 #define SHMEMI_ALLOC_CALL_FREE 6 /* an allocation record's kind (symalloc.go) */
@@ -30,7 +31,7 @@
 #define SHMEMI_ALLOC_CALL_REALLOC 5 /* an allocation record's kind (symalloc.go) */
 #define SHMEMI_ALLOC_MIN_ALIGN 16 /* the least alignment an allocation record holds: every block's (alloc.MinAlign, symalloc.go) */
 #define SHMEMI_ALLOC_NO_OFF UINT64_C(0xffffffffffffffff) /* an allocation record's in or out when there is no offset (symalloc.go) */
-#define SHMEMI_BARRIER_TEAMS 64 /* team ids in a barrier area, each a count line then the round lines */
+#define SHMEMI_BARRIER_TEAMS 64 /* team ids in a barrier area, each a count line then the round lines; the agreement's round lines follow them (agree.go) */
 #define SHMEMI_CBLOCK_SIZE 4096 /* bytes of the C library's symmetric block, allocated by Init in a job with a C PE */
 #define SHMEMI_CONTROL_SIZE 4096 /* bytes of the fixed part of a control block (core.ControlSize) */
 #define SHMEMI_GO_MALLOC_ALIGN 2 /* symheapc_go_malloc: shmem_align */

@@ -248,17 +248,6 @@ static void cache_put(uint64_t off, uint64_t size, const char *op)
 
 /* ---- the exchange ---- */
 
-/* all_arrived: every other PE has published phase *(uint64_t *)arg. */
-static int all_arrived(void *arg)
-{
-	uint64_t seq = *(uint64_t *)arg;
-	for (int p = 0; p < shmemi_L.npes; p++)
-		/* Acquire; pairs with PE p's publishing store. */
-		if (p != shmemi_L.me && __atomic_load_n(&rec_of(p, seq)->seq, __ATOMIC_ACQUIRE) < seq)
-			return 0;
-	return 1;
-}
-
 /*
  * exchange publishes this PE's record of its next phase (a call of kind,
  * with out its result, or NO_OFF), waits until every PE has published its
@@ -304,37 +293,16 @@ static int exchange_rec(uint64_t kind, uint64_t size, uint64_t align, uint64_t i
 		__atomic_store_n(&r->seq, mine.seq, __ATOMIC_RELAXED);
 		return 1;
 	}
-	if (shmemi_L.mb_ready) {
-		/* The caller quieted (its owed fence or its full one); the
-		 * release store publishes the record and every earlier store of
-		 * this PE. The wake-up step's load may pass it: waiters that
-		 * sleep fence for it (wait.c W2). */
-		__atomic_store_n(&r->seq, mine.seq, __ATOMIC_RELEASE);
-	} else {
-		__atomic_store_n(&r->seq, mine.seq, __ATOMIC_SEQ_CST);
-	}
-	if (__atomic_load_n(shmemi_job_sleeping(), __ATOMIC_SEQ_CST) != 0)
-		shmemi_wake_all();
-	/* A few pauses before the first look at the others' records, which
-	 * PEs arriving about now are writing (shmsync.SettlePolls). */
-	for (int i = 0; i < shmemi_L.settle; i++)
-		shmemi_pause();
-	if (!all_arrived(&mine.seq))
-		shmemi_block(me, all_arrived, &mine.seq, op);
-	/* The next phase's slot, for writing: every other PE has read it. */
-	shmemi_prefetch_w(rec_of(me, mine.seq + 1));
-	int bad = 0;
-	for (int p = 0; p < shmemi_L.npes; p++) {
-		if (p == me)
-			continue;
-		const struct shmemi_alloc_record *o = rec_of(p, mine.seq);
-		if (o->call != mine.call || o->kind != mine.kind || o->size != mine.size || o->align != mine.align ||
-		    o->in != mine.in || o->hints != mine.hints || (with_out && o->out != mine.out)) {
-			bad = 1;
-			break;
-		}
-	}
-	if (!bad)
+	/* One node (a job on several sends its frees and allocations to the
+	 * runtime, whose exchange crosses nodes): the record goes along the
+	 * agreement's rounds, which also say whether every PE's equals it
+	 * (coll.c, shmemi_agree; the runtime's internal/team, agree.go). The
+	 * slot is stored for the runtime's message on a difference and the
+	 * calls' messages, which read it after the agreement: its seq store
+	 * is relaxed, published by the agreement's first line. */
+	__atomic_store_n(&r->seq, mine.seq, __ATOMIC_RELAXED);
+	uint64_t words[SHMEMI_AGREE_WORDS] = {mine.call, mine.kind, mine.size, mine.align, mine.in, mine.out, mine.hints};
+	if (shmemi_agree(mine.seq, words, op))
 		return 1;
 	symheapc_go_diverged(with_out, err, n); /* the runtime's message (symalloc.go, diverged) */
 	return 0;

@@ -185,6 +185,9 @@ func (a *Area) Off(npes int) CBOff {
 	panic("core: unregistered area")
 }
 
+// Size returns the bytes of area a in a job of npes PEs, as registered.
+func (a *Area) Size(npes int) uint64 { return a.size(npes) }
+
 // Bytes returns area a of PE pe's control block.
 func (s *Space) Bytes(a *Area, pe int) []byte {
 	o := uint64(s.CBSeg(pe, a.Off(s.NPEs)))

@@ -29,7 +29,8 @@ func init() {
 	cabi.RegisterStruct(cabi.Struct{Name: "scratch_head", Type: reflect.TypeFor[scratchHead](),
 		Doc: "a team slot's arrived word and scratch buffers (internal/team, teamSlot; treeBcast in collective.go)"})
 	cabi.RegisterConst("SCRATCH_SIZE", scratchSize, "bytes of a scratch buffer: broadcasts of more than SHMEMI_POST_DATA and at most this many go down treeBcast's tree above SHMEMI_POST_FLAT PEs")
-	cabi.RegisterConst("BARRIER_TEAMS", MaxTeams, "team ids in a barrier area, each a count line then the round lines")
+	cabi.RegisterConst("BARRIER_TEAMS", MaxTeams, "team ids in a barrier area, each a count line then the round lines; the agreement's round lines follow them (agree.go)")
+	cabi.RegisterConst("AGREE_WORDS", AgreeWords, "words of an allocation record that the agreement's post lines carry: call, kind, size, align, in, out, hints")
 	cabi.RegisterConst("POST_RING", postRing, "post lines of a PE's ring for small broadcasts")
 	cabi.RegisterConst("POST_DATA", postData, "bytes a post line carries: broadcasts and reductions of at most this many go through post lines")
 	cabi.RegisterConst("POST_FLAT", postFlat, "largest team whose small reductions fold every member's gather line; larger ones go up and down a binomial tree")

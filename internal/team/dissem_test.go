@@ -178,13 +178,14 @@ func TestRounds(t *testing.T) {
 	}
 }
 
-// TestBarrierAreaGrowsWithLogN: a PE's barrier area is O(log N), where
-// the old farsync area was 8 N bytes and the old C world barrier touched
-// N counters.
+// TestBarrierAreaGrowsWithLogN: a PE's barrier area (the agreement's
+// lines included) is O(log N), where the old farsync area was 8 N bytes,
+// the old C world barrier touched N counters and the collective
+// allocation read N records.
 func TestBarrierAreaGrowsWithLogN(t *testing.T) {
 	for _, n := range []int{2, 16, 256, 512} {
-		size := 64 + MaxTeams*barrierTeamSize(n)
-		if want := uint64(64 + MaxTeams*(64+128*rounds(n))); size != want {
+		size := barrierArea.Size(n)
+		if want := uint64(64 + MaxTeams*(64+128*rounds(n)) + 128*rounds(n)); size != want {
 			t.Errorf("%d PEs: area %d B, want %d", n, size, want)
 		}
 		t.Logf("%d PEs: %d B of barrier area per PE", n, size)

@@ -117,3 +117,8 @@ func (l *collCounter) copied(n uint64) { l.c.Bytes += n }
 // CollCounts returns the model's counts of this PE's collectives on the
 // team (linecount builds only). Call it between calls on the team.
 func (t *Team) CollCounts() CollCounts { return t.clc.c }
+
+// AgreeCounts returns the model's counts of this PE's agreements (the
+// collective allocation's exchange, agree.go; linecount builds only):
+// Calls counts the phases. Call it between allocation calls.
+func (l *Layer) AgreeCounts() CollCounts { return l.agree.lc.c }

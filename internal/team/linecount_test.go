@@ -76,3 +76,25 @@ func TestLineCountTeamsOfOtherSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestLineCountAgree: the collective allocation's agreement (agree.go),
+// N = 2 to 256 members in this process: per member and phase ⌈log₂ N⌉
+// lines written and ⌈log₂ N⌉ read, and a critical path of ⌈log₂ N⌉
+// transfers, where the records it replaced had every PE read N-1 record
+// lines per phase (each line read by N-1 PEs).
+func TestLineCountAgree(t *testing.T) {
+	for _, n := range []int{2, 3, 4, 8, 16, 32, 64, 128, 256} {
+		const k = 6
+		l, as := simAgree(n, nil)
+		rec := func(i, s int) [AgreeWords]uint64 { return [AgreeWords]uint64{uint64(s), 1} }
+		runAgree(t, l, as, k, rec)
+		r := rounds(n)
+		for i, a := range as {
+			if c := a.lc.c; c.Calls != k || c.Writes != k*r || c.Reads != k*r || c.MaxDepth != r {
+				t.Fatalf("%d members, member %d: %+v; want %d phases, %d lines written and read, path %d",
+					n, i, c, k, k*r, r)
+			}
+		}
+		t.Logf("%d members: per phase %d lines written, %d read, path %d (the records: %d read)", n, r, r, r, n-1)
+	}
+}

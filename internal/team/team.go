@@ -342,6 +342,11 @@ type Layer struct {
 	settle int
 
 	handles atomic.Int32 // this PE's handles of split teams not yet destroyed; any goroutine
+
+	// agree: this PE's lines of the collective allocation's agreement
+	// and whom it waits for (agree.go); placed at its first phase, used
+	// under the caller's lock of its collective allocations.
+	agree agreeLines
 }
 
 // Init publishes this PE's topology key and makes the world team. Every

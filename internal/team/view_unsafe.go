@@ -1,6 +1,10 @@
 package team
 
-import "github.com/symheap/symheap/internal/core"
+import (
+	"sync/atomic"
+
+	"github.com/symheap/symheap/internal/core"
+)
 
 // Views of the team area and its scratch buffers, and reinterpretation of
 // integer slices for the bitwise reductions (core does the arithmetic).
@@ -82,4 +86,21 @@ func (l *Layer) roundsOf(p, id int) []*barrierRound {
 		rs[r] = core.At[barrierRound](core.Add(first, uint64(r)*core.SizeOf[barrierRound]()))
 	}
 	return rs
+}
+
+// agreeRoundsOf views PE p's agreement round lines, after the team ids'
+// parts of its barrier area (agree.go).
+func (l *Layer) agreeRoundsOf(p int) []*barrierRound {
+	first := core.Add(l.barrierBase(p), core.SizeOf[barrierHead]()+MaxTeams*barrierTeamSize(l.sp.NPEs))
+	rs := make([]*barrierRound, rounds(l.sp.NPEs))
+	for r := range rs {
+		rs[r] = core.At[barrierRound](core.Add(first, uint64(r)*core.SizeOf[barrierRound]()))
+	}
+	return rs
+}
+
+// agreeWords views a post line's data as the words of a record
+// (agree.go); the data are 8-byte aligned, after seq and sleepers.
+func agreeWords(pl *postLine) *[AgreeWords]atomic.Uint64 {
+	return core.At[[AgreeWords]atomic.Uint64](core.AddrOf(&pl.data))
 }
