@@ -51,28 +51,53 @@ import (
 // # The records
 //
 // Each PE has two record slots in its control block (allocRecord), and
-// phase k of its calls writes slot k%2: the owner stores the fields, then
-// publishes them with a store of seq = k (a release store after Quiet's
-// part, as the world barrier publishes, where this process registered for
-// membarrier; a sequentially consistent one otherwise); a reader
-// waits until it sees seq >= k, then reads the fields. A PE can be at most
-// one phase ahead of any other (it cannot finish phase k+1 without every
-// PE's record of k+1, which each writes after finishing phase k), so slot
-// k%2 holds k or k-2 while anyone still waits for or reads phase k, and
-// is overwritten (by phase k+2) only after every PE has finished with k.
-// Waiting sleeps on the waiter's own signal word (wait.go); publishing
-// wakes every PE with sleepers.
+// phase k of its calls writes slot k%2: the owner stores the fields and
+// seq = k. How the other PEs learn them depends on the job:
 //
-// A record line per PE was measured against other designs in a loop of
-// 2-PE Malloc+Free pairs, and each of these lost or tied
+//   - Flat, up to team.AgreeFlat PEs on one node, and across nodes: the
+//     slot is published with the store of seq (a release store after
+//     Quiet's part, as the world barrier publishes, where this process
+//     registered for membarrier; a sequentially consistent one
+//     otherwise); a reader waits until it sees seq >= k in every PE's
+//     slot (across nodes, the node's leader brings the other nodes'
+//     records into this node's copies of their blocks: internal/far),
+//     then compares the fields: N-1 lines read per PE and phase, at once.
+//     Waiting sleeps on the waiter's own signal word (wait.go);
+//     publishing wakes every PE with sleepers.
+//   - More PEs on one node: the record goes along a dissemination barrier
+//     whose post lines carry it (internal/team, agree.go, Layer.Agree):
+//     in each of ⌈log₂ N⌉ rounds a PE publishes its record (or, once it
+//     has seen a difference, a poisoned one) and compares the line of the
+//     PE 2^r places before it with its own, so that after the last round
+//     every PE knows whether all N records are alike: ⌈log₂ N⌉ lines
+//     written and read per PE and phase, and one reader per line, so a
+//     publication wakes at most one sleeper. Only when they differ does
+//     a PE read every PE's slot (diverged), to name the PEs that differ.
+//     The slot's seq is a plain store, published by the first round.
+//
+// Why flat up to 4: at 2 PEs both forms move one line each way, and the
+// flat one costs less around it (a Malloc+Free pair 0.53-0.68 µs against
+// 0.62-0.79 in Go, 0.47-0.51 against 0.53-0.71 in C, alternating); at 4
+// PEs on 2 cores the flat form's reads mostly find lines already
+// published where the rounds wait in turn (Go 22-23 µs against 32-43).
+// From 8 PEs the agreement wins (2 cores: Go 500-560 → 121-132 µs, at 16
+// 2297-2727 → 1149-1163; docs/bench/scale.md).
+//
+// A PE can be at most one phase ahead of any other (it cannot finish
+// phase k+1 without every PE's record of k+1, which each writes after
+// finishing phase k), so slot k%2 (and line k%2 of each round) holds k or
+// k-2 while anyone still waits for or reads phase k, and is overwritten
+// (by phase k+2) only after every PE has finished with k.
+//
+// The flat form was measured against other designs in a loop of 2-PE
+// Malloc+Free pairs, and each of these lost or tied
 // (docs/bench/design-measurements.md): one shared counter per phase with
 // the records' digests summed into the add; one line of seqs and digests
 // shared by four PEs; seq on a line of its own; CLDEMOTE of the published
-// line. What made it faster was the world barrier's recipe: a release
-// store for seq, a few pauses before the first look at the others'
-// records (shmsync.SettlePolls), and the next phase's line prefetched for
-// writing once the phase is over (a release store alone had tied with
-// XCHG).
+// line. What made it faster was the world barrier's recipe, which both
+// forms follow: a release store to publish, a few pauses before the first
+// look at the others' lines (shmsync.SettlePolls), and the next phase's
+// line prefetched for writing once the phase is over.
 
 // Hints for MallocWithHints: the OpenSHMEM 1.5 bits. Any combination, and
 // unknown bits, are accepted; memory from any hint works for every
@@ -415,8 +440,11 @@ func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) (verd
 		h.rma.quietAll()
 		return alike, nil
 	}
-	if !h.rma.far {
-		return h.agree(v, rec)
+	if !h.rma.far && h.sp.NPEs > team.AgreeFlat {
+		// From the arguments, not from v: wide loads of v would wait for
+		// the narrow stores above.
+		words := [team.AgreeWords]uint64{call, kind, size, align, in, out, uint64(hints)}
+		return h.agree(seq, &words, rec)
 	}
 	if h.rma.mb.Load() == mbReady {
 		// As the world barrier publishes (internal/team, pairBarrier):
@@ -444,8 +472,10 @@ func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) (verd
 		// store above is the fence wakeSleepers asks for.
 		h.rma.wakeSleepers()
 	}
-	if err := h.farRecords(seq); err != nil {
-		return unread, fmt.Errorf("symheap: %s (call #%d) exchanging its record with other nodes: %w", callNames[kind], call, err)
+	if h.rma.far {
+		if err := h.farRecords(seq); err != nil {
+			return unread, fmt.Errorf("symheap: %s (call #%d) exchanging its record with other nodes: %w", callNames[kind], call, err)
+		}
 	}
 	arrived := func() bool {
 		for p, c := range h.ctl {
@@ -456,15 +486,18 @@ func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) (verd
 		}
 		return true
 	}
-	// The node's leader brings the other nodes' records (farRecords),
-	// and may find a PE lost on the way.
-	lost := func() error {
-		// The leader's report first: after a divergence it leaves at
-		// once, and its leaving is not the cause.
-		if err := h.farLost(); err != nil {
-			return err
+	lost := h.lost
+	if h.rma.far {
+		// The node's leader brings the other nodes' records
+		// (farRecords), and may find a PE lost on the way.
+		lost = func() error {
+			// The leader's report first: after a divergence it leaves
+			// at once, and its leaving is not the cause.
+			if err := h.farLost(); err != nil {
+				return err
+			}
+			return h.lost()
 		}
-		return h.lost()
 	}
 	if err := h.rma.pollThenWait(rank, arrived, lost); err != nil {
 		return unread, fmt.Errorf("symheap: %s waiting for the other PEs: %w", callNames[kind], err)
@@ -482,16 +515,15 @@ func (h *symHeap) exchange(kind, size, align, in, out uint64, hints Hints) (verd
 // stays this PE's, stored for the error path (diverged) and the calls'
 // messages (callDetail), which read it after the agreement; its seq
 // store is plain, published by the agreement's first post line.
-func (h *symHeap) agree(v *recValues, rec *allocRecord) (verdict, error) {
-	core.SetPlain(&rec.seq, v.seq)
+func (h *symHeap) agree(seq uint64, words *[team.AgreeWords]uint64, rec *allocRecord) (verdict, error) {
+	core.SetPlain(&rec.seq, seq)
 	// Quiet: the fence (or its debt, paid by the release store that
 	// publishes the first round) and the wake-up step for this PE's puts,
 	// as the barrier's.
 	h.rma.quietAll()
-	words := [team.AgreeWords]uint64{v.call, v.kind, v.size, v.align, v.in, v.out, v.hints}
-	ok, err := h.teams.Agree(v.seq, &words, h.lost)
+	ok, err := h.teams.Agree(seq, words, h.lost)
 	if err != nil {
-		return unread, fmt.Errorf("symheap: %s waiting for the other PEs: %w", callNames[v.kind], err)
+		return unread, fmt.Errorf("symheap: %s waiting for the other PEs: %w", callNames[words[1]], err)
 	}
 	if ok {
 		return alike, nil

@@ -145,8 +145,8 @@ static struct shmemi_barrier_round **dis_from;  /* round r: the lines of the PE 
  * (internal/team, agree.go): a dissemination barrier in the same order,
  * on the agreement's round lines, which follow the team ids' parts of the
  * barrier area, and whose post lines carry each PE's record. */
-static struct shmemi_barrier_round **agree_mine; /* this PE's agreement lines */
-static struct shmemi_barrier_round **agree_from; /* round r: those of the PE it waits for */
+static struct shmemi_agree_round **agree_mine; /* this PE's agreement lines */
+static struct shmemi_agree_round **agree_from; /* round r: those of the PE it waits for */
 
 /* barrier_area is PE pe's barrier area; team id's count line follows the
  * head, its round lines follow the count line. */
@@ -163,10 +163,10 @@ static struct shmemi_barrier_round *barrier_round(int pe, int id, int r)
 	return (struct shmemi_barrier_round *)(barrier_team(pe, id) + sizeof(struct shmemi_barrier_count)) + r;
 }
 
-/* agree_round is PE pe's agreement line of round r: no count line. */
-static struct shmemi_barrier_round *agree_round(int pe, int r)
+/* agree_round is PE pe's agreement lines of round r: no count line. */
+static struct shmemi_agree_round *agree_round(int pe, int r)
 {
-	return (struct shmemi_barrier_round *)barrier_team(pe, SHMEMI_BARRIER_TEAMS) + r;
+	return (struct shmemi_agree_round *)barrier_team(pe, SHMEMI_BARRIER_TEAMS) + r;
 }
 
 /* barrier_order places this PE in the world's barrier as the Go runtime
@@ -785,17 +785,26 @@ int shmemi_agree(uint64_t seq, const uint64_t *rec, const char *op)
 	uint32_t s = (uint32_t)seq; /* lines compare modulo 2^32 */
 	int relaxed = shmemi_L.post_relaxed, ok = 1;
 	for (int r = 0; r < shmemi_L.barrier_rounds; r++) {
-		struct shmemi_post_line *pl = &agree_mine[r]->line[s & 1];
+		struct shmemi_agree_line *pl = &agree_mine[r]->line[s & 1];
 		uint64_t *w = (uint64_t *)(void *)pl->data;
 		for (int i = 0; i < SHMEMI_AGREE_WORDS; i++)
 			__atomic_store_n(&w[i], ok ? rec[i] : ~(uint64_t)0, __ATOMIC_RELAXED);
-		post_publish(pl, s, relaxed);
+		/* As post_publish, with the sleepers on the next line (the
+		 * runtime's agreeLine says why). */
+		if (relaxed)
+			__atomic_store_n(&pl->seq, s, __ATOMIC_RELEASE);
+		else
+			__atomic_store_n(&pl->seq, s, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&pl->sleepers, __ATOMIC_SEQ_CST) != 0)
+			shmemi_futex_wake(&pl->seq);
 		/* A few pauses before the first look at the other's line
 		 * (shmsync.SettlePolls). */
 		for (int i = 0; i < shmemi_L.settle; i++)
 			shmemi_pause();
-		struct shmemi_post_line *src = &agree_from[r]->line[s & 1];
-		post_await(src, s, relaxed, op);
+		struct shmemi_agree_line *src = &agree_from[r]->line[s & 1];
+		struct post_wait pw = {&src->seq, s};
+		if (!post_reached(&pw))
+			shmemi_block_word(&src->seq, &src->sleepers, relaxed, post_reached, &pw, op);
 		if (ok) {
 			/* Loads after the seq load that saw s. */
 			const uint64_t *theirs = (const uint64_t *)(const void *)src->data;
@@ -804,7 +813,7 @@ int shmemi_agree(uint64_t seq, const uint64_t *rec, const char *op)
 		}
 	}
 	for (int r = 0; r < shmemi_L.barrier_rounds; r++)
-		shmemi_prefetch_w(&agree_mine[r]->line[(s + 1) & 1]);
+		shmemi_prefetch_w(&agree_mine[r]->line[(s + 1) & 1].seq);
 	return ok;
 }
 

@@ -20,8 +20,9 @@
 
 /* The digest of the runtime's formats (internal/cabi.Sum): shmem_init
  * refuses to run with a runtime whose formats are not these. */
-#define SHMEMI_FORMATS_SUM UINT64_C(0xee185ec6dd027e23)
+#define SHMEMI_FORMATS_SUM UINT64_C(0x4473fd4dcb185797)
 
+#define SHMEMI_AGREE_FLAT 4 /* largest job whose collective allocations read every PE's record line; larger ones on one node run the agreement */
 #define SHMEMI_AGREE_WORDS 7 /* words of an allocation record that the agreement's post lines carry: call, kind, size, align, in, out, hints */
 #define SHMEMI_ALLOC_CALL_ALIGN 3 /* an allocation record's kind (symalloc.go) */
 #define SHMEMI_ALLOC_CALL_CALLOC 2 /* an allocation record's kind (symalloc.go) */
@@ -59,6 +60,27 @@
 #define SHMEMI_SMALL_SPAN_FIXED 128 /* bytes of small_span before the bitmaps (alloc/small) */
 #define SHMEMI_SMALL_SPAN_MAGIC UINT64_C(0x5350414e00000000) /* the high half of small_span.class (alloc/small) */
 #define SHMEMI_SMALL_SPAN_SHIFT 15 /* log2 of a span's bytes (alloc/small) */
+
+/* struct shmemi_agree_line: team.agreeLine, 128 bytes. */
+struct shmemi_agree_line {
+	uint32_t seq; /* 0 */
+	unsigned char pad_4[4]; /* 4 */
+	unsigned char data[56]; /* 8 */
+	uint32_t sleepers; /* 64 */
+	unsigned char pad_68[60]; /* 68 */
+};
+_Static_assert(sizeof(struct shmemi_agree_line) == 128, "struct shmemi_agree_line is not team.agreeLine: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_agree_line, seq) == 0, "struct shmemi_agree_line is not team.agreeLine: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_agree_line, data) == 8, "struct shmemi_agree_line is not team.agreeLine: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_agree_line, sleepers) == 64, "struct shmemi_agree_line is not team.agreeLine: run go generate ./capi/gen");
+
+/* struct shmemi_agree_round: team.agreeRound, 256 bytes:
+ * a PE's post lines of one round of the allocation records' agreement, by the parity of the phase, each in a 128-byte pair of its own (internal/team, agree.go). */
+struct shmemi_agree_round {
+	struct shmemi_agree_line line[2]; /* 0 */
+};
+_Static_assert(sizeof(struct shmemi_agree_round) == 256, "struct shmemi_agree_round is not team.agreeRound: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_agree_round, line) == 0, "struct shmemi_agree_round is not team.agreeRound: run go generate ./capi/gen");
 
 /* struct shmemi_barrier_count: team.barrierCount, 64 bytes:
  * a PE's count of full barriers on one team id, owner only (internal/team, dissem.go). */

@@ -39,14 +39,20 @@
  * # The records
  *
  * As the runtime's (its symalloc.go, "The records"): phase k of this PE's
- * calls writes slot k%2 of its two; the fields are stored, then seq = k
- * published with a release store after quiet (where the process
+ * calls writes slot k%2 of its two. Up to SHMEMI_AGREE_FLAT PEs, seq = k
+ * is published with a release store after quiet (where the process
  * registered for membarrier, whose waiters fence for the publisher), else
- * a seq-cst one. The last phase and call numbers are kept in this
- * process (shmemi_rec_nums), where the runtime keeps them too
+ * a seq-cst one, and every PE reads every other PE's slot. With more, the
+ * record goes along the agreement's dissemination rounds (coll.c,
+ * shmemi_agree; the runtime's internal/team, agree.go), which say whether
+ * every PE's record is alike: ⌈log₂ N⌉ lines written and read per PE and
+ * phase. Only when they differ does the runtime read every PE's slot to
+ * name them. The calls made here run on one node only (a job on several
+ * sends frees to the runtime, so the cache is empty there). The last phase and call numbers are kept in
+ * this process (shmemi_rec_nums), where the runtime keeps them too
  * (cabi.ShareRecords), so calls made here and calls made in Go number
- * alike. Reading them back from this PE's own slots instead cost a cache
- * miss a call (~90 ns): the other PEs poll those lines.
+ * alike and meet in the same phases of the agreement. Reading them back
+ * from this PE's own slots instead cost a cache miss a call (~90 ns).
  *
  * # Validation
  *
@@ -248,6 +254,35 @@ static void cache_put(uint64_t off, uint64_t size, const char *op)
 
 /* ---- the exchange ---- */
 
+/* all_arrived: every other PE has published phase *(uint64_t *)arg. */
+static int all_arrived(void *arg)
+{
+	uint64_t seq = *(uint64_t *)arg;
+	for (int p = 0; p < shmemi_L.npes; p++)
+		/* Acquire; pairs with PE p's publishing store. */
+		if (p != shmemi_L.me && __atomic_load_n(&rec_of(p, seq)->seq, __ATOMIC_ACQUIRE) < seq)
+			return 0;
+	return 1;
+}
+
+/* agree is exchange_rec's form for more than SHMEMI_AGREE_FLAT PEs: the
+ * record goes along the agreement's rounds, which also say whether every
+ * PE's equals it (coll.c, shmemi_agree; the runtime's internal/team,
+ * agree.go). The slot is stored for the runtime's message on a
+ * difference and the calls' messages, which read it after the agreement:
+ * its seq store is relaxed, published by the agreement's first line. */
+static int agree(const struct shmemi_alloc_record *mine, struct shmemi_alloc_record *r, int with_out, const char *op,
+		 char *err, size_t n)
+{
+	__atomic_store_n(&r->seq, mine->seq, __ATOMIC_RELAXED);
+	uint64_t words[SHMEMI_AGREE_WORDS] = {mine->call, mine->kind, mine->size, mine->align,
+					      mine->in,   mine->out,  mine->hints};
+	if (shmemi_agree(mine->seq, words, op))
+		return 1;
+	symheapc_go_diverged(with_out, err, n); /* the runtime's message (symalloc.go, diverged) */
+	return 0;
+}
+
 /*
  * exchange publishes this PE's record of its next phase (a call of kind,
  * with out its result, or NO_OFF), waits until every PE has published its
@@ -293,16 +328,41 @@ static int exchange_rec(uint64_t kind, uint64_t size, uint64_t align, uint64_t i
 		__atomic_store_n(&r->seq, mine.seq, __ATOMIC_RELAXED);
 		return 1;
 	}
-	/* One node (a job on several sends its frees and allocations to the
-	 * runtime, whose exchange crosses nodes): the record goes along the
-	 * agreement's rounds, which also say whether every PE's equals it
-	 * (coll.c, shmemi_agree; the runtime's internal/team, agree.go). The
-	 * slot is stored for the runtime's message on a difference and the
-	 * calls' messages, which read it after the agreement: its seq store
-	 * is relaxed, published by the agreement's first line. */
-	__atomic_store_n(&r->seq, mine.seq, __ATOMIC_RELAXED);
-	uint64_t words[SHMEMI_AGREE_WORDS] = {mine.call, mine.kind, mine.size, mine.align, mine.in, mine.out, mine.hints};
-	if (shmemi_agree(mine.seq, words, op))
+	/* The calls made here run on one node only (a job on several sends
+	 * frees to the runtime, so the cache is empty there). */
+	if (shmemi_L.npes > SHMEMI_AGREE_FLAT)
+		return agree(&mine, r, with_out, op, err, n);
+	if (shmemi_L.mb_ready) {
+		/* The caller quieted (its owed fence or its full one); the
+		 * release store publishes the record and every earlier store of
+		 * this PE. The wake-up step's load may pass it: waiters that
+		 * sleep fence for it (wait.c W2). */
+		__atomic_store_n(&r->seq, mine.seq, __ATOMIC_RELEASE);
+	} else {
+		__atomic_store_n(&r->seq, mine.seq, __ATOMIC_SEQ_CST);
+	}
+	if (__atomic_load_n(shmemi_job_sleeping(), __ATOMIC_SEQ_CST) != 0)
+		shmemi_wake_all();
+	/* A few pauses before the first look at the others' records, which
+	 * PEs arriving about now are writing (shmsync.SettlePolls). */
+	for (int i = 0; i < shmemi_L.settle; i++)
+		shmemi_pause();
+	if (!all_arrived(&mine.seq))
+		shmemi_block(me, all_arrived, &mine.seq, op);
+	/* The next phase's slot, for writing: every other PE has read it. */
+	shmemi_prefetch_w(rec_of(me, mine.seq + 1));
+	int bad = 0;
+	for (int p = 0; p < shmemi_L.npes; p++) {
+		if (p == me)
+			continue;
+		const struct shmemi_alloc_record *o = rec_of(p, mine.seq);
+		if (o->call != mine.call || o->kind != mine.kind || o->size != mine.size || o->align != mine.align ||
+		    o->in != mine.in || o->hints != mine.hints || (with_out && o->out != mine.out)) {
+			bad = 1;
+			break;
+		}
+	}
+	if (!bad)
 		return 1;
 	symheapc_go_diverged(with_out, err, n); /* the runtime's message (symalloc.go, diverged) */
 	return 0;

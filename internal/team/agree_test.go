@@ -15,12 +15,12 @@ func simAgree(n int, keys []uint64) (*Layer, []*agreeLines) {
 	if keys == nil {
 		keys = make([]uint64, n)
 	}
-	lines := make([][]barrierRound, n)
+	lines := make([][]agreeRound, n)
 	for i := range lines {
-		lines[i] = make([]barrierRound, rounds(n))
+		lines[i] = make([]agreeRound, rounds(n))
 	}
-	linesOf := func(i int) []*barrierRound {
-		ls := make([]*barrierRound, rounds(n))
+	linesOf := func(i int) []*agreeRound {
+		ls := make([]*agreeRound, rounds(n))
 		for k := range ls {
 			ls[k] = &lines[i][k]
 		}

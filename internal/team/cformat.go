@@ -23,6 +23,8 @@ func init() {
 		Doc: "a PE's count of full barriers on one team id, owner only (internal/team, dissem.go)"})
 	cabi.RegisterStruct(cabi.Struct{Type: reflect.TypeFor[barrierRound](),
 		Doc: "a PE's post lines of one barrier round for one team id, by the parity of its count (internal/team, dissem.go)"})
+	cabi.RegisterStruct(cabi.Struct{Type: reflect.TypeFor[agreeRound](),
+		Doc: "a PE's post lines of one round of the allocation records' agreement, by the parity of the phase, each in a 128-byte pair of its own (internal/team, agree.go)"})
 	// The arrived word and scratch buffers of a team slot: the C
 	// library's world broadcasts of SHMEMI_POST_DATA+1 to
 	// SHMEMI_SCRATCH_SIZE bytes run treeBcast on a block of this format.
@@ -30,6 +32,7 @@ func init() {
 		Doc: "a team slot's arrived word and scratch buffers (internal/team, teamSlot; treeBcast in collective.go)"})
 	cabi.RegisterConst("SCRATCH_SIZE", scratchSize, "bytes of a scratch buffer: broadcasts of more than SHMEMI_POST_DATA and at most this many go down treeBcast's tree above SHMEMI_POST_FLAT PEs")
 	cabi.RegisterConst("BARRIER_TEAMS", MaxTeams, "team ids in a barrier area, each a count line then the round lines; the agreement's round lines follow them (agree.go)")
+	cabi.RegisterConst("AGREE_FLAT", AgreeFlat, "largest job whose collective allocations read every PE's record line; larger ones on one node run the agreement")
 	cabi.RegisterConst("AGREE_WORDS", AgreeWords, "words of an allocation record that the agreement's post lines carry: call, kind, size, align, in, out, hints")
 	cabi.RegisterConst("POST_RING", postRing, "post lines of a PE's ring for small broadcasts")
 	cabi.RegisterConst("POST_DATA", postData, "bytes a post line carries: broadcasts and reductions of at most this many go through post lines")

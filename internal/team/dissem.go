@@ -22,7 +22,7 @@ import (
 //	head                      64 B: this PE's topology key ("Topology", topo.go)
 //	team 0 .. MaxTeams-1      each: a count line (barrierCount), then
 //	                          rounds(npes) round lines (barrierRound)
-//	agreement                 rounds(npes) round lines (agree.go)
+//	agreement                 rounds(npes) round lines (agreeRound, agree.go)
 //
 // A PE's count word for a team id counts its full barriers on the teams
 // that held the id, never reset; only its owner writes it (plain load,
@@ -31,7 +31,7 @@ import (
 // lines (postLine: seq, sleepers) chosen by the parity of the owner's
 // count: in its barrier numbered c the owner publishes c in line c%2 of
 // every round in turn, and one other member reads each. Per PE the area
-// is 64 + MaxTeams*(64 + 128*⌈log₂ npes⌉) + 128*⌈log₂ npes⌉ bytes: it
+// is 64 + MaxTeams*(64 + 128*⌈log₂ npes⌉) + 256*⌈log₂ npes⌉ bytes: it
 // grows with log N, not N (37 KiB at 16 PEs, 78 KiB at 512).
 //
 // # The barrier, step by step (a member at position p of the team's
@@ -105,7 +105,7 @@ func barrierTeamSize(npes int) uint64 {
 
 // barrierArea is the barrier's area of every control block.
 var barrierArea = core.RegisterArea("barrier", func(npes int) uint64 {
-	return core.SizeOf[barrierHead]() + MaxTeams*barrierTeamSize(npes) + uint64(rounds(npes))*core.SizeOf[barrierRound]()
+	return core.SizeOf[barrierHead]() + MaxTeams*barrierTeamSize(npes) + uint64(rounds(npes))*core.SizeOf[agreeRound]()
 })
 
 // BarrierOff is the offset of the barrier area in a control block (for

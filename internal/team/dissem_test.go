@@ -185,7 +185,7 @@ func TestRounds(t *testing.T) {
 func TestBarrierAreaGrowsWithLogN(t *testing.T) {
 	for _, n := range []int{2, 16, 256, 512} {
 		size := barrierArea.Size(n)
-		if want := uint64(64 + MaxTeams*(64+128*rounds(n)) + 128*rounds(n)); size != want {
+		if want := uint64(64 + MaxTeams*(64+128*rounds(n)) + 256*rounds(n)); size != want {
 			t.Errorf("%d PEs: area %d B, want %d", n, size, want)
 		}
 		t.Logf("%d PEs: %d B of barrier area per PE", n, size)

@@ -15,8 +15,8 @@ func (*lineCounter) end()            {}
 // collCounter is the model's counts of the collectives (linecount_on.go).
 type collCounter struct{}
 
-func (*collCounter) begin()          {}
-func (*collCounter) wrote(*postLine) {}
-func (*collCounter) read(*postLine)  {}
-func (*collCounter) end()            {}
-func (*collCounter) copied(uint64)   {}
+func (*collCounter) begin()        {}
+func (*collCounter) wrote(any)     {}
+func (*collCounter) read(any)      {}
+func (*collCounter) end()          {}
+func (*collCounter) copied(uint64) {}

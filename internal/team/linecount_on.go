@@ -88,16 +88,16 @@ type collCounter struct {
 
 // lineDepths holds, per post line of this process's simulation, the depth
 // its last publisher stored before publishing.
-var lineDepths sync.Map // *postLine -> uint32
+var lineDepths sync.Map // a line (*postLine, *agreeLine) -> uint32
 
 func (l *collCounter) begin() { l.depth = 0 }
 
-func (l *collCounter) wrote(pl *postLine) {
+func (l *collCounter) wrote(pl any) {
 	l.c.Writes++
 	lineDepths.Store(pl, l.depth)
 }
 
-func (l *collCounter) read(pl *postLine) {
+func (l *collCounter) read(pl any) {
 	l.c.Reads++
 	var d uint32
 	if v, ok := lineDepths.Load(pl); ok {

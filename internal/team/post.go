@@ -44,16 +44,19 @@ type postLine struct {
 // for asymmetric fences the store is a release store, which waits for
 // nothing: the sleepers' membarrier stands in for the fence that would
 // order it before the load of sleepers ("Post lines", Sleeping).
-func (l *Layer) publish(pl *postLine, v uint32) {
+func (l *Layer) publish(pl *postLine, v uint32) { l.publishWord(&pl.seq, &pl.sleepers, v) }
+
+// publishWord is publish for a futex word seq and its count of sleepers.
+func (l *Layer) publishWord(seq, sleepers *atomic.Uint32, v uint32) {
 	if l.relaxed {
-		shmsync.StoreRelease32(&pl.seq, v) // release; pairs with the waiters' loads (awaitPost), the sleepers' membarrier orders it before the load below
+		shmsync.StoreRelease32(seq, v) // release; pairs with the waiters' loads (awaitPost), the sleepers' membarrier orders it before the load below
 	} else {
-		pl.seq.Store(v) // seq-cst; pairs with the waiters' loads and their sleepers increment
+		seq.Store(v) // seq-cst; pairs with the waiters' loads and their sleepers increment
 	}
 	// Seq-cst load; pairs with a sleeper's increment before its fence and
 	// its last test of seq.
-	if pl.sleepers.Load() != 0 {
-		shmsync.WakeAll(&pl.seq)
+	if sleepers.Load() != 0 {
+		shmsync.WakeAll(seq)
 	}
 }
 
@@ -92,9 +95,15 @@ func (t *Team) waitErr(j int, err error) error {
 // Sleeping): announce, fence for the publishers, then test and sleep in
 // a loop. check runs whenever a sleep slice has run out.
 func (l *Layer) sleepOnPost(pl *postLine, cond func() bool, check func() error) error {
+	return l.sleepOnWord(&pl.seq, &pl.sleepers, cond, check)
+}
+
+// sleepOnWord is sleepOnPost for a futex word seq and its count of
+// sleepers.
+func (l *Layer) sleepOnWord(seq, sleepers *atomic.Uint32, cond func() bool, check func() error) error {
 	// S1: seq-cst; pairs with publish's load of sleepers.
-	pl.sleepers.Add(1)
-	defer pl.sleepers.Add(^uint32(0))
+	sleepers.Add(1)
+	defer sleepers.Add(^uint32(0))
 	slice := shmsync.SleepSlice
 	// S2: the publishers' missing fence. Where it fails (it cannot, where
 	// the publishers registered: the same kernel) a store that took no
@@ -102,7 +111,7 @@ func (l *Layer) sleepOnPost(pl *postLine, cond func() bool, check func() error) 
 	if l.relaxed && unix.MembarrierGlobal() != nil {
 		slice = time.Millisecond
 	}
-	return shmsync.SleepFenced(&pl.seq, slice, cond, check) // test and sleep
+	return shmsync.SleepFenced(seq, slice, cond, check) // test and sleep
 }
 
 // lastPost returns the largest sequence number among lines (modulo 2^32):

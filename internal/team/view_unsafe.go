@@ -90,17 +90,37 @@ func (l *Layer) roundsOf(p, id int) []*barrierRound {
 
 // agreeRoundsOf views PE p's agreement round lines, after the team ids'
 // parts of its barrier area (agree.go).
-func (l *Layer) agreeRoundsOf(p int) []*barrierRound {
+func (l *Layer) agreeRoundsOf(p int) []*agreeRound {
 	first := core.Add(l.barrierBase(p), core.SizeOf[barrierHead]()+MaxTeams*barrierTeamSize(l.sp.NPEs))
-	rs := make([]*barrierRound, rounds(l.sp.NPEs))
+	rs := make([]*agreeRound, rounds(l.sp.NPEs))
 	for r := range rs {
-		rs[r] = core.At[barrierRound](core.Add(first, uint64(r)*core.SizeOf[barrierRound]()))
+		rs[r] = core.At[agreeRound](core.Add(first, uint64(r)*core.SizeOf[agreeRound]()))
 	}
 	return rs
 }
 
-// agreeWords views a post line's data as the words of a record
-// (agree.go); the data are 8-byte aligned, after seq and sleepers.
-func agreeWords(pl *postLine) *[AgreeWords]atomic.Uint64 {
-	return core.At[[AgreeWords]atomic.Uint64](core.AddrOf(&pl.data))
+// storeRecord stores rec, or the poisoned record (every word all ones),
+// into the words of an agreement line's data at p (agree.go): plain
+// stores, published by the line's seq store after them. Written out: the
+// first store is Go's nil check, where a loop over w would check with a
+// load from the line.
+func storeRecord(p core.Ptr, rec *[AgreeWords]uint64, poison bool) {
+	v := *rec
+	if poison {
+		v = [AgreeWords]uint64{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}
+	}
+	w := (*[AgreeWords]uint64)(p)
+	w[0], w[1], w[2], w[3], w[4], w[5], w[6] = v[0], v[1], v[2], v[3], v[4], v[5], v[6]
+}
+
+// sameRecord reports whether the record in the words at p equals rec;
+// atomic loads, after the seq load that published them.
+func sameRecord(p core.Ptr, rec *[AgreeWords]uint64) bool {
+	w := (*[AgreeWords]atomic.Uint64)(p)
+	for i := range w {
+		if w[i].Load() != rec[i] {
+			return false
+		}
+	}
+	return true
 }
