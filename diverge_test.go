@@ -36,31 +36,11 @@ func wantDiverged(t *testing.T, what string, err error, parts ...string) {
 // every PE with one message naming each PE's call, instead of waiting
 // for ever; after that, Free and Close return at once.
 func TestDivergedCallsFail(t *testing.T) {
-	t.Run("Malloc-against-Barrier", func(t *testing.T) {
-		petest.Run(t, 2, func(t *testing.T) {
-			pe, err := symheap.Init(symheap.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer pe.Close()
-			x, err := symheap.Malloc[int64](pe, 8) // world call #1
-			if err != nil {
-				t.Fatal(err)
-			}
-			if pe.Rank() == 0 {
-				_, err = symheap.Malloc[byte](pe, 64)
-			} else {
-				err = pe.Barrier()
-			}
-			wantDiverged(t, "Malloc on PE 0, Barrier on PE 1", err,
-				"Barrier (call #2) on PE 1", "Malloc of 64 B (call #2) on PE 0", "same collective calls in the same order")
-			// Every later collective call says so at once, Free and
-			// Close included.
-			wantDiverged(t, "Free after the divergence", symheap.Free(pe, x), "Free: ", "call #2")
-			wantDiverged(t, "Barrier after the divergence", pe.Barrier(), "Barrier: ", "call #2")
-			wantDiverged(t, "Close after the divergence", pe.Close(), "Close: ", "call #2")
-		}, divergeOpts...)
-	})
+	// 2 PEs exchange allocation records flat; 6 run the agreement
+	// (internal/team, agree.go): both must find the other call.
+	for _, n := range []int{2, 6} {
+		t.Run(fmt.Sprintf("Malloc-against-Barrier/%dPE", n), func(t *testing.T) { mallocAgainstBarrier(t, n) })
+	}
 	t.Run("Close-against-Barrier", func(t *testing.T) {
 		// The ordinary error path: one PE returns early, its deferred
 		// Close runs while the others wait in a Barrier.
@@ -111,4 +91,32 @@ func TestDivergedCallsFail(t *testing.T) {
 			wantDiverged(t, "Sync against Broadcast on a team", err, "Sync (call #1 on team ", "Broadcast (call #1 on team ")
 		}, divergeOpts...)
 	})
+}
+
+// mallocAgainstBarrier: PE 0 calls Malloc where the other n-1 PEs call
+// Barrier; every PE gets ErrDiverged naming PE 0's Malloc and a Barrier.
+func mallocAgainstBarrier(t *testing.T, n int) {
+	petest.Run(t, n, func(t *testing.T) {
+		pe, err := symheap.Init(symheap.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pe.Close()
+		x, err := symheap.Malloc[int64](pe, 8) // world call #1
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pe.Rank() == 0 {
+			_, err = symheap.Malloc[byte](pe, 64)
+		} else {
+			err = pe.Barrier()
+		}
+		wantDiverged(t, "Malloc on PE 0, Barrier on the others", err,
+			"Barrier (call #2) on PE ", "Malloc of 64 B (call #2) on PE 0", "same collective calls in the same order")
+		// Every later collective call says so at once, Free and
+		// Close included.
+		wantDiverged(t, "Free after the divergence", symheap.Free(pe, x), "Free: ", "call #2")
+		wantDiverged(t, "Barrier after the divergence", pe.Barrier(), "Barrier: ", "call #2")
+		wantDiverged(t, "Close after the divergence", pe.Close(), "Close: ", "call #2")
+	}, divergeOpts...)
 }

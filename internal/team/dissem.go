@@ -120,8 +120,8 @@ func BarrierRounds(npes int) int { return rounds(npes) }
 // words and, by round, whom it waits for. Immutable once placed, but for
 // the line counts (lc); used by one call at a time (Team.busy).
 type dissem struct {
-	count    *atomic.Uint32  // this PE's count word for the team's id
-	base     uint32          // its value when the team was made
+	count    *atomic.Uint32 // this PE's count word for the team's id
+	base     uint32         // its value when the team was made
 	mine     [][2]*postLine // this PE's lines, by round and parity
 	from     [][2]*postLine // round r: the lines of the member it waits for
 	fromBase []uint32       // that member's base
