@@ -651,23 +651,29 @@ static int post_reached(void *arg)
 	return (int32_t)(__atomic_load_n(w->seq, __ATOMIC_SEQ_CST) - w->want) >= 0;
 }
 
-/* post_publish makes the caller's earlier stores (the line's data among
- * them) visible with the line's count v, and wakes its sleepers. The
+/* publish_word makes the caller's earlier stores (a line's data among
+ * them) visible with the count v in seq, and wakes its sleepers. The
  * store is seq-cst, so that the load of sleepers after it cannot miss a
  * waiter that announced itself before testing the count; or, relaxed (a
  * process registered for membarrier whose waiters fence before they
  * sleep: post_await with fenced), a release store, which the load of
  * sleepers may pass and a sleeper's membarrier orders. */
-static void post_publish(struct shmemi_post_line *pl, uint32_t v, int relaxed)
+static void publish_word(uint32_t *seq, uint32_t *sleepers, uint32_t v, int relaxed)
 {
 	/* Two stores, not one with a computed order: GCC makes a store whose
 	 * order is not a constant seq-cst. */
 	if (relaxed)
-		__atomic_store_n(&pl->seq, v, __ATOMIC_RELEASE);
+		__atomic_store_n(seq, v, __ATOMIC_RELEASE);
 	else
-		__atomic_store_n(&pl->seq, v, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&pl->sleepers, __ATOMIC_SEQ_CST) != 0)
-		shmemi_futex_wake(&pl->seq);
+		__atomic_store_n(seq, v, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(sleepers, __ATOMIC_SEQ_CST) != 0)
+		shmemi_futex_wake(seq);
+}
+
+/* post_publish is publish_word for a post line. */
+static void post_publish(struct shmemi_post_line *pl, uint32_t v, int relaxed)
+{
+	publish_word(&pl->seq, &pl->sleepers, v, relaxed);
 }
 
 /* post_await waits until the line pl (another PE's) has reached count
@@ -791,12 +797,7 @@ int shmemi_agree(uint64_t seq, const uint64_t *rec, const char *op)
 			__atomic_store_n(&w[i], ok ? rec[i] : ~(uint64_t)0, __ATOMIC_RELAXED);
 		/* As post_publish, with the sleepers on the next line (the
 		 * runtime's agreeLine says why). */
-		if (relaxed)
-			__atomic_store_n(&pl->seq, s, __ATOMIC_RELEASE);
-		else
-			__atomic_store_n(&pl->seq, s, __ATOMIC_SEQ_CST);
-		if (__atomic_load_n(&pl->sleepers, __ATOMIC_SEQ_CST) != 0)
-			shmemi_futex_wake(&pl->seq);
+		publish_word(&pl->seq, &pl->sleepers, s, relaxed);
 		/* A few pauses before the first look at the other's line
 		 * (shmsync.SettlePolls). */
 		for (int i = 0; i < shmemi_L.settle; i++)

@@ -109,13 +109,7 @@ func ref(line *agreeLine) agreeRef {
 // place chooses the PEs this PE waits for (as dissem.place; bases 0).
 func (a *agreeLines) place(rank int, keys []uint64, linesOf func(p int) []*agreeRound) {
 	n := len(keys)
-	order := barrierOrder(keys)
-	pos := 0
-	for i, r := range order {
-		if r == rank {
-			pos = i
-		}
-	}
+	order, pos := orderOf(keys, rank)
 	both := func(rd *agreeRound) [2]agreeRef { return [2]agreeRef{ref(&rd.line[0]), ref(&rd.line[1])} }
 	a.mine = make([][2]agreeRef, rounds(n))
 	a.from = make([][2]agreeRef, rounds(n))

@@ -143,13 +143,7 @@ func lineAddrs(rd *barrierRound) [2]*postLine { return [2]*postLine{&rd.line[0],
 // and theirs(j) member j's.
 func (d *dissem) place(rank int, keys []uint64, bases []uint32, mine func() []*barrierRound, theirs func(j int) []*barrierRound) {
 	n := len(keys)
-	order := barrierOrder(keys)
-	pos := 0
-	for i, r := range order {
-		if r == rank {
-			pos = i
-		}
-	}
+	order, pos := orderOf(keys, rank)
 	d.mine = make([][2]*postLine, rounds(n))
 	for r, rd := range mine()[:rounds(n)] {
 		d.mine[r] = lineAddrs(rd)

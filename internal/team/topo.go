@@ -133,3 +133,14 @@ func barrierOrder(keys []uint64) []int {
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(keys[a], keys[b]) })
 	return order
 }
+
+// orderOf returns the barrier order of keys and rank's position in it.
+func orderOf(keys []uint64, rank int) (order []int, pos int) {
+	order = barrierOrder(keys)
+	for i, r := range order {
+		if r == rank {
+			pos = i
+		}
+	}
+	return order, pos
+}
