@@ -103,6 +103,7 @@ type Layer struct {
 	nodeOf     []int // the node of every PE
 	local      []int // the PEs of this node, increasing
 	far        []int // the PEs on other nodes
+	mirrors    []int // this PE's partner on each other node (New), connected at Start
 	leaders    []int // the lowest rank of each node, by node
 	node       int   // this PE's node
 	leader     bool  // this PE is its node's leader
@@ -113,6 +114,7 @@ type Layer struct {
 
 	epoch    uint32                // barriers made (leaders)
 	told     atomic.Bool           // this PE has announced a lost PE
+	spread   atomic.Bool           // this PE has told its node of an announcement (spreadLoss)
 	lost     atomic.Pointer[error] // the first failure of a cross-node barrier
 	progStop chan struct{}
 	progDone chan struct{}
@@ -145,12 +147,37 @@ func New(c Config) *Layer {
 		}
 	}
 	l.leader = l.local[0] == l.rank
+	l.mirrors = mirrors(l.nodeOf, l.node, slices.Index(l.local, l.rank))
 	l.met = make([]atomic.Uint32, l.npes)
 	if l.leader {
 		l.recOut = make([]uint64, 0, (RecordWords+1)*len(l.local))
 		l.recIn = make([]uint64, (RecordWords+1)*l.npes)
 	}
 	return l
+}
+
+// mirrors returns the partners, on the nodes other than node, of the PE
+// that is the i-th of its node: the i-th PE of each (modulo its size).
+// The nodes' leaders are thus each other's partners. A PE's
+// announcements go to its partners only (Announce), over connections
+// made at Start; every PE of the job is some PE's partner unless its
+// node is larger than every other, and a PE that hears an announcement
+// tells its whole node (spreadLoss).
+func mirrors(nodeOf []int, node, i int) []int {
+	var byNode [][]int
+	for r, n := range nodeOf {
+		for len(byNode) <= n {
+			byNode = append(byNode, nil)
+		}
+		byNode[n] = append(byNode[n], r)
+	}
+	var out []int
+	for n, pes := range byNode {
+		if n != node && len(pes) > 0 {
+			out = append(out, pes[i%len(pes)])
+		}
+	}
+	return out
 }
 
 // Far returns the PEs on other nodes.
@@ -206,6 +233,11 @@ func (l *Layer) Start(rt Runtime, regions [][]byte) error {
 	}
 	l.progStop, l.progDone = make(chan struct{}), make(chan struct{})
 	go l.progress()
+	// The connections announcements take, made now, while every PE
+	// answers (its progress goroutine runs); Announce makes none.
+	if err := net.Connect(l.mirrors); err != nil {
+		return fmt.Errorf("joining the other nodes: %w", err)
+	}
 	return nil
 }
 
@@ -222,8 +254,11 @@ func (l *Layer) progress() {
 			return
 		default:
 		}
-		if v, ok := l.net.Sleep(sleep); ok && v&announceExit != 0 {
-			l.onAnnounced(v) // exits
+		if v, ok := l.net.Sleep(sleep); ok {
+			if v&announceExit != 0 {
+				l.onAnnounced(v) // exits
+			}
+			l.spreadLoss(v)
 		}
 		// The transport stored what arrived with plain stores; a full fence before
 		// the sleepers load, as a put's P2 (wait.go).
@@ -290,6 +325,9 @@ func (l *Layer) Check() error {
 	if err := l.announced(); err != nil {
 		return err
 	}
+	if err := l.heard(); err != nil {
+		return err
+	}
 	if p, err := l.net.Failed(); err != nil {
 		l.Announce(p)
 		return l.peerLost(p, err)
@@ -301,23 +339,61 @@ func (l *Layer) Check() error {
 // lost on this node, or by this PE) is gone: their waits end with
 // errs.ErrPeerLost naming it even if they never talk to p or its node.
 //
-// Not p itself: it cannot act on it, and an endpoint made now to a PE
-// that was killed or stopped is a connection UCX 1.13 may fail while its
-// wireup is under way, which ends in an assertion that aborts this
-// process (a PE that announced a stopped PE of the other node died so,
-// now and then, in the cluster tests' stop case, leaving its node's
-// segment behind).
+// It goes to this PE's partners (mirrors), over the connections made at
+// Start, and each partner tells its node (spreadLoss). A connection made
+// now, while PEs fail, is one UCX 1.13 may not survive: it aborts the
+// process when a connection fails with its wireup reply still queued (a
+// PE that announced to every PE of the other nodes, one of which
+// announced to it at the same moment and then left, died so in the
+// cluster tests' kill case; one that announced to the stopped PE itself
+// did, in the stop case).
 func (l *Layer) Announce(p int) {
 	if l == nil || l.net == nil || p < 0 || !l.told.CompareAndSwap(false, true) {
 		return
 	}
-	to := make([]int, 0, len(l.far))
-	for _, q := range l.far {
+	to := make([]int, 0, len(l.mirrors))
+	for _, q := range l.mirrors {
 		if q != p {
 			to = append(to, q)
 		}
 	}
 	l.net.Announce(to, tagOf(tagLost, l.rank, 0, 0), uint64(p), false)
+}
+
+// spreadLoss tells this node's PEs, once, of an announcement this PE
+// heard: a lost PE's rank goes into its leader's farLost word as
+// -(2 + rank), which every PE of the node checks (heard), and all are
+// woken. Announcements of an exit or a divergence take other ways
+// (onAnnounced: the node exits; the leaders, which alone hear of a
+// divergence, tell their nodes themselves).
+func (l *Layer) spreadLoss(v uint64) {
+	if v&(announceExit|announceDiverged) != 0 || v >= uint64(l.npes) || !l.spread.CompareAndSwap(false, true) {
+		return
+	}
+	// Seq-cst; a leader's own finding (nodeFail) may replace it.
+	l.rt.FarLost(l.local[0]).CompareAndSwap(0, lostHeard(int(v)))
+	l.rt.WakeAll()
+}
+
+// lostHeard is the farLost value of a lost PE announced by another node.
+func lostHeard(p int) int64 { return -2 - int64(p) }
+
+// heard returns the loss of a PE that another node announced to a PE of
+// this node (spreadLoss).
+func (l *Layer) heard() error {
+	if v := l.rt.FarLost(l.local[0]).Load(); v <= lostHeard(0) {
+		return l.heardErr(v)
+	}
+	return nil
+}
+
+// heardErr is the error of farLost value v <= lostHeard(0).
+func (l *Layer) heardErr(v int64) error {
+	p := int(lostHeard(0) - v)
+	if p >= l.npes {
+		return fmt.Errorf("a PE on another node is gone (farLost %d): %w", v, errs.ErrPeerLost)
+	}
+	return gone(p, "PE %d on node %d is gone (announced by another node to a PE of this one): %w", p, l.nodeOf[p], errs.ErrPeerLost)
 }
 
 // announceExit is the bit of an announcement that carries GlobalExit's
@@ -333,6 +409,7 @@ const (
 // exits, if it announced GlobalExit).
 func (l *Layer) announced() error {
 	if v, ok := l.net.Watched(); ok {
+		l.spreadLoss(v)
 		return l.onAnnounced(v)
 	}
 	return nil
@@ -370,7 +447,8 @@ func (l *Layer) Exit(code int) {
 		// Flushed: the other nodes' PEs have the request before this
 		// node's PEs start exiting (whose lost connections they would
 		// otherwise see first).
-		l.net.Announce(l.far, tagOf(tagLost, l.rank, 0, 0), announceExit|uint64(code&0xff), true)
+		// To the partners, each of which exits its node (onAnnounced).
+		l.net.Announce(l.mirrors, tagOf(tagLost, l.rank, 0, 0), announceExit|uint64(code&0xff), true)
 	}
 }
 
@@ -383,6 +461,9 @@ func (l *Layer) Alive(p int) bool {
 		return false
 	}
 	if v, ok := l.net.Watched(); ok && int(v) == p {
+		return false
+	}
+	if l.rt.FarLost(l.local[0]).Load() == lostHeard(p) {
 		return false
 	}
 	q, _ := l.net.Failed()
@@ -613,6 +694,8 @@ func (l *Layer) LostBy(ld int) error {
 			calls.Describe(l.rt.Calls().Own().Load()), l.rank, ld, errs.ErrDiverged))
 	} else if v >= 2 {
 		return gone(int(v-2), "PE %d on node %d is gone (found by this node's leader, PE %d): %w", v-2, l.nodeOf[v-2], ld, errs.ErrPeerLost)
+	} else if v <= lostHeard(0) {
+		return l.heardErr(v)
 	} else if v != 0 {
 		return fmt.Errorf("a PE on another node is gone (found by this node's leader, PE %d): %w", ld, errs.ErrPeerLost)
 	}

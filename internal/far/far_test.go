@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -268,4 +270,70 @@ func TestTwoNodesLostPE(t *testing.T) {
 			t.Errorf("PE %d: Close after the loss: %v, want ErrPeerLost", pe.Rank(), err)
 		}
 	}, nodeJob(t), petest.Timeout(2*time.Minute))
+}
+
+// TestUnevenNodesLostPE: nodes of three PEs (0-2) and two (3, 4). PE 4
+// stops (SIGSTOP: its connections and its bootstrap stay up, so no
+// launcher or socket reports it) while the others wait on their own
+// memory for a value no PE writes. PE 3 finds it stalled through its
+// node's segment and announces it to its partner on the other node, PE
+// 0, only. PEs 1 and 2 talk to nobody: they hear of the loss only because
+// PE 0 leaves it for its node. Every PE must end its wait with
+// ErrPeerLost naming PE 4 (a loss never heard is a job that does not end
+// before its timeout). The PEs that heard meet in files before they
+// leave, so that none finds an earlier one's exit instead; the first to
+// leave ends the job.
+func TestUnevenNodesLostPE(t *testing.T) {
+	dir := t.TempDir()
+	res := petest.Run(t, 5, func(t *testing.T) {
+		node := 0
+		if petest.Rank() >= 3 {
+			node = 1
+		}
+		os.Setenv("SYMHEAP_NODE", fmt.Sprintf("node%d", node))
+		pe, err := symheap.Init(symheap.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		never, err := symheap.Calloc[int64](pe, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pe.Barrier(); err != nil {
+			t.Fatal(err)
+		}
+		if pe.Rank() == 4 {
+			for { // stopped again if anything continues it; the launcher kills it
+				syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+			}
+		}
+		err = symheap.WaitUntil(pe, &never[0], symheap.CmpEQ, 1)
+		fmt.Printf("PE %d: %v\n", pe.Rank(), err)
+		if !errors.Is(err, symheap.ErrPeerLost) || !strings.Contains(err.Error(), "PE 4") {
+			fmt.Println("WRONG ERROR: want ErrPeerLost naming PE 4")
+			os.Exit(4)
+		}
+		heard := os.Getenv("HEARD_DIR")
+		if err := os.WriteFile(filepath.Join(heard, fmt.Sprint(pe.Rank())), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if ents, _ := os.ReadDir(heard); len(ents) == 4 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		pe.Close()
+		os.Exit(3)
+	}, nodeJob(t), petest.Env("HEARD_DIR="+dir, "SYMHEAP_PEER_TIMEOUT=1s"), petest.ExpectFailure(), petest.Timeout(2*time.Minute))
+	// A PE writes its file once it has heard, and the first exit (3,
+	// which ends the job) comes after all four.
+	for r := range 4 {
+		if _, err := os.Stat(filepath.Join(dir, fmt.Sprint(r))); err != nil {
+			t.Errorf("PE %d never heard of PE 4's loss", r)
+		}
+	}
+	if res.Status != 3 || res.TimedOut {
+		t.Errorf("job status %d (timed out: %v), want 3 from a PE that heard", res.Status, res.TimedOut)
+	}
 }

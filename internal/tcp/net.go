@@ -759,9 +759,31 @@ func (n *Net) Watch(tag, mask uint64) error {
 // Watched implements transport.Tagged.
 func (n *Net) Watched() (uint64, bool) { return n.q.watched() }
 
+// Connect implements transport.Tagged: it starts the connections to
+// peers (their frames wait in order until each is up).
+func (n *Net) Connect(peers []int) error {
+	for _, p := range peers {
+		if p < 0 || p >= len(n.outs) {
+			return fmt.Errorf("tcp: connect to peer %d of %d: %w", p, len(n.outs), errs.ErrBadArg)
+		}
+		if _, err := n.out(p, "connect"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// connected reports whether this Net has started its connection to peer.
+func (n *Net) connected(peer int) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return peer >= 0 && peer < len(n.outs) && n.outs[peer] != nil
+}
+
 // Announce implements transport.Tagged: an 8-byte message to each of
-// peers that is not known lost; with flush, a wait (at most Timeout, and
-// ended by the checks of every wait) until they have been written.
+// peers that is connected (Connect, or an earlier operation) and not
+// known lost; with flush, a wait (at most Timeout, and ended by the
+// checks of every wait) until they have been written.
 func (n *Net) Announce(peers []int, tag, val uint64, flush bool) {
 	var b [8]byte
 	for i := range b {
@@ -769,7 +791,7 @@ func (n *Net) Announce(peers []int, tag, val uint64, flush bool) {
 	}
 	var sent []*sendReq
 	for _, p := range peers {
-		if n.checkPeer(p, "announce") != nil {
+		if !n.connected(p) || n.checkPeer(p, "announce") != nil {
 			continue
 		}
 		oc, err := n.out(p, "announce")

@@ -108,9 +108,18 @@ type Tagged interface {
 	Watch(tag, mask uint64) error
 	// Watched reports the announced value once it has arrived.
 	Watched() (uint64, bool)
+	// Connect makes the connections to peers now, each ready for use
+	// when it returns; otherwise the first operation on a peer makes its
+	// connection. Its error names the first peer it could not reach.
+	Connect(peers []int) error
 	// Announce sends the 8-byte val with tag to each of peers without
 	// waiting for delivery (a peer that is gone does not hold it up);
 	// with flush it then waits, at most Timeout, until they have left.
+	// It makes no connection: a peer this Net has not connected to
+	// (Connect, or an earlier operation on it) is skipped. Announcements
+	// go out while peers fail, and a connection made then is one a
+	// transport may not survive (UCX 1.13 aborts when a connection fails
+	// with its wireup reply still queued).
 	Announce(peers []int, tag, val uint64, flush bool)
 }
 

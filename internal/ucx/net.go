@@ -399,6 +399,7 @@ func (n *ucxNet) Check(peer int) error         { return n.w.Check(peer) }
 func (n *ucxNet) Failed() (int, error)         { return n.w.Failed() }
 func (n *ucxNet) Watch(tag, mask uint64) error { return n.w.Watch(tag, mask) }
 func (n *ucxNet) Watched() (uint64, bool)      { return n.w.Watched() }
+func (n *ucxNet) Connect(peers []int) error    { return n.w.Connect(peers) }
 func (n *ucxNet) Announce(peers []int, tag, val uint64, flush bool) {
 	n.w.Announce(peers, tag, val, flush)
 }

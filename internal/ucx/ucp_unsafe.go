@@ -844,15 +844,34 @@ func (w *Worker) watched() (uint64, bool) {
 	return uint64(v), true
 }
 
+// Connect makes and settles (ep) the endpoints to peers now.
+func (w *Worker) Connect(peers []int) error {
+	w.lock()
+	defer w.mu.Unlock()
+	for _, p := range peers {
+		if _, err := w.ep(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Announce sends val with tag to each of peers, without waiting for
 // delivery (a peer that is gone does not hold it up); with flush it then
-// waits, at most Timeout, until the messages have left. An endpoint made
-// here is settled first (ep): one round trip, or up to Timeout for a
-// peer that does not answer, which then gets no announcement.
+// waits, at most Timeout, until the messages have left. Only over
+// endpoints made and settled before (Connect, or an earlier operation):
+// a peer whose endpoint would be made now is skipped. The PEs that
+// announce are those that found a peer failing; an endpoint they made
+// now, to a PE that may leave at once, could fail with its wireup reply
+// queued, and UCX 1.13 asserts that no such reply is ever dropped
+// (ucp_request_send_state_ff: "got REP message"), aborting the process.
 func (w *Worker) Announce(peers []int, tag, val uint64, flush bool) {
 	w.lock()
 	defer w.mu.Unlock()
 	for _, p := range peers {
+		if p < 0 || p >= len(w.peers) || !w.peers[p].ready {
+			continue
+		}
 		if ps, err := w.ep(p); err == nil {
 			C.sh_announce(ps.ep, C.uint64_t(tag), C.uint64_t(val))
 		}

@@ -742,6 +742,11 @@ func testWatchAnnounce(t *testing.T, nets []transport.Net) {
 			t.Fatal("Watched before any announcement")
 		}
 	}
+	// Announce makes no connection: to a peer not connected to, nothing
+	// goes. Messages from one sender arrive in order, so had the first
+	// gone, it would be the one Watched reports.
+	nets[0].Announce([]int{1, 2}, tag|5, 0x99, true)
+	must(t, "Connect", nets[0].Connect([]int{1, 2}))
 	nets[0].Announce([]int{1, 2}, tag|5, 0x1234, true)
 	for _, n := range nets[1:] {
 		deadline := time.Now().Add(guard)
