@@ -32,7 +32,8 @@
  * (world_dissem); a split team's sync calls into Go, which runs the same
  * barrier. The active sets of OpenSHMEM 1.4 (PE_start, logPE_stride,
  * PE_size, pSync) keep a counter barrier in C (counter_barrier), whose
- * words must be back at SHMEM_SYNC_VALUE after each call. The words each routine
+ * words must be back at SHMEM_SYNC_VALUE after each call; but an active
+ * set of every PE in rank order syncs as the world (world_set, gsync). The words each routine
  * uses are a struct shmemi_sync (shmemi_formats.h, from capi/gen's
  * formats.go): in pSync for an active set, at the head of the world's
  * scratch block (struct shmemi_scratch, which also holds the collectives'
@@ -851,10 +852,18 @@ void shmemi_world_barrier(const char *op)
 }
 
 
+/* world_set: whether an active set is every PE in rank order, whose
+ * barrier and sync are the world's (shmemi_world_barrier: the
+ * dissemination barrier, its pSync left at SHMEM_SYNC_VALUE). */
+static int world_set(int start, int logstride, int size)
+{
+	return start == 0 && logstride == 0 && size == shmemi_L.npes;
+}
+
 void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long *pSync)
 {
 	set_check(PE_start, logPE_stride, PE_size, "shmem_barrier");
-	if (far_world(PE_start, logPE_stride, PE_size, "shmem_barrier")) {
+	if (far_world(PE_start, logPE_stride, PE_size, "shmem_barrier") || world_set(PE_start, logPE_stride, PE_size)) {
 		shmemi_world_barrier("shmem_barrier");
 		return;
 	}
@@ -867,7 +876,7 @@ void shmem_barrier(int PE_start, int logPE_stride, int PE_size, long *pSync)
 void shmem_sync(int PE_start, int logPE_stride, int PE_size, long *pSync)
 {
 	set_check(PE_start, logPE_stride, PE_size, "shmem_sync");
-	if (far_world(PE_start, logPE_stride, PE_size, "shmem_sync")) {
+	if (far_world(PE_start, logPE_stride, PE_size, "shmem_sync") || world_set(PE_start, logPE_stride, PE_size)) {
 		shmemi_world_barrier("shmem_sync");
 		return;
 	}
@@ -913,10 +922,17 @@ static int gpe(const struct group *g, int r)
 	return g->world ? g->world[r] : g->start + (r << g->logstride);
 }
 
+/* gsync: the sync of a collective's group. An active set of every PE in
+ * rank order (call_team 0: the caller published its call on the world)
+ * takes the world's dissemination barrier, ⌈log₂ n⌉ lines a member,
+ * where the counter barrier on pSync costs n-1; its pSync stays at
+ * SHMEM_SYNC_VALUE. */
 static void gsync(const struct group *g, const char *op)
 {
 	if (g->world)
 		shmem_team_sync(g->team);
+	else if (call_team(g) == 0 && shmemi_L.npes > 1)
+		world_dissem(op);
 	else
 		set_barrier(g->start, g->logstride, g->size, g->pSync, op);
 }
