@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/symheap/symheap"
 	"github.com/symheap/symheap/internal/petest"
@@ -33,9 +34,54 @@ func TestCollectives(t *testing.T) {
 			t.Fatal(err)
 		}
 		testBackToBack(t, pe)
+		testBackToBackLarge(t, pe)
 		testCollectiveErrors(t, pe)
 		testCollectiveAllocs(t, pe)
 	})
+}
+
+// testBackToBackLarge runs Broadcasts of 1 to 16 KiB in a row, with no
+// other synchronisation, from a changing root, two arrays taking the
+// roles of dst and src in turn, and each PE overwrites both arrays as
+// soon as it has checked a call's result: a member that left a call
+// while another still read its array (the copy tree's parent before its
+// children copied, the root before its children read its src) would hand
+// out the overwritten values, which the next checks find. A member is
+// slow now and then.
+func testBackToBackLarge(t *testing.T, pe *symheap.PE) {
+	w, n, me := pe.World(), pe.Size(), pe.Rank()
+	const m = 2048 // int64s: 16 KiB
+	buf, err := symheap.Malloc[int64](pe, 2*m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer symheap.Free(pe, buf)
+	a, b := buf[:m], buf[m:]
+	for it := range 200 {
+		k := 128 << (it % 5) // 1, 2, 4, 8, 16 KiB
+		dst, src := a[:k], b[:k]
+		if it%2 == 1 {
+			dst, src = b[:k], a[:k]
+		}
+		root := (it*3 + it/7) % n
+		for i := range src {
+			src[i] = int64(it<<32 | me<<20 | i)
+		}
+		if it%37 == me {
+			time.Sleep(time.Millisecond)
+		}
+		if err := symheap.Broadcast(w, dst, src, root); err != nil {
+			t.Fatal(err)
+		}
+		for i := range dst {
+			if want := int64(it<<32 | root<<20 | i); dst[i] != want {
+				t.Fatalf("call %d: Broadcast of %d B from %d: [%d] = %#x, want %#x", it, 8*k, root, i, dst[i], want)
+			}
+		}
+		for i := range buf {
+			buf[i] = -1
+		}
+	}
 }
 
 // testBackToBack runs many small collectives in a row, with no other

@@ -148,7 +148,7 @@ func (t *Team) Broadcast(dst, src Vec, root int, typeErr error) error {
 	if n == 0 {
 		return nil
 	}
-	_, sOff, same, err := t.locatePair(what, dst, src, true)
+	dOff, sOff, same, err := t.locatePair(what, dst, src, true)
 	if err != nil {
 		return err
 	}
@@ -160,6 +160,9 @@ func (t *Team) Broadcast(dst, src Vec, root int, typeErr error) error {
 	me := t.rank
 	if nb <= scratchSize && t.size > postFlat {
 		return t.treeBcast(k, dst, src, nb, root, same)
+	}
+	if nb <= copyTreeMax && t.size > postFlat {
+		return t.copyTree(dst, src, dOff, sOff, nb, root, same)
 	}
 	if nb <= scratchSize {
 		if me == root {
@@ -264,6 +267,53 @@ func (t *Team) treeBcast(k uint64, dst, src Vec, nb uint64, root int, same bool)
 	if v != 0 || !same {
 		copyIn(dst.p, from, nb)
 		t.clc.copied(nb)
+	}
+	return nil
+}
+
+// copyTreeMax is the largest Broadcast that goes down copyTree: above
+// it, each of the tree's ⌈log₂ n⌉ levels would copy the whole array in
+// turn, where the members of the flat form copy the root's at once.
+const copyTreeMax = 64 << 10
+
+// copyTree is the Broadcast of more than a scratch buffer, up to
+// copyTreeMax bytes, on a team of more than postFlat members: down
+// treeBcast's binomial tree, each member copying its parent's dst (the
+// root's src, for the root's children) into its own. A member waits for
+// its parent's arrival in this call, copies, arrives, and then waits for
+// its children's arrivals: they read its dst (the root its src) until
+// then, and the caller may change them once the call returns (every
+// collective returns only when no member reads its arrays any more, so
+// none reads this PE's dst when the call starts). A member reads its
+// parent's nb bytes and the arrival lines of its parent and of at most
+// ⌈log₂ n⌉ children, copies nb bytes, and waits in no barrier: the flat
+// form's barrier, copy, barrier made every member wait 2·⌈log₂ n⌉
+// rounds.
+func (t *Team) copyTree(dst, src Vec, dOff, sOff, nb uint64, root int, same bool) error {
+	n := t.size
+	v := (t.rank - root + n) % n
+	if v != 0 {
+		p := (v - v&-v + root) % n
+		if err := t.waitFor(p, t.arrivals+1); err != nil {
+			return err
+		}
+		off := dOff
+		if p == root {
+			off = sOff
+		}
+		copyIn(dst.p, t.remote(t.members[p], off), nb)
+		t.clc.copied(nb)
+	}
+	t.arrive()
+	if v == 0 && !same {
+		copyIn(dst.p, src.p, nb)
+		t.clc.copied(nb)
+	}
+	// The children, as treeKids (without its slice: no allocation).
+	for c := 1; v+c < n && (v == 0 || c < v&-v); c <<= 1 {
+		if err := t.waitFor((v+c+root)%n, t.arrivals); err != nil {
+			return err
+		}
 	}
 	return nil
 }
