@@ -268,6 +268,7 @@ func initPE(cfg Config, stop func() error) (*PE, error) {
 	for i := range pe.ctl {
 		pe.ctl[i] = core.View[control](seg.CB(i))
 	}
+	seg.BeforeLoss(pe.awaitNodeExit)
 	pe.rma.ctl, pe.rma.stats, pe.rma.rank, pe.rma.npes = pe.ctl, pe.stats, pe.rank, pe.npes
 	pe.calls = calls.NewTracker(calls.Areas(&pe.sp, nil), pe.rank, pe.callDetail)
 	pe.ext.sym = symHeap{sp: &pe.sp, ctl: pe.ctl, stats: pe.stats, rma: &pe.rma, teams: &pe.ext.teams, calls: pe.calls, lost: pe.collectiveLost}
@@ -572,6 +573,27 @@ func (pe *PE) awaitExitReady(d time.Duration) {
 	// Seq-cst load; pairs with the increments.
 	for int(g.exitReady.Load()) < 1+pe.liveOthers() && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// awaitNodeExit runs before a check reports a PE of this node that died
+// or closed (segment.BeforeLoss). While a GlobalExit of the node is under
+// way (its code is set), the node's PEs leave one by one and this process
+// is about to exit with the code too: its exit watcher ends it, or the
+// nodeExit that another goroutine of this PE runs when a PE of another
+// node asked (internal/far). A PE that left first must not be reported
+// lost meanwhile: the caller could end the process with a status of its
+// own before that exit (a PE waiting in a barrier did, now and then, in
+// the cluster tests' GlobalExit case under load). It waits for the exit a
+// bounded while (nodeExit's own waits, and a margin), then lets the
+// report go.
+func (pe *PE) awaitNodeExit() {
+	if pe.closed.Load() || pe.ctl[0].exitCode.Load()&exitSet == 0 {
+		return
+	}
+	deadline := time.Now().Add(exitReadyWait + 3*time.Second)
+	for time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -184,6 +184,8 @@ type Segment struct {
 	lay    Layout
 	local  []int // the ranks that attach (Params.Local, or all)
 	closed atomic.Bool
+	// beforeLoss runs before a check reports a PE gone (BeforeLoss).
+	beforeLoss atomic.Pointer[func()]
 
 	// Heartbeat: this PE's beater goroutine, and what this PE last saw of
 	// every other PE's beat (local memory, guarded by seenMu).
@@ -808,6 +810,13 @@ func (s *Segment) CheckDead(pes []int) error {
 	return s.checkPeers(pes, &lost, false)
 }
 
+// BeforeLoss sets f to run before a check reports a PE of this node
+// that died or closed (CheckPeers, LostPeer, CheckDead, the barrier's
+// check): the runtime's wait while a GlobalExit of the node is under way,
+// in which the node's PEs leave one by one and this process too is about
+// to exit with the exit's code.
+func (s *Segment) BeforeLoss(f func()) { s.beforeLoss.Store(&f) }
+
 func (s *Segment) checkPeers(pes []int, lost *int, closedToo bool) error {
 	check := func(pe int) error {
 		if s.Alive(pe) {
@@ -828,6 +837,9 @@ func (s *Segment) checkPeers(pes []int, lost *int, closedToo bool) error {
 				return nil
 			}
 			how = "closed"
+		}
+		if f := s.beforeLoss.Load(); f != nil {
+			(*f)()
 		}
 		*lost = pe
 		return fmt.Errorf("PE %d (pid %d) of job %q %s: %w", pe, s.Pid(pe), s.p.Job, how, errs.ErrPeerLost)
