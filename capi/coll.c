@@ -24,7 +24,9 @@
  * more than REDUCE_SHARES bytes is folded in shares (reduce_shares). A
  * broadcast or reduction of at most SHMEMI_POST_DATA bytes over the whole
  * job goes through post lines instead (post_broadcast, post_reduce: above
- * SHMEMI_POST_FLAT PEs up and down a binomial tree).
+ * SHMEMI_POST_FLAT PEs up and down a binomial tree). An fcollect of at
+ * most SHMEMI_SCRATCH_SIZE bytes a PE over the whole job copies its
+ * source into a scratch buffer and syncs once (scratch_fcollect).
  *
  * The sync of the world (barrier_all, sync_all, the syncs of
  * SHMEM_TEAM_WORLD and SHMEM_TEAM_SHARED) is the Go runtime's
@@ -132,6 +134,16 @@ static uint32_t *post_seen_done;                    /* each PE's done count, as 
  * one node (post_group): a job with Go PEs runs the team broadcasts in the
  * runtime, on its team slots. */
 static struct shmemi_tree tree_world;
+
+/* The world's fcollects of at most SHMEMI_SCRATCH_SIZE bytes a PE
+ * (collect, fixed): every PE's second block of the scratch_head format,
+ * after the tree's, of which they use the two scratch buffers; fc_calls
+ * counts them. Call k copies the source into this PE's buffer k%2, syncs
+ * the world once, and reads every member's buffer: no second sync. A
+ * buffer is written again in call k+2, after the sync of call k+1, which
+ * every PE enters only once it has read the buffers of call k. */
+static struct shmemi_scratch_head **fc_block; /* every PE's, by PE */
+static uint32_t fc_calls;
 
 /* The world's full barrier (world_dissem) is the Go runtime's
  * dissemination barrier on the same words: the barrier area of each PE's
@@ -298,15 +310,16 @@ void shmemi_teams_init(void)
 	/* Every PE of a job shares this node's memory. */
 	team_fill(&shmemi_team_shared_, 0, shmemi_L.npes, w2);
 	/* The post lines, the scratch block (one cache line: an
-	 * arrival's add and its sleepers load touch one line) and the tree
-	 * broadcast's block (shmemi_tree.h), in the block
+	 * arrival's add and its sleepers load touch one line), the tree
+	 * broadcast's block (shmemi_tree.h) and the fcollect's, in the block
 	 * the runtime's Init allocated on every PE, Go PEs too (cabi_unsafe.go,
 	 * "Go and C PEs in one job"). */
 	_Static_assert(sizeof(struct shmemi_post_block) % 64 == 0 && sizeof(struct shmemi_scratch) % 64 == 0 &&
 			       sizeof(struct shmemi_post_block) + sizeof(struct shmemi_scratch) +
-					       sizeof(struct shmemi_scratch_head) <=
+					       2 * sizeof(struct shmemi_scratch_head) <=
 				       SHMEMI_CBLOCK_SIZE,
-		       "the C library's block does not hold the post lines, the scratch block and the tree's block");
+		       "the C library's block does not hold the post lines, the scratch block, the tree's block and "
+		       "the fcollect's");
 	if (shmemi_L.cblock == NULL)
 		shmemi_fatal("shmem_init", "the runtime allocated no block for the C library");
 	shmemi_post = (struct shmemi_post_block *)shmemi_L.cblock;
@@ -322,10 +335,13 @@ void shmemi_teams_init(void)
 	tree_world = (struct shmemi_tree){.rank = shmemi_L.me, .n = shmemi_L.npes, .kids_root = {-1, -1}};
 	tree_world.block = malloc(sizeof(*tree_world.block) * (size_t)shmemi_L.npes);
 	tree_world.seen = calloc((size_t)shmemi_L.npes, sizeof(*tree_world.seen));
-	if (tree_world.block == NULL || tree_world.seen == NULL)
+	fc_block = malloc(sizeof(*fc_block) * (size_t)shmemi_L.npes);
+	if (tree_world.block == NULL || tree_world.seen == NULL || fc_block == NULL)
 		shmemi_fatal("shmem_init", "out of memory");
-	for (int p = 0; p < shmemi_L.npes; p++)
+	for (int p = 0; p < shmemi_L.npes; p++) {
 		tree_world.block[p] = (struct shmemi_scratch_head *)shmemi_addr(tb, sizeof *tb, p, "shmem_init");
+		fc_block[p] = (struct shmemi_scratch_head *)shmemi_addr(tb + 1, sizeof *tb, p, "shmem_init");
+	}
 	barrier_order();
 }
 
@@ -1389,6 +1405,21 @@ void shmemi_set_broadcast(void *dest, const void *src, size_t n, int root, int s
 	call_leave(&g);
 }
 
+/* scratch_fcollect is the world's fcollect of n <= SHMEMI_SCRATCH_SIZE
+ * bytes a PE (fc_block): one sync of the world between copying the
+ * source into this PE's scratch buffer and reading every PE's, where
+ * collect reads the sources in place between two. */
+static void scratch_fcollect(void *dest, const void *src, size_t n, const char *op)
+{
+	uint32_t k = fc_calls++;
+	int me = shmemi_L.me, np = shmemi_L.npes;
+	(void)shmemi_addr(dest, n * (size_t)np, me, op);
+	memcpy(fc_block[me]->scratch[k & 1], src, n);
+	world_dissem(op);
+	for (int r = 0; r < np; r++)
+		memcpy((char *)dest + (size_t)r * n, r == me ? src : (const void *)fc_block[r]->scratch[k & 1], n);
+}
+
 /* collect: member r's n_r bytes go to dest at the sum of the n of the
  * ranks before it. fixed: every n is the same (fcollect). The counts are
  * published in the collect word of the world's scratch block (team) or of
@@ -1396,6 +1427,10 @@ void shmemi_set_broadcast(void *dest, const void *src, size_t n, int root, int s
 static void collect(const struct group *g, void *dest, const void *src, size_t n, int fixed, const char *op)
 {
 	(void)shmemi_addr(src, n, shmemi_L.me, op);
+	if (fixed && n <= SHMEMI_SCRATCH_SIZE && g->size > 1 && post_group(g)) {
+		scratch_fcollect(dest, src, n, op);
+		return;
+	}
 	uint64_t *cnt = (uint64_t *)(g->world ? &shmemi_scratch->sync.collect : &psync(g->pSync)->collect);
 	if (!fixed)
 		__atomic_store_n(cnt, (uint64_t)n + 1, __ATOMIC_SEQ_CST);

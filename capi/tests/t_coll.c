@@ -270,6 +270,50 @@ int main(void)
 		CHECK(tdst64[ne] == 7, "tree broadcast64 round %d wrote past its end", it);
 	}
 	shmem_barrier_all();
+	/* Fcollects of up to 512 bytes a PE over the world (the team form and
+	 * the active set of every PE, one count) go through scratch buffers
+	 * with one sync (coll.c, scratch_fcollect), back to back, between
+	 * sizes that take the other path (513, 520) and tree broadcasts. Each
+	 * PE rewrites its source at once and PEs dawdle in turn: a buffer must
+	 * not be written again while a PE still reads the call that filled it,
+	 * nor a source read after its owner returned. */
+	{
+		static const size_t fsizes[] = {8, 1, 64, 512, 100, 513, 256, 3, 520, 448, 504, 16};
+		unsigned char *fdst = shmem_malloc(520 * (size_t)n + 1);
+		CHECK(fdst != NULL, "shmem_malloc of fcollect's dest");
+		for (int it = 0; it < 600; it++) {
+			size_t nb = fsizes[it % 12];
+			if (it % 19 == 0 && me == (it / 19) % n)
+				usleep(2000);
+			for (size_t i = 0; i < nb; i++)
+				tsrc[i] = (unsigned char)(it * 29 + i * 5 + me);
+			memset(fdst, 0xee, nb * (size_t)n + 1);
+			if (it % 3 == 2 && nb % 8 == 0)
+				shmem_fcollect64(fdst, tsrc, nb / 8, 0, 0, n, pSync[it & 1]);
+			else
+				shmem_fcollectmem(SHMEM_TEAM_WORLD, fdst, tsrc, nb);
+			memset(tsrc, 0x55, nb); /* the source changes at once */
+			for (int p = 0; p < n; p++)
+				for (size_t i = 0; i < nb; i++)
+					CHECK(fdst[(size_t)p * nb + i] == (unsigned char)(it * 29 + i * 5 + p),
+					      "fcollect round %d (%zu B) block %d [%zu]: %d", it, nb, p, i,
+					      fdst[(size_t)p * nb + i]);
+			CHECK(fdst[nb * (size_t)n] == 0xee, "fcollect round %d (%zu B) wrote past its end", it, nb);
+			if (it % 5 == 4) {
+				int root = it % n;
+				for (size_t i = 0; i < 200; i++)
+					tsrc[i] = (unsigned char)(it + i + me);
+				shmem_broadcastmem(SHMEM_TEAM_WORLD, tdst, tsrc, 200, root);
+				for (size_t i = 0; i < 200; i++)
+					CHECK(tdst[i] == (unsigned char)(it + i + root), "broadcast between fcollects round %d [%zu]",
+					      it, i);
+			}
+			if (me == (it * 3) % n && it % 7 == 5)
+				usleep(1000);
+		}
+		shmem_free(fdst);
+	}
+	shmem_barrier_all();
 	/* Small broadcasts and reductions go through post lines: a root runs
 	 * up to 32 calls ahead of the slowest PE and then reuses its lines.
 	 * The last PE dawdles now and then, the root rewrites its source at

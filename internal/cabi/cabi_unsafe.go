@@ -69,7 +69,7 @@ const (
 
 // CBlockSize is the size of the C library's symmetric block (Layout.CBlock),
 // 64-byte aligned. The C library checks that what it keeps there fits.
-const CBlockSize = 4096
+const CBlockSize = 8192
 
 // StaticWindow is a C PE's static data window (the C library's
 // static.c), which Init publishes in the PE's control block before its
