@@ -310,7 +310,7 @@ func (t *Team) copyTree(dst, src Vec, dOff, sOff, nb uint64, root int, same bool
 		t.clc.copied(nb)
 	}
 	// The children, as treeKids (without its slice: no allocation).
-	for c := 1; v+c < n && (v == 0 || c < v&-v); c <<= 1 {
+	for c := 1; c < kidSpan(v, n); c <<= 1 {
 		if err := t.waitFor((v+c+root)%n, t.arrivals); err != nil {
 			return err
 		}
@@ -324,12 +324,22 @@ func (t *Team) copyTree(dst, src Vec, dOff, sOff, nb uint64, root int, same bool
 // of two for the root).
 func treeKids(rank, root, n int) []int {
 	v := (rank - root + n) % n
-	low := v & -v
 	var kids []int
-	for c := 1; v+c < n && (v == 0 || c < low); c <<= 1 {
+	for c := 1; c < kidSpan(v, n); c <<= 1 {
 		kids = append(kids, (v+c+root)%n)
 	}
 	return kids
+}
+
+// kidSpan bounds the children of member v (in the tree's numbering) of
+// a binomial tree of n members: they are v+c for c = 1, 2, 4, ... below
+// it, below v's lowest set bit and within the team (every power of two
+// below n for the root, v = 0).
+func kidSpan(v, n int) int {
+	if v == 0 {
+		return n
+	}
+	return min(v&-v, n-v)
 }
 
 // Reduce combines src of every member element by element with op and

@@ -310,7 +310,7 @@ func (t *Team) postReduceTree(g uint32, dst, src core.Ptr, n int, nb uint64, op 
 	core.CopyBytes[byte](acc, src, nb)
 	low := me & -me // the lowest bit of the rank; 0 for rank 0
 	children := false
-	for c := 1; me+c < t.size && (me == 0 || c < low); c <<= 1 {
+	for c := 1; c < kidSpan(me, t.size); c <<= 1 {
 		children = true
 		j := me + c
 		pl := &t.slots[j].gather[g&1]
