@@ -1372,10 +1372,21 @@ func (w *Worker) Recv(buf []byte, tag, mask uint64, from int, check func() error
 		}
 		err := w.between(from, check)
 		if err != nil {
-			C.ucp_request_cancel(w.w, unsafe.Pointer(req))
-			for C.sh_wait(w.w, w.efd, unsafe.Pointer(req), 100) == C.UCS_INPROGRESS {
+			// A peer that sent the message and then left (its Close
+			// after the last barrier) fails the check of a wait whose
+			// message is on its way: let it land before giving up, and
+			// take it if it did, before or during the cancel.
+			st = C.sh_tag_wait(w.w, w.efd, unsafe.Pointer(req), landMs, &stag, &n)
+			if st == C.UCS_INPROGRESS {
+				C.ucp_request_cancel(w.w, unsafe.Pointer(req))
+				for st == C.UCS_INPROGRESS {
+					st = C.sh_tag_wait(w.w, w.efd, unsafe.Pointer(req), 100, &stag, &n)
+				}
 			}
 			w.mu.Unlock()
+			if st == C.UCS_OK {
+				return int(n), uint64(stag), nil
+			}
 			return 0, 0, err
 		}
 		// Let the progress goroutine and the PE's other calls in between
@@ -1385,6 +1396,11 @@ func (w *Worker) Recv(buf []byte, tag, mask uint64, from int, check func() error
 		w.lock()
 	}
 }
+
+// landMs is how long a receive whose wait failed its check progresses
+// the worker before it cancels (Recv): time for a message its peer sent
+// before it left to be taken from the connection.
+const landMs = 20
 
 // Close releases endpoints, registrations, the worker and the context.
 func (w *Worker) Close() {
