@@ -105,6 +105,17 @@ import (
 // yielded (a yield lasted 2.9 ms on average), 0.17 ms when it slept at
 // once; quiet, the yields are worth keeping (40 µs against 150 µs):
 // docs/bench/load.md. LongYields counts the yields that lasted.
+//
+// On a node with many PEs a core, a yield that hands the core over runs
+// the other PEs that share it, each for a turn, and lasts that long by
+// design: 64 PEs on 2 cores took their yields of 200 µs for a busy
+// neighbour's, and every wait slept at once, each sleep a FUTEX_WAIT and
+// its writer's FUTEX_WAKE (12 futex calls and 17 context switches a PE a
+// barrier, where Open MPI's waits made 5 switches). So there a yield
+// lasts at LongYieldOf: the PEs a core has times yieldTurn, from
+// LongYield up to maxLongYield, below a neighbour's slice (a millisecond
+// or more). Up to 10 PEs a core it is LongYield. docs/bench/scale.md has
+// the figures.
 
 // LongYield is how long a yield lasts, at least, when the core went to a
 // process that kept it for a slice of its own; after LongYieldRun such
@@ -114,6 +125,24 @@ import (
 // process that took them for load slept where it should have polled (a
 // quiet 2-PE barrier then cost 26 µs instead of 0.35).
 const LongYield = 200 * time.Microsecond
+
+// yieldTurn is the time one PE that shares a core with this one may take
+// of a yield, between its own waits, and maxLongYield the most a yield
+// may last on an oversubscribed node before it counts as lasting
+// (LongYieldOf).
+const (
+	yieldTurn    = 20 * time.Microsecond
+	maxLongYield = time.Millisecond
+)
+
+// LongYieldOf is how long a yield of this process's waits must last to
+// count as one that went to a process keeping the core ("A yield that
+// lasts"): LongYield while the node has a core for every PE. With more
+// PEs than cores a yield runs the other PEs that share the core, each for
+// a turn, so it is longer by design: LongYield or the PEs a core has
+// times yieldTurn, whichever is larger, at most maxLongYield (a busy
+// neighbour's slice is longer than that).
+func LongYieldOf() time.Duration { return currentPlan().longYield }
 
 // LongYieldRun is how many yields in a row, of this process's waits, must
 // last LongYield.
@@ -212,6 +241,7 @@ type plan struct {
 	yieldPolls         int32         // polls one yield stands in for, when polls give way to yields
 	handOver           time.Duration // a yield at least this long handed the core over
 	yieldFor           time.Duration // the yields go on this long, at least (0: just count them)
+	longYield          time.Duration // a yield this long went to a process that kept the core (LongYieldOf)
 }
 
 // Calibrate measures the machine once per process and returns the
@@ -304,13 +334,14 @@ func budgets(m Machine, n int) *plan {
 	p := &plan{polls: polls, yields: 16, localPolls: polls, gosche: 64,
 		minPolls:   int32(min(MinSpinLines*line, spin) / max(m.Poll, time.Nanosecond)),
 		yieldPolls: int32(max(yield/max(m.Poll, time.Nanosecond), 1)),
-		handOver:   2 * yield, yieldFor: YieldSpan}
+		handOver:   2 * yield, yieldFor: YieldSpan, longYield: LongYield}
 	if cores := max(m.Cores, 1); n > cores {
 		// More PEs than cores: no polling, and no timing of the yields
 		// (two clock reads each): a hand-over is the rule here, and what
 		// one teaches (Adapting, Placement) is for a core per PE.
 		perCore := (n + cores - 1) / cores
 		p.polls, p.yields, p.minPolls, p.yieldFor, p.handOver = 0, int32(max(4*perCore, 16)), 0, 0, 0
+		p.longYield = min(max(LongYield, time.Duration(perCore)*yieldTurn), maxLongYield)
 	}
 	return p
 }
@@ -323,6 +354,7 @@ type Pacer struct {
 	handOver         time.Duration // a yield this long handed the core over (0: not told)
 	handed           bool          // the last yield did
 	lasted           bool          // LongYieldRun yields in a row lasted LongYield: sleep now ("A yield that lasts")
+	longYield        time.Duration // a yield this long lasted ("A yield that lasts"; 0: LongYield)
 	yieldFor         time.Duration // yield until this long after the first yield, at least
 	yieldFrom        time.Duration // the first yield, since paceEpoch (monotonic; a Pacer stays small)
 }
@@ -335,7 +367,7 @@ var paceEpoch = time.Now()
 // the time cut given to yields.
 func Pace() Pacer {
 	p := currentPlan()
-	q := Pacer{polls: p.polls, yields: p.yields, handOver: p.handOver, yieldFor: p.yieldFor}
+	q := Pacer{polls: p.polls, yields: p.yields, handOver: p.handOver, yieldFor: p.yieldFor, longYield: p.longYield}
 	if !mayYield() {
 		q.lasted = true // "A yield that lasts": polls, then sleeps
 	}
@@ -447,7 +479,7 @@ func (p *Pacer) Next() bool {
 		now := Monotonic()
 		d := time.Duration(now - t)
 		p.handed = p.handOver > 0 && d >= p.handOver
-		if d < LongYield {
+		if d < max(p.longYield, LongYield) {
 			longRun.Store(0)
 		} else if longRun.Add(1) >= LongYieldRun {
 			longRun.Store(0)

@@ -51,6 +51,16 @@ func TestBudgets(t *testing.T) {
 	if pf.handOver == 0 || p4.handOver != 0 || p8.handOver != 0 {
 		t.Errorf("yields timed against %v with a core per PE, %v and %v with 2 and 4 PEs a core: want > 0, 0 and 0", pf.handOver, p4.handOver, p8.handOver)
 	}
+	// A yield lasts at LongYield up to 10 PEs a core; above, the other
+	// PEs' turns on the core make it longer by design, up to maxLongYield
+	// ("A yield that lasts").
+	p64, p256 := budgets(fast, 64), budgets(fast, 256)
+	if pf.longYield != LongYield || p4.longYield != LongYield || p16.longYield != LongYield {
+		t.Errorf("long yield with a core per PE, 2 and 8 PEs a core: %v, %v, %v; want %v", pf.longYield, p4.longYield, p16.longYield, LongYield)
+	}
+	if p64.longYield != 32*yieldTurn || p256.longYield != maxLongYield {
+		t.Errorf("long yield with 32 and 128 PEs a core: %v, %v; want %v and %v", p64.longYield, p256.longYield, 32*yieldTurn, maxLongYield)
+	}
 	// An unmeasured transfer time takes the default.
 	if a, b := budgets(Machine{Cores: 2, Poll: 10 * time.Nanosecond}, 2), budgets(Machine{Cores: 2, Poll: 10 * time.Nanosecond, Line: defaultLine}, 2); *a != *b {
 		t.Errorf("unmeasured line: %+v, want the default's %+v", *a, *b)
