@@ -1406,9 +1406,12 @@ void shmemi_set_broadcast(void *dest, const void *src, size_t n, int root, int s
 }
 
 /* scratch_fcollect is the world's fcollect of n <= SHMEMI_SCRATCH_SIZE
- * bytes a PE (fc_block): one sync of the world between copying the
- * source into this PE's scratch buffer and reading every PE's, where
- * collect reads the sources in place between two. */
+ * bytes a PE (fc_block) on more than 2 PEs: one sync of the world between
+ * copying the source into this PE's scratch buffer and reading every
+ * PE's, where collect reads the sources in place between two. (On 2 PEs
+ * a sync is one line each way, and the copy costs more than it saves:
+ * 0.39 µs a call at 512 bytes against 0.25, 2 PEs of the VM in
+ * docs/bench/scale.md.) */
 static void scratch_fcollect(void *dest, const void *src, size_t n, const char *op)
 {
 	uint32_t k = fc_calls++;
@@ -1427,7 +1430,7 @@ static void scratch_fcollect(void *dest, const void *src, size_t n, const char *
 static void collect(const struct group *g, void *dest, const void *src, size_t n, int fixed, const char *op)
 {
 	(void)shmemi_addr(src, n, shmemi_L.me, op);
-	if (fixed && n <= SHMEMI_SCRATCH_SIZE && g->size > 1 && post_group(g)) {
+	if (fixed && n <= SHMEMI_SCRATCH_SIZE && g->size > 2 && post_group(g)) {
 		scratch_fcollect(dest, src, n, op);
 		return;
 	}
