@@ -211,14 +211,8 @@ func (b *boot) serve(l net.Listener, node string, timeout time.Duration) (transp
 		if done {
 			break
 		}
-		// since is nil when a join came after count: look again (a
-		// receive from nil would wait for the timeout).
-		ch := b.fence.since(seen)
-		if ch == nil {
-			continue
-		}
 		select {
-		case <-ch:
+		case <-b.fence.since(seen):
 		case <-t.C:
 			b.mu.Lock()
 			var missing []int
@@ -530,9 +524,7 @@ func (b *boot) Fence() error {
 		if err != nil {
 			return err
 		}
-		if ch := b.fence.since(seen); ch != nil { // nil: something came after count
-			<-ch
-		}
+		<-b.fence.since(seen)
 	}
 }
 

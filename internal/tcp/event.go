@@ -12,6 +12,13 @@ type event struct {
 	ch chan struct{} // closed at the next occurrence; nil while nobody waits; guarded by mu
 }
 
+// closedCh is since's channel for an occurrence that came already.
+var closedCh = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
 // signal records one occurrence and wakes every waiter.
 func (e *event) signal() {
 	e.mu.Lock()
@@ -30,13 +37,14 @@ func (e *event) count() uint64 {
 	return e.n
 }
 
-// since returns a channel closed at the first occurrence after seen, and
-// nil if there has been one already.
+// since returns a channel closed at the first occurrence after seen:
+// one closed already if there has been one, so that a receive from it,
+// alone or in a select, never waits for an occurrence that came.
 func (e *event) since(seen uint64) <-chan struct{} {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.n != seen {
-		return nil
+		return closedCh
 	}
 	if e.ch == nil {
 		e.ch = make(chan struct{})

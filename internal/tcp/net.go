@@ -519,12 +519,10 @@ func (n *Net) Sleep(d time.Duration) (announced uint64, ok bool) {
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
-	if ch := n.incoming.since(seen); ch != nil {
-		select {
-		case <-ch:
-		case <-t.C:
-		case <-n.closing:
-		}
+	select {
+	case <-n.incoming.since(seen):
+	case <-t.C:
+	case <-n.closing:
 	}
 	n.sleepSeen.Store(n.incoming.count())
 	return n.q.watched()
@@ -536,8 +534,12 @@ func (n *Net) Sleep(d time.Duration) (announced uint64, ok bool) {
 func (n *Net) WaitEvent() {
 	in, lo := n.incoming.count(), n.local.count()
 	a, b := n.incoming.since(in), n.local.since(lo)
-	if a == nil || b == nil {
+	select {
+	case <-a:
 		return
+	case <-b:
+		return
+	default: // nothing yet: wait, at most a slice
 	}
 	t := time.NewTimer(slice)
 	defer t.Stop()
@@ -661,12 +663,8 @@ func (n *Net) RecvMatch(buf []byte, tag, mask uint64, maxLen, from int) (transpo
 			t = time.NewTimer(slice)
 			defer t.Stop()
 		}
-		ch := n.incoming.since(seen)
-		if ch == nil {
-			continue
-		}
 		select {
-		case <-ch:
+		case <-n.incoming.since(seen):
 		case <-n.closing:
 		case <-t.C:
 			return transport.MatchNone, 0, 0, nil
