@@ -591,10 +591,7 @@ func (pe *PE) awaitNodeExit() {
 	if pe.closed.Load() || pe.ctl[0].exitCode.Load()&exitSet == 0 {
 		return
 	}
-	deadline := time.Now().Add(exitReadyWait + 3*time.Second)
-	for time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	time.Sleep(exitReadyWait + 3*time.Second)
 }
 
 // liveOthers counts the other PEs that are alive.
