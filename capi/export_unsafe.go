@@ -133,7 +133,7 @@ func symheapc_go_init(l *C.struct_shmemi_layout, errbuf *C.char, n C.size_t) C.i
 	l.mb_ready, l.same_address, l.protected_ = cbool(d.MembarrierReady), cbool(d.SameAddress), cbool(d.Protected)
 	l.post_relaxed = cbool(d.PostRelaxed)
 	l.polls, l.yields, l.yield_ns = C.int(d.Polls), C.int(d.Yields), C.int64_t(d.YieldNs)
-	l.long_yield_ns, l.long_yield_memory_ns = C.int64_t(shmsync.LongYieldOf()), C.int64_t(shmsync.LongYieldMemory)
+	l.long_yield_ns, l.long_yield_memory_ns = C.int64_t(d.LongYieldNs), C.int64_t(shmsync.LongYieldMemory)
 	l.long_yield_run = C.int(shmsync.LongYieldRun)
 	l.settle = C.int(d.Settle)
 	l.calls = C.uint64_t(d.Calls)

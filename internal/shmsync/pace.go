@@ -112,7 +112,7 @@ import (
 // neighbour's, and every wait slept at once, each sleep a FUTEX_WAIT and
 // its writer's FUTEX_WAKE (12 futex calls and 17 context switches a PE a
 // barrier, where Open MPI's waits made 5 switches). So there a yield
-// lasts at LongYieldOf: the PEs a core has times yieldTurn, from
+// lasts at the plan's longYield: the PEs a core has times yieldTurn, from
 // LongYield up to maxLongYield, below a neighbour's slice (a millisecond
 // or more). Up to 10 PEs a core it is LongYield. docs/bench/scale.md has
 // the figures.
@@ -128,21 +128,12 @@ const LongYield = 200 * time.Microsecond
 
 // yieldTurn is the time one PE that shares a core with this one may take
 // of a yield, between its own waits, and maxLongYield the most a yield
-// may last on an oversubscribed node before it counts as lasting
-// (LongYieldOf).
+// may last on an oversubscribed node before it counts as lasting (the
+// plan's longYield, budgets).
 const (
 	yieldTurn    = 20 * time.Microsecond
 	maxLongYield = time.Millisecond
 )
-
-// LongYieldOf is how long a yield of this process's waits must last to
-// count as one that went to a process keeping the core ("A yield that
-// lasts"): LongYield while the node has a core for every PE. With more
-// PEs than cores a yield runs the other PEs that share the core, each for
-// a turn, so it is longer by design: LongYield or the PEs a core has
-// times yieldTurn, whichever is larger, at most maxLongYield (a busy
-// neighbour's slice is longer than that).
-func LongYieldOf() time.Duration { return currentPlan().longYield }
 
 // LongYieldRun is how many yields in a row, of this process's waits, must
 // last LongYield.
@@ -241,7 +232,7 @@ type plan struct {
 	yieldPolls         int32         // polls one yield stands in for, when polls give way to yields
 	handOver           time.Duration // a yield at least this long handed the core over
 	yieldFor           time.Duration // the yields go on this long, at least (0: just count them)
-	longYield          time.Duration // a yield this long went to a process that kept the core (LongYieldOf)
+	longYield          time.Duration // a yield this long went to a process that kept the core ("A yield that lasts")
 }
 
 // Calibrate measures the machine once per process and returns the
@@ -341,6 +332,8 @@ func budgets(m Machine, n int) *plan {
 		// one teaches (Adapting, Placement) is for a core per PE.
 		perCore := (n + cores - 1) / cores
 		p.polls, p.yields, p.minPolls, p.yieldFor, p.handOver = 0, int32(max(4*perCore, 16)), 0, 0, 0
+		// A yield runs the other PEs that share the core, each for a
+		// turn: longer by design, up to below a busy neighbour's slice.
 		p.longYield = min(max(LongYield, time.Duration(perCore)*yieldTurn), maxLongYield)
 	}
 	return p
@@ -628,10 +621,11 @@ func pingPong(rounds int, limit time.Duration) (time.Duration, bool) {
 }
 
 // Budgets returns the current plan's polls and yields of a wait for other
-// processes (Pace), and how long the yields go on at least, for waits
-// that run outside Go (the C library's, which take LongYield and
+// processes (Pace), how long the yields go on at least, and how long a
+// yield must last to count as lasting ("A yield that lasts"), for waits
+// that run outside Go (the C library's, which take LongYieldRun and
 // LongYieldMemory as they are).
-func Budgets() (polls, yields int, yieldFor time.Duration) {
+func Budgets() (polls, yields int, yieldFor, longYield time.Duration) {
 	p := currentPlan()
-	return int(p.polls), int(p.yields), p.yieldFor
+	return int(p.polls), int(p.yields), p.yieldFor, p.longYield
 }
