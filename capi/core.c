@@ -154,14 +154,14 @@ static int shmemi_init(int requested, int *provided, const char *op)
 	if (dbg && *dbg && strcmp(dbg, "0") != 0)
 		fprintf(stderr,
 			"symheap: PE %d of %d: segment at %p (%s), heap %llu bytes at stride %llu, membarrier %s, "
-			"waits poll %d times then yield %d times and for %lld us (none for %lld ms after %d in a row of %lld us), pair barrier settles %d pauses, "
+			"waits poll %d times then yield %d times and for %lld us (none for %lld ms once %d of the last %d lasted %lld us), pair barrier settles %d pauses, "
 			"static data %p +%llu%s%s\n",
 			shmemi_L.me, shmemi_L.npes, (void *)shmemi_L.base,
 			shmemi_L.same_address ? "same address" : "offset mode",
 			(unsigned long long)shmemi_L.heap_size, (unsigned long long)shmemi_L.part_stride,
 			shmemi_L.mb_ready ? "registered" : "not registered", shmemi_L.polls, shmemi_L.yields,
 			(long long)(shmemi_L.yield_ns / 1000), (long long)(shmemi_L.long_yield_memory_ns / 1000000),
-			shmemi_L.long_yield_run, (long long)(shmemi_L.long_yield_ns / 1000), shmemi_L.settle,
+			shmemi_L.long_yield_share, shmemi_L.long_yield_window, (long long)(shmemi_L.long_yield_ns / 1000), shmemi_L.settle,
 			(void *)shmemi_L.static_lo, (unsigned long long)shmemi_L.static_size,
 			shmemi_L.static_why ? ": not symmetric: " : "", shmemi_L.static_why ? shmemi_L.static_why : "");
 	if (provided)

@@ -134,7 +134,7 @@ func symheapc_go_init(l *C.struct_shmemi_layout, errbuf *C.char, n C.size_t) C.i
 	l.post_relaxed = cbool(d.PostRelaxed)
 	l.polls, l.yields, l.yield_ns = C.int(d.Polls), C.int(d.Yields), C.int64_t(d.YieldNs)
 	l.long_yield_ns, l.long_yield_memory_ns = C.int64_t(d.LongYieldNs), C.int64_t(shmsync.LongYieldMemory)
-	l.long_yield_run = C.int(shmsync.LongYieldRun)
+	l.long_yield_share, l.long_yield_window = C.int(shmsync.LongYieldShare), C.int(shmsync.LongYieldWindow)
 	l.settle = C.int(d.Settle)
 	l.calls = C.uint64_t(d.Calls)
 	l.barrier = C.uint64_t(d.Barrier)

@@ -80,7 +80,7 @@ struct shmemi_layout {
 	int64_t yield_ns; /* the yields go on this long at least (shmsync.YieldSpan) */
 	int64_t long_yield_ns; /* a yield this long ends the yields: the wait sleeps (shmsync.LongYield) */
 	int64_t long_yield_memory_ns; /* and the waits sleep without yielding this long (shmsync.LongYieldMemory) */
-	int long_yield_run;           /* after this many long yields in a row (shmsync.LongYieldRun) */
+	int long_yield_share, long_yield_window; /* once this many of the last (<= 32) yields were long (shmsync.LongYieldShare, LongYieldWindow) */
 	int settle;       /* pauses between a pair barrier's publication and its first look (shmsync.SettlePolls) */
 	uint64_t calls; /* the call words' area in a control block (internal/calls) */
 	uint64_t barrier;   /* the full barrier's area in a control block (internal/team, dissem.go) */

@@ -44,11 +44,13 @@ static int64_t now_ns(void)
  * stores without a fence (puts), for which the waiter's membarrier stands
  * in; without it, writers' seq-cst RMWs order their stores themselves. */
 /* yield_again: the waits of this process sleep without yielding until
- * then (now_ns), after long_yield_run yields in a row that lasted
- * long_yield_ns (shmsync, "A yield that lasts"). Relaxed: a lost update
- * costs one more yield. */
+ * then (now_ns), once long_yield_share of the last long_yield_window
+ * yields lasted long_yield_ns, the latest among them (shmsync, "A yield
+ * that lasts"). last_yields: a bit for each of the process's last yields,
+ * the latest lowest, set if it lasted. Relaxed: a lost update costs one
+ * more yield, or one yield's record. */
 static int64_t yield_again;
-static int long_run; /* the latest yields of the process's waits that lasted, in a row */
+static uint32_t last_yields;
 
 static void block_on(uint32_t *word, uint32_t *sleepers, uint32_t *all, int membar, int (*cond)(void *),
 		     void *arg, const char *op)
@@ -80,10 +82,11 @@ static void block_on(uint32_t *word, uint32_t *sleepers, uint32_t *all, int memb
 			return;
 		sched_yield();
 		int64_t after = now_ns();
-		if (after - t < shmemi_L.long_yield_ns) {
-			__atomic_store_n(&long_run, 0, __ATOMIC_RELAXED);
-		} else if (__atomic_add_fetch(&long_run, 1, __ATOMIC_RELAXED) >= shmemi_L.long_yield_run) {
-			__atomic_store_n(&long_run, 0, __ATOMIC_RELAXED);
+		uint32_t lasted = after - t >= shmemi_L.long_yield_ns;
+		uint32_t h = (__atomic_load_n(&last_yields, __ATOMIC_RELAXED) << 1 | lasted) &
+			     (uint32_t)((1ull << shmemi_L.long_yield_window) - 1);
+		__atomic_store_n(&last_yields, h, __ATOMIC_RELAXED);
+		if (lasted && __builtin_popcount(h) >= shmemi_L.long_yield_share) {
 			__atomic_store_n(&yield_again, after + shmemi_L.long_yield_memory_ns, __ATOMIC_RELAXED);
 			break;
 		}

@@ -2,6 +2,7 @@ package shmsync
 
 import (
 	"math"
+	"math/bits"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -95,16 +96,35 @@ import (
 // a process that has been running (its wake-up preempts), so the waiter
 // is back a few microseconds after the writer's wake-up instead of after
 // the neighbours' slices. One such yield costs the slice already, and the
-// neighbours stay: so after LongYieldRun yields in a row that lasted
-// LongYield (two: one alone may be a hiccup, see LongYield), the waits of
-// this process do not yield for LongYieldMemory (a wait that polls still
-// polls first); they sleep at once. The first wait after that yields
-// again and finds out whether the neighbours are still there. The C
-// library's waits (capi/wait.c) keep the same rule. With 4 PEs and 4 busy
-// processes on 2 cores, a Go barrier took 1.6–5 ms at p50 when each wait
-// yielded (a yield lasted 2.9 ms on average), 0.17 ms when it slept at
-// once; quiet, the yields are worth keeping (40 µs against 150 µs):
-// docs/bench/load.md. LongYields counts the yields that lasted.
+// neighbours stay: so once a yield lasts LongYield and so did
+// LongYieldShare of the process's last LongYieldWindow (one alone may be
+// a hiccup, see LongYield), the waits of this process do not yield for
+// LongYieldMemory (a wait that polls still polls first); they sleep at
+// once. The first wait after that yields again and finds
+// out whether the neighbours are still there: the record of the last
+// yields is kept, so one more that lasts is enough. The C library's waits
+// (capi/wait.c) keep the same rule. With 4 PEs and 4 busy processes on 2
+// cores, a Go barrier took 1.6–5 ms at p50 when each wait yielded (a
+// yield lasted 2.9 ms on average), 0.17 ms when it slept at once; quiet,
+// the yields are worth keeping (40 µs against 150 µs): docs/bench/load.md.
+// LongYields counts the yields that lasted.
+//
+// It is the share of the yields that tells, not two in a row. Linux
+// shares the cores between sessions (autogroup) or cgroups first, then
+// between the processes of each. When the busy processes are in the
+// job's own group, a yield gives one of them the core whenever it is
+// queued there: with the rule off, 50-65% of the yields of a 4-PE C
+// barrier under 4 busy processes lasted, at 1-3 yields apart. When they
+// are in other groups, as other users' jobs and batch scripts are, a
+// yield passes the core among the job's own PEs and lasts only when it
+// meets the end of the group's turn, and then the other groups run
+// whatever this process does, for a sleeper as for a yielder: 15-50
+// yields of 12,000-70,000 lasted, most 256 or more apart, and two in a
+// row came once or twice a run (start-up), enough for the earlier rule
+// (two in a row) to make every wait sleep: the barrier's p50 3.1-5.8 µs
+// against 2.2-4.1 with this one (Open MPI 2.1-2.3); with the busy
+// processes in the job's session both rules sleep (9-25 µs; Open MPI
+// 4.8-6.4 ms). docs/bench/load.md.
 //
 // On a node with many PEs a core, a yield that hands the core over runs
 // the other PEs that share it, each for a turn, and lasts that long by
@@ -118,12 +138,13 @@ import (
 // the figures.
 
 // LongYield is how long a yield lasts, at least, when the core went to a
-// process that kept it for a slice of its own; after LongYieldRun such
-// yields in a row the wait sleeps. One alone proves little: a virtual
-// CPU the hypervisor stops for a while, an interrupt, a PE that computes
-// between its waits make a yield last as long now and then, and a
-// process that took them for load slept where it should have polled (a
-// quiet 2-PE barrier then cost 26 µs instead of 0.35).
+// process that kept it for a slice of its own; once LongYieldShare of
+// the last LongYieldWindow yields lasted as long, the waits sleep. One
+// alone proves little: a virtual CPU the hypervisor stops for a while,
+// an interrupt, a PE that computes between its waits make a yield last
+// as long now and then, and a process that took them for load slept
+// where it should have polled (a quiet 2-PE barrier then cost 26 µs
+// instead of 0.35).
 const LongYield = 200 * time.Microsecond
 
 // yieldTurn is the time one PE that shares a core with this one may take
@@ -135,9 +156,14 @@ const (
 	maxLongYield = time.Millisecond
 )
 
-// LongYieldRun is how many yields in a row, of this process's waits, must
-// last LongYield.
-const LongYieldRun = 2
+// LongYieldShare is how many of the last LongYieldWindow yields of this
+// process's waits must last LongYield ("A yield that lasts"). The record
+// is a word of 32 bits (lastYields, and the C library's).
+const (
+	LongYieldShare  = 4
+	LongYieldWindow = 8
+	_               = uint(32 - LongYieldWindow) // a compile error past 32
+)
 
 // LongYieldMemory is how long the waits of a process sleep without
 // yielding after a yield that lasted LongYield.
@@ -145,13 +171,13 @@ const LongYieldMemory = 100 * time.Millisecond
 
 // longYields counts this process's waits that stopped yielding;
 // yieldAgain is when its waits may yield again (Monotonic; 0: now).
-// longRun counts the process's latest yields that lasted, in a row, over
-// its waits: a wait often ends after one such yield (the neighbours' slice
-// let every PE on; the next wait meets them again).
+// lastYields has a bit for each of the process's last LongYieldWindow
+// yields, over its waits, the latest lowest: set if it lasted. Any
+// goroutine; a lost update costs one yield's record.
 var (
 	longYields atomic.Uint64
 	yieldAgain atomic.Int64
-	longRun    atomic.Int32
+	lastYields atomic.Uint32
 )
 
 // lastedYield records a wait whose yields lasted, the last ending at now
@@ -159,6 +185,19 @@ var (
 func lastedYield(now int64) {
 	longYields.Add(1)
 	yieldAgain.Store(now + int64(LongYieldMemory))
+}
+
+// recordYield records one yield of a wait, whether it lasted, and
+// reports whether the waits should sleep at once from now on: it lasted,
+// and so did LongYieldShare of the last LongYieldWindow.
+func recordYield(lasted bool) bool {
+	h := lastYields.Load() << 1
+	if lasted {
+		h |= 1
+	}
+	h &= 1<<LongYieldWindow - 1
+	lastYields.Store(h)
+	return lasted && bits.OnesCount32(h) >= LongYieldShare
 }
 
 // mayYield reports whether a wait starting now may yield: no yield of
@@ -169,8 +208,8 @@ func mayYield() bool {
 }
 
 // LongYields returns how many of this process's waits stopped yielding
-// because LongYieldRun yields in a row lasted LongYield ("A yield that
-// lasts").
+// because LongYieldShare of their last yields lasted LongYield ("A
+// yield that lasts").
 func LongYields() uint64 { return longYields.Load() }
 
 // SpinLines is how many cache-line transfers' worth of time a waiter
@@ -346,7 +385,7 @@ type Pacer struct {
 	local            bool
 	handOver         time.Duration // a yield this long handed the core over (0: not told)
 	handed           bool          // the last yield did
-	lasted           bool          // LongYieldRun yields in a row lasted LongYield: sleep now ("A yield that lasts")
+	lasted           bool          // LongYieldShare of the last yields lasted LongYield: sleep now ("A yield that lasts")
 	longYield        time.Duration // a yield this long lasted ("A yield that lasts"; 0: LongYield)
 	yieldFor         time.Duration // yield until this long after the first yield, at least
 	yieldFrom        time.Duration // the first yield, since paceEpoch (monotonic; a Pacer stays small)
@@ -472,10 +511,7 @@ func (p *Pacer) Next() bool {
 		now := Monotonic()
 		d := time.Duration(now - t)
 		p.handed = p.handOver > 0 && d >= p.handOver
-		if d < max(p.longYield, LongYield) {
-			longRun.Store(0)
-		} else if longRun.Add(1) >= LongYieldRun {
-			longRun.Store(0)
+		if recordYield(d >= max(p.longYield, LongYield)) {
 			p.lasted = true
 			lastedYield(now)
 		}

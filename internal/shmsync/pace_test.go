@@ -81,15 +81,15 @@ func TestPacer(t *testing.T) {
 	span := 2 * time.Millisecond
 	y := Pacer{polls: 3, yields: 2, yieldFor: span}
 	yieldAgain.Store(0) // no lasting yields remembered from other tests
-	longRun.Store(0)
+	lastYields.Store(0)
 	start, steps := time.Now(), 0
 	for y.Next() {
 		steps++
 	}
 	// A Pacer that ignored the span would stop after 5 quick steps. On a
 	// loaded machine the 2 counted yields may outlast the span by
-	// themselves, and then 5 steps are right; two of them that lasted
-	// LongYield end the Pacer early ("A yield that lasts": TestLongYieldSleeps).
+	// themselves, and then 5 steps are right; yields that lasted LongYield
+	// may end the Pacer early ("A yield that lasts": TestLongYieldSleeps).
 	if took := time.Since(start); !y.lasted && (took < span || steps < 5) || y.Next() {
 		t.Errorf("a Pacer yielding for %v stopped after %v and %d steps", span, took, steps)
 	}
@@ -133,9 +133,9 @@ func TestAdapt(t *testing.T) {
 	defer pollShift.Store(0)
 	pollShift.Store(0)
 	// Each wait here yields: on a loaded machine a yield may last, and
-	// two in a row would make the waits sleep ("A yield that lasts"),
+	// enough of them would make the waits sleep ("A yield that lasts"),
 	// which is not what this test is about.
-	calm := func() { yieldAgain.Store(0); longRun.Store(0) }
+	calm := func() { yieldAgain.Store(0); lastYields.Store(0) }
 	calm()
 	full := Pace()
 	if full.polls == 0 {
@@ -203,6 +203,50 @@ func TestSettlePolls(t *testing.T) {
 	tp, sp := TransferPolls(), SettlePolls()
 	if tp < 1 || tp > 64 || sp < 1 || sp > max(tp/3, 1) {
 		t.Errorf("a core per PE: TransferPolls %d, SettlePolls %d; want 1..64 and 1..max(%d/3, 1)", tp, sp, tp)
+	}
+}
+
+// TestLongYieldShare feeds the record of yields by hand: yields that last
+// now and then among quick ones (the end of the job's turn, when the busy
+// processes are in other sessions) never make the waits sleep, however
+// long it goes on; a share of LongYieldShare in LongYieldWindow does, and
+// so does one more, at once, once the memory has run out and the
+// neighbours are still there.
+func TestLongYieldShare(t *testing.T) {
+	defer lastYields.Store(0)
+	lastYields.Store(0)
+	// Two in a row, then quick ones, over and over: the earlier rule's
+	// trigger. Every third yield lasting stays below the share too.
+	for i := range 1000 {
+		if recordYield(i%20 < 2) {
+			t.Fatalf("yield %d: two that lasted in twenty made the waits sleep", i)
+		}
+	}
+	for i := range 1000 {
+		if recordYield(i%3 == 0) {
+			t.Fatalf("yield %d: one in three lasting made the waits sleep", i)
+		}
+	}
+	lastYields.Store(0)
+	fired := -1
+	for i := range LongYieldWindow {
+		if recordYield(i%2 == 1) { // every other yield lasts: half
+			fired = i
+			break
+		}
+	}
+	if fired != 2*LongYieldShare-1 {
+		t.Fatalf("every other yield lasting: the waits slept after yield %d, want %d", fired, 2*LongYieldShare-1)
+	}
+	if !recordYield(true) {
+		t.Errorf("one more yield that lasted, after the memory: the waits yield on")
+	}
+	// Quick yields clear the record: the load has gone.
+	for range LongYieldWindow {
+		recordYield(false)
+	}
+	if recordYield(true) {
+		t.Errorf("one yield that lasted after %d quick ones made the waits sleep", LongYieldWindow)
 	}
 }
 
