@@ -146,7 +146,7 @@ func (pe *PE) freeExchanged(offs []uint64) error {
 }
 
 func (pe *PE) describeForC() cabi.Layout {
-	polls, yields, yieldFor, longYield := shmsync.Budgets()
+	b := shmsync.Budgets()
 	l := pe.sp.Lay
 	base, _ := core.SliceData(pe.sp.Mem())
 	wbase, _ := core.SliceData(pe.sp.WMem())
@@ -170,7 +170,8 @@ func (pe *PE) describeForC() cabi.Layout {
 			}
 			return pe.far.Far()
 		}(),
-		Polls: polls, Yields: yields, YieldNs: yieldFor.Nanoseconds(), LongYieldNs: longYield.Nanoseconds(),
+		Polls: b.Polls, Yields: b.Yields, YieldNs: b.YieldFor.Nanoseconds(), LongYieldNs: b.LongYield.Nanoseconds(),
+		HandOverNs:    b.HandOver.Nanoseconds(),
 		Settle:        shmsync.SettlePolls(),
 		StatSymAllocs: core.AddrOf(&pe.stats.SymAllocs),
 		StatSymFrees:  core.AddrOf(&pe.stats.SymFrees),

@@ -135,6 +135,7 @@ func symheapc_go_init(l *C.struct_shmemi_layout, errbuf *C.char, n C.size_t) C.i
 	l.polls, l.yields, l.yield_ns = C.int(d.Polls), C.int(d.Yields), C.int64_t(d.YieldNs)
 	l.long_yield_ns, l.long_yield_memory_ns = C.int64_t(d.LongYieldNs), C.int64_t(shmsync.LongYieldMemory)
 	l.long_yield_share, l.long_yield_window = C.int(shmsync.LongYieldShare), C.int(shmsync.LongYieldWindow)
+	l.hand_over_ns, l.place_every_ns = C.int64_t(d.HandOverNs), C.int64_t(shmsync.PlaceEvery)
 	l.settle = C.int(d.Settle)
 	l.calls = C.uint64_t(d.Calls)
 	l.barrier = C.uint64_t(d.Barrier)
@@ -281,6 +282,11 @@ func symheapc_go_check_peers(errbuf *C.char, n C.size_t) C.int {
 		return 1
 	}
 	return 0
+}
+
+//export symheapc_go_place
+func symheapc_go_place() C.int {
+	return cbool(shmsync.Place())
 }
 
 func team(id C.int) *symheap.Team {

@@ -81,6 +81,8 @@ struct shmemi_layout {
 	int64_t long_yield_ns; /* a yield this long ends the yields: the wait sleeps (shmsync.LongYield) */
 	int64_t long_yield_memory_ns; /* and the waits sleep without yielding this long (shmsync.LongYieldMemory) */
 	int long_yield_share, long_yield_window; /* once this many of the last (<= 32) yields were long (shmsync.LongYieldShare, LongYieldWindow) */
+	int64_t hand_over_ns;   /* a yield this long handed the core over (shmsync, "Placement"; 0: none can) */
+	int64_t place_every_ns; /* and the PE moves onto a core of its own at most this often (shmsync.PlaceEvery) */
 	int settle;       /* pauses between a pair barrier's publication and its first look (shmsync.SettlePolls) */
 	uint64_t calls; /* the call words' area in a control block (internal/calls) */
 	uint64_t barrier;   /* the full barrier's area in a control block (internal/team, dissem.go) */

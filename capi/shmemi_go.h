@@ -33,6 +33,9 @@ extern int symheapc_go_reg_valid(uint64_t h);
 extern int symheapc_go_reg_put(uint64_t h);
 extern int symheapc_go_barrier_all(char *err, size_t n);
 extern int symheapc_go_check_peers(char *err, size_t n);
+/* Moves this PE onto a core of its own if it may (shmsync.Place): a wait
+ * found its peer running on its core. Returns 1 if it moved. */
+extern int symheapc_go_place(void);
 extern int symheapc_go_team_sync(int id, char *err, size_t n);
 /* Splits team parent (start, stride, size over its ranks). Returns the new
  * team's id (>= 0) and fills world[] with its members' world PEs, -1 when

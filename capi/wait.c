@@ -52,6 +52,22 @@ static int64_t now_ns(void)
 static int64_t yield_again;
 static uint32_t last_yields;
 
+/* next_place: the PE may move onto a core of its own from then (now_ns),
+ * at most every place_every_ns (shmsync, "Placement"); relaxed. */
+static int64_t next_place;
+
+/* handed_over: a wait's condition held right after a yield of t ns, from
+ * then (now_ns): one that lasted hand_over_ns ran the PE we waited for on
+ * our core, while the node has another (shmsync, "Placement"). */
+static void handed_over(int64_t t, int64_t then)
+{
+	if (shmemi_L.hand_over_ns <= 0 || t < shmemi_L.hand_over_ns ||
+	    then < __atomic_load_n(&next_place, __ATOMIC_RELAXED))
+		return;
+	__atomic_store_n(&next_place, then + shmemi_L.place_every_ns, __ATOMIC_RELAXED);
+	symheapc_go_place();
+}
+
 static void block_on(uint32_t *word, uint32_t *sleepers, uint32_t *all, int membar, int (*cond)(void *),
 		     void *arg, const char *op)
 {
@@ -64,9 +80,17 @@ static void block_on(uint32_t *word, uint32_t *sleepers, uint32_t *all, int memb
 		 * core, or others load the machine): a yield with nothing
 		 * else to run costs a fraction of a microsecond, so not at
 		 * every poll: every 32nd (every 8th cost the 2-PE barrier
-		 * about 10%, docs/bench/design-measurements.md). */
-		if ((i & 31) == 31)
+		 * about 10%, docs/bench/design-measurements.md). A yield
+		 * that ran the PE we wait for moves this one. */
+		if ((i & 31) == 31) {
+			int64_t t = now_ns();
 			sched_yield();
+			if (cond(arg)) {
+				int64_t after = now_ns();
+				handed_over(after - t, after);
+				return;
+			}
+		}
 	}
 	/* Yield a count, and with a core per PE for yield_ns at least
 	 * (shmsync, "Sleeping costs more than its wake-up"), but sleep
@@ -77,11 +101,15 @@ static void block_on(uint32_t *word, uint32_t *sleepers, uint32_t *all, int memb
 	if (shmemi_L.yield_ns > 0)
 		until = t + shmemi_L.yield_ns;
 	int may = t >= __atomic_load_n(&yield_again, __ATOMIC_RELAXED);
+	int64_t last = 0; /* the last yield, ns */
 	for (int i = 0; may && (i < shmemi_L.yields || (until && t < until)); i++) {
-		if (cond(arg))
+		if (cond(arg)) {
+			handed_over(last, t);
 			return;
+		}
 		sched_yield();
 		int64_t after = now_ns();
+		last = after - t;
 		uint32_t lasted = after - t >= shmemi_L.long_yield_ns;
 		uint32_t h = (__atomic_load_n(&last_yields, __ATOMIC_RELAXED) << 1 | lasted) &
 			     (uint32_t)((1ull << shmemi_L.long_yield_window) - 1);

@@ -11,7 +11,8 @@
 # GROUPs pick a part (all of them without): exports, suites (the t_*
 # programs on 2-4 PEs and the runtime's modes), errors (t_err), bounds
 # (t_bounds: every PE and size bound of the fast path), stat, reg (t_reg:
-# the registration cache), big (every suite on 64 PEs, with heaps of 4m
+# the registration cache), place (t_place: a C PE whose peer shares its
+# core moves onto its own), big (every suite on 64 PEs, with heaps of 4m
 # and 1m). Not in "all": big256, the suites on 256 PEs (make test-big;
 # minutes on two cores), and nodes: the suites that make sense across
 # nodes (t_rma, t_amo, t_sync, t_coll, t_tables, t_mem, t_any, t_thread)
@@ -83,6 +84,7 @@ for src in "$HERE"/t_*.c; do
 	t_err) want errors || continue ;;
 	t_bounds) want bounds || continue ;;
 	t_reg) want reg || continue ;;
+	t_place) want place || continue ;;
 	*) want suites || want big || wanted big256 || wanted nodes || continue ;;
 	esac
 	"$BIN/symcc" -std=gnu11 -O2 -Wall -Werror -pthread -o "$OUT/$t" "$src" || { echo "FAIL build $t"; fail=1; continue; }
@@ -147,6 +149,22 @@ for t in t_rma t_amo t_sync t_coll t_mem t_thread t_tables t_zero t_any t_v16 t_
 		done
 	done
 done
+
+# A PE whose waits find their peer on its core moves onto a core of its
+# own (t_place.c; shmsync, "Placement"): 10 trials of 200 round trips,
+# each begun with both PEs on one CPU.
+if want place; then
+	if [ ! -x "$OUT/t_place" ]; then
+		echo "FAIL t_place not built"
+		fail=1
+	elif run t_place 2 "" 10 200; then
+		echo "ok   t_place -n 2 $(head -1 "$OUT/out")"
+	else
+		echo "FAIL t_place -n 2 (status $?)"
+		sed 's/^/    /' "$OUT/out" "$OUT/err" | head -20
+		fail=1
+	fi
+fi
 
 # The registration cache of a C program (t_reg.c): a registration dies
 # with its memory (free, realloc, munmap, madvise on the owner; shmem_free

@@ -35,6 +35,7 @@ type Layout struct {
 	Polls, Yields              int   // the pacing of waits for other processes (shmsync.Pace)
 	YieldNs                    int64 // the yields go on this long at least (shmsync.YieldSpan; 0: just count them)
 	LongYieldNs                int64 // a yield this long lasted (shmsync, "A yield that lasts")
+	HandOverNs                 int64 // a yield this long handed the core over (shmsync, "Placement"; 0: none can)
 	Settle                     int   // pauses between a pair barrier's publication and its first look (shmsync.SettlePolls)
 	// This PE's counts of collective allocations and frees.
 	StatSymAllocs, StatSymFrees unsafe.Pointer

@@ -422,7 +422,7 @@ func (p *Pacer) learn(ok bool) {
 			pollShift.Store(s - 1)
 		}
 	case ok && p.handed:
-		if place() {
+		if Place() {
 			// Moved onto a core of its own: the peer is not on ours
 			// any more, and polling pays again.
 			pollShift.Store(0)
@@ -441,17 +441,19 @@ func (p *Pacer) learn(ok bool) {
 // balancer to be parted again), and every wait now costs a hand-over
 // instead of a transfer. So the PE moves itself once onto a core of its
 // own, the one its index among the node's PEs names (unix.Nudge: moved,
-// not bound), at most once per placeEvery (two system calls and a
+// not bound), at most once per PlaceEvery (two system calls and a
 // migration: a small share of a PE's time even where something else
 // keeps taking its core), and keeps its whole polling share, since the
 // peer is no longer on its core. In plain loops of 2-PE barriers, ten
 // jobs in a row, the slow jobs were those whose PEs shared a core for
 // much of the loop; moving made the median job much faster (measured:
 // docs/bench/design-measurements.md, «internal/shmsync/pace.go,
-// placement»).
+// placement»). The C library's waits do the same (capi/wait.c): their
+// polls yield now and then, and a C PE whose peer shared its core spent
+// 1.2 µs a 2-PE barrier handing it over (0.1 on cores of their own).
 
-// placeEvery bounds how often a PE moves itself.
-const placeEvery = time.Millisecond
+// PlaceEvery bounds how often a PE moves itself.
+const PlaceEvery = time.Millisecond
 
 var (
 	home      atomic.Int32 // this PE's index among the node's PEs, plus one; 0: none (SetHome)
@@ -463,9 +465,11 @@ var (
 // ("Placement"). Init calls it with SetPEs.
 func SetHome(i int) { home.Store(int32(i) + 1) }
 
-// place moves this PE onto its own core if it may ("Placement"), and
-// reports whether it did.
-func place() bool {
+// Place moves this PE onto its own core if it may ("Placement"), and
+// reports whether it did: for a wait whose condition held right after a
+// yield that handed the core over (Pacer.learn, and the C library's
+// waits, whose yields last Budget.HandOver then).
+func Place() bool {
 	h := home.Load()
 	if h == 0 || pes.Load() < 2 || currentPlan().polls == 0 {
 		// No index; or no other PE on this node that could share our
@@ -474,7 +478,7 @@ func place() bool {
 		return false
 	}
 	now := time.Now().UnixNano()
-	if last := lastPlace.Load(); now-last < int64(placeEvery) || !lastPlace.CompareAndSwap(last, now) {
+	if last := lastPlace.Load(); now-last < int64(PlaceEvery) || !lastPlace.CompareAndSwap(last, now) {
 		return false
 	}
 	return unix.Nudge(int(h-1)) == nil // a failure leaves the PE where it is
@@ -656,12 +660,18 @@ func pingPong(rounds int, limit time.Duration) (time.Duration, bool) {
 	return best / time.Duration(2*rounds), true
 }
 
-// Budgets returns the current plan's polls and yields of a wait for other
-// processes (Pace), how long the yields go on at least, and how long a
-// yield must last to count as lasting ("A yield that lasts"), for waits
-// that run outside Go (the C library's, which take LongYieldRun and
-// LongYieldMemory as they are).
-func Budgets() (polls, yields int, yieldFor, longYield time.Duration) {
+// A Budget is the pacing of a wait for other processes, for waits that
+// run outside Go (the C library's, which take LongYieldShare,
+// LongYieldWindow, LongYieldMemory and PlaceEvery as they are).
+type Budget struct {
+	Polls, Yields int           // polls, then yields (Pace)
+	YieldFor      time.Duration // the yields go on this long at least
+	LongYield     time.Duration // a yield this long lasted ("A yield that lasts")
+	HandOver      time.Duration // a yield this long handed the core over ("Placement"; 0: none can)
+}
+
+// Budgets returns the current plan's Budget.
+func Budgets() Budget {
 	p := currentPlan()
-	return int(p.polls), int(p.yields), p.yieldFor, p.longYield
+	return Budget{Polls: int(p.polls), Yields: int(p.yields), YieldFor: p.yieldFor, LongYield: p.longYield, HandOver: p.handOver}
 }

@@ -6,7 +6,7 @@
 //
 // TestC builds shrun, symcc, symheap and libsymheap.so (and libsymheap.a
 // for the suites and malloc) into a temporary directory and runs one group of run.sh
-// per subtest (exports, suites, errors, bounds, malloc, stat). It runs only when asked for by name (-run): make
+// per subtest (exports, suites, place, errors, bounds, malloc, stat). It runs only when asked for by name (-run): make
 // test runs the same tests once through make test-c, and go test ./...
 // should not build the C library twice more (with and without -race).
 package ctest
@@ -20,7 +20,7 @@ import (
 )
 
 // groups are run.sh's groups, in its order.
-var groups = []string{"exports", "suites", "errors", "bounds", "malloc", "stat"}
+var groups = []string{"exports", "suites", "place", "errors", "bounds", "malloc", "stat"}
 
 func TestC(t *testing.T) {
 	if f := flag.Lookup("test.run"); f == nil || f.Value.String() == "" {
