@@ -100,6 +100,9 @@ func init() {
 		}
 		return nil
 	}
+	cabi.Differs = func(p any, mine, theirs uint64, q int) error {
+		return p.(*PE).calls.Differs(mine, theirs, q)
+	}
 	cabi.Diverged = func(p any, withOut bool) error {
 		pe := p.(*PE)
 		pe.mu.Lock()

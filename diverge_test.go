@@ -120,3 +120,66 @@ func mallocAgainstBarrier(t *testing.T, n int) {
 		wantDiverged(t, "Close after the divergence", pe.Close(), "Close: ", "call #2")
 	}, divergeOpts...)
 }
+
+// TestDivergedArgsFail: PEs that make the same collective call with
+// different sizes take different paths (post lines, scratch buffers, a
+// tree of copies, the source read in place) and would wait for ever for
+// each other, or meet another call's steps. The PE with the odd size
+// fails with ErrDiverged naming its call and what it met (the others'
+// call of other sizes, or the call they went on to, met in a barrier:
+// internal/calls, "Arguments"); the others fail too, in that call or the
+// next, with ErrDiverged or, once that PE has closed, ErrPeerLost.
+func TestDivergedArgsFail(t *testing.T) {
+	const big = 1000 // int64 elements: 8000 B, past the post lines and scratch buffers
+	for _, c := range []struct {
+		name string
+		n    int
+		call func(pe *symheap.PE, buf []int64, k int) error
+	}{
+		{"Broadcast", 2, func(pe *symheap.PE, buf []int64, k int) error {
+			return symheap.Broadcast(pe.World(), buf[:k], buf[big:big+k], 0)
+		}},
+		{"Broadcast-6PE", 6, func(pe *symheap.PE, buf []int64, k int) error {
+			return symheap.Broadcast(pe.World(), buf[:k], buf[big:big+k], 0)
+		}},
+		{"Reduce", 2, func(pe *symheap.PE, buf []int64, k int) error {
+			return symheap.Reduce(pe.World(), buf[:k], buf[big:big+k], symheap.OpSum)
+		}},
+		{"Reduce-6PE", 6, func(pe *symheap.PE, buf []int64, k int) error {
+			return symheap.Reduce(pe.World(), buf[:k], buf[big:big+k], symheap.OpSum)
+		}},
+		{"FCollect", 2, func(pe *symheap.PE, buf []int64, k int) error {
+			return symheap.FCollect(pe.World(), buf[:k*pe.Size()], buf[big*pe.Size():big*pe.Size()+k])
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			petest.Run(t, c.n, func(t *testing.T) {
+				pe, err := symheap.Init(symheap.Config{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer pe.Close()
+				buf, err := symheap.Malloc[int64](pe, (pe.Size()+1)*big) // world call #1
+				if err != nil {
+					t.Fatal(err)
+				}
+				k := 1
+				if pe.Rank() == 1 {
+					k = big
+				}
+				err = c.call(pe, buf, k) // world call #2
+				if err == nil {
+					err = pe.Barrier() // its part done without PE 1's: the next call meets it
+				}
+				if pe.Rank() == 1 {
+					kind, _, _ := strings.Cut(c.name, "-")
+					wantDiverged(t, c.name+" of 8000 B against 8 B", err, kind+" of 8000 B", "(call #2) on PE 1 met ")
+					return
+				}
+				if !errors.Is(err, symheap.ErrDiverged) && !errors.Is(err, symheap.ErrPeerLost) {
+					t.Fatalf("%s of 8 B against 8000 B on PE 1, and a Barrier: %v, want ErrDiverged or ErrPeerLost", c.name, err)
+				}
+			}, divergeOpts...)
+		})
+	}
+}

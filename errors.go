@@ -11,7 +11,7 @@ var (
 	ErrBadAlign     = errs.ErrBadAlign     // an alignment of 0 or not a power of two, or a misaligned atomic
 	ErrPointerType  = errs.ErrPointerType  // an element type that holds Go pointers
 	ErrBadFree      = errs.ErrBadFree      // double free, foreign or interior pointer
-	ErrDiverged     = errs.ErrDiverged     // PEs made different collective calls (allocations, or calls of different kinds)
+	ErrDiverged     = errs.ErrDiverged     // PEs made different collective calls (allocations, calls of different kinds, or one call with different sizes or roots)
 	ErrPeerLost     = errs.ErrPeerLost     // a PE died or stopped answering
 	ErrTruncated    = errs.ErrTruncated    // a receive buffer shorter than the message
 	ErrBadOp        = errs.ErrBadOp        // a bitwise reduction on floating-point data

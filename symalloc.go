@@ -288,7 +288,7 @@ func symAlloc[T any](pe *PE, n int, align uint64, kind uint64, hints Hints) ([]T
 // collective runs one collective allocation call (steps 2 to 4 above).
 // op performs the local part and returns the resulting offset.
 func (h *symHeap) collective(kind, size, align, in uint64, hints Hints, op func() (uint64, error)) error {
-	if err := h.calls.Enter(callKinds[kind], 0); err != nil {
+	if err := h.calls.Enter(callKinds[kind], 0, 0); err != nil {
 		return err
 	}
 	defer h.calls.Leave()

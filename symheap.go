@@ -442,7 +442,7 @@ func (pe *PE) Barrier() error {
 	}
 	if pe.far != nil {
 		pe.rma.quietAll()
-		if err := pe.calls.Enter(calls.Barrier, 0); err != nil {
+		if err := pe.calls.Enter(calls.Barrier, 0, 0); err != nil {
 			return err
 		}
 		defer pe.calls.Leave()

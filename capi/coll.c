@@ -153,6 +153,7 @@ static uint32_t fc_calls;
 static struct shmemi_barrier_count *dis_count;  /* this PE's count word for the world */
 static struct shmemi_barrier_round **dis_mine;  /* this PE's round lines */
 static struct shmemi_barrier_round **dis_from;  /* round r: the lines of the PE it waits for */
+static int *dis_from_pe;                          /* round r: that PE */
 
 /* The collective allocation's agreement (shmemi_agree) is the runtime's
  * (internal/team, agree.go): a dissemination barrier in the same order,
@@ -194,10 +195,11 @@ static void barrier_order(void)
 	uint64_t *key = malloc(sizeof(uint64_t) * (size_t)n);
 	dis_mine = malloc(sizeof(*dis_mine) * (size_t)(shmemi_L.barrier_rounds + 1));
 	dis_from = malloc(sizeof(*dis_from) * (size_t)(shmemi_L.barrier_rounds + 1));
+	dis_from_pe = malloc(sizeof(*dis_from_pe) * (size_t)(shmemi_L.barrier_rounds + 1));
 	agree_mine = malloc(sizeof(*agree_mine) * (size_t)(shmemi_L.barrier_rounds + 1));
 	agree_from = malloc(sizeof(*agree_from) * (size_t)(shmemi_L.barrier_rounds + 1));
-	if (order == NULL || key == NULL || dis_mine == NULL || dis_from == NULL || agree_mine == NULL ||
-	    agree_from == NULL)
+	if (order == NULL || key == NULL || dis_mine == NULL || dis_from == NULL || dis_from_pe == NULL ||
+	    agree_mine == NULL || agree_from == NULL)
 		shmemi_fatal("shmem_init", "out of memory");
 	for (int p = 0; p < n; p++) {
 		struct shmemi_barrier_head *h =
@@ -215,7 +217,8 @@ static void barrier_order(void)
 	dis_count = (struct shmemi_barrier_count *)barrier_team(shmemi_L.me, 0);
 	for (int r = 0; r < shmemi_L.barrier_rounds; r++) {
 		dis_mine[r] = barrier_round(shmemi_L.me, 0, r);
-		dis_from[r] = barrier_round(order[(pos - (1 << r) + n) % n], 0, r);
+		dis_from_pe[r] = order[(pos - (1 << r) + n) % n];
+		dis_from[r] = barrier_round(dis_from_pe[r], 0, r);
 		agree_mine[r] = agree_round(shmemi_L.me, r);
 		agree_from[r] = agree_round(order[(pos - (1 << r) + n) % n], r);
 	}
@@ -771,6 +774,8 @@ static void shmemi_tree_wake(uint32_t *word)
  * Once through, this PE asks for the next barrier's lines in the
  * exclusive state: their reader read them in the barrier before.
  */
+static void call_differs(uint64_t rec, uint64_t theirs, int q, const char *op) __attribute__((noreturn, cold));
+
 static void world_dissem(const char *op)
 {
 	shmemi_quiet();
@@ -778,13 +783,23 @@ static void world_dissem(const char *op)
 	uint32_t c = __atomic_load_n(&dis_count->count, __ATOMIC_RELAXED) + 1;
 	__atomic_store_n(&dis_count->count, c, __ATOMIC_RELEASE);
 	int relaxed = shmemi_L.post_relaxed;
+	/* The record of this PE's call, which each round's line carries to
+	 * its reader, as the runtime's barrier (internal/team, dissem.go):
+	 * PEs in one barrier are in one call, with the same arguments. */
+	uint64_t rec = shmemi_call_record(0);
 	for (int r = 0; r < shmemi_L.barrier_rounds; r++) {
-		post_publish(&dis_mine[r]->line[c & 1], c, relaxed);
+		struct shmemi_post_line *pl = &dis_mine[r]->line[c & 1];
+		__atomic_store_n((uint64_t *)(void *)pl->data, rec, __ATOMIC_RELAXED);
+		post_publish(pl, c, relaxed);
 		/* A few pauses before the first look at the other's line, which a
 		 * PE arriving about now is writing (shmsync.SettlePolls). */
 		for (int i = 0; i < shmemi_L.settle; i++)
 			shmemi_pause();
-		post_await(&dis_from[r]->line[c & 1], c, relaxed, op);
+		struct shmemi_post_line *src = &dis_from[r]->line[c & 1];
+		post_await(src, c, relaxed, op);
+		uint64_t theirs = __atomic_load_n((uint64_t *)(void *)src->data, __ATOMIC_RELAXED);
+		if (SHMEMI_UNLIKELY(rec != 0 && theirs != 0 && theirs != rec))
+			call_differs(rec, theirs, dis_from_pe[r], op);
 	}
 	for (int r = 0; r < shmemi_L.barrier_rounds; r++)
 		shmemi_prefetch_w(&dis_mine[r]->line[(c + 1) & 1]);
@@ -840,6 +855,18 @@ int shmemi_agree(uint64_t seq, const uint64_t *rec, const char *op)
  * of the world team, the Go runtime's. */
 /* shmemi_call_broken ends the job at a collective call made after the
  * runtime found the PEs' calls diverged (it said how on stderr). */
+/* call_differs ends the job: this PE's call (record rec) met PE q's call
+ * of record theirs in a step of one protocol (internal/calls, Differs). */
+static void call_differs(uint64_t rec, uint64_t theirs, int q, const char *op)
+{
+	char err[1024];
+	symheapc_go_differs(rec, theirs, q, err, sizeof err);
+	shmemi_flush_stdio();
+	fprintf(stderr, "symheap: %s (PE %d in %s)\n", err, shmemi_L.me, op);
+	fflush(stderr);
+	_exit(1);
+}
+
 void shmemi_call_broken(int kind)
 {
 	(void)kind;
@@ -859,7 +886,7 @@ void shmemi_world_barrier(const char *op)
 	}
 	/* Published as a Barrier whatever the caller (barrier_all, the sync
 	 * of the world team): they all meet here (internal/calls). */
-	shmemi_call_enter(SHMEMI_CALL_BARRIER, 0);
+	shmemi_call_enter(SHMEMI_CALL_BARRIER, 0, 0);
 	if (shmemi_L.npes > 1)
 		world_dissem(op);
 	else
@@ -920,11 +947,13 @@ static int call_team(const struct group *g)
 	return g->start == 0 && g->logstride == 0 && g->size == shmemi_L.npes ? 0 : -1;
 }
 
-static void call_enter(const struct group *g, int kind)
+/* call_enter publishes a call of kind on g's team, if it has an id, with
+ * its arguments (shmemi_call_args; 0: none to compare). */
+static void call_enter(const struct group *g, int kind, uint64_t args)
 {
 	int id = call_team(g);
 	if (id >= 0)
-		shmemi_call_enter(kind, id);
+		shmemi_call_enter(kind, id, args);
 }
 
 static void call_leave(const struct group *g)
@@ -1262,7 +1291,7 @@ int shmemi_team_reduce(shmem_team_t team, void *dest, const void *src, size_t n,
 		go_reduce(&g, dest, src, n, size, combine, op);
 		return 0;
 	}
-	call_enter(&g, SHMEMI_CALL_REDUCE);
+	call_enter(&g, SHMEMI_CALL_REDUCE, shmemi_call_args(n * size, -1));
 	reduce(&g, dest, src, n, size, combine, op);
 	call_leave(&g);
 	return 0;
@@ -1277,7 +1306,7 @@ void shmemi_set_reduce(void *dest, const void *src, size_t n, size_t size, int s
 		shmemi_team_reduce(SHMEM_TEAM_WORLD, dest, src, n, size, combine, op);
 		return;
 	}
-	call_enter(&g, SHMEMI_CALL_REDUCE);
+	call_enter(&g, SHMEMI_CALL_REDUCE, shmemi_call_args(n * size, -1));
 	reduce(&g, dest, src, n, size, combine, op);
 	call_leave(&g);
 }
@@ -1372,7 +1401,7 @@ int shmemi_team_broadcast(shmem_team_t team, void *dest, const void *src, size_t
 		go_collective(SHMEMI_GO_COLL_BROADCAST, &g, dest, src, n, root, op);
 		return 0;
 	}
-	call_enter(&g, SHMEMI_CALL_BROADCAST);
+	call_enter(&g, SHMEMI_CALL_BROADCAST, shmemi_call_args(n, root));
 	broadcast(&g, dest, src, n, root, 1, op);
 	call_leave(&g);
 	return 0;
@@ -1400,7 +1429,7 @@ void shmemi_set_broadcast(void *dest, const void *src, size_t n, int root, int s
 		}
 		return;
 	}
-	call_enter(&g, SHMEMI_CALL_BROADCAST);
+	call_enter(&g, SHMEMI_CALL_BROADCAST, shmemi_call_args(n, root));
 	broadcast(&g, dest, src, n, root, 0, op);
 	call_leave(&g);
 }
@@ -1512,7 +1541,7 @@ int shmemi_team_collect(shmem_team_t team, void *dest, const void *src, size_t n
 		return 0;
 	}
 	c_only(&g, op);
-	call_enter(&g, (fixed ? SHMEMI_CALL_FCOLLECT : SHMEMI_CALL_COLLECT));
+	call_enter(&g, (fixed ? SHMEMI_CALL_FCOLLECT : SHMEMI_CALL_COLLECT), fixed ? shmemi_call_args(n, -1) : 0);
 	collect(&g, dest, src, n, fixed, op);
 	call_leave(&g);
 	return 0;
@@ -1527,7 +1556,7 @@ void shmemi_set_collect(void *dest, const void *src, size_t n, int fixed, int st
 		shmemi_team_collect(SHMEM_TEAM_WORLD, dest, src, n, fixed, op);
 		return;
 	}
-	call_enter(&g, (fixed ? SHMEMI_CALL_FCOLLECT : SHMEMI_CALL_COLLECT));
+	call_enter(&g, (fixed ? SHMEMI_CALL_FCOLLECT : SHMEMI_CALL_COLLECT), fixed ? shmemi_call_args(n, -1) : 0);
 	collect(&g, dest, src, n, fixed, op);
 	call_leave(&g);
 }
@@ -1572,7 +1601,7 @@ int shmemi_team_alltoalls(shmem_team_t team, void *dest, const void *src, ptrdif
 		return 0;
 	}
 	c_only(&g, op);
-	call_enter(&g, SHMEMI_CALL_ALLTOALLS);
+	call_enter(&g, SHMEMI_CALL_ALLTOALLS, shmemi_call_args(nelems * size, -1));
 	alltoalls(&g, dest, src, dst, sst, nelems, size, op);
 	call_leave(&g);
 	return 0;
@@ -1587,7 +1616,7 @@ void shmemi_set_alltoalls(void *dest, const void *src, ptrdiff_t dst, ptrdiff_t 
 		shmemi_team_alltoalls(SHMEM_TEAM_WORLD, dest, src, dst, sst, nelems, size, op);
 		return;
 	}
-	call_enter(&g, SHMEMI_CALL_ALLTOALLS);
+	call_enter(&g, SHMEMI_CALL_ALLTOALLS, shmemi_call_args(nelems * size, -1));
 	alltoalls(&g, dest, src, dst, sst, nelems, size, op);
 	call_leave(&g);
 }
@@ -1618,7 +1647,7 @@ int shmemi_team_scan(shmem_team_t team, void *dest, const void *src, size_t n, s
 	size_t bytes = n * size;
 	(void)shmemi_addr(dest, bytes, shmemi_L.me, op);
 	(void)shmemi_addr(src, bytes, shmemi_L.me, op);
-	call_enter(&g, SHMEMI_CALL_SCAN);
+	call_enter(&g, SHMEMI_CALL_SCAN, shmemi_call_args(bytes, -1));
 	char stackbuf[512];
 	char *acc = bytes <= sizeof stackbuf ? stackbuf : malloc(bytes);
 	if (acc == NULL)

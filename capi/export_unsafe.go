@@ -284,6 +284,14 @@ func symheapc_go_check_peers(errbuf *C.char, n C.size_t) C.int {
 	return 0
 }
 
+//export symheapc_go_differs
+func symheapc_go_differs(mine, theirs C.uint64_t, q C.int, errbuf *C.char, n C.size_t) {
+	clearErr(errbuf, n)
+	if err := cabi.Differs(pe, uint64(mine), uint64(theirs), int(q)); err != nil {
+		setErr(errbuf, n, err)
+	}
+}
+
 //export symheapc_go_place
 func symheapc_go_place() C.int {
 	return cbool(shmsync.Place())

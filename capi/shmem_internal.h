@@ -163,20 +163,49 @@ static inline struct shmemi_calls_area *shmemi_call_area(void)
 
 void shmemi_call_broken(int kind) __attribute__((noreturn, cold)); /* coll.c */
 
-/* shmemi_call_enter counts and publishes a call of kind on team id; after
- * a divergence that the runtime found (SHMEMI_CALL_BROKEN) it ends the
- * job instead, as no collective call can complete. */
-static inline void shmemi_call_enter(int kind, int team)
+/* shmemi_call_args: the arguments of a call that contributes bytes per
+ * member from root (-1: none), for the other PEs' checks
+ * (internal/calls, Args and "Arguments"). */
+static inline uint64_t shmemi_call_args(uint64_t bytes, int root)
+{
+	return SHMEMI_CALL_ARGS_SET | (bytes & 0x7fffffff) << SHMEMI_CALL_ARGS_BYTES_SHIFT | ((uint64_t)(root + 1) & 0xffff);
+}
+
+/* shmemi_call_enter counts and publishes a call of kind on team id, with
+ * its arguments (shmemi_call_args; 0: none to compare); after a
+ * divergence that the runtime found (SHMEMI_CALL_BROKEN) it ends the job
+ * instead, as no collective call can complete. */
+static inline void shmemi_call_enter(int kind, int team, uint64_t args)
 {
 	struct shmemi_calls_area *a = shmemi_call_area();
 	if (SHMEMI_UNLIKELY(__atomic_load_n(&a->word, __ATOMIC_RELAXED) & SHMEMI_CALL_BROKEN))
 		shmemi_call_broken(kind);
-	uint64_t *c = &a->counts[team & (SHMEMI_CALL_MAX_TEAMS - 1)];
+	int t = team & (SHMEMI_CALL_MAX_TEAMS - 1);
+	uint64_t *c = &a->counts[t];
 	uint64_t n = (__atomic_load_n(c, __ATOMIC_RELAXED) & SHMEMI_CALL_NUM_MASK) + 1; /* only this PE writes it */
 	uint64_t w = SHMEMI_CALL_IN_CALL | (uint64_t)kind << SHMEMI_CALL_KIND_SHIFT |
 		     (uint64_t)(team & 0xff) << SHMEMI_CALL_TEAM_SHIFT | (n & SHMEMI_CALL_NUM_MASK);
+	uint64_t r = n << SHMEMI_CALL_ARGS_NUM_SHIFT | (uint64_t)(kind & 0xff) << SHMEMI_CALL_ARGS_KIND_SHIFT |
+		     (args & ((UINT64_C(1) << SHMEMI_CALL_ARGS_KIND_SHIFT) - 1));
+	__atomic_store_n(&a->args[t * SHMEMI_CALL_ARGS_DEPTH + n % SHMEMI_CALL_ARGS_DEPTH], r, __ATOMIC_RELEASE);
 	__atomic_store_n(c, w & ~SHMEMI_CALL_IN_CALL, __ATOMIC_RELEASE);
 	__atomic_store_n(&a->word, w, __ATOMIC_RELEASE);
+}
+
+/* shmemi_call_record returns this PE's record of its call in progress on
+ * team id (internal/calls, Tracker.Record), or 0. */
+static inline uint64_t shmemi_call_record(int team)
+{
+	struct shmemi_calls_area *a = shmemi_call_area();
+	uint64_t w = __atomic_load_n(&a->word, __ATOMIC_RELAXED); /* this PE's own */
+	uint64_t n = w & SHMEMI_CALL_NUM_MASK;
+	if (!(w & SHMEMI_CALL_IN_CALL) || (int)((w >> SHMEMI_CALL_TEAM_SHIFT) & 0xff) != (team & 0xff) ||
+	    (int)((w >> SHMEMI_CALL_KIND_SHIFT) & 0xff) == SHMEMI_CALL_CLOSE)
+		return 0;
+	uint64_t r = __atomic_load_n(&a->args[(team & (SHMEMI_CALL_MAX_TEAMS - 1)) * SHMEMI_CALL_ARGS_DEPTH +
+					      n % SHMEMI_CALL_ARGS_DEPTH],
+				     __ATOMIC_RELAXED);
+	return r >> SHMEMI_CALL_ARGS_NUM_SHIFT == (n & 0xff) ? r : 0;
 }
 
 /* shmemi_call_leave marks this PE between calls again. */

@@ -38,5 +38,11 @@
 #define SHMEMI_CALL_MAX_TEAMS 64
 #define SHMEMI_CALL_WORD_OFF 0   /* in the area */
 #define SHMEMI_CALL_COUNTS_OFF 64 /* in the area: one word per team id */
+#define SHMEMI_CALL_ARGS_OFF 576   /* in the area: SHMEMI_CALL_ARGS_DEPTH records per team id */
+#define SHMEMI_CALL_ARGS_DEPTH 32
+#define SHMEMI_CALL_ARGS_NUM_SHIFT 56   /* a record: the call's number modulo 256 */
+#define SHMEMI_CALL_ARGS_KIND_SHIFT 48  /* its kind */
+#define SHMEMI_CALL_ARGS_SET UINT64_C(0x800000000000) /* then the arguments: set, */
+#define SHMEMI_CALL_ARGS_BYTES_SHIFT 16 /* bytes modulo 2^31, root plus one in the low 16 bits */
 
 #endif

@@ -20,7 +20,7 @@
 
 /* The digest of the runtime's formats (internal/cabi.Sum): shmem_init
  * refuses to run with a runtime whose formats are not these. */
-#define SHMEMI_FORMATS_SUM UINT64_C(0x42be8f89a8b42be7)
+#define SHMEMI_FORMATS_SUM UINT64_C(0xaccd35cc75e0df52)
 
 #define SHMEMI_AGREE_FLAT 4 /* largest job whose collective allocations read every PE's record line; larger ones on one node run the agreement */
 #define SHMEMI_AGREE_WORDS 7 /* words of an allocation record that the agreement's post lines carry: call, kind, size, align, in, out, hints */
@@ -119,16 +119,18 @@ struct shmemi_barrier_round {
 _Static_assert(sizeof(struct shmemi_barrier_round) == 128, "struct shmemi_barrier_round is not team.barrierRound: run go generate ./capi/gen");
 _Static_assert(offsetof(struct shmemi_barrier_round, line) == 0, "struct shmemi_barrier_round is not team.barrierRound: run go generate ./capi/gen");
 
-/* struct shmemi_calls_area: calls.Area, 576 bytes:
+/* struct shmemi_calls_area: calls.Area, 16960 bytes:
  * a PE's call words (internal/calls, Area): the call it is in, its count of calls on each team. */
 struct shmemi_calls_area {
 	uint64_t word; /* 0 */
 	unsigned char pad_8[56]; /* 8 */
 	uint64_t counts[64]; /* 64 */
+	uint64_t args[2048]; /* 576 */
 };
-_Static_assert(sizeof(struct shmemi_calls_area) == 576, "struct shmemi_calls_area is not calls.Area: run go generate ./capi/gen");
+_Static_assert(sizeof(struct shmemi_calls_area) == 16960, "struct shmemi_calls_area is not calls.Area: run go generate ./capi/gen");
 _Static_assert(offsetof(struct shmemi_calls_area, word) == 0, "struct shmemi_calls_area is not calls.Area: run go generate ./capi/gen");
 _Static_assert(offsetof(struct shmemi_calls_area, counts) == 64, "struct shmemi_calls_area is not calls.Area: run go generate ./capi/gen");
+_Static_assert(offsetof(struct shmemi_calls_area, args) == 576, "struct shmemi_calls_area is not calls.Area: run go generate ./capi/gen");
 
 /* struct shmemi_signal: symheap.signal, 64 bytes. */
 struct shmemi_signal {

@@ -36,6 +36,9 @@ extern int symheapc_go_check_peers(char *err, size_t n);
 /* Moves this PE onto a core of its own if it may (shmsync.Place): a wait
  * found its peer running on its core. Returns 1 if it moved. */
 extern int symheapc_go_place(void);
+/* Fills err with the divergence of this PE's call (record mine) that met
+ * PE q's call of record theirs (internal/calls, Tracker.Differs). */
+extern void symheapc_go_differs(uint64_t mine, uint64_t theirs, int q, char *err, size_t n);
 extern int symheapc_go_team_sync(int id, char *err, size_t n);
 /* Splits team parent (start, stride, size over its ranks). Returns the new
  * team's id (>= 0) and fills world[] with its members' world PEs, -1 when

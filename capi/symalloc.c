@@ -300,7 +300,7 @@ static int exchange(uint64_t kind, uint64_t size, uint64_t align, uint64_t in, u
 	int call = kind == SHMEMI_ALLOC_CALL_FREE     ? SHMEMI_CALL_FREE
 		   : kind == SHMEMI_ALLOC_CALL_CALLOC ? SHMEMI_CALL_CALLOC
 						      : SHMEMI_CALL_MALLOC;
-	shmemi_call_enter(call, 0);
+	shmemi_call_enter(call, 0, 0);
 	int agree = exchange_rec(kind, size, align, in, out, with_out, op, err, n);
 	shmemi_call_leave();
 	return agree;

@@ -35,9 +35,16 @@ func callsH() string {
 #define SHMEMI_CALL_MAX_TEAMS %d
 #define SHMEMI_CALL_WORD_OFF %d   /* in the area */
 #define SHMEMI_CALL_COUNTS_OFF %d /* in the area: one word per team id */
+#define SHMEMI_CALL_ARGS_OFF %d   /* in the area: SHMEMI_CALL_ARGS_DEPTH records per team id */
+#define SHMEMI_CALL_ARGS_DEPTH %d
+#define SHMEMI_CALL_ARGS_NUM_SHIFT %d   /* a record: the call's number modulo 256 */
+#define SHMEMI_CALL_ARGS_KIND_SHIFT %d  /* its kind */
+#define SHMEMI_CALL_ARGS_SET UINT64_C(%#x) /* then the arguments: set, */
+#define SHMEMI_CALL_ARGS_BYTES_SHIFT %d /* bytes modulo 2^31, root plus one in the low 16 bits */
 
 #endif
-`, calls.NumBits, calls.TeamShift, calls.KindShift, calls.InCall, calls.Broken, calls.Cancelled, calls.MaxTeams, calls.WordOff, calls.CountsOff)
+`, calls.NumBits, calls.TeamShift, calls.KindShift, calls.InCall, calls.Broken, calls.Cancelled, calls.MaxTeams, calls.WordOff, calls.CountsOff,
+		calls.ArgsOff, calls.ArgsDepth, calls.ArgsNumShift, calls.ArgsKindShift, calls.ArgsSet, calls.ArgsBytesShift)
 	return b.String()
 }
 

@@ -142,7 +142,7 @@ func checkCalls() error {
 	for _, c := range []struct {
 		field string
 		off   uint64
-	}{{"word", calls.WordOff}, {"counts", calls.CountsOff}} {
+	}{{"word", calls.WordOff}, {"counts", calls.CountsOff}, {"args", calls.ArgsOff}} {
 		f, ok := t.FieldByName(c.field)
 		if !ok || uint64(f.Offset) != c.off {
 			return fmt.Errorf("gen: internal/calls gives offset %d for Area.%s, which lies at %d", c.off, c.field, f.Offset)

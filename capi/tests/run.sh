@@ -278,6 +278,15 @@ expect noinit 2 1 'symheap: shmem_long_p: called before shmem_init'
 expect doublefree 2 1 'symheap: Free: tlsf: free of offset 0x[0-9a-f]+: not a live block \(double free'
 expect diverge 2 1 'symheap: collective allocation diverged: PE [01] call #[0-9]+ Free\(offset 0x[0-9a-f]+\); but PE [01] call #[0-9]+ Free\(offset 0x[0-9a-f]+\): PEs made different'
 expect mallocbarrier 3 1 '(Barrier \(call #[0-9]+\) on PE [12] met Malloc of 64 B|Malloc of 64 B \(call #[0-9]+\) on PE 0 met Barrier) \(call #[0-9]+\) on PE [0-2]: PEs made different collective calls'
+# The same call with other sizes: named by the record each PE keeps of its
+# calls (internal/calls, "Arguments"), met in a barrier's line or a check.
+expect bcastsize 2 1 'symheap: Broadcast of 8000 B from root 0 \(call #[0-9]+\) on PE 1 met .*(Broadcast of 8 B from root 0|Barrier|Close).*: PEs made different collective calls'
+expect reducesize 2 1 '(Reduce of 8 B \(call #[0-9]+\) on PE 0 met Reduce of 8000 B|Reduce of 8000 B \(call #[0-9]+\) on PE 1 met Reduce of 8 B).*every PE must pass the same sizes and root'
+expect reducesize 6 1 '(Reduce of 8 B \(call #[0-9]+\) on PE [02-5] met Reduce of 8000 B \(call #[0-9]+\) on PE 1|Reduce of 8000 B \(call #[0-9]+\) on PE 1 met Reduce of 8 B).*every PE must pass the same sizes and root'
+# A world fcollect of 8 B a PE is one barrier between copies; PE 1's of
+# 8000 B goes on to the next call, whose barrier meets theirs: the
+# barrier's lines carry each PE's record.
+expect fcollectsize 4 1 '(FCollect of 8 B \(call #[0-9]+\) on PE [0-3] met Barrier|Barrier \(call #[0-9]+\) on PE 1 met FCollect of 8 B) \(call #[0-9]+\)'
 # More than SHMEMI_AGREE_FLAT PEs: the records go along the agreement's rounds.
 expect diverge 6 1 'symheap: collective allocation diverged: PE [0-5] call #[0-9]+ Free\(offset 0x[0-9a-f]+\); but PE [0-5] call #[0-9]+ Free\(offset 0x[0-9a-f]+\): PEs made different'
 expect mallocbarrier 6 1 '(Barrier \(call #[0-9]+\) on PE [1-5] met Malloc of 64 B|Malloc of 64 B \(call #[0-9]+\) on PE 0 met Barrier) \(call #[0-9]+\) on PE [0-5]: PEs made different collective calls'

@@ -75,6 +75,19 @@ int main(int argc, char **argv)
 		char *a = shmem_malloc(64), *b = shmem_malloc(64);
 		shmem_free(me == 0 ? a : b);
 	}
+	if (strcmp(c, "bcastsize") == 0 || strcmp(c, "reducesize") == 0 || strcmp(c, "fcollectsize") == 0) {
+		/* PE 1 passes 1000 elements where the others pass 1: the calls
+		 * take different paths and would wait for each other for ever,
+		 * or meet the next call's steps. */
+		size_t k = me == 1 ? 1000 : 1;
+		long *s = shmem_calloc(1000, sizeof(long)), *d = shmem_calloc(1000 * (size_t)n, sizeof(long));
+		if (c[0] == 'b')
+			shmem_long_broadcast(SHMEM_TEAM_WORLD, d, s, k, 0);
+		else if (c[0] == 'r')
+			shmem_long_sum_reduce(SHMEM_TEAM_WORLD, d, s, k);
+		else
+			shmem_long_fcollect(SHMEM_TEAM_WORLD, d, s, k);
+	}
 	if (strcmp(c, "mallocbarrier") == 0 && me == 0) {
 		/* PE 0 alone allocates; the others go on to the barrier below. */
 		(void)shmem_malloc(64);

@@ -127,6 +127,10 @@ var (
 	// the C library exchanged and found different on some PE (out
 	// compared only if withOut); nil if no record differs.
 	Diverged func(p any, withOut bool) error
+	// Differs is the runtime's Tracker.Differs (internal/calls): this
+	// PE's call of record mine met PE q's of record theirs in the C
+	// library's barrier.
+	Differs func(p any, mine, theirs uint64, q int) error
 	// ReduceFold reduces n elements of esz bytes at dst and src over
 	// team t (a root *Team) with the C library's fold: its reductions in
 	// a job with Go PEs (Layout.GoPEs), which take the runtime's steps.

@@ -19,11 +19,17 @@
 // cabi.Layout gives it, with the kinds of this package (generated into
 // capi/shmemi_calls.h by capi/gen).
 //
+// Each PE also records what it passed to each of its last ArgsDepth
+// calls on each team id (Args: the bytes a member contributes and the
+// root, packed with the call's kind and number), so that a check can tell
+// PEs that made the same call with different arguments ("Arguments").
+//
 // # Paths
 //
 //	Enter   1. count the call on its team: Counts[team] + 1 (a load and a
 //	           store: a PE's calls on a team do not overlap)
-//	        2. Word = {in a call, kind, team, count}
+//	        2. the call's Args in entry count%ArgsDepth of the team's
+//	        3. Word = {in a call, kind, team, count}
 //	Leave   Word's state back to "between calls", the rest kept, so that
 //	        a message can name the last call of a PE that is computing
 //	Close   Word = {in a call, Close}; a PE out of the job, Left
@@ -44,6 +50,23 @@
 // knows this PE is a member of that team. A member that is behind (in an
 // earlier call on T), computing, or in a call on another team is waited
 // for: it may still come.
+//
+// # Arguments
+//
+// The sizes of a collective decide its path (post lines, scratch
+// buffers, trees, the source read in place), so PEs that pass different
+// sizes to the same call may take different paths and wait for ever for
+// steps the others never take; where the paths meet, they exchange wrong
+// bytes. Member q also diverges from this PE's call n of kind K on T when
+// q's record of its call n on T (q in it, past it, or in Close or gone
+// after it) is of another kind, or of kind K with other arguments. A
+// record says which call it is (the low bits of its number and its kind),
+// so one overwritten ArgsDepth calls later, or being written, is not
+// compared; neither is a call without arguments (Args 0: barriers, syncs,
+// allocations, which compare theirs themselves, and collect, whose sizes
+// differ by design). The check runs after a sleep slice, as every other
+// rule: a call whose different paths happen to meet without a wait
+// returns wrong bytes unreported.
 //
 // # Cancelled calls
 //
@@ -159,6 +182,44 @@ func (w Word) InCall() bool { return uint64(w)&InCall != 0 }
 // cancelled ("Cancelled calls").
 func (w Word) Cancelled() bool { return uint64(w)&Cancelled != 0 }
 
+// ArgsDepth is the calls on a team whose arguments a PE keeps: as many
+// as a broadcast's root may run ahead of a member (internal/team's post
+// ring), so that a member behind finds the root's record of its call.
+const ArgsDepth = 32
+
+// An Args record packs, from the high bits down: the call's number
+// modulo 256 (ArgsNumShift), its kind (ArgsKindShift), then the
+// arguments (the low 48 bits; 0: none to compare): ArgsSet, the bytes
+// each member contributes modulo 2^31 (ArgsBytesShift) and the root plus
+// one (the low 16 bits; 0: no root).
+const (
+	ArgsNumShift   = 56
+	ArgsKindShift  = 48
+	ArgsSet        = uint64(1) << 47
+	ArgsBytesShift = 16
+	argsMask       = uint64(1)<<ArgsKindShift - 1
+)
+
+// Args returns the arguments of a call that contributes bytes per member
+// (a broadcast's, a reduction's vector, an fcollect's block, an
+// alltoall's block) from root (-1: none).
+func Args(bytes uint64, root int) uint64 {
+	return ArgsSet | (bytes&0x7fffffff)<<ArgsBytesShift | uint64(root+1)&0xffff
+}
+
+// describeArgs says what a record's arguments are, for a message: " of
+// 64 B from root 0".
+func describeArgs(a uint64) string {
+	if a&ArgsSet == 0 {
+		return ""
+	}
+	s := fmt.Sprintf(" of %d B", a>>ArgsBytesShift&0x7fffffff)
+	if r := a & 0xffff; r != 0 {
+		s += fmt.Sprintf(" from root %d", r-1)
+	}
+	return s
+}
+
 // Area is one PE's part of every control block.
 type Area struct {
 	word atomic.Uint64 // Word; written by the PE only (Enter, Leave, SetClose), read by the others' checks
@@ -168,10 +229,13 @@ type Area struct {
 	// the team since the team was made: Reset) and its kind. Written by
 	// the PE only.
 	counts [MaxTeams]atomic.Uint64
+	// args[t*ArgsDepth + n%ArgsDepth] is the record of the PE's call n on
+	// team id t ("Arguments"). Written by the PE only.
+	args [MaxTeams * ArgsDepth]atomic.Uint64
 }
 
 // Size is the bytes of an Area.
-const Size = 64 + MaxTeams*8
+const Size = 64 + MaxTeams*8 + MaxTeams*ArgsDepth*8
 
 // area is the calls' area of every control block.
 var area = core.RegisterArea("calls", func(int) uint64 { return Size })
@@ -192,11 +256,13 @@ func Areas(sp *core.Space, here func(pe int) bool) []*Area {
 	return as
 }
 
-// WordOff and CountsOff are the offsets of the word and the counts in an
-// Area (cabi.Layout hands them to the C library).
+// WordOff, CountsOff and ArgsOff are the offsets of the word, the counts
+// and the argument records in an Area (cabi.Layout hands them to the C
+// library).
 const (
 	WordOff   = 0
 	CountsOff = 64
+	ArgsOff   = CountsOff + MaxTeams*8
 )
 
 // Enter counts a call of kind k on team and publishes it. Release
@@ -204,11 +270,26 @@ const (
 // cost a sizeable share of a 2-PE barrier): the other PEs load the words
 // only after a sleep slice, and a word seen late is an older call, with a
 // smaller number, which no rule reports.
-func (a *Area) Enter(k Kind, team int) {
+//
+// args are the call's arguments (Args; 0: none to compare).
+func (a *Area) Enter(k Kind, team int, args uint64) {
 	c := &a.counts[team&(MaxTeams-1)]
 	w := Pack(k, team, Word(c.Load()).Num()+1) // only this PE writes c
+	shmsync.StoreRelease64(a.argsOf(team, w.Num()), w.Num()<<ArgsNumShift|uint64(k)<<ArgsKindShift|args&argsMask)
 	shmsync.StoreRelease64(c, uint64(w)&^InCall)
 	shmsync.StoreRelease64(&a.word, uint64(w))
+}
+
+// argsOf returns the word of the record of call n on team id.
+func (a *Area) argsOf(team int, n uint64) *atomic.Uint64 {
+	return &a.args[(team&(MaxTeams-1))*ArgsDepth+int(n%ArgsDepth)]
+}
+
+// record returns the PE's record of call n on team id, and whether it
+// has it (the record is of call n, not of another ArgsDepth away).
+func (a *Area) record(team int, n uint64) (uint64, bool) {
+	r := a.argsOf(team, n).Load()
+	return r, r>>ArgsNumShift == n&0xff && r != 0
 }
 
 // Leave marks the PE between calls again, keeping its last call's kind
@@ -234,8 +315,18 @@ func (a *Area) Last(team int) Word { return Word(a.counts[team&(MaxTeams-1)].Loa
 
 // diverged reports whether PE q, whose area is theirs, will never join
 // the call of this PE's word mine (this PE's area is own): see "What
-// counts as divergence".
+// counts as divergence" and "Arguments".
 func diverged(mine Word, own *Area, theirs *Area) bool {
+	if divergedCall(mine, own, theirs) {
+		return true
+	}
+	_, differ := argsDiffer(mine, own, theirs)
+	return differ
+}
+
+// divergedCall is diverged by the calls' kinds and numbers alone ("What
+// counts as divergence").
+func divergedCall(mine Word, own *Area, theirs *Area) bool {
 	w := theirs.Load()
 	if !mine.InCall() {
 		return false
@@ -260,12 +351,78 @@ func diverged(mine Word, own *Area, theirs *Area) bool {
 	case k == Left || k == Close && w.InCall():
 		// q's counts are final: did it make this call before it left?
 		last := theirs.Last(mine.Team())
-		return last.Num() < mine.Num() || last.Num() == mine.Num() && last.Kind() != mine.Kind()
-	case !w.InCall():
-		return false
+		if last.Num() < mine.Num() || last.Num() == mine.Num() && last.Kind() != mine.Kind() {
+			return true
+		}
+	case w.InCall() && w.Team() == mine.Team() && w.Num() == mine.Num() && w.Kind() != mine.Kind():
+		return true
 	}
-	return w.Team() == mine.Team() && w.Num() == mine.Num() && w.Kind() != mine.Kind()
+	return false
 }
+
+// argsDiffer reports whether PE q (theirs) made this PE's call mine with
+// another kind or other arguments, by its record of it ("Arguments"),
+// and returns the record.
+func argsDiffer(mine Word, own, theirs *Area) (uint64, bool) {
+	if !mine.InCall() || mine.Num() == 0 || mine.Kind() == Close || mine.Kind() == Left {
+		return 0, false
+	}
+	if theirs.Last(mine.Team()).Num() < mine.Num() {
+		return 0, false // q has not made the call (yet)
+	}
+	m, ok := own.record(mine.Team(), mine.Num())
+	if !ok {
+		return 0, false
+	}
+	r, ok := theirs.record(mine.Team(), mine.Num())
+	if !ok {
+		return 0, false
+	}
+	if recordKind(r) != recordKind(m) {
+		return r, true
+	}
+	return r, r&argsMask != 0 && m&argsMask != 0 && r&argsMask != m&argsMask
+}
+
+// Record returns this PE's record of its call in progress on team id
+// ("Arguments"), or 0 when it is in no call on that team or has none.
+// The team layer's barriers carry it to their partners (Differs). A nil
+// Tracker has none.
+func (t *Tracker) Record(team int) uint64 {
+	if t == nil {
+		return 0
+	}
+	w := t.own.Load()
+	if !w.InCall() || w.Team() != team&0xff || w.Kind() == Close {
+		return 0
+	}
+	r, _ := t.own.record(team, w.Num())
+	return r
+}
+
+// Differs returns the error, kept for every later call, of this PE's call
+// (its record mine, from Record) that met PE q's call of record theirs in
+// a step of one protocol: q made another call, or this one with other
+// arguments. It returns nil when either record is 0 or they are equal.
+func (t *Tracker) Differs(mine, theirs uint64, q int) error {
+	if mine == 0 || theirs == 0 || mine == theirs {
+		return nil
+	}
+	w := t.own.Load()
+	// The record keeps its call's number modulo 256: q's is the nearest
+	// to ours with those bits.
+	n := w.Num() + uint64(int64(int8(uint8(theirs>>ArgsNumShift)-uint8(w.Num()))))
+	hint := "every PE must pass the same sizes and root to a collective call"
+	if recordKind(theirs) != recordKind(mine) || n != w.Num() {
+		hint = "every PE must make the same collective calls in the same order"
+	}
+	err := fmt.Errorf("%s on PE %d met %s on PE %d: %w (%s)", describeCall(w, mine), t.rank,
+		describeCall(Pack(recordKind(theirs), w.Team(), n), theirs), q, errs.ErrDiverged, hint)
+	return t.Adopt(err)
+}
+
+// recordKind returns the kind of the call of record r.
+func recordKind(r uint64) Kind { return Kind(r >> ArgsKindShift & 0xff) }
 
 // Describe says which call w is, for a message: "Barrier (call #12)" on
 // the world team (id 0), "Sync (call #3 on team 2)" on another.
@@ -305,13 +462,14 @@ func NewTracker(areas []*Area, rank int, detail func(pe int, w Word) string) *Tr
 // Own returns this PE's area.
 func (t *Tracker) Own() *Area { return t.own }
 
-// Enter counts and publishes a collective call of kind k on team, or
-// returns the divergence found earlier without doing anything.
-func (t *Tracker) Enter(k Kind, team int) error {
+// Enter counts and publishes a collective call of kind k on team with
+// args (Args; 0: none to compare), or returns the divergence found
+// earlier without doing anything.
+func (t *Tracker) Enter(k Kind, team int, args uint64) error {
 	if e := t.broken.Load(); e != nil {
 		return fmt.Errorf("symheap: %s: %w", k, *e)
 	}
-	t.own.Enter(k, team)
+	t.own.Enter(k, team, args)
 	return nil
 }
 
@@ -419,9 +577,33 @@ func (t *Tracker) check(q int, theirs *Area) error {
 	case w.Kind() == Left:
 		gone = ", which has left the job"
 	}
+	theirsCall := t.describe(q, w)
+	if r, differ := argsDiffer(mine, t.own, theirs); differ && !divergedCall(mine, t.own, theirs) {
+		// Named by q's record of the call, whatever q is in now.
+		m, _ := t.own.record(mine.Team(), mine.Num())
+		mineCall := describeCall(mine, m)
+		theirsCall = describeCall(Pack(recordKind(r), mine.Team(), mine.Num()), r)
+		now := ""
+		if !(w.InCall() && w.Team() == mine.Team() && w.Num() == mine.Num()) {
+			now = ", now in " + t.describe(q, w)
+		}
+		hint = "every PE must pass the same sizes and root to a collective call"
+		if recordKind(r) != mine.Kind() {
+			hint = "every PE must make the same collective calls in the same order"
+		}
+		err := fmt.Errorf("%s on PE %d met %s on PE %d%s%s: %w (%s)", mineCall, t.rank, theirsCall, q, now, gone, errs.ErrDiverged, hint)
+		return t.Adopt(err)
+	}
 	err := fmt.Errorf("%s on PE %d met %s on PE %d%s: %w (%s)",
-		t.describe(t.rank, mine), t.rank, t.describe(q, w), q, gone, errs.ErrDiverged, hint)
+		t.describe(t.rank, mine), t.rank, theirsCall, q, gone, errs.ErrDiverged, hint)
 	return t.Adopt(err)
+}
+
+// describeCall is Describe of call w (in a call) with the arguments of
+// its record r: "Broadcast of 8 B from root 0 (call #2)".
+func describeCall(w Word, r uint64) string {
+	s, k := Describe(w|Word(InCall)), w.Kind().String()
+	return k + describeArgs(r) + s[len(k):]
 }
 
 func (t *Tracker) describe(pe int, w Word) string {

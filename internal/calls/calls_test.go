@@ -45,10 +45,10 @@ func TestDiverged(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			as := areas(2)
 			for _, k := range c.me {
-				as[0].Enter(k, 0)
+				as[0].Enter(k, 0, 0)
 			}
 			for _, k := range c.q {
-				as[1].Enter(k, 0)
+				as[1].Enter(k, 0, 0)
 			}
 			if c.qDone {
 				as[1].Leave()
@@ -86,12 +86,12 @@ func TestCloseMeetsCall(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			as := areas(2)
 			for range c.meBarriers {
-				as[0].Enter(Barrier, 0)
+				as[0].Enter(Barrier, 0, 0)
 				as[0].Leave()
 			}
 			as[0].SetClose(Close)
 			for _, k := range c.q {
-				as[1].Enter(k, c.team)
+				as[1].Enter(k, c.team, 0)
 			}
 			err := NewTracker(as, 0, nil).Check(nil)
 			if got := err != nil; got != c.want {
@@ -112,10 +112,10 @@ func TestBrokenForGood(t *testing.T) {
 		}
 		return ""
 	})
-	if err := tr.Enter(Barrier, 0); err != nil {
+	if err := tr.Enter(Barrier, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	as[1].Enter(Malloc, 0)
+	as[1].Enter(Malloc, 0, 0)
 	err := tr.Check([]int{1})
 	want := "Barrier (call #1) on PE 0 met Malloc of 64 B (call #1) on PE 1"
 	if err == nil || !strings.Contains(err.Error(), want) {
@@ -127,7 +127,7 @@ func TestBrokenForGood(t *testing.T) {
 	if !w.InCall() || w.Kind() != Barrier || uint64(w)&Broken == 0 {
 		t.Fatalf("word after the divergence: %s (broken %v), want the Barrier, in a call, broken", Describe(w), uint64(w)&Broken != 0)
 	}
-	err = tr.Enter(Free, 0)
+	err = tr.Enter(Free, 0, 0)
 	if !errors.Is(err, errs.ErrDiverged) || !strings.HasPrefix(err.Error(), "symheap: Free: ") || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Enter after the divergence: %v", err)
 	}
@@ -155,7 +155,7 @@ func TestCancelled(t *testing.T) {
 			as := areas(2)
 			q := NewTracker(as, 1, nil)
 			for i := range 2 { // q's calls: Barrier #1 done, Barrier #2 cancelled
-				if err := q.Enter(Barrier, 0); err != nil {
+				if err := q.Enter(Barrier, 0, 0); err != nil {
 					t.Fatal(err)
 				}
 				if i == 0 {
@@ -171,11 +171,11 @@ func TestCancelled(t *testing.T) {
 			if !errors.Is(kept, cause) || !errors.Is(kept, errs.ErrDiverged) || !strings.Contains(kept.Error(), "Barrier (call #2) on PE 1 was cancelled") {
 				t.Fatalf("Cancel: %v", kept)
 			}
-			if err := q.Enter(Free, 0); !errors.Is(err, cause) || !strings.HasPrefix(err.Error(), "symheap: Free: ") {
+			if err := q.Enter(Free, 0, 0); !errors.Is(err, cause) || !strings.HasPrefix(err.Error(), "symheap: Free: ") {
 				t.Fatalf("Enter after Cancel: %v", err)
 			}
 			for i, k := range c.me {
-				as[0].Enter(k, 0)
+				as[0].Enter(k, 0, 0)
 				if i < len(c.me)-1 {
 					as[0].Leave()
 				}
@@ -190,6 +190,54 @@ func TestCancelled(t *testing.T) {
 			}
 			if err != nil && (!errors.Is(err, errs.ErrDiverged) || !strings.Contains(err.Error(), "on PE 1, which was cancelled there")) {
 				t.Fatalf("Check: %v", err)
+			}
+		})
+	}
+}
+
+// TestArgsDiffer ("Arguments"): a member that made this PE's call with
+// other arguments diverges, whether it is in the call, past it or in
+// Close after it; with the same arguments, or none to compare, or a
+// record overwritten ArgsDepth calls later, it does not.
+func TestArgsDiffer(t *testing.T) {
+	a8, a8000 := Args(8, 0), Args(8000, 0)
+	for _, c := range []struct {
+		name  string
+		mine  uint64
+		q     func(q *Area)
+		want  bool
+		inMsg string
+	}{
+		{"in the call, other sizes", a8000, func(q *Area) { q.Enter(Broadcast, 0, a8) }, true,
+			"Broadcast of 8000 B from root 0 (call #1) on PE 0 met Broadcast of 8 B from root 0 (call #1) on PE 1"},
+		{"in the call, same sizes", a8000, func(q *Area) { q.Enter(Broadcast, 0, a8000) }, false, ""},
+		{"in the call, other root", Args(8, 1), func(q *Area) { q.Enter(Broadcast, 0, a8) }, true, "from root 1"},
+		{"past it", a8000, func(q *Area) { q.Enter(Broadcast, 0, a8); q.Leave(); q.Enter(Barrier, 0, 0) }, true,
+			"met Broadcast of 8 B from root 0 (call #1) on PE 1, now in Barrier (call #2)"},
+		{"past it, same sizes", a8000, func(q *Area) { q.Enter(Broadcast, 0, a8000); q.Leave(); q.Enter(Barrier, 0, 0) }, false, ""},
+		{"in Close after it", a8000, func(q *Area) { q.Enter(Broadcast, 0, a8); q.Leave(); q.SetClose(Close) }, true, "same sizes and root"},
+		{"past it, another kind", a8000, func(q *Area) { q.Enter(Reduce, 0, a8000); q.Leave(); q.Enter(Barrier, 0, 0) }, true,
+			"met Reduce of 8000 B from root 0 (call #1) on PE 1, now in Barrier (call #2)"},
+		{"not there yet", a8000, func(q *Area) {}, false, ""},
+		{"no arguments", 0, func(q *Area) { q.Enter(Broadcast, 0, a8) }, false, ""},
+		{"overwritten", a8000, func(q *Area) {
+			q.Enter(Broadcast, 0, a8)
+			for range ArgsDepth {
+				q.Leave()
+				q.Enter(Barrier, 0, 0)
+			}
+		}, false, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			as := areas(2)
+			as[0].Enter(Broadcast, 0, c.mine)
+			c.q(as[1])
+			err := NewTracker(as, 0, nil).Check(nil)
+			if got := err != nil; got != c.want {
+				t.Fatalf("Check: %v, want divergence %v", err, c.want)
+			}
+			if err != nil && (!errors.Is(err, errs.ErrDiverged) || !strings.Contains(err.Error(), c.inMsg)) {
+				t.Fatalf("Check: %q, want ErrDiverged saying %q", err, c.inMsg)
 			}
 		})
 	}

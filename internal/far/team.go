@@ -216,7 +216,7 @@ func (l *Layer) enter(ft *splitTeam, k calls.Kind) (leave func(), err error) {
 	if ft != nil {
 		return func() {}, nil
 	}
-	if err := l.rt.Calls().Enter(k, 0); err != nil {
+	if err := l.rt.Calls().Enter(k, 0, 0); err != nil {
 		return nil, err
 	}
 	return l.rt.Calls().Leave, nil

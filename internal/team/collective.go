@@ -131,7 +131,7 @@ func (v Vec) bytes(n int) uint64 { return uint64(n) * v.esz }
 // other argument error.
 func (t *Team) Broadcast(dst, src Vec, root int, typeErr error) error {
 	const what = "Broadcast"
-	if err := t.enter(calls.Broadcast); err != nil {
+	if err := t.enterArgs(calls.Broadcast, calls.Args(src.bytes(src.n), root)); err != nil {
 		return err
 	}
 	defer t.leave()
@@ -369,7 +369,7 @@ func (t *Team) ReduceFold(dst, src core.Ptr, n int, esz uint64, fold func(acc, x
 // the handle is checked; fold is combine for the element type.
 func (t *Team) reduce(dst, src Vec, op Op, opErr error, fold func(acc, x core.Ptr, n int, op Op)) error {
 	const what = "Reduce"
-	if err := t.enter(calls.Reduce); err != nil {
+	if err := t.enterArgs(calls.Reduce, calls.Args(src.bytes(src.n), -1)); err != nil {
 		return err
 	}
 	defer t.leave()
@@ -442,7 +442,7 @@ func (t *Team) reduce(dst, src Vec, op Op, opErr error, fold func(acc, x core.Pt
 // typeErr is as Broadcast's.
 func (t *Team) FCollect(dst, src Vec, typeErr error) error {
 	const what = "FCollect"
-	if err := t.enter(calls.FCollect); err != nil {
+	if err := t.enterArgs(calls.FCollect, calls.Args(src.bytes(src.n), -1)); err != nil {
 		return err
 	}
 	defer t.leave()
@@ -500,7 +500,7 @@ func (t *Team) FCollect(dst, src Vec, typeErr error) error {
 // documents it. typeErr is as Broadcast's.
 func (t *Team) AllToAll(dst, src Vec, typeErr error) error {
 	const what = "AllToAll"
-	if err := t.enter(calls.AllToAll); err != nil {
+	if err := t.enterArgs(calls.AllToAll, calls.Args(src.bytes(src.n), -1)); err != nil {
 		return err
 	}
 	defer t.leave()

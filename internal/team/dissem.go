@@ -181,6 +181,10 @@ func (t *Team) dissemBarrier(quiet bool, check func() error) error {
 		t.rt.Quiet()
 	}
 	b := c - d.base
+	// The record of this PE's call (package calls, "Arguments"), which
+	// each round's line carries to its reader: members in one barrier
+	// are in one call, with the same arguments, or diverged.
+	rec := t.l.calls.Record(t.id)
 	d.lc.begin()
 	for r, mine := range d.mine {
 		// Step 2. Release store (publish): every earlier store of this PE
@@ -188,6 +192,7 @@ func (t *Team) dissemBarrier(quiet bool, check func() error) error {
 		// member that sees c.
 		pl := mine[c&1]
 		d.lc.wrote(pl)
+		*core.At[uint64](addr(&pl.data)) = rec
 		t.l.publish(pl, c)
 		// A few pauses before the first look at the other's line, which
 		// a member arriving about now is writing (shmsync.SettlePolls).
@@ -203,6 +208,9 @@ func (t *Team) dissemBarrier(quiet bool, check func() error) error {
 			return lost
 		}
 		d.lc.read(src)
+		if err := t.l.calls.Differs(rec, *core.At[uint64](addr(&src.data)), t.members[d.fromRank[r]]); err != nil {
+			return fmt.Errorf("symheap: %w", err)
+		}
 	}
 	d.lc.end()
 	// Step 3. The next barrier's lines: their reader read them in the

@@ -543,7 +543,11 @@ func (t *Team) TeamRank(p int) int {
 // enter starts a call of kind k on the team: it checks the handle, takes
 // t.mu, which the caller releases, and publishes the call (package
 // calls).
-func (t *Team) enter(k calls.Kind) error {
+func (t *Team) enter(k calls.Kind) error { return t.enterArgs(k, 0) }
+
+// enterArgs is enter for a call with arguments to compare across the
+// members (calls.Args; package calls, "Arguments").
+func (t *Team) enterArgs(k calls.Kind, args uint64) error {
 	what := k.String()
 	if err := t.usable(what); err != nil {
 		return err
@@ -553,7 +557,7 @@ func (t *Team) enter(k calls.Kind) error {
 		t.mu.Unlock()
 		return t.usable(what)
 	}
-	if err := t.l.calls.Enter(k, t.id); err != nil {
+	if err := t.l.calls.Enter(k, t.id, args); err != nil {
 		t.mu.Unlock()
 		return err
 	}
@@ -758,7 +762,7 @@ func (t *Team) lockFreeBarrier(k calls.Kind, quiet bool, stop func() error) erro
 	if err := t.inUse(k.String()); err != nil {
 		return err
 	}
-	if err := t.l.calls.Enter(k, t.id); err != nil {
+	if err := t.l.calls.Enter(k, t.id, 0); err != nil {
 		shmsync.StoreRelease32(&t.busy, 0)
 		return err
 	}
