@@ -396,8 +396,10 @@ func (t *Tracker) Record(team int) uint64 {
 	if !w.InCall() || w.Team() != team&0xff || w.Kind() == Close {
 		return 0
 	}
-	r, _ := t.own.record(team, w.Num())
-	return r
+	if r, ok := t.own.record(team, w.Num()); ok {
+		return r
+	}
+	return 0
 }
 
 // Differs returns the error, kept for every later call, of this PE's call
