@@ -789,7 +789,7 @@ static void world_dissem(const char *op)
 	uint64_t rec = shmemi_call_record(0);
 	for (int r = 0; r < shmemi_L.barrier_rounds; r++) {
 		struct shmemi_post_line *pl = &dis_mine[r]->line[c & 1];
-		__atomic_store_n((uint64_t *)(void *)pl->data, rec, __ATOMIC_RELAXED);
+		__atomic_store_n((uint64_t *)(void *)(pl->data + SHMEMI_BARRIER_RECORD_OFF), rec, __ATOMIC_RELAXED);
 		post_publish(pl, c, relaxed);
 		/* A few pauses before the first look at the other's line, which a
 		 * PE arriving about now is writing (shmsync.SettlePolls). */
@@ -797,7 +797,7 @@ static void world_dissem(const char *op)
 			shmemi_pause();
 		struct shmemi_post_line *src = &dis_from[r]->line[c & 1];
 		post_await(src, c, relaxed, op);
-		uint64_t theirs = __atomic_load_n((uint64_t *)(void *)src->data, __ATOMIC_RELAXED);
+		uint64_t theirs = __atomic_load_n((uint64_t *)(void *)(src->data + SHMEMI_BARRIER_RECORD_OFF), __ATOMIC_RELAXED);
 		if (SHMEMI_UNLIKELY(rec != 0 && theirs != 0 && theirs != rec))
 			call_differs(rec, theirs, dis_from_pe[r], op);
 	}

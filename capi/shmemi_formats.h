@@ -20,7 +20,7 @@
 
 /* The digest of the runtime's formats (internal/cabi.Sum): shmem_init
  * refuses to run with a runtime whose formats are not these. */
-#define SHMEMI_FORMATS_SUM UINT64_C(0xaccd35cc75e0df52)
+#define SHMEMI_FORMATS_SUM UINT64_C(0xc4cf2d5d4b4e85d5)
 
 #define SHMEMI_AGREE_FLAT 4 /* largest job whose collective allocations read every PE's record line; larger ones on one node run the agreement */
 #define SHMEMI_AGREE_WORDS 7 /* words of an allocation record that the agreement's post lines carry: call, kind, size, align, in, out, hints */
@@ -32,6 +32,7 @@
 #define SHMEMI_ALLOC_CALL_REALLOC 5 /* an allocation record's kind (symalloc.go) */
 #define SHMEMI_ALLOC_MIN_ALIGN 16 /* the least alignment an allocation record holds: every block's (alloc.MinAlign, symalloc.go) */
 #define SHMEMI_ALLOC_NO_OFF UINT64_C(0xffffffffffffffff) /* an allocation record's in or out when there is no offset (symalloc.go) */
+#define SHMEMI_BARRIER_RECORD_OFF 8 /* offset in a barrier round line's data of the call record it carries (internal/calls, Arguments) */
 #define SHMEMI_BARRIER_TEAMS 64 /* team ids in a barrier area, each a count line then the round lines; the agreement's round lines follow them (agree.go) */
 #define SHMEMI_CBLOCK_SIZE 8192 /* bytes of the C library's symmetric block, allocated by Init in a job with a C PE */
 #define SHMEMI_CONTROL_SIZE 4096 /* bytes of the fixed part of a control block (core.ControlSize) */

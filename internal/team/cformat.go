@@ -39,4 +39,5 @@ func init() {
 	cabi.RegisterConst("POST_FLAT", postFlat, "largest team whose small reductions fold every member's gather line; larger ones go up and down a binomial tree")
 	cabi.RegisterConst("POST_AHEAD", postAhead, "calls ahead a reader of a root's ring asks for a line")
 	cabi.RegisterConst("POST_DONE_PAUSES", donePauses, "pauses between a waiting root's reads of a done line")
+	cabi.RegisterConst("BARRIER_RECORD_OFF", barrierRecordOff, "offset in a barrier round line's data of the call record it carries (internal/calls, Arguments)")
 }

@@ -87,8 +87,13 @@ type barrierCount struct {
 
 // barrierRound is a PE's lines of one round for one team id.
 type barrierRound struct {
-	line [2]postLine // by the parity of the owner's count (seq only; the data unused but by the line-count model)
+	line [2]postLine // by the parity of the owner's count (seq; the data carry the owner's call record, and the line-count model's depth)
 }
+
+// barrierRecordOff is where a round line's data carry the record of the
+// owner's call (package calls, "Arguments"), after the line-count model's
+// 4 bytes.
+const barrierRecordOff = 8
 
 // rounds is the barrier rounds of a team of n: ⌈log₂ n⌉.
 func rounds(n int) int {
@@ -192,7 +197,7 @@ func (t *Team) dissemBarrier(quiet bool, check func() error) error {
 		// member that sees c.
 		pl := mine[c&1]
 		d.lc.wrote(pl)
-		*core.At[uint64](addr(&pl.data)) = rec
+		*core.At[uint64](addr(&pl.data[barrierRecordOff])) = rec
 		t.l.publish(pl, c)
 		// A few pauses before the first look at the other's line, which
 		// a member arriving about now is writing (shmsync.SettlePolls).
@@ -208,7 +213,7 @@ func (t *Team) dissemBarrier(quiet bool, check func() error) error {
 			return lost
 		}
 		d.lc.read(src)
-		if err := t.l.calls.Differs(rec, *core.At[uint64](addr(&src.data)), t.members[d.fromRank[r]]); err != nil {
+		if err := t.l.calls.Differs(rec, *core.At[uint64](addr(&src.data[barrierRecordOff])), t.members[d.fromRank[r]]); err != nil {
 			return fmt.Errorf("symheap: %w", err)
 		}
 	}
