@@ -65,8 +65,11 @@
 // compared; neither is a call without arguments (Args 0: barriers, syncs,
 // allocations, which compare theirs themselves, and collect, whose sizes
 // differ by design). The check runs after a sleep slice, as every other
-// rule: a call whose different paths happen to meet without a wait
-// returns wrong bytes unreported.
+// rule; and the team layer's barriers (internal/team, dissem.go; the C
+// library's world barrier alike) carry each PE's record (Record) in their
+// lines to their readers, which compare it at once (Differs): PEs in one
+// barrier are in one call. Paths that differ but meet without a wait or a
+// barrier return wrong bytes unreported.
 //
 // # Cancelled calls
 //
