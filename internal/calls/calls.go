@@ -49,7 +49,10 @@
 // count); a call on another team is left to the other PE's check, which
 // knows this PE is a member of that team. A member that is behind (in an
 // earlier call on T), computing, or in a call on another team is waited
-// for: it may still come.
+// for: it may still come. A member whose word says it found a divergence
+// (Broken) makes no more calls: it diverges from this PE's call n on T
+// when it never made call n, or found the divergence in it, and from a
+// PE in Close always.
 //
 // # Arguments
 //
@@ -316,19 +319,23 @@ func (a *Area) Count(team int) uint64 { return a.Last(team).Num() }
 // Last returns the PE's latest call on team id, as a Word between calls.
 func (a *Area) Last(team int) Word { return Word(a.counts[team&(MaxTeams-1)].Load()) }
 
-// diverged reports whether PE q, whose area is theirs, will never join
-// the call of this PE's word mine (this PE's area is own): see "What
-// counts as divergence" and "Arguments".
-func diverged(mine Word, own *Area, theirs *Area) bool {
-	if divergedCall(mine, own, theirs) {
-		return true
+// brokenMember reports whether q (theirs), whose word says it found a
+// divergence, will never join this PE's call mine: it makes no more
+// calls, and the one in its word, where it found it, it may have left
+// half done.
+func brokenMember(mine Word, theirs *Area) bool {
+	w := theirs.Load()
+	if uint64(w)&Broken == 0 || w.Cancelled() || !mine.InCall() {
+		return false
 	}
-	_, differ := argsDiffer(mine, own, theirs)
-	return differ
+	last := theirs.Last(mine.Team())
+	return mine.Kind() == Close || last.Num() < mine.Num() || w.Team() == mine.Team() && w.Num() == mine.Num()
 }
 
-// divergedCall is diverged by the calls' kinds and numbers alone ("What
-// counts as divergence").
+// divergedCall reports whether PE q, whose area is theirs, will never
+// join the call of this PE's word mine (this PE's area is own), by the
+// calls' kinds and numbers ("What counts as divergence"); argsDiffer and
+// brokenMember are the other two ways.
 func divergedCall(mine Word, own *Area, theirs *Area) bool {
 	w := theirs.Load()
 	if !mine.InCall() {
@@ -508,22 +515,28 @@ func (t *Tracker) Broken() error {
 // later call, the error naming this PE's call and the first PE of pes
 // (all PEs when nil) whose call shows it will never join it. The caller
 // re-tests its wait's condition first (shmsync.Lost).
+//
+// A member that diverged by its own call is named before one that only
+// found a divergence elsewhere (brokenMember): the first says what went
+// wrong.
 func (t *Tracker) Check(pes []int) error {
 	if !t.own.Load().InCall() {
 		return nil
 	}
-	if pes == nil {
-		for q, a := range t.areas {
-			if err := t.check(q, a); err != nil {
-				return err
+	for _, broken := range []bool{false, true} {
+		if pes == nil {
+			for q, a := range t.areas {
+				if err := t.check(q, a, broken); err != nil {
+					return err
+				}
 			}
+			continue
 		}
-		return nil
-	}
-	for _, q := range pes {
-		if q >= 0 && q < len(t.areas) {
-			if err := t.check(q, t.areas[q]); err != nil {
-				return err
+		for _, q := range pes {
+			if q >= 0 && q < len(t.areas) {
+				if err := t.check(q, t.areas[q], broken); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -537,7 +550,7 @@ func (t *Tracker) CheckRemote(q int, theirs *Area) error {
 	if !t.own.Load().InCall() {
 		return nil
 	}
-	return t.check(q, theirs)
+	return t.check(q, theirs, true)
 }
 
 // Adopt keeps err, a divergence that another PE of this node found and
@@ -569,9 +582,16 @@ func (t *Tracker) Cancel(cause error) error {
 }
 
 // check is Check of PE q, whose area is theirs (nil: none to check).
-func (t *Tracker) check(q int, theirs *Area) error {
+//
+// broken: whether a member that only found a divergence elsewhere counts
+// (brokenMember).
+func (t *Tracker) check(q int, theirs *Area, broken bool) error {
 	mine := t.own.Load()
-	if q == t.rank || theirs == nil || !diverged(mine, t.own, theirs) {
+	if q == t.rank || theirs == nil {
+		return nil
+	}
+	if _, differ := argsDiffer(mine, t.own, theirs); !divergedCall(mine, t.own, theirs) && !differ &&
+		!(broken && brokenMember(mine, theirs)) {
 		return nil
 	}
 	w := theirs.Load()
@@ -598,6 +618,10 @@ func (t *Tracker) check(q int, theirs *Area) error {
 		}
 		err := fmt.Errorf("%s on PE %d met %s on PE %d%s%s: %w (%s)", mineCall, t.rank, theirsCall, q, now, gone, errs.ErrDiverged, hint)
 		return t.Adopt(err)
+	}
+	if !divergedCall(mine, t.own, theirs) {
+		// brokenMember
+		gone, hint = ", which found a divergence there", "a PE that found a divergence makes no more collective calls; Close every PE"
 	}
 	err := fmt.Errorf("%s on PE %d met %s on PE %d%s: %w (%s)",
 		t.describe(t.rank, mine), t.rank, theirsCall, q, gone, errs.ErrDiverged, hint)

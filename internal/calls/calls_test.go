@@ -242,3 +242,39 @@ func TestArgsDiffer(t *testing.T) {
 		})
 	}
 }
+
+// TestBrokenMember: a member whose word says it found a divergence makes
+// no more calls: it diverges from a call it never made, from the one it
+// found the divergence in, and from Close; not from a call it made whole.
+func TestBrokenMember(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		me   func(a *Area)
+		q    func(a *Area)
+		want bool
+	}{
+		{"broken in this call", func(a *Area) { a.Enter(Broadcast, 0, 0) }, func(a *Area) { a.Enter(Broadcast, 0, 0) }, true},
+		{"broken before this call", func(a *Area) { a.Enter(Barrier, 0, 0); a.Leave(); a.Enter(Barrier, 0, 0) },
+			func(a *Area) { a.Enter(Barrier, 0, 0) }, true},
+		{"broken after this call", func(a *Area) { a.Enter(Barrier, 0, 0) },
+			func(a *Area) { a.Enter(Barrier, 0, 0); a.Leave(); a.Enter(Barrier, 0, 0) }, false},
+		{"broken on another team", func(a *Area) { a.Enter(Barrier, 0, 0) },
+			func(a *Area) { a.Enter(Barrier, 0, 0); a.Leave(); a.Enter(Sync, 2, 0) }, false},
+		{"this PE in Close", func(a *Area) { a.Enter(Barrier, 0, 0); a.Leave(); a.SetClose(Close) },
+			func(a *Area) { a.Enter(Barrier, 0, 0) }, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			as := areas(2)
+			c.me(as[0])
+			c.q(as[1])
+			NewTracker(as, 1, nil).Adopt(errors.New("a divergence PE 1 found"))
+			err := NewTracker(as, 0, nil).Check(nil)
+			if got := err != nil; got != c.want {
+				t.Fatalf("Check: %v, want divergence %v", err, c.want)
+			}
+			if err != nil && !strings.Contains(err.Error(), "which found a divergence there") {
+				t.Errorf("Check: %q does not say PE 1 found a divergence", err)
+			}
+		})
+	}
+}
