@@ -590,8 +590,9 @@ func (t *Tracker) check(q int, theirs *Area, broken bool) error {
 	if q == t.rank || theirs == nil {
 		return nil
 	}
-	if _, differ := argsDiffer(mine, t.own, theirs); !divergedCall(mine, t.own, theirs) && !differ &&
-		!(broken && brokenMember(mine, theirs)) {
+	byCall := divergedCall(mine, t.own, theirs)
+	r, byArgs := argsDiffer(mine, t.own, theirs)
+	if !byCall && !byArgs && !(broken && brokenMember(mine, theirs)) {
 		return nil
 	}
 	w := theirs.Load()
@@ -603,7 +604,7 @@ func (t *Tracker) check(q int, theirs *Area, broken bool) error {
 		gone = ", which has left the job"
 	}
 	theirsCall := t.describe(q, w)
-	if r, differ := argsDiffer(mine, t.own, theirs); differ && !divergedCall(mine, t.own, theirs) {
+	if byArgs && !byCall {
 		// Named by q's record of the call, whatever q is in now.
 		m, _ := t.own.record(mine.Team(), mine.Num())
 		mineCall := describeCall(mine, m)
@@ -619,7 +620,7 @@ func (t *Tracker) check(q int, theirs *Area, broken bool) error {
 		err := fmt.Errorf("%s on PE %d met %s on PE %d%s%s: %w (%s)", mineCall, t.rank, theirsCall, q, now, gone, errs.ErrDiverged, hint)
 		return t.Adopt(err)
 	}
-	if !divergedCall(mine, t.own, theirs) {
+	if !byCall {
 		// brokenMember
 		gone, hint = ", which found a divergence there", "a PE that found a divergence makes no more collective calls; Close every PE"
 	}
