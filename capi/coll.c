@@ -220,7 +220,7 @@ static void barrier_order(void)
 		dis_from_pe[r] = order[(pos - (1 << r) + n) % n];
 		dis_from[r] = barrier_round(dis_from_pe[r], 0, r);
 		agree_mine[r] = agree_round(shmemi_L.me, r);
-		agree_from[r] = agree_round(order[(pos - (1 << r) + n) % n], r);
+		agree_from[r] = agree_round(dis_from_pe[r], r);
 	}
 	free(order);
 	free(key);

@@ -168,7 +168,8 @@ void shmemi_call_broken(int kind) __attribute__((noreturn, cold)); /* coll.c */
  * (internal/calls, Args and "Arguments"). */
 static inline uint64_t shmemi_call_args(uint64_t bytes, int root)
 {
-	return SHMEMI_CALL_ARGS_SET | (bytes & 0x7fffffff) << SHMEMI_CALL_ARGS_BYTES_SHIFT | ((uint64_t)(root + 1) & 0xffff);
+	return SHMEMI_CALL_ARGS_SET | (bytes & SHMEMI_CALL_ARGS_BYTES_MASK) << SHMEMI_CALL_ARGS_BYTES_SHIFT |
+	       ((uint64_t)(root + 1) & SHMEMI_CALL_ARGS_ROOT_MASK);
 }
 
 /* shmemi_call_enter counts and publishes a call of kind on team id, with
@@ -186,7 +187,7 @@ static inline void shmemi_call_enter(int kind, int team, uint64_t args)
 	uint64_t w = SHMEMI_CALL_IN_CALL | (uint64_t)kind << SHMEMI_CALL_KIND_SHIFT |
 		     (uint64_t)(team & 0xff) << SHMEMI_CALL_TEAM_SHIFT | (n & SHMEMI_CALL_NUM_MASK);
 	uint64_t r = n << SHMEMI_CALL_ARGS_NUM_SHIFT | (uint64_t)(kind & 0xff) << SHMEMI_CALL_ARGS_KIND_SHIFT |
-		     (args & ((UINT64_C(1) << SHMEMI_CALL_ARGS_KIND_SHIFT) - 1));
+		     (args & SHMEMI_CALL_ARGS_MASK);
 	__atomic_store_n(&a->args[t * SHMEMI_CALL_ARGS_DEPTH + n % SHMEMI_CALL_ARGS_DEPTH], r, __ATOMIC_RELEASE);
 	__atomic_store_n(c, w & ~SHMEMI_CALL_IN_CALL, __ATOMIC_RELEASE);
 	__atomic_store_n(&a->word, w, __ATOMIC_RELEASE);
@@ -205,7 +206,7 @@ static inline uint64_t shmemi_call_record(int team)
 	uint64_t r = __atomic_load_n(&a->args[(team & (SHMEMI_CALL_MAX_TEAMS - 1)) * SHMEMI_CALL_ARGS_DEPTH +
 					      n % SHMEMI_CALL_ARGS_DEPTH],
 				     __ATOMIC_RELAXED);
-	return r >> SHMEMI_CALL_ARGS_NUM_SHIFT == (n & 0xff) ? r : 0;
+	return r >> SHMEMI_CALL_ARGS_NUM_SHIFT == (n & SHMEMI_CALL_ARGS_NUM_MASK) ? r : 0;
 }
 
 /* shmemi_call_leave marks this PE between calls again. */

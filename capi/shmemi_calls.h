@@ -44,5 +44,9 @@
 #define SHMEMI_CALL_ARGS_KIND_SHIFT 48  /* its kind */
 #define SHMEMI_CALL_ARGS_SET UINT64_C(0x800000000000) /* then the arguments: set, */
 #define SHMEMI_CALL_ARGS_BYTES_SHIFT 16 /* bytes modulo 2^31, root plus one in the low 16 bits */
+#define SHMEMI_CALL_ARGS_BYTES_MASK UINT64_C(0x7fffffff) /* of the bytes, after the shift */
+#define SHMEMI_CALL_ARGS_ROOT_MASK UINT64_C(0xffff)  /* of the root plus one */
+#define SHMEMI_CALL_ARGS_MASK UINT64_C(0xffffffffffff)       /* of the arguments */
+#define SHMEMI_CALL_ARGS_NUM_MASK UINT64_C(0xff)   /* of the number, after the shift */
 
 #endif

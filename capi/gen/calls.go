@@ -41,10 +41,15 @@ func callsH() string {
 #define SHMEMI_CALL_ARGS_KIND_SHIFT %d  /* its kind */
 #define SHMEMI_CALL_ARGS_SET UINT64_C(%#x) /* then the arguments: set, */
 #define SHMEMI_CALL_ARGS_BYTES_SHIFT %d /* bytes modulo 2^31, root plus one in the low 16 bits */
+#define SHMEMI_CALL_ARGS_BYTES_MASK UINT64_C(%#x) /* of the bytes, after the shift */
+#define SHMEMI_CALL_ARGS_ROOT_MASK UINT64_C(%#x)  /* of the root plus one */
+#define SHMEMI_CALL_ARGS_MASK UINT64_C(%#x)       /* of the arguments */
+#define SHMEMI_CALL_ARGS_NUM_MASK UINT64_C(%#x)   /* of the number, after the shift */
 
 #endif
 `, calls.NumBits, calls.TeamShift, calls.KindShift, calls.InCall, calls.Broken, calls.Cancelled, calls.MaxTeams, calls.WordOff, calls.CountsOff,
-		calls.ArgsOff, calls.ArgsDepth, calls.ArgsNumShift, calls.ArgsKindShift, calls.ArgsSet, calls.ArgsBytesShift)
+		calls.ArgsOff, calls.ArgsDepth, calls.ArgsNumShift, calls.ArgsKindShift, calls.ArgsSet, calls.ArgsBytesShift,
+		calls.ArgsBytesMask, calls.ArgsRootMask, calls.ArgsMask, calls.ArgsNumMask)
 	return b.String()
 }
 

@@ -203,14 +203,17 @@ const (
 	ArgsKindShift  = 48
 	ArgsSet        = uint64(1) << 47
 	ArgsBytesShift = 16
-	argsMask       = uint64(1)<<ArgsKindShift - 1
+	ArgsBytesMask  = 1<<31 - 1                    // of the bytes, after the shift
+	ArgsRootMask   = 1<<ArgsBytesShift - 1        // of the root plus one
+	ArgsMask       = uint64(1)<<ArgsKindShift - 1 // of the arguments
+	ArgsNumMask    = 1<<(64-ArgsNumShift) - 1     // of the number, after the shift
 )
 
 // Args returns the arguments of a call that contributes bytes per member
 // (a broadcast's, a reduction's vector, an fcollect's block, an
 // alltoall's block) from root (-1: none).
 func Args(bytes uint64, root int) uint64 {
-	return ArgsSet | (bytes&0x7fffffff)<<ArgsBytesShift | uint64(root+1)&0xffff
+	return ArgsSet | (bytes&ArgsBytesMask)<<ArgsBytesShift | uint64(root+1)&ArgsRootMask
 }
 
 // describeArgs says what a record's arguments are, for a message: " of
@@ -219,8 +222,8 @@ func describeArgs(a uint64) string {
 	if a&ArgsSet == 0 {
 		return ""
 	}
-	s := fmt.Sprintf(" of %d B", a>>ArgsBytesShift&0x7fffffff)
-	if r := a & 0xffff; r != 0 {
+	s := fmt.Sprintf(" of %d B", a>>ArgsBytesShift&ArgsBytesMask)
+	if r := a & ArgsRootMask; r != 0 {
 		s += fmt.Sprintf(" from root %d", r-1)
 	}
 	return s
@@ -281,7 +284,7 @@ const (
 func (a *Area) Enter(k Kind, team int, args uint64) {
 	c := &a.counts[team&(MaxTeams-1)]
 	w := Pack(k, team, Word(c.Load()).Num()+1) // only this PE writes c
-	shmsync.StoreRelease64(a.argsOf(team, w.Num()), w.Num()<<ArgsNumShift|uint64(k)<<ArgsKindShift|args&argsMask)
+	shmsync.StoreRelease64(a.argsOf(team, w.Num()), w.Num()<<ArgsNumShift|uint64(k)<<ArgsKindShift|args&ArgsMask)
 	shmsync.StoreRelease64(c, uint64(w)&^InCall)
 	shmsync.StoreRelease64(&a.word, uint64(w))
 }
@@ -295,7 +298,7 @@ func (a *Area) argsOf(team int, n uint64) *atomic.Uint64 {
 // has it (the record is of call n, not of another ArgsDepth away).
 func (a *Area) record(team int, n uint64) (uint64, bool) {
 	r := a.argsOf(team, n).Load()
-	return r, r>>ArgsNumShift == n&0xff && r != 0
+	return r, r>>ArgsNumShift == n&ArgsNumMask && r != 0
 }
 
 // Leave marks the PE between calls again, keeping its last call's kind
@@ -391,7 +394,7 @@ func argsDiffer(mine Word, own, theirs *Area) (uint64, bool) {
 	if recordKind(r) != recordKind(m) {
 		return r, true
 	}
-	return r, r&argsMask != 0 && m&argsMask != 0 && r&argsMask != m&argsMask
+	return r, r&ArgsMask != 0 && m&ArgsMask != 0 && r&ArgsMask != m&ArgsMask
 }
 
 // Record returns this PE's record of its call in progress on team id
