@@ -701,6 +701,11 @@ func (pe *PE) peerLost() error {
 		return pe.seg.CheckPeers(nil)
 	}
 	if p, err := pe.seg.LostPeer(nil); err != nil {
+		// A PE of this node that found a PE of another node lost (or a
+		// divergence) left it for the node before it left: the cause.
+		if e := pe.far.NodeLost(); e != nil {
+			return e
+		}
 		pe.far.Announce(p) // the other nodes learn it from us
 		return err
 	}

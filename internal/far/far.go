@@ -361,39 +361,70 @@ func (l *Layer) Announce(p int) {
 }
 
 // spreadLoss tells this node's PEs, once, of an announcement this PE
-// heard: a lost PE's rank goes into its leader's farLost word as
-// -(2 + rank), which every PE of the node checks (heard), and all are
-// woken. Announcements of an exit or a divergence take other ways
+// heard (leave). Announcements of an exit or a divergence take other ways
 // (onAnnounced: the node exits; the leaders, which alone hear of a
 // divergence, tell their nodes themselves).
 func (l *Layer) spreadLoss(v uint64) {
 	if v&(announceExit|announceDiverged) != 0 || v >= uint64(l.npes) || !l.spread.CompareAndSwap(false, true) {
 		return
 	}
-	// Seq-cst; a leader's own finding (nodeFail) may replace it.
-	l.rt.FarLost(l.local[0]).CompareAndSwap(0, lostHeard(int(v)))
-	l.rt.WakeAll()
+	l.leave(int(v), -1)
 }
 
-// lostHeard is the farLost value of a lost PE announced by another node.
-func lostHeard(p int) int64 { return -2 - int64(p) }
+// leave leaves the loss of PE p, on another node, for this node's PEs,
+// once: p's rank and the PE of this node that found it (by; -1 when
+// another node announced it) go into the leader's farLost word
+// (lostNoted), which every PE of the node checks (heard), and all are
+// woken. A PE that found the loss itself leaves it before it returns
+// the error, so the node's other PEs report the loss, not the PE's
+// leaving after it (PE.peerLost looks here first).
+func (l *Layer) leave(p, by int) {
+	// Seq-cst; a leader's own finding (nodeFail) may replace it.
+	if l.rt.FarLost(l.local[0]).CompareAndSwap(0, lostNoted(p, by)) {
+		l.rt.WakeAll()
+	}
+}
 
-// heard returns the loss of a PE that another node announced to a PE of
-// this node (spreadLoss).
+// lostNoted is the farLost value of PE p's loss found by PE by of this
+// node, or announced by another node (by = -1): below -1, the ranks in
+// 24 bits each (a job has fewer than 2^20 PEs: the tags' width).
+func lostNoted(p, by int) int64 { return -2 - int64(p) - int64(by+1)<<24 }
+
+// notedBy decodes lostNoted: the lost PE and its finder.
+func notedBy(v int64) (p, by int) {
+	x := lostNoted(0, -1) - v
+	return int(x & (1<<24 - 1)), int(x>>24) - 1
+}
+
+// heard returns the loss of a PE that a PE of this node found, or that
+// another node announced to one (leave).
 func (l *Layer) heard() error {
-	if v := l.rt.FarLost(l.local[0]).Load(); v <= lostHeard(0) {
+	if v := l.rt.FarLost(l.local[0]).Load(); v <= lostNoted(0, -1) {
 		return l.heardErr(v)
 	}
 	return nil
 }
 
-// heardErr is the error of farLost value v <= lostHeard(0).
+// heardErr is the error of farLost value v <= lostNoted(0, -1).
 func (l *Layer) heardErr(v int64) error {
-	p := int(lostHeard(0) - v)
-	if p >= l.npes {
+	p, by := notedBy(v)
+	switch {
+	case p >= l.npes || by >= l.npes:
 		return fmt.Errorf("a PE on another node is gone (farLost %d): %w", v, errs.ErrPeerLost)
+	case by >= 0:
+		return gone(p, "PE %d on node %d is gone (found by PE %d of this node): %w", p, l.nodeOf[p], by, errs.ErrPeerLost)
 	}
 	return gone(p, "PE %d on node %d is gone (announced by another node to a PE of this one): %w", p, l.nodeOf[p], errs.ErrPeerLost)
+}
+
+// NodeLost returns the loss (or divergence) that a PE of this node left
+// for the others (leave, nodeFail), nil if none: what a PE reports when
+// a PE of its node leaves, since that PE left because of it.
+func (l *Layer) NodeLost() error {
+	if l == nil || l.net == nil {
+		return nil
+	}
+	return l.LostBy(l.local[0])
 }
 
 // announceExit is the bit of an announcement that carries GlobalExit's
@@ -463,8 +494,10 @@ func (l *Layer) Alive(p int) bool {
 	if v, ok := l.net.Watched(); ok && int(v) == p {
 		return false
 	}
-	if l.rt.FarLost(l.local[0]).Load() == lostHeard(p) {
-		return false
+	if v := l.rt.FarLost(l.local[0]).Load(); v <= lostNoted(0, -1) {
+		if q, _ := notedBy(v); q == p {
+			return false
+		}
 	}
 	q, _ := l.net.Failed()
 	return q != p
@@ -529,6 +562,7 @@ func (l *Layer) peerLost(p int, err error) error {
 	if errors.Is(err, transport.ErrTimeout) {
 		how = "has stopped answering"
 	}
+	l.leave(p, l.rank)
 	return gone(p, "PE %d on node %d %s: %w (%v)", p, l.nodeOf[p], how, errs.ErrPeerLost, err)
 }
 
@@ -694,7 +728,7 @@ func (l *Layer) LostBy(ld int) error {
 			calls.Describe(l.rt.Calls().Own().Load()), l.rank, ld, errs.ErrDiverged))
 	} else if v >= 2 {
 		return gone(int(v-2), "PE %d on node %d is gone (found by this node's leader, PE %d): %w", v-2, l.nodeOf[v-2], ld, errs.ErrPeerLost)
-	} else if v <= lostHeard(0) {
+	} else if v <= lostNoted(0, -1) {
 		return l.heardErr(v)
 	} else if v != 0 {
 		return fmt.Errorf("a PE on another node is gone (found by this node's leader, PE %d): %w", ld, errs.ErrPeerLost)

@@ -337,3 +337,82 @@ func TestUnevenNodesLostPE(t *testing.T) {
 		t.Errorf("job status %d (timed out: %v), want 3 from a PE that heard", res.Status, res.TimedOut)
 	}
 }
+
+// TestFoundLossLeftForNode: nodes of three PEs (0-2) and two (3, 4). PE 3
+// exits without Close; PE 0 finds it gone on its own connection (a Get),
+// closes and stays; only then does PE 1, which talks to no PE of the
+// other node, wait on its own memory. It must report PE 3's loss, which
+// PE 0 left for its node before it closed, and not PE 0's leaving (which
+// its node's segment shows first). PEs 2 and 4 make no call until PE 1
+// has heard, so that no announcement tells PE 1 instead.
+func TestFoundLossLeftForNode(t *testing.T) {
+	dir := t.TempDir() // the parent's, to its children through STEPS_DIR
+	step := func(name string) {
+		if err := os.WriteFile(filepath.Join(os.Getenv("STEPS_DIR"), name), nil, 0o644); err != nil {
+			panic(err)
+		}
+	}
+	await := func(name string) {
+		for {
+			if _, err := os.Stat(filepath.Join(os.Getenv("STEPS_DIR"), name)); err == nil {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	petest.Run(t, 5, func(t *testing.T) {
+		node := 0
+		if petest.Rank() >= 3 {
+			node = 1
+		}
+		os.Setenv("SYMHEAP_NODE", fmt.Sprintf("node%d", node))
+		pe, err := symheap.Init(symheap.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := symheap.Calloc[int64](pe, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pe.Barrier(); err != nil {
+			t.Fatal(err)
+		}
+		switch pe.Rank() {
+		case 3:
+			// Gone once the others have left the barrier.
+			if err := symheap.WaitUntil(pe, &x[0], symheap.CmpEQ, 4); err != nil {
+				t.Fatal(err)
+			}
+			petest.Exit(0)
+		default:
+			if err := symheap.AtomicAdd(pe, &x[0], 1, 3); err != nil {
+				t.Fatal(err)
+			}
+		}
+		switch pe.Rank() {
+		case 0:
+			var v [1]int64
+			for err == nil {
+				time.Sleep(time.Millisecond)
+				err = symheap.Get(pe, v[:], x, 3)
+			}
+			if !errors.Is(err, symheap.ErrPeerLost) || !strings.Contains(err.Error(), "PE 3") {
+				t.Errorf("PE 0: Get from PE 3 after it left: %v, want ErrPeerLost naming PE 3", err)
+			}
+			pe.Close() // ErrPeerLost
+			step("closed")
+			await("heard")
+		case 1:
+			await("closed")
+			err := symheap.WaitUntil(pe, &x[0], symheap.CmpEQ, 5)
+			if !errors.Is(err, symheap.ErrPeerLost) || !strings.Contains(err.Error(), "PE 3") {
+				t.Errorf("PE 1: %v, want ErrPeerLost naming PE 3 (left for the node by PE 0)", err)
+			}
+			step("heard")
+			pe.Close()
+		default:
+			await("heard")
+			pe.Close()
+		}
+	}, nodeJob(t), petest.Env("STEPS_DIR="+dir), petest.Timeout(2*time.Minute))
+}
