@@ -21,7 +21,7 @@ import (
 
 const (
 	goSmall, goLarge = 100, 100000 // the Go PE's blocks: bytes 0xA1, 0xA2
-	cSmall, cLarge   = 48, 200000  // the C PE's: bytes 0xC1, 0xC2
+	cSmall, cLarge   = 48, 2000000 // the C PE's: bytes 0xC1, 0xC2
 )
 
 func main() {
