@@ -94,6 +94,13 @@ func init() {
 		}
 		return (*team.Team)(t.(*Team)).ReduceFold(dst, src, n, esz, func(acc, x core.Ptr, n int) { fold(acc, x, n) })
 	}
+	cabi.SyncInCall = func(t any) error {
+		tt := t.(*Team)
+		if farTeam(tt) != nil {
+			return tt.Sync() // the multi-node layer's, which checks calls by kind and number
+		}
+		return (*team.Team)(tt).SyncInCall()
+	}
 	cabi.Far = func(p any) cabi.Remote {
 		if pe := p.(*PE); pe.far != nil {
 			return farForC{pe.far}

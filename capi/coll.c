@@ -411,6 +411,14 @@ int shmem_team_translate_pe(shmem_team_t src_team, int src_pe, shmem_team_t dest
 	return team_of(dest_team, "shmem_team_translate_pe")->rank_of[w];
 }
 
+/* go_msg is the message of an error the Go runtime returned, for
+ * shmemi_fatal, which says "symheap: PE n: call:" itself: without the
+ * runtime's own "symheap: ". */
+static const char *go_msg(const char *err)
+{
+	return strncmp(err, "symheap: ", 9) == 0 ? err + 9 : err;
+}
+
 int shmem_team_sync(shmem_team_t team)
 {
 	char err[1024];
@@ -423,7 +431,7 @@ int shmem_team_sync(shmem_team_t team)
 	if (t->size == 1)
 		return 0;
 	if (symheapc_go_team_sync(t->id, err, sizeof err) != 0)
-		shmemi_fatal("shmem_team_sync", "%s", err);
+		shmemi_fatal("shmem_team_sync", "%s", go_msg(err));
 	return 0;
 }
 
@@ -519,7 +527,7 @@ void shmem_team_destroy(shmem_team_t team)
 	struct shmemi_team *t = team_of(team, "shmem_team_destroy");
 	shmemi_quiet();
 	if (symheapc_go_team_destroy(t->id, err, sizeof err) != 0)
-		shmemi_fatal("shmem_team_destroy", "%s", err);
+		shmemi_fatal("shmem_team_destroy", "%s", go_msg(err));
 	t->id = -1;
 	free(t->world);
 	free(t->rank_of);
@@ -881,7 +889,7 @@ void shmemi_world_barrier(const char *op)
 		char err[1024];
 		shmemi_quiet();
 		if (symheapc_go_barrier_all(err, sizeof err) != 0)
-			shmemi_fatal(op, "%s", err);
+			shmemi_fatal(op, "%s", go_msg(err));
 		return;
 	}
 	/* Published as a Barrier whatever the caller (barrier_all, the sync
@@ -967,19 +975,33 @@ static int gpe(const struct group *g, int r)
 	return g->world ? g->world[r] : g->start + (r << g->logstride);
 }
 
-/* gsync: the sync of a collective's group. An active set of every PE in
- * rank order (call_team 0: the caller published its call on the world)
- * takes the world's dissemination barrier, ⌈log₂ n⌉ lines a member,
- * where the counter barrier on pSync costs n-1; its pSync stays at
- * SHMEM_SYNC_VALUE. */
+/* gsync: the sync of a collective's group, a step of the caller's call.
+ * The world's PEs (call_team 0: a team of the whole job, or an active set
+ * of every PE in rank order) take the world's dissemination barrier,
+ * ⌈log₂ n⌉ lines a member, where the counter barrier on pSync costs n-1
+ * (its pSync stays at SHMEM_SYNC_VALUE); another team takes the
+ * runtime's barrier of that team. Neither enters a call of its own: the
+ * lines carry the record of the caller's call, so members that passed
+ * other sizes or another root fail here (internal/calls, "Arguments")
+ * instead of copying each other's bytes as if they agreed. */
 static void gsync(const struct group *g, const char *op)
 {
-	if (g->world)
-		shmem_team_sync(g->team);
-	else if (call_team(g) == 0 && shmemi_L.npes > 1)
-		world_dissem(op);
-	else
+	int id = call_team(g);
+	if (shmemi_L.far_pe != NULL && g->world) {
+		shmem_team_sync(g->team); /* the runtime's, across nodes */
+	} else if (id == 0) {
+		if (shmemi_L.npes > 1)
+			world_dissem(op);
+		else
+			shmemi_quiet();
+	} else if (g->world) {
+		char err[1024];
+		shmemi_full_fence();
+		if (team_of(g->team, op)->size > 1 && symheapc_go_team_sync_in_call(id, err, sizeof err) != 0)
+			shmemi_fatal(op, "%s", go_msg(err));
+	} else {
 		set_barrier(g->start, g->logstride, g->size, g->pSync, op);
+	}
 }
 
 static int team_group(shmem_team_t team, struct group *g, const char *op)
@@ -1174,7 +1196,7 @@ static void go_collective(int kind, const struct group *g, void *dest, const voi
 		return;
 	}
 	if (symheapc_go_collective(kind, team_of(g->team, op)->id, dest, (void *)src, n, root, err, sizeof err) != 0)
-		shmemi_fatal(op, "%s", err);
+		shmemi_fatal(op, "%s", go_msg(err));
 }
 
 static void go_reduce(const struct group *g, void *dest, const void *src, size_t n, size_t size,
@@ -1190,7 +1212,7 @@ static void go_reduce(const struct group *g, void *dest, const void *src, size_t
 		return;
 	}
 	if (symheapc_go_reduce(team_of(g->team, op)->id, dest, (void *)src, n, size, combine, err, sizeof err) != 0)
-		shmemi_fatal(op, "%s", err);
+		shmemi_fatal(op, "%s", go_msg(err));
 }
 
 /* c_only refuses a collective that only the C library has over a group

@@ -312,6 +312,15 @@ func symheapc_go_team_sync(id C.int, errbuf *C.char, n C.size_t) C.int {
 	return 0
 }
 
+//export symheapc_go_team_sync_in_call
+func symheapc_go_team_sync_in_call(id C.int, errbuf *C.char, n C.size_t) C.int {
+	if err := cabi.SyncInCall(team(id)); err != nil {
+		setErr(errbuf, n, err)
+		return 1
+	}
+	return 0
+}
+
 //export symheapc_go_team_split
 func symheapc_go_team_split(parent, start, stride, size C.int, world *C.int, errbuf *C.char, n C.size_t) C.int {
 	t, err := team(parent).Split(int(start), int(stride), int(size))

@@ -40,6 +40,9 @@ extern int symheapc_go_place(void);
  * PE q's call of record theirs (internal/calls, Tracker.Differs). */
 extern void symheapc_go_differs(uint64_t mine, uint64_t theirs, int q, char *err, size_t n);
 extern int symheapc_go_team_sync(int id, char *err, size_t n);
+/* The team's barrier as a step of the caller's collective call on it: its
+ * lines carry the call's record (internal/team, SyncInCall). */
+extern int symheapc_go_team_sync_in_call(int id, char *err, size_t n);
 /* Splits team parent (start, stride, size over its ranks). Returns the new
  * team's id (>= 0) and fills world[] with its members' world PEs, -1 when
  * this PE is not a member, -2 on error. */

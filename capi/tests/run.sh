@@ -283,10 +283,18 @@ expect mallocbarrier 3 1 '(Barrier \(call #[0-9]+\) on PE [12] met Malloc of 64 
 expect bcastsize 2 1 'symheap: Broadcast of 8000 B from root 0 \(call #[0-9]+\) on PE 1 met .*(Broadcast of 8 B from root 0|Barrier|Close).*: PEs made different collective calls'
 expect reducesize 2 1 '(Reduce of 8 B \(call #[0-9]+\) on PE 0 met Reduce of 8000 B|Reduce of 8000 B \(call #[0-9]+\) on PE 1 met Reduce of 8 B).*every PE must pass the same sizes and root'
 expect reducesize 6 1 '(Reduce of 8 B \(call #[0-9]+\) on PE [02-5] met Reduce of 8000 B \(call #[0-9]+\) on PE 1|Reduce of 8000 B \(call #[0-9]+\) on PE 1 met Reduce of 8 B).*every PE must pass the same sizes and root'
-# A world fcollect of 8 B a PE is one barrier between copies; PE 1's of
-# 8000 B goes on to the next call, whose barrier meets theirs: the
-# barrier's lines carry each PE's record.
-expect fcollectsize 4 1 '(FCollect of 8 B \(call #[0-9]+\) on PE [0-3] met Barrier|Barrier \(call #[0-9]+\) on PE 1 met FCollect of 8 B) \(call #[0-9]+\)'
+# A world fcollect of 8 B a PE is one barrier between copies, PE 1's of
+# 8000 B another path with syncs of its own: the lines of the first sync
+# they meet carry each PE's record.
+expect fcollectsize 4 1 'FCollect of (8|8000) B \(call #[0-9]+\) on PE [0-3] met FCollect of (8|8000) B \(call #[0-9]+\) on PE [0-3]: PEs made different collective calls'
+# Sizes that differ where the steps are the same (an alltoall; a 2-PE
+# fcollect): the syncs between the steps carry the call's record.
+expect fcollectsize 2 1 'FCollect of (8|8000) B \(call #[0-9]+\) on PE [01] met FCollect of (8|8000) B \(call #[0-9]+\) on PE [01]: PEs made different collective calls'
+expect alltoallsize 2 1 'AllToAlls of (8|8000) B \(call #[0-9]+\) on PE [01] met AllToAlls of (8|8000) B \(call #[0-9]+\) on PE [01]: .*same sizes and root'
+expect alltoallsize 4 1 'AllToAlls of (8|8000) B \(call #[0-9]+\) on PE [0-3] met AllToAlls of (8|8000) B \(call #[0-9]+\) on PE [0-3]: .*same sizes and root'
+# The same on a team split from the world: the runtime's team barrier,
+# inside the C library's call.
+expect teamalltoallsize 3 1 'symheap: PE [0-2]: shmem_long_alltoall: AllToAlls of (8|8000) B \(call #1 on team 1\) on PE [0-2] met AllToAlls of (8|8000) B \(call #1 on team 1\) on PE [0-2]: .*same sizes and root'
 # More than SHMEMI_AGREE_FLAT PEs: the records go along the agreement's rounds.
 expect diverge 6 1 'symheap: collective allocation diverged: PE [0-5] call #[0-9]+ Free\(offset 0x[0-9a-f]+\); but PE [0-5] call #[0-9]+ Free\(offset 0x[0-9a-f]+\): PEs made different'
 expect mallocbarrier 6 1 '(Barrier \(call #[0-9]+\) on PE [1-5] met Malloc of 64 B|Malloc of 64 B \(call #[0-9]+\) on PE 0 met Barrier) \(call #[0-9]+\) on PE [0-5]: PEs made different collective calls'

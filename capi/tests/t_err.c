@@ -75,18 +75,27 @@ int main(int argc, char **argv)
 		char *a = shmem_malloc(64), *b = shmem_malloc(64);
 		shmem_free(me == 0 ? a : b);
 	}
-	if (strcmp(c, "bcastsize") == 0 || strcmp(c, "reducesize") == 0 || strcmp(c, "fcollectsize") == 0) {
+	if (strcmp(c, "bcastsize") == 0 || strcmp(c, "reducesize") == 0 || strcmp(c, "fcollectsize") == 0 ||
+	    strcmp(c, "alltoallsize") == 0 || strcmp(c, "teamalltoallsize") == 0) {
 		/* PE 1 passes 1000 elements where the others pass 1: the calls
 		 * take different paths and would wait for each other for ever,
-		 * or meet the next call's steps. */
+		 * or meet the next call's steps, or (an alltoall, a 2-PE
+		 * fcollect) take the same steps and copy each other's bytes as
+		 * if they agreed. teamalltoallsize: on a team split from the
+		 * world (every PE, reversed), whose syncs are the runtime's. */
 		size_t k = me == 1 ? 1000 : 1;
 		long *s = shmem_calloc(1000, sizeof(long)), *d = shmem_calloc(1000 * (size_t)n, sizeof(long));
+		shmem_team_t team = SHMEM_TEAM_WORLD;
+		if (c[0] == 't' && shmem_team_split_strided(SHMEM_TEAM_WORLD, n - 1, -1, n, NULL, 0, &team) != 0)
+			shmem_global_exit(2);
 		if (c[0] == 'b')
-			shmem_long_broadcast(SHMEM_TEAM_WORLD, d, s, k, 0);
+			shmem_long_broadcast(team, d, s, k, 0);
 		else if (c[0] == 'r')
-			shmem_long_sum_reduce(SHMEM_TEAM_WORLD, d, s, k);
+			shmem_long_sum_reduce(team, d, s, k);
+		else if (c[0] == 'a' || c[0] == 't')
+			shmem_long_alltoall(team, d, s, k);
 		else
-			shmem_long_fcollect(SHMEM_TEAM_WORLD, d, s, k);
+			shmem_long_fcollect(team, d, s, k);
 	}
 	if (strcmp(c, "mallocbarrier") == 0 && me == 0) {
 		/* PE 0 alone allocates; the others go on to the barrier below. */

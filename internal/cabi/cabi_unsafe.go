@@ -131,6 +131,10 @@ var (
 	// PE's call of record mine met PE q's of record theirs in the C
 	// library's barrier.
 	Differs func(p any, mine, theirs uint64, q int) error
+	// SyncInCall is the barrier of team t (a root *Team) as a step of
+	// the C library's collective call on it, which the C library entered:
+	// its lines carry that call's record (internal/team, SyncInCall).
+	SyncInCall func(t any) error
 	// ReduceFold reduces n elements of esz bytes at dst and src over
 	// team t (a root *Team) with the C library's fold: its reductions in
 	// a job with Go PEs (Layout.GoPEs), which take the runtime's steps.

@@ -740,6 +740,28 @@ func (t *Team) Sync() error {
 	return t.lockFreeBarrier(calls.Sync, false, nil)
 }
 
+// SyncInCall is the team's barrier as a step of a collective call that
+// its caller entered on the team itself (the C library's collectives,
+// which publish their call through the same words: internal/calls): it
+// enters no call of its own, so its round lines carry the caller's
+// record, and members that passed other sizes or another root to that
+// call fail with ErrDiverged here instead of reading each other's bytes
+// as if they agreed.
+func (t *Team) SyncInCall() error {
+	if err := t.usable("Sync"); err != nil {
+		return err
+	}
+	if t.size == 1 {
+		return nil
+	}
+	if err := t.inUse("Sync"); err != nil {
+		return err
+	}
+	err := t.fullBarrier(false, nil)
+	shmsync.StoreRelease32(&t.busy, 0) // release; pairs with the loads in enter and inUse
+	return err
+}
+
 // SyncStop is Sync that stop can end (Stoppable barriers).
 func (t *Team) SyncStop(stop func() error) error {
 	if err := t.usable("Sync"); err != nil {
