@@ -151,6 +151,15 @@ func TestDivergedArgsFail(t *testing.T) {
 		{"FCollect", 2, func(pe *symheap.PE, buf []int64, k int) error {
 			return symheap.FCollect(pe.World(), buf[:k*pe.Size()], buf[big*pe.Size():big*pe.Size()+k])
 		}},
+		// The same steps whatever the size: only the records tell.
+		{"AllToAll", 2, func(pe *symheap.PE, buf []int64, k int) error {
+			n := k * pe.Size()
+			return symheap.AllToAll(pe.World(), buf[:n], buf[big*pe.Size():big*pe.Size()+n])
+		}},
+		{"AllToAll-3PE", 3, func(pe *symheap.PE, buf []int64, k int) error {
+			n := k * pe.Size()
+			return symheap.AllToAll(pe.World(), buf[:n], buf[big*pe.Size():big*pe.Size()+n])
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			petest.Run(t, c.n, func(t *testing.T) {
@@ -159,7 +168,7 @@ func TestDivergedArgsFail(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer pe.Close()
-				buf, err := symheap.Malloc[int64](pe, (pe.Size()+1)*big) // world call #1
+				buf, err := symheap.Malloc[int64](pe, 2*pe.Size()*big) // world call #1
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -173,7 +182,11 @@ func TestDivergedArgsFail(t *testing.T) {
 				}
 				if pe.Rank() == 1 {
 					kind, _, _ := strings.Cut(c.name, "-")
-					wantDiverged(t, c.name+" of 8000 B against 8 B", err, kind+" of 8000 B", "(call #2) on PE 1 met ")
+					bytes := 8 * big
+					if kind == "AllToAll" {
+						bytes *= pe.Size() // its record's size is the whole source, a block for each PE
+					}
+					wantDiverged(t, c.name+" of 8000 B against 8 B", err, fmt.Sprintf("%s of %d B", kind, bytes), "(call #2) on PE 1 met ")
 					return
 				}
 				if !errors.Is(err, symheap.ErrDiverged) && !errors.Is(err, symheap.ErrPeerLost) {
