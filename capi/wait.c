@@ -28,6 +28,7 @@
 
 #include "shmem_internal.h"
 #include "shmemi_go.h"
+#include "../include/shmemx.h"
 
 #define MEMBARRIER_GLOBAL_EXPEDITED (1 << 1)
 
@@ -52,6 +53,25 @@ static int64_t now_ns(void)
 static int64_t yield_again;
 static uint32_t last_yields;
 
+/* The counts shmemx_wait_stats reports: yields, futex sleeps, stops of
+ * yielding (yield_again set), moves (handed_over). Relaxed adds. */
+static uint64_t n_yields, n_sleeps, n_lasted, n_moves;
+
+static void count(uint64_t *n)
+{
+	__atomic_fetch_add(n, 1, __ATOMIC_RELAXED);
+}
+
+void shmemx_wait_stats(shmemx_wait_stats_t *stats)
+{
+	if (stats == NULL)
+		shmemi_fatal("shmemx_wait_stats", "stats is NULL (pass the address of a shmemx_wait_stats_t)");
+	stats->yields = __atomic_load_n(&n_yields, __ATOMIC_RELAXED);
+	stats->sleeps = __atomic_load_n(&n_sleeps, __ATOMIC_RELAXED);
+	stats->lasted = __atomic_load_n(&n_lasted, __ATOMIC_RELAXED);
+	stats->moves = __atomic_load_n(&n_moves, __ATOMIC_RELAXED);
+}
+
 /* next_place: the PE may move onto a core of its own from then (now_ns),
  * at most every place_every_ns (shmsync, "Placement"); relaxed. */
 static int64_t next_place;
@@ -65,7 +85,8 @@ static void handed_over(int64_t t, int64_t then)
 	    then < __atomic_load_n(&next_place, __ATOMIC_RELAXED))
 		return;
 	__atomic_store_n(&next_place, then + shmemi_L.place_every_ns, __ATOMIC_RELAXED);
-	symheapc_go_place();
+	if (symheapc_go_place())
+		count(&n_moves);
 }
 
 static void block_on(uint32_t *word, uint32_t *sleepers, uint32_t *all, int membar, int (*cond)(void *),
@@ -85,6 +106,7 @@ static void block_on(uint32_t *word, uint32_t *sleepers, uint32_t *all, int memb
 		if ((i & 31) == 31) {
 			int64_t t = now_ns();
 			sched_yield();
+			count(&n_yields);
 			if (cond(arg)) {
 				int64_t after = now_ns();
 				handed_over(after - t, after);
@@ -108,6 +130,7 @@ static void block_on(uint32_t *word, uint32_t *sleepers, uint32_t *all, int memb
 			return;
 		}
 		sched_yield();
+		count(&n_yields);
 		int64_t after = now_ns();
 		last = after - t;
 		uint32_t lasted = after - t >= shmemi_L.long_yield_ns;
@@ -116,6 +139,7 @@ static void block_on(uint32_t *word, uint32_t *sleepers, uint32_t *all, int memb
 		__atomic_store_n(&last_yields, h, __ATOMIC_RELAXED);
 		if (lasted && __builtin_popcount(h) >= shmemi_L.long_yield_share) {
 			__atomic_store_n(&yield_again, after + shmemi_L.long_yield_memory_ns, __ATOMIC_RELAXED);
+			count(&n_lasted);
 			break;
 		}
 		t = after;
@@ -132,6 +156,7 @@ static void block_on(uint32_t *word, uint32_t *sleepers, uint32_t *all, int memb
 		if (cond(arg))                                        /* W4 */
 			break;
 		struct timespec ts = {0, slice_ms * 1000000L};
+		count(&n_sleeps);
 		long r = syscall(SYS_futex, word, FUTEX_WAIT, v, &ts, NULL, 0); /* W5 */
 		if (cond(arg))
 			break;

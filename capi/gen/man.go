@@ -443,6 +443,7 @@ var summaries = map[string]string{
 	"shmemx_reg_get":            "register memory through the PE's registration cache (symheap extension)",
 	"shmemx_reg_valid":          "whether no release of a registration's memory has been heard (symheap extension)",
 	"shmemx_reg_put":            "give a registration of the PE's registration cache back (symheap extension)",
+	"shmemx_wait_stats":         "counts of this process's waits: yields, sleeps, stops of yielding, moves (symheap extension)",
 }
 
 // plural is s[0] when many, else s[1] (or "").

@@ -262,6 +262,19 @@ int shmemx_reg_get(const void *addr, size_t len, shmemx_reg_t *reg);
 int shmemx_reg_valid(shmemx_reg_t reg);
 void shmemx_reg_put(shmemx_reg_t reg);
 
+/* shmemx_wait_stats fills *stats with counts of this process's waits
+ * since shmem_init (every wait of the library: wait_until, barriers,
+ * collectives, locks): the sched_yield calls they made, their sleeps on a
+ * futex, how often they stopped yielding because half of their last
+ * yields lasted (another process kept the core: a busy machine; they
+ * sleep at once for a while after), and how often a wait moved this PE
+ * onto a core of its own (the PE it waited for had been running on this
+ * PE's). For a program that asks what its waits cost. */
+typedef struct {
+	uint64_t yields, sleeps, lasted, moves;
+} shmemx_wait_stats_t;
+void shmemx_wait_stats(shmemx_wait_stats_t *stats);
+
 #ifdef __cplusplus
 }
 #endif

@@ -152,7 +152,8 @@ done
 
 # A PE whose waits find their peer on its core moves onto a core of its
 # own (t_place.c; shmsync, "Placement"): 10 trials of 200 round trips,
-# each begun with both PEs on one CPU.
+# each begun with both PEs on one CPU (a trial in which the waits stopped
+# yielding, a busy machine, is run again).
 if want place; then
 	if [ ! -x "$OUT/t_place" ]; then
 		echo "FAIL t_place not built"
