@@ -1,6 +1,7 @@
 package far
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -776,6 +777,13 @@ func (l *Layer) Barrier() error {
 		}
 		return l.fail(err)
 	}
+	// Every PE of the node is in this call or past it: compare their
+	// records of it with this PE's once (a wait compares them only when it
+	// sleeps), as the team layer's barrier lines do on one node; the
+	// leaders compare theirs across nodes (leaderBarrier).
+	if err := sameCall(); err != nil {
+		return l.fail(err)
+	}
 	var err error
 	if l.leader {
 		var lost int
@@ -1029,10 +1037,18 @@ func (l *Layer) pingCalls(p int) error {
 
 // leaderBarrier is the dissemination barrier among the nodes' leaders.
 // On failure it returns the PE found lost (-1: unknown) and the error.
+// Each message carries the record of the sender's call (internal/calls,
+// "Arguments"), which the receiver compares with its own: the leaders of
+// nodes whose PEs passed other sizes or another root to one collective,
+// or made another call, fail with ErrDiverged (and tell their nodes)
+// instead of going on to copy what does not match.
 func (l *Layer) leaderBarrier() (int, error) {
 	n := len(l.leaders)
 	me := sort.SearchInts(l.leaders, l.rank)
 	l.epoch++
+	rec := l.rt.Calls().Record(0)
+	var out, in [8]byte
+	binary.LittleEndian.PutUint64(out[:], rec)
 	lost := func(p int, err error) (int, error) {
 		if errors.Is(err, errs.ErrDiverged) {
 			return -1, err
@@ -1045,11 +1061,17 @@ func (l *Layer) leaderBarrier() (int, error) {
 	}
 	for k, d := 0, 1; d < n; k, d = k+1, d*2 {
 		to, from := l.leaders[(me+d)%n], l.leaders[(me-d+n)%n]
-		if err := l.net.Send(to, tagOf(tagBarrier, l.rank, k, l.epoch), nil, l.pinger(to)); err != nil {
+		if err := l.net.Send(to, tagOf(tagBarrier, l.rank, k, l.epoch), out[:], l.pinger(to)); err != nil {
 			return lost(to, err)
 		}
-		if _, _, err := l.net.Recv(nil, tagOf(tagBarrier, from, k, l.epoch), tagFull, from, l.pinger(from)); err != nil {
+		got, _, err := l.net.Recv(in[:], tagOf(tagBarrier, from, k, l.epoch), tagFull, from, l.pinger(from))
+		if err != nil {
 			return lost(from, err)
+		}
+		if got == len(in) {
+			if err := l.rt.Calls().Differs(rec, binary.LittleEndian.Uint64(in[:]), from); err != nil {
+				return -1, err
+			}
 		}
 	}
 	return -1, nil

@@ -416,3 +416,59 @@ func TestFoundLossLeftForNode(t *testing.T) {
 		}
 	}, nodeJob(t), petest.Env("STEPS_DIR="+dir), petest.Timeout(2*time.Minute))
 }
+
+// TestNodesDivergedArgs: PEs on several nodes that pass different sizes
+// to one collective fail with ErrDiverged instead of copying what does
+// not match. One PE passes 1000 elements where the others pass 1: on a
+// node of its own (2 nodes of one PE: the leaders' barrier messages
+// carry each call's record) and beside another PE of its node (2 nodes
+// of 2: the node's PEs compare their records after their first meeting).
+// Every PE's call, or the barrier after it, must fail with ErrDiverged
+// (or ErrPeerLost, once a PE that found it has left), and one PE's
+// message must name both sizes.
+func TestNodesDivergedArgs(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		npes, odd int
+		perNode   int
+	}{{"leaders", 2, 1, 1}, {"node", 4, 1, 2}, {"other-node", 4, 3, 2}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			petest.Run(t, c.npes, func(t *testing.T) {
+				os.Setenv("SYMHEAP_NODE", fmt.Sprintf("node%d", petest.Rank()/c.perNode))
+				pe, err := symheap.Init(symheap.Config{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer pe.Close()
+				const big = 1000
+				buf, err := symheap.Malloc[int64](pe, 2*big)
+				if err != nil {
+					t.Fatal(err)
+				}
+				k := 1
+				if pe.Rank() == c.odd {
+					k = big
+				}
+				err = symheap.Broadcast(pe.World(), buf[:k], buf[big:big+k], 0)
+				if err == nil {
+					err = pe.Barrier()
+				}
+				if !errors.Is(err, symheap.ErrDiverged) && !errors.Is(err, symheap.ErrPeerLost) {
+					t.Fatalf("PE %d: Broadcast of %d elements (PE %d passed %d): %v, want ErrDiverged or ErrPeerLost", pe.Rank(), k, c.odd, big, err)
+				}
+				if err := os.WriteFile(filepath.Join(os.Getenv("ERRS_DIR"), fmt.Sprint(pe.Rank())), []byte(err.Error()), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}, nodeJob(t), petest.Env("ERRS_DIR="+dir), petest.Timeout(2*time.Minute))
+			named := false
+			for r := range c.npes {
+				b, _ := os.ReadFile(filepath.Join(dir, fmt.Sprint(r)))
+				named = named || strings.Contains(string(b), "Broadcast of 8000 B") && strings.Contains(string(b), "Broadcast of 8 B")
+			}
+			if !named {
+				t.Errorf("no PE named both sizes")
+			}
+		})
+	}
+}

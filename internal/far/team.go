@@ -163,7 +163,7 @@ func (l *Layer) Split(t *team.Team, start, stride, size int) (*team.Team, error)
 	}
 	slices.Sort(ft.leaders)
 	// A parent barrier: Split synchronises the parent, as on one node.
-	leave, err := l.enter(pft, calls.Split)
+	leave, err := l.enter(pft, calls.Split, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -212,11 +212,11 @@ func (l *Layer) Destroy(t *team.Team) error {
 // other PEs, of this node and of others (pingCalls), find PEs that make
 // different calls; it returns the call's end. Teams made by Split in such
 // a job have no id of the team layer, and their calls are not published.
-func (l *Layer) enter(ft *splitTeam, k calls.Kind) (leave func(), err error) {
+func (l *Layer) enter(ft *splitTeam, k calls.Kind, args uint64) (leave func(), err error) {
 	if ft != nil {
 		return func() {}, nil
 	}
-	if err := l.rt.Calls().Enter(k, 0, 0); err != nil {
+	if err := l.rt.Calls().Enter(k, 0, args); err != nil {
 		return nil, err
 	}
 	return l.rt.Calls().Leave, nil
@@ -230,7 +230,7 @@ func (l *Layer) Sync(t *team.Team) error {
 	if !ok {
 		return fmt.Errorf("symheap: Sync on a team that is not one of this job's (destroyed?): %w", errs.ErrBadArg)
 	}
-	leave, err := l.enter(ft, calls.Sync)
+	leave, err := l.enter(ft, calls.Sync, 0)
 	if err != nil {
 		return err
 	}
@@ -244,8 +244,9 @@ func (l *Layer) Sync(t *team.Team) error {
 // collective runs body between two barriers of the team, under the
 // PE's call lock; body gets the members (world ranks by team rank), this
 // PE's team rank, and the members on this PE's node, increasing (the
-// first leads them in a node step).
-func (l *Layer) collective(t *team.Team, kind calls.Kind, body func(members []int, me int, local []int) error) error {
+// first leads them in a node step). args is the call's record of its
+// arguments (calls.Args), which the world's barrier compares (Barrier).
+func (l *Layer) collective(t *team.Team, kind calls.Kind, args uint64, body func(members []int, me int, local []int) error) error {
 	op := kind.String()
 	if err := l.rt.Check(); err != nil {
 		return err
@@ -254,7 +255,7 @@ func (l *Layer) collective(t *team.Team, kind calls.Kind, body func(members []in
 	if !ok {
 		return fmt.Errorf("symheap: %s on a team that is not one of this job's (destroyed?): %w", op, errs.ErrBadArg)
 	}
-	leave, err := l.enter(ft, kind)
+	leave, err := l.enter(ft, kind, args)
 	if err != nil {
 		return err
 	}
@@ -279,7 +280,7 @@ func Broadcast[T any](l *Layer, t *team.Team, dst, src []T, root int) error {
 	if len(dst) != len(src) || root < 0 || root >= l.teamSize(t) {
 		return fmt.Errorf("symheap: Broadcast of %d elements into %d from root %d of a team of %d: %w", len(src), len(dst), root, l.teamSize(t), errs.ErrBadArg)
 	}
-	return l.collective(t, calls.Broadcast, func(members []int, me int, local []int) error {
+	return l.collective(t, calls.Broadcast, calls.Args(bytesOf(src), root), func(members []int, me int, local []int) error {
 		r := members[root]
 		if me == root {
 			copy(dst, src)
@@ -321,7 +322,7 @@ func FCollect[T any](l *Layer, t *team.Team, dst, src []T) error {
 	if len(dst) != n*size {
 		return fmt.Errorf("symheap: FCollect of %d elements per PE into %d (want %d): %w", n, len(dst), n*size, errs.ErrBadArg)
 	}
-	return l.collective(t, calls.FCollect, func(members []int, me int, local []int) error {
+	return l.collective(t, calls.FCollect, calls.Args(bytesOf(src), -1), func(members []int, me int, local []int) error {
 		// The node's leader fetches the other nodes' blocks once; the
 		// node's other members copy them from the leader's dst, and
 		// their own node's from each member's src, in shared memory.
@@ -359,7 +360,7 @@ func AllToAll[T any](l *Layer, t *team.Team, dst, src []T) error {
 		return fmt.Errorf("symheap: AllToAll of %d elements into %d on %d PEs: %w (equal lengths, a multiple of the team size)", len(src), len(dst), size, errs.ErrBadArg)
 	}
 	b := len(src) / size
-	return l.collective(t, calls.AllToAll, func(members []int, me int, local []int) error {
+	return l.collective(t, calls.AllToAll, calls.Args(bytesOf(src), -1), func(members []int, me int, local []int) error {
 		for j, p := range members {
 			if err := get(l, dst[j*b:(j+1)*b], src[me*b:(me+1)*b], p); err != nil {
 				return err
@@ -386,7 +387,7 @@ func ReduceWith[T any](l *Layer, t *team.Team, dst, src []T, fold func(acc, x []
 	acc, tmp := make([]T, len(src)), make([]T, len(src))
 	inPlace := core.Overlap(dst, src)
 	done := false // this PE's dst holds the result already
-	err := l.collective(t, calls.Reduce, func(members []int, me int, local []int) error {
+	err := l.collective(t, calls.Reduce, calls.Args(bytesOf(src), -1), func(members []int, me int, local []int) error {
 		// Unless dst is src (which others read until the closing
 		// barrier), a node's leader reduces for the node into its own dst
 		// and the node's other members copy it in shared memory, so that
@@ -457,6 +458,9 @@ func (l *Layer) teamSize(t *team.Team) int {
 }
 
 // get copies PE p's copy of the symmetric src into dst.
+// bytesOf is the size of s in bytes, as a call's record has it.
+func bytesOf[T any](s []T) uint64 { return uint64(len(s)) * core.SizeOf[T]() }
+
 func get[T any](l *Layer, dst, src []T, p int) error {
 	return l.rt.Get(core.Reinterpret[byte](dst), core.Reinterpret[byte](src), p)
 }
