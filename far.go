@@ -15,9 +15,11 @@ var farJob atomic.Pointer[PE]
 
 // farSyncArea holds each PE's words of the node part of a split team's
 // barrier in a job on several nodes (internal/far, Runtime.SyncWords):
-// two uint32 per PE of the job. It is registered in every job, so that the control
-// blocks of a job on one node and of one on several are laid out alike.
-var farSyncArea = core.RegisterArea("farsync", func(npes int) uint64 { return uint64(npes) * 8 })
+// two uint32 per PE of the job, then the record of the PE's call on such
+// a team (Runtime.FarRecord). It is registered in every job, so that the
+// control blocks of a job on one node and of one on several are laid out
+// alike.
+var farSyncArea = core.RegisterArea("farsync", func(npes int) uint64 { return uint64(npes)*8 + 8 })
 
 // Placement: where each PE runs. A job on one node (shrun, or any
 // launcher without a bootstrap) has every PE on node 0. Under a

@@ -181,7 +181,11 @@ func (r farRuntime) NodeLostPeer() int {
 func (r farRuntime) FarLost(p int) *atomic.Int64 { return &r.pe.ctl[p].farLost }
 
 func (r farRuntime) SyncWords(p int) []atomic.Uint32 {
-	return core.Reinterpret[atomic.Uint32](r.pe.sp.Bytes(farSyncArea, p))
+	return core.Reinterpret[atomic.Uint32](r.pe.sp.Bytes(farSyncArea, p))[:2*r.pe.npes]
+}
+
+func (r farRuntime) FarRecord(p int) *atomic.Uint64 {
+	return &core.Reinterpret[atomic.Uint64](r.pe.sp.Bytes(farSyncArea, p))[r.pe.npes]
 }
 
 func (r farRuntime) CallsAt(p int) uint64 {

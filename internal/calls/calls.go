@@ -209,6 +209,17 @@ const (
 	ArgsNumMask    = 1<<(64-ArgsNumShift) - 1     // of the number, after the shift
 )
 
+// RecordOf is the record of call num of kind k with arguments args (Args;
+// 0: none to compare).
+func RecordOf(k Kind, num, args uint64) uint64 {
+	return num<<ArgsNumShift | uint64(k)<<ArgsKindShift | args&ArgsMask
+}
+
+// FarTeam is the team field of the call words that describe calls on a
+// team made by Split in a job on several nodes (internal/far), which has
+// no team id: their records travel in that layer's own barrier.
+const FarTeam = 0xff
+
 // Args returns the arguments of a call that contributes bytes per member
 // (a broadcast's, a reduction's vector, an fcollect's block, an
 // alltoall's block) from root (-1: none).
@@ -284,7 +295,7 @@ const (
 func (a *Area) Enter(k Kind, team int, args uint64) {
 	c := &a.counts[team&(MaxTeams-1)]
 	w := Pack(k, team, Word(c.Load()).Num()+1) // only this PE writes c
-	shmsync.StoreRelease64(a.argsOf(team, w.Num()), w.Num()<<ArgsNumShift|uint64(k)<<ArgsKindShift|args&ArgsMask)
+	shmsync.StoreRelease64(a.argsOf(team, w.Num()), RecordOf(k, w.Num(), args))
 	shmsync.StoreRelease64(c, uint64(w)&^InCall)
 	shmsync.StoreRelease64(&a.word, uint64(w))
 }
@@ -420,10 +431,15 @@ func (t *Tracker) Record(team int) uint64 {
 // a step of one protocol: q made another call, or this one with other
 // arguments. It returns nil when either record is 0 or they are equal.
 func (t *Tracker) Differs(mine, theirs uint64, q int) error {
+	return t.DiffersIn(t.own.Load(), mine, theirs, q)
+}
+
+// DiffersIn is Differs for call w of this PE (Pack), which it makes
+// outside its call word: a call on a team split across nodes (FarTeam).
+func (t *Tracker) DiffersIn(w Word, mine, theirs uint64, q int) error {
 	if mine == 0 || theirs == 0 || mine == theirs {
 		return nil
 	}
-	w := t.own.Load()
 	// The record keeps its call's number modulo 256: q's is the nearest
 	// to ours with those bits.
 	n := w.Num() + uint64(int64(int8(uint8(theirs>>ArgsNumShift)-uint8(w.Num()))))
@@ -451,6 +467,8 @@ func Describe(w Word) string {
 		return fmt.Sprintf("no collective call (its last was %s)", Describe(w|Word(InCall)))
 	case w.Team() == 0:
 		return fmt.Sprintf("%s (call #%d)", k, w.Num())
+	case w.Team() == FarTeam:
+		return fmt.Sprintf("%s (call #%d on a team split across nodes)", k, w.Num())
 	default:
 		return fmt.Sprintf("%s (call #%d on team %d)", k, w.Num(), w.Team())
 	}

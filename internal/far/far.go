@@ -53,8 +53,11 @@ type Runtime interface {
 	// PE's rank, 1: a PE not known which).
 	FarLost(p int) *atomic.Int64
 	// SyncWords are PE p's words of the node part of a split team's
-	// barrier: two for every PE of the job (teamSync).
+	// barrier: two for every PE of the job (teamSync); FarRecord PE p's
+	// record of its call on such a team, which its node's leader for the
+	// team compares in the barrier.
 	SyncWords(p int) []atomic.Uint32
+	FarRecord(p int) *atomic.Uint64
 	// Calls is the PE's collective-call tracker; CallsAt the offset of
 	// PE p's calls area in the node's control blocks (RegionControl).
 	Calls() *calls.Tracker
@@ -822,12 +825,30 @@ func (l *Layer) teamSync(ft *splitTeam) error {
 		return *e
 	}
 	ft.epoch++
+	// The record of this PE's call on the team (splitTeam.rec): a member
+	// leaves it for its node's leader before it arrives (the arrival's
+	// seq-cst store publishes it), the leader compares the node's with its
+	// own once they have all arrived, and the leaders' messages carry
+	// theirs, compared by the receiver: members that pass other sizes or
+	// another root, or make another call, fail with ErrDiverged before
+	// the call's steps, as on the world team (leaderBarrier).
 	if ld := ft.local[0]; l.rank != ld {
+		l.rt.FarRecord(l.rank).Store(ft.rec)
 		return l.nodeArrive(ld)
 	}
 	if err := l.nodeGather(ft.local); err != nil {
 		return err
 	}
+	differs := func(theirs uint64, q int) error {
+		return l.rt.Calls().DiffersIn(calls.Pack(calls.Kind(ft.rec>>calls.ArgsKindShift&0xff), calls.FarTeam, ft.calls), ft.rec, theirs, q)
+	}
+	for _, q := range ft.local[1:] {
+		if err := differs(l.rt.FarRecord(q).Load(), q); err != nil {
+			return l.nodeFail(-1, l.fail(err))
+		}
+	}
+	var out, in [8]byte
+	binary.LittleEndian.PutUint64(out[:], ft.rec)
 	n := len(ft.leaders)
 	me := slices.Index(ft.leaders, l.rank)
 	tag := func(src, round int) uint64 {
@@ -839,11 +860,17 @@ func (l *Layer) teamSync(ft *splitTeam) error {
 	}
 	for k, d := 0, 1; d < n; k, d = k+1, d*2 {
 		to, from := ft.leaders[(me+d)%n], ft.leaders[(me-d+n)%n]
-		if err := l.net.Send(to, tag(l.rank, k), nil, l.pinger(to)); err != nil {
+		if err := l.net.Send(to, tag(l.rank, k), out[:], l.pinger(to)); err != nil {
 			return fail(to, err)
 		}
-		if _, _, err := l.net.Recv(nil, tag(from, k), tagFull, from, l.pinger(from)); err != nil {
+		got, _, err := l.net.Recv(in[:], tag(from, k), tagFull, from, l.pinger(from))
+		if err != nil {
 			return fail(from, err)
+		}
+		if theirs := binary.LittleEndian.Uint64(in[:]); got == len(in) {
+			if err := differs(theirs, from); err != nil {
+				return l.nodeFail(-1, l.fail(err))
+			}
 		}
 	}
 	l.nodeRelease(ft.local)

@@ -423,6 +423,8 @@ func TestFoundLossLeftForNode(t *testing.T) {
 // node of its own (2 nodes of one PE: the leaders' barrier messages
 // carry each call's record) and beside another PE of its node (2 nodes
 // of 2: the node's PEs compare their records after their first meeting).
+// The same on a team made by Split (split: all the PEs, in reverse
+// order), whose barrier compares the records its own way (teamSync).
 // Every PE's call, or the barrier after it, must fail with ErrDiverged
 // (or ErrPeerLost, once a PE that found it has left), and one PE's
 // message must name both sizes.
@@ -431,7 +433,9 @@ func TestNodesDivergedArgs(t *testing.T) {
 		name      string
 		npes, odd int
 		perNode   int
-	}{{"leaders", 2, 1, 1}, {"node", 4, 1, 2}, {"other-node", 4, 3, 2}} {
+		split     bool
+	}{{"leaders", 2, 1, 1, false}, {"node", 4, 1, 2, false}, {"other-node", 4, 3, 2, false},
+		{"split-leaders", 2, 1, 1, true}, {"split-node", 4, 1, 2, true}, {"split-other-node", 4, 2, 2, true}} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			petest.Run(t, c.npes, func(t *testing.T) {
@@ -446,13 +450,19 @@ func TestNodesDivergedArgs(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				tm := pe.World()
+				if c.split {
+					if tm, err = tm.Split(c.npes-1, -1, c.npes); err != nil {
+						t.Fatal(err)
+					}
+				}
 				k := 1
 				if pe.Rank() == c.odd {
 					k = big
 				}
-				err = symheap.Broadcast(pe.World(), buf[:k], buf[big:big+k], 0)
+				err = symheap.Broadcast(tm, buf[:k], buf[big:big+k], 0)
 				if err == nil {
-					err = pe.Barrier()
+					err = tm.Sync()
 				}
 				if !errors.Is(err, symheap.ErrDiverged) && !errors.Is(err, symheap.ErrPeerLost) {
 					t.Fatalf("PE %d: Broadcast of %d elements (PE %d passed %d): %v, want ErrDiverged or ErrPeerLost", pe.Rank(), k, c.odd, big, err)

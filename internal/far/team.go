@@ -61,6 +61,11 @@ type splitTeam struct {
 	destroyed bool
 	local     []int // the members on this PE's node, increasing: local[0] leads them (teamSync)
 	leaders   []int // the lowest member on each node, increasing
+	// The calls made on the team, and the record of the current one
+	// (calls.RecordOf; 0 between calls), which its barrier compares
+	// (teamSync): such a team has no id, so no call word describes it.
+	calls uint64
+	rec   uint64
 }
 
 // teams is a PE's table of such teams.
@@ -214,7 +219,12 @@ func (l *Layer) Destroy(t *team.Team) error {
 // a job have no id of the team layer, and their calls are not published.
 func (l *Layer) enter(ft *splitTeam, k calls.Kind, args uint64) (leave func(), err error) {
 	if ft != nil {
-		return func() {}, nil
+		if err := l.rt.Calls().Broken(); err != nil {
+			return nil, err
+		}
+		ft.calls++
+		ft.rec = calls.RecordOf(k, ft.calls, args)
+		return func() { ft.rec = 0 }, nil
 	}
 	if err := l.rt.Calls().Enter(k, 0, args); err != nil {
 		return nil, err
