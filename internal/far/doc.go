@@ -70,8 +70,8 @@
 // When a PE dies its connections fail and the transport reports it
 // (transport.PeerError); the bootstrap's launcher events (a process
 // terminated or aborted) are recorded too. Both become ErrPeerLost naming
-// the PE. The PE that finds the loss announces it to its partners on the
-// other nodes, each of which leaves it for its node, and leaves it for
+// the PE. The PE that finds the loss (on a connection, or in the
+// launcher's report) announces it to its partners on the other nodes, each of which leaves it for its node, and leaves it for
 // its own node itself (control.farLost of the node's leader) before it
 // returns: a PE whose node's peer leaves after such a loss reports the
 // loss, not the leaving. A stopped PE on another node is reported when an operation on

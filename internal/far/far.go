@@ -308,6 +308,9 @@ func (l *Layer) Close(barrier bool, lost error) error {
 // reported terminated.
 func (l *Layer) launcherLost() error {
 	if r, st, ok := l.boot.Lost(); ok {
+		if r >= 0 && r < l.npes && l.nodeOf[r] != l.node && l.rt != nil {
+			l.leave(r, l.rank) // for the node's PEs, as a loss found on a connection (peerLost)
+		}
 		return gone(r, "PE %d on node %d terminated (the launcher reports %s): %w", r, l.nodeOf[r], st, errs.ErrPeerLost)
 	}
 	return nil
