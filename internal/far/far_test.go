@@ -37,6 +37,29 @@ func nodeJob(t *testing.T) petest.Option {
 		"SHMEM_SYMMETRIC_SIZE=16m", "SYMHEAP_SHARED_SIZE=1m", "SYMHEAP_PEER_TIMEOUT=5s")
 }
 
+// initUneven joins the job as a PE of nodes of three PEs (0-2) and two
+// (3, 4), allocates one zeroed int64 and leaves a barrier.
+func initUneven(t *testing.T) (*symheap.PE, []int64) {
+	t.Helper()
+	node := 0
+	if petest.Rank() >= 3 {
+		node = 1
+	}
+	os.Setenv("SYMHEAP_NODE", fmt.Sprintf("node%d", node))
+	pe, err := symheap.Init(symheap.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := symheap.Calloc[int64](pe, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pe.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	return pe, x
+}
+
 // initNode joins the job as a PE of node rank/2.
 func initNode(t *testing.T) *symheap.PE {
 	t.Helper()
@@ -286,28 +309,13 @@ func TestTwoNodesLostPE(t *testing.T) {
 func TestUnevenNodesLostPE(t *testing.T) {
 	dir := t.TempDir()
 	res := petest.Run(t, 5, func(t *testing.T) {
-		node := 0
-		if petest.Rank() >= 3 {
-			node = 1
-		}
-		os.Setenv("SYMHEAP_NODE", fmt.Sprintf("node%d", node))
-		pe, err := symheap.Init(symheap.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		never, err := symheap.Calloc[int64](pe, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := pe.Barrier(); err != nil {
-			t.Fatal(err)
-		}
+		pe, never := initUneven(t)
 		if pe.Rank() == 4 {
 			for { // stopped again if anything continues it; the launcher kills it
 				syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 			}
 		}
-		err = symheap.WaitUntil(pe, &never[0], symheap.CmpEQ, 1)
+		err := symheap.WaitUntil(pe, &never[0], symheap.CmpEQ, 1)
 		fmt.Printf("PE %d: %v\n", pe.Rank(), err)
 		if !errors.Is(err, symheap.ErrPeerLost) || !strings.Contains(err.Error(), "PE 4") {
 			fmt.Println("WRONG ERROR: want ErrPeerLost naming PE 4")
@@ -361,22 +369,7 @@ func TestFoundLossLeftForNode(t *testing.T) {
 		}
 	}
 	petest.Run(t, 5, func(t *testing.T) {
-		node := 0
-		if petest.Rank() >= 3 {
-			node = 1
-		}
-		os.Setenv("SYMHEAP_NODE", fmt.Sprintf("node%d", node))
-		pe, err := symheap.Init(symheap.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		x, err := symheap.Calloc[int64](pe, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := pe.Barrier(); err != nil {
-			t.Fatal(err)
-		}
+		pe, x := initUneven(t)
 		switch pe.Rank() {
 		case 3:
 			// Gone once the others have left the barrier.
@@ -392,6 +385,7 @@ func TestFoundLossLeftForNode(t *testing.T) {
 		switch pe.Rank() {
 		case 0:
 			var v [1]int64
+			var err error
 			for err == nil {
 				time.Sleep(time.Millisecond)
 				err = symheap.Get(pe, v[:], x, 3)
