@@ -853,11 +853,17 @@ static void find_lib(void)
 }
 
 /* runtime_call: in strict mode, whether ra (a caller's return address)
- * is in libsymheap.so: the Go runtime's own allocation. */
+ * is in libsymheap.so, the Go runtime's own allocation, or in the
+ * dynamic loader, which allocates a new thread's TLS (pthread_create,
+ * when the runtime starts a thread): neither is the program's. */
 static int runtime_call(void *ra)
 {
 	Dl_info d;
-	return lib_base != 0 && dladdr(ra, &d) && (uintptr_t)d.dli_fbase == lib_base;
+	if (!dladdr(ra, &d))
+		return 0;
+	if (lib_base != 0 && (uintptr_t)d.dli_fbase == lib_base)
+		return 1;
+	return d.dli_fname != NULL && strstr(d.dli_fname, "/ld-linux") != NULL;
 }
 
 /* strict_fallback is a block of n bytes from glibc for the runtime when a
@@ -866,6 +872,13 @@ static void *strict_fallback(size_t n)
 {
 	count_fallback();
 	return __libc_malloc(n);
+}
+
+/* strict_fallback_calloc is strict_fallback for calloc. */
+static void *strict_fallback_calloc(size_t n, size_t m)
+{
+	count_fallback();
+	return __libc_calloc(n, m);
 }
 
 void *malloc(size_t n)
@@ -890,6 +903,8 @@ void *calloc(size_t n, size_t m)
 	void *p = sm_malloc(b);
 	if (p != NULL)
 		memset(p, 0, b);
+	else if (strict && runtime_call(__builtin_return_address(0)))
+		p = strict_fallback_calloc(n, m);
 	return p;
 }
 
